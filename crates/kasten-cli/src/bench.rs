@@ -1,0 +1,301 @@
+//! `kasten bench search`: builds (or reuses) a memory of N synthetic notes with the real
+//! embedder and store, then measures ingest throughput, query embedding, vector search,
+//! hybrid search and note fetch latency, RSS and bytes on disk per note.
+//! `--export DIR` writes the corpus and query vectors for `bench/chroma_bench.py`, so
+//! ChromaDB can be measured on exactly the same vectors.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use clap::Subcommand;
+use kasten_core::NewNote;
+use kasten_engine::Engine;
+use kasten_store::Endpoint;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde_json::json;
+
+#[derive(Subcommand, Debug)]
+pub enum BenchCommand {
+    /// Search latency and ingest throughput on a memory of N notes.
+    Search {
+        /// Size of the memory to measure.
+        #[arg(long)]
+        notes: usize,
+        /// Queries to time.
+        #[arg(long, default_value_t = 200)]
+        queries: usize,
+        #[arg(short, default_value_t = 10)]
+        k: usize,
+        /// Build the corpus again even if one of this size exists.
+        #[arg(long)]
+        fresh: bool,
+        /// Write corpus.f32, queries.f32 and meta.json here (for bench/chroma_bench.py).
+        #[arg(long)]
+        export: Option<PathBuf>,
+    },
+}
+
+const NAMES: &[&str] = &[
+    "Caroline", "Melanie", "Jon", "Gina", "Maria", "John", "Audrey", "Andrew", "James", "Deborah", "Evan", "Sam",
+    "Calvin", "Dave", "Jolene", "Nate", "Tim", "Joanna", "Priya", "Wei", "Ling", "Kenji", "Amara", "Lucas",
+];
+const VERBS: &[&str] = &[
+    "visited", "talked about", "started learning", "finished reading", "painted", "cooked", "planned a trip to",
+    "wrote a poem about", "volunteered at", "bought", "lost", "fixed", "recommended", "argued about", "photographed",
+    "signed up for", "dreamed about", "complained about", "celebrated", "researched",
+];
+const OBJECTS: &[&str] = &[
+    "the pottery class", "a new guitar", "the adoption agency", "the marathon", "a sunset over the lake",
+    "the LGBTQ support group", "their grandmother's recipe", "a science fiction novel", "the dance studio",
+    "the animal shelter", "a vintage camera", "the mountain cabin", "a job interview", "the community garden",
+    "the chess tournament", "a watercolor of the harbor", "the startup pitch", "the family reunion",
+    "a hiking trail", "the jazz concert", "the budget spreadsheet", "an old friend", "the new puppy",
+    "the book club", "a broken bicycle", "the art exhibition", "a coding bootcamp", "the camping trip",
+];
+const WHEN: &[&str] = &[
+    "yesterday", "last weekend", "this morning", "in May", "two weeks ago", "on her birthday", "after work",
+    "during the holidays", "last summer", "on Friday night",
+];
+const WHY: &[&str] = &[
+    "because it felt meaningful", "with a close friend", "for the first time", "to relieve stress",
+    "and loved it", "but it was harder than expected", "as a surprise", "to help the kids", "", "",
+];
+
+fn sentence(rng: &mut StdRng) -> String {
+    let pick = |rng: &mut StdRng, xs: &[&str]| xs[rng.random_range(0..xs.len())].to_owned();
+    let (n, v, o, w, y) = (pick(rng, NAMES), pick(rng, VERBS), pick(rng, OBJECTS), pick(rng, WHEN), pick(rng, WHY));
+    let num = rng.random_range(1..1000);
+    format!("{n} {v} {o} {w} {y} (#{num})").replace("  ", " ")
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)].as_secs_f64() * 1e3
+}
+
+fn stats(mut v: Vec<Duration>) -> serde_json::Value {
+    v.sort();
+    let mean = v.iter().map(Duration::as_secs_f64).sum::<f64>() / v.len().max(1) as f64 * 1e3;
+    json!({ "p50_ms": percentile(&v, 0.5), "p95_ms": percentile(&v, 0.95), "mean_ms": mean, "n": v.len() })
+}
+
+/// (VmRSS, VmHWM) of this process in MiB.
+fn rss_mib() -> (f64, f64) {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|kb| kb.parse::<f64>().ok())
+            .map_or(0.0, |kb| kb / 1024.0)
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
+fn write_f32(path: &Path, rows: &[Vec<f32>]) -> Result<()> {
+    let mut f = std::io::BufWriter::new(std::fs::File::create(path).with_context(|| format!("cannot write {}", path.display()))?);
+    for r in rows {
+        for x in r {
+            f.write_all(&x.to_le_bytes())?;
+        }
+    }
+    f.flush()?;
+    Ok(())
+}
+
+pub async fn run(cmd: &BenchCommand, db: Option<&str>, json_out: bool) -> Result<()> {
+    let BenchCommand::Search { notes, queries, k, fresh, export } = cmd;
+    let (n, q, k) = (*notes, (*queries).max(1), (*k).max(1));
+    if n == 0 {
+        bail!("--notes must be at least 1");
+    }
+    let ep = match db {
+        Some(s) => Endpoint::parse(s)?,
+        None => {
+            let base = match Endpoint::default_from_env()? {
+                Endpoint::SurrealKv(p) => p.parent().map(Path::to_path_buf).unwrap_or(p),
+                _ => PathBuf::from("."),
+            };
+            Endpoint::SurrealKv(base.join("bench").join(format!("notes-{n}")))
+        }
+    };
+    if *fresh && let Endpoint::SurrealKv(dir) = &ep {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+    let log = |s: String| {
+        if !json_out {
+            eprintln!("{s}");
+        }
+    };
+    log(format!("bench: memory at {ep}"));
+    let t_open = Instant::now();
+    let engine = crate::open_engine(db.or(Some(&ep.to_string()))).await?;
+    let open_time = t_open.elapsed();
+    let result = measure(&engine, n, q, k, export.as_deref(), open_time, &log).await;
+    engine.close().await;
+    let report = result?;
+    if json_out {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_report(&report);
+    }
+    Ok(())
+}
+
+async fn measure(
+    engine: &Engine,
+    n: usize,
+    q: usize,
+    k: usize,
+    export: Option<&Path>,
+    open_time: Duration,
+    log: &dyn Fn(String),
+) -> Result<serde_json::Value> {
+    let have = engine.count().await? as usize;
+    if have > n {
+        bail!("the bench memory already holds {have} notes (more than {n}); pass --fresh to rebuild it");
+    }
+    let mut ingest = json!(null);
+    if have < n {
+        let mut rng = StdRng::seed_from_u64(0x6b61_7374_656e + have as u64);
+        let pb = crate::progress_bar();
+        pb.set_message("ingesting");
+        pb.set_length((n - have) as u64);
+        let (mut embed_t, mut store_t) = (Duration::ZERO, Duration::ZERO);
+        let t0 = Instant::now();
+        let mut done = 0usize;
+        while done < n - have {
+            let b = (n - have - done).min(256);
+            let batch: Vec<NewNote> =
+                (0..b).filter_map(|_| NewNote::new(&sentence(&mut rng)).ok()).collect();
+            let saved = engine.add_batch(batch).await?;
+            embed_t += saved.embed_time;
+            store_t += saved.store_time;
+            done += b;
+            pb.set_position(done as u64);
+        }
+        pb.finish_and_clear();
+        let total = t0.elapsed().as_secs_f64();
+        ingest = json!({
+            "notes": done,
+            "seconds": total,
+            "notes_per_s": done as f64 / total,
+            "embed_seconds": embed_t.as_secs_f64(),
+            "store_seconds": store_t.as_secs_f64(),
+            "embed_notes_per_s": done as f64 / embed_t.as_secs_f64().max(1e-9),
+            "store_notes_per_s": done as f64 / store_t.as_secs_f64().max(1e-9),
+        });
+        log(format!("bench: ingested {done} notes in {total:.1} s"));
+    }
+
+    // Queries: fresh sentences from another seed (same vocabulary, different combinations).
+    let mut rng = StdRng::seed_from_u64(0x7175_6572_79);
+    let texts: Vec<String> = (0..q).map(|_| sentence(&mut rng)).collect();
+    let mut embed_lat = Vec::with_capacity(q);
+    let mut vectors = Vec::with_capacity(q);
+    for t in &texts {
+        let t0 = Instant::now();
+        vectors.push(engine.embed_query(t).await?);
+        embed_lat.push(t0.elapsed());
+    }
+    // warm-up: touch the index once
+    for v in vectors.iter().take(5) {
+        engine.rank_vector(v, k)?;
+    }
+    let (mut vec_lat, mut hyb_lat, mut full_lat, mut fetch_lat) = (vec![], vec![], vec![], vec![]);
+    let mut recall_hits = 0usize;
+    let mut recall_total = 0usize;
+    for (t, v) in texts.iter().zip(&vectors) {
+        let t0 = Instant::now();
+        let hits = engine.rank_vector(v, k)?;
+        vec_lat.push(t0.elapsed());
+        let exact = engine.rank_vector_exact(v, k)?;
+        recall_total += exact.len();
+        recall_hits += exact.iter().filter(|(id, _)| hits.iter().any(|(h, _)| h == id)).count();
+
+        let t1 = Instant::now();
+        let fused = engine.rank_hybrid(t, v, k)?;
+        hyb_lat.push(t1.elapsed());
+        let ids: Vec<_> = fused.iter().map(|h| h.id.clone()).collect();
+        let t2 = Instant::now();
+        let notes = engine.store().get_notes(&ids).await?;
+        fetch_lat.push(t2.elapsed());
+        full_lat.push(t1.elapsed());
+        if notes.len() != ids.len() {
+            bail!("search returned {} ids but only {} notes were found", ids.len(), notes.len());
+        }
+    }
+    let count = engine.count().await?;
+    let disk = engine.store().disk_bytes();
+    let (rss, hwm) = rss_mib();
+
+    if let Some(dir) = export {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        let corpus = engine.export_vectors()?;
+        write_f32(&dir.join("corpus.f32"), &corpus)?;
+        write_f32(&dir.join("queries.f32"), &vectors)?;
+        let dim = vectors.first().map_or(0, Vec::len);
+        std::fs::write(dir.join("meta.json"), json!({"dim": dim, "corpus": corpus.len(), "queries": vectors.len()}).to_string())?;
+        log(format!("bench: exported {} corpus and {} query vectors to {}", corpus.len(), vectors.len(), dir.display()));
+    }
+
+    Ok(json!({
+        "notes": count,
+        "k": k,
+        "queries": q,
+        "threads": std::thread::available_parallelism().map_or(1, |n| n.get()),
+        "open_seconds": open_time.as_secs_f64(),
+        "ingest": ingest,
+        "query_embedding": stats(embed_lat),
+        "vector_search": stats(vec_lat),
+        "vector_recall_vs_exact": recall_hits as f64 / recall_total.max(1) as f64,
+        "hybrid_rank": stats(hyb_lat),
+        "note_fetch": stats(fetch_lat),
+        "hybrid_search_with_fetch": stats(full_lat),
+        "rss_mib": rss,
+        "peak_rss_mib": hwm,
+        "vector_index_mib": engine.vector_index_bytes()? as f64 / (1024.0 * 1024.0),
+        "db_bytes": disk,
+        "db_bytes_per_note": if count > 0 { disk as f64 / count as f64 } else { 0.0 },
+    }))
+}
+
+fn print_report(r: &serde_json::Value) {
+    let ms = |path: &str, field: &str| r[path][field].as_f64().unwrap_or(f64::NAN);
+    println!("notes:                {}", r["notes"]);
+    println!("open (index rebuild): {:.2} s", r["open_seconds"].as_f64().unwrap_or(0.0));
+    if !r["ingest"].is_null() {
+        let i = &r["ingest"];
+        println!(
+            "ingest:               {:.0} notes/s ({} notes; embedding {:.0} notes/s, storage {:.0} notes/s)",
+            i["notes_per_s"].as_f64().unwrap_or(0.0),
+            i["notes"],
+            i["embed_notes_per_s"].as_f64().unwrap_or(0.0),
+            i["store_notes_per_s"].as_f64().unwrap_or(0.0)
+        );
+    }
+    for (label, key) in [
+        ("query embedding", "query_embedding"),
+        ("vector top-k", "vector_search"),
+        ("hybrid rank", "hybrid_rank"),
+        ("note fetch", "note_fetch"),
+        ("hybrid + fetch", "hybrid_search_with_fetch"),
+    ] {
+        println!("{label:<21} p50 {:>8.3} ms   p95 {:>8.3} ms", ms(key, "p50_ms"), ms(key, "p95_ms"));
+    }
+    println!("vector recall vs exact: {:.4}", r["vector_recall_vs_exact"].as_f64().unwrap_or(0.0));
+    println!(
+        "memory:               RSS {:.0} MiB (peak {:.0} MiB); vector index {:.1} MiB",
+        r["rss_mib"].as_f64().unwrap_or(0.0),
+        r["peak_rss_mib"].as_f64().unwrap_or(0.0),
+        r["vector_index_mib"].as_f64().unwrap_or(0.0)
+    );
+    println!("disk:                 {} bytes ({:.0} bytes/note)", r["db_bytes"], r["db_bytes_per_note"].as_f64().unwrap_or(0.0));
+}

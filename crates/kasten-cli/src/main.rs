@@ -1,0 +1,292 @@
+//! `kasten`: the command line over Kasten's engine.
+//!
+//! Every command opens the memory, does its work, and closes the store before the process
+//! exits, on success, on error and on Ctrl-C alike (see kasten-store's durability notes).
+//! Errors go to stderr in plain words with exit code 1; usage errors exit 2.
+
+mod bench;
+mod output;
+
+use std::io::{IsTerminal, Read};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{Context, Result, anyhow, bail};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use indicatif::{ProgressBar, ProgressStyle};
+use kasten_core::import::{LineError, parse_jsonl_bytes, parse_time};
+use kasten_core::{NewNote, NoteId};
+use kasten_embed::{Embedder, FastEmbedder};
+use kasten_engine::{Engine, Progress};
+use kasten_store::Endpoint;
+
+#[derive(Parser, Debug)]
+#[command(name = "kasten", version, about = "Kasten: an agentic Zettelkasten memory you can see, audit and undo.")]
+struct Cli {
+    /// Where the memory lives: surrealkv://DIR (default: $KASTEN_HOME/db), mem://, or ws://HOST:PORT
+    #[arg(long, global = true, env = "KASTEN_DB")]
+    db: Option<String>,
+    /// Machine-readable output on stdout.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Save a note (TEXT, or - to read it from stdin) and print its id.
+    Add {
+        text: String,
+        /// When the memory happened (RFC 3339, e.g. 2024-05-01T14:30:00Z); default now.
+        #[arg(long)]
+        time: Option<String>,
+    },
+    /// Show every field of a note and its links.
+    Show { id: String },
+    /// List notes, newest first.
+    List {
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+    },
+    /// Delete a note and its links.
+    Delete { id: String },
+    /// Hybrid (vector + keyword) search.
+    Search {
+        query: String,
+        #[arg(short, default_value_t = 10)]
+        k: usize,
+    },
+    /// Import notes from a file, in batches, with progress.
+    Import(ImportArgs),
+    /// Measure performance.
+    Bench {
+        #[command(subcommand)]
+        what: bench::BenchCommand,
+    },
+}
+
+#[derive(Args, Debug)]
+struct ImportArgs {
+    file: PathBuf,
+    #[arg(long, value_enum)]
+    format: ImportFormat,
+    /// Import the good lines and report the bad ones, instead of stopping before any write.
+    #[arg(long)]
+    skip_invalid: bool,
+    /// Notes per transaction.
+    #[arg(long, default_value_t = 256)]
+    batch: usize,
+    /// Print each note's id on stdout as soon as its batch is committed.
+    #[arg(long)]
+    print_ids: bool,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+enum ImportFormat {
+    Jsonl,
+}
+
+fn main() -> std::process::ExitCode {
+    init_logging();
+    let cli = Cli::parse();
+    let json = cli.json;
+    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => return output::fail(json, &anyhow!("cannot start the async runtime: {e}")),
+    };
+    let result = rt.block_on(run(cli));
+    // The store was closed inside `run`; let any background work wind down before exit.
+    rt.shutdown_timeout(std::time::Duration::from_secs(10));
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => output::fail(json, &e),
+    }
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("KASTEN_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+}
+
+fn endpoint(db: Option<&str>) -> Result<Endpoint> {
+    Ok(match db {
+        Some(s) => Endpoint::parse(s)?,
+        None => Endpoint::default_from_env()?,
+    })
+}
+
+/// Loads the embedding model (the error names `scripts/setup` when it is missing).
+fn load_embedder() -> Result<Arc<dyn Embedder>> {
+    let e = FastEmbedder::load_default().context("cannot load the embedding model")?;
+    Ok(Arc::new(e))
+}
+
+/// A progress bar on stderr for the engine's long work (hidden when not a terminal).
+fn progress_bar() -> ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let pb = ProgressBar::new(0);
+    pb.set_style(
+        ProgressStyle::with_template("{msg:>14} [{bar:32}] {pos}/{len} ({per_sec}, {eta} left)")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    pb
+}
+
+async fn open_engine(db: Option<&str>) -> Result<Engine> {
+    let ep = endpoint(db)?;
+    let embedder = load_embedder()?;
+    let pb = progress_bar();
+    let report = |p: Progress| {
+        let (msg, done, total) = match p {
+            Progress::Loading { done, total } => ("loading", done, total),
+            Progress::Reembedding { done, total } => ("re-embedding", done, total),
+        };
+        // small memories open instantly; only show a bar for real work
+        if total >= 5000 || matches!(p, Progress::Reembedding { .. }) {
+            pb.set_message(msg);
+            pb.set_length(total);
+            pb.set_position(done);
+        }
+    };
+    let engine = Engine::open(&ep, embedder, &report).await.with_context(|| format!("cannot open the memory at {ep}"))?;
+    pb.finish_and_clear();
+    Ok(engine)
+}
+
+async fn run(cli: Cli) -> Result<()> {
+    // `bench` manages its own memories.
+    if let Command::Bench { what } = &cli.command {
+        return bench::run(what, cli.db.as_deref(), cli.json).await;
+    }
+    // Validate what can be validated before opening anything.
+    let prepared = prepare(&cli.command)?;
+    let engine = open_engine(cli.db.as_deref()).await?;
+    let result = tokio::select! {
+        r = execute(&engine, prepared, cli.json) => r,
+        _ = tokio::signal::ctrl_c() => Err(anyhow!("interrupted; everything committed so far is saved")),
+    };
+    engine.close().await;
+    result
+}
+
+/// A command with its input already read and checked.
+enum Prepared {
+    Add(NewNote),
+    Show(NoteId),
+    List(usize),
+    Delete(NoteId),
+    Search(String, usize),
+    Import(ImportJob),
+}
+
+struct ImportJob {
+    file: PathBuf,
+    notes: Vec<(usize, NewNote)>,
+    skipped: Vec<LineError>,
+    batch: usize,
+    print_ids: bool,
+}
+
+fn prepare(cmd: &Command) -> Result<Prepared> {
+    Ok(match cmd {
+        Command::Add { text, time } => {
+            let content = if text == "-" {
+                let mut s = String::new();
+                std::io::stdin().read_to_string(&mut s).context("cannot read the note from stdin")?;
+                s
+            } else {
+                text.clone()
+            };
+            let at = time.as_deref().map(parse_time).transpose().map_err(|e| anyhow!(e))?;
+            Prepared::Add(NewNote::new(&content)?.at(at))
+        }
+        Command::Show { id } => Prepared::Show(NoteId::parse(id)?),
+        Command::List { limit } => Prepared::List(*limit),
+        Command::Delete { id } => Prepared::Delete(NoteId::parse(id)?),
+        Command::Search { query, k } => {
+            if query.trim().is_empty() {
+                bail!("the search query is empty");
+            }
+            Prepared::Search(query.clone(), (*k).max(1))
+        }
+        Command::Import(a) => {
+            let ImportFormat::Jsonl = a.format;
+            let bytes = std::fs::read(&a.file).with_context(|| format!("cannot read {}", a.file.display()))?;
+            let (ok, bad) = parse_jsonl_bytes(&bytes);
+            if !bad.is_empty() && !a.skip_invalid {
+                let shown: Vec<String> = bad.iter().take(20).map(|e| format!("  {}: {e}", a.file.display())).collect();
+                let more = if bad.len() > 20 { format!("\n  … and {} more", bad.len() - 20) } else { String::new() };
+                bail!(
+                    "{} invalid line(s) in {}; nothing was imported. Fix them, or pass --skip-invalid to import the other {} line(s):\n{}{}",
+                    bad.len(),
+                    a.file.display(),
+                    ok.len(),
+                    shown.join("\n"),
+                    more
+                );
+            }
+            Prepared::Import(ImportJob {
+                file: a.file.clone(),
+                notes: ok.into_iter().map(|r| (r.line, r.note)).collect(),
+                skipped: bad,
+                batch: a.batch.clamp(1, 10_000),
+                print_ids: a.print_ids,
+            })
+        }
+        Command::Bench { .. } => bail!("bench is handled separately"),
+    })
+}
+
+async fn execute(engine: &Engine, cmd: Prepared, json: bool) -> Result<()> {
+    match cmd {
+        Prepared::Add(new) => {
+            let note = engine.add(new).await?;
+            output::added(json, &note);
+        }
+        Prepared::Show(id) => output::show(json, &engine.get(&id).await?),
+        Prepared::List(limit) => output::list(json, &engine.list(limit, 0).await?, engine.count().await?),
+        Prepared::Delete(id) => {
+            engine.delete(&id).await?;
+            output::deleted(json, &id);
+        }
+        Prepared::Search(q, k) => output::search(json, &engine.search(&q, k).await?),
+        Prepared::Import(job) => import(engine, job, json).await?,
+    }
+    Ok(())
+}
+
+async fn import(engine: &Engine, job: ImportJob, json: bool) -> Result<()> {
+    use std::io::Write;
+    let total = job.notes.len() as u64;
+    let pb = progress_bar();
+    pb.set_message("importing");
+    pb.set_length(total);
+    let mut imported = 0u64;
+    let mut stdout = std::io::stdout().lock();
+    for chunk in job.notes.chunks(job.batch) {
+        let first_line = chunk.first().map_or(0, |c| c.0);
+        let notes: Vec<NewNote> = chunk.iter().map(|(_, n)| n.clone()).collect();
+        let saved = engine.add_batch(notes).await.with_context(|| {
+            format!(
+                "import stopped at line {first_line} of {}: {imported} note(s) before it were saved, this batch and the rest were not",
+                job.file.display()
+            )
+        })?;
+        imported += saved.notes.len() as u64;
+        if job.print_ids {
+            for n in &saved.notes {
+                writeln!(stdout, "{}", n.id)?;
+            }
+            stdout.flush()?;
+        }
+        pb.set_position(imported);
+    }
+    pb.finish_and_clear();
+    output::imported(json, &job.file, imported, &job.skipped);
+    Ok(())
+}

@@ -1,0 +1,205 @@
+//! What the CLI prints: plain text for people, `--json` for tools. The JSON field names
+//! are a contract (README "CLI"): add fields freely, never rename or remove one.
+
+use std::path::Path;
+
+use kasten_core::import::LineError;
+use kasten_core::{EnrichState, Note, NoteId};
+use kasten_engine::{NoteDetail, SearchOutput};
+use serde_json::{Value, json};
+
+fn print_json(v: &Value) {
+    println!("{}", serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string()));
+}
+
+fn enrich_error(state: &EnrichState) -> Option<String> {
+    match state {
+        EnrichState::Pending { reason } => reason.clone(),
+        EnrichState::Failed { error } => Some(error.clone()),
+        EnrichState::Done => None,
+    }
+}
+
+fn pending_reason(state: &EnrichState) -> Option<String> {
+    match state {
+        EnrichState::Pending { reason: Some(r) } => Some(r.clone()),
+        EnrichState::Pending { reason: None } => Some(kasten_llm_reason()),
+        _ => None,
+    }
+}
+
+fn kasten_llm_reason() -> String {
+    match kasten_llm::LlmConfig::from_lookup(|k| std::env::var(k).ok()) {
+        Ok(None) => kasten_llm::LlmConfig::missing_reason().to_owned(),
+        Ok(Some(_)) => "queued for enrichment".to_owned(),
+        Err(e) => e.to_string(),
+    }
+}
+
+fn note_json(n: &Note) -> Value {
+    json!({
+        "id": n.id,
+        "content": n.content,
+        "created_at": n.created_at.to_rfc3339(),
+        "updated_at": n.updated_at.to_rfc3339(),
+        "keywords": n.keywords,
+        "tags": n.tags,
+        "context": n.context,
+        "status": n.status.as_str(),
+        "enrich_state": n.enrich_state.label(),
+        "enrich_error": enrich_error(&n.enrich_state),
+        "source": n.source,
+        "strength": n.strength,
+        "access_count": n.access_count,
+        "last_accessed": n.last_accessed.map(|t| t.to_rfc3339()),
+        "version": n.version,
+    })
+}
+
+fn preview(s: &str, max: usize) -> String {
+    let one_line = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    if one_line.chars().count() <= max {
+        one_line
+    } else {
+        format!("{}…", one_line.chars().take(max - 1).collect::<String>())
+    }
+}
+
+pub fn added(json: bool, note: &Note) {
+    if json {
+        print_json(&json!({ "id": note.id, "enrich_state": note.enrich_state.label() }));
+    } else {
+        println!("{}", note.id);
+    }
+}
+
+pub fn show(json: bool, d: &NoteDetail) {
+    let n = &d.note;
+    if json {
+        let mut v = note_json(n);
+        v["links"] = serde_json::to_value(&d.links).unwrap_or(Value::Array(vec![]));
+        print_json(&v);
+        return;
+    }
+    println!("id:        {}", n.id);
+    println!("time:      {}", n.created_at.to_rfc3339());
+    println!("status:    {}", n.status.as_str());
+    match pending_reason(&n.enrich_state) {
+        Some(r) => println!("enrich:    pending ({r})"),
+        None => match &n.enrich_state {
+            EnrichState::Failed { error } => println!("enrich:    FAILED: {error}"),
+            s => println!("enrich:    {}", s.label()),
+        },
+    }
+    println!("keywords:  {}", n.keywords.join(", "));
+    println!("tags:      {}", n.tags.join(", "));
+    println!("context:   {}", n.context);
+    if let Some(s) = &n.source {
+        println!("source:    {s}");
+    }
+    println!("content:\n{}", n.content);
+    if d.links.is_empty() {
+        println!("links:     none");
+    } else {
+        println!("links:");
+        for l in &d.links {
+            let other = if l.from == n.id { format!("-> {}", l.to) } else { format!("<- {}", l.from) };
+            println!(
+                "  {other}  {} ({:.2}, {:?}, by {}): {}",
+                l.kind, l.confidence, l.status, l.created_by, l.reason
+            );
+        }
+    }
+}
+
+pub fn list(json: bool, notes: &[Note], total: u64) {
+    if json {
+        print_json(&json!({ "total": total, "notes": notes.iter().map(note_json).collect::<Vec<_>>() }));
+        return;
+    }
+    if notes.is_empty() {
+        println!("The memory is empty. Add a note with: kasten add \"...\"");
+        return;
+    }
+    for n in notes {
+        println!("{}  {}  {:<7}  {}", n.id, n.created_at.format("%Y-%m-%d %H:%M"), n.enrich_state.label(), preview(&n.content, 80));
+    }
+    if total as usize > notes.len() {
+        println!("({} of {total} notes; use --limit to see more)", notes.len());
+    }
+}
+
+pub fn deleted(json: bool, id: &NoteId) {
+    if json {
+        print_json(&json!({ "deleted": id }));
+    } else {
+        println!("deleted {id}");
+    }
+}
+
+pub fn search(json: bool, out: &SearchOutput) {
+    if json {
+        let hits: Vec<Value> = out
+            .hits
+            .iter()
+            .map(|h| {
+                json!({
+                    "id": h.note.id,
+                    "content": h.note.content,
+                    "score": h.score,
+                    "via": h.via.iter().map(|v| v.label()).collect::<Vec<_>>(),
+                    "created_at": h.note.created_at.to_rfc3339(),
+                })
+            })
+            .collect();
+        let t = &out.timings;
+        print_json(&json!({
+            "hits": hits,
+            "timings_ms": {
+                "embed": t.embed.as_secs_f64() * 1e3,
+                "rank": t.rank.as_secs_f64() * 1e3,
+                "fetch": t.fetch.as_secs_f64() * 1e3,
+            }
+        }));
+        return;
+    }
+    if out.hits.is_empty() {
+        println!("No matching notes.");
+        return;
+    }
+    for (i, h) in out.hits.iter().enumerate() {
+        let via: Vec<String> = h.via.iter().map(|v| v.label()).collect();
+        println!("{:>2}. {}  [{:.4}; {}]\n    {}", i + 1, h.note.id, h.score, via.join(", "), preview(&h.note.content, 100));
+    }
+}
+
+pub fn imported(json: bool, file: &Path, imported: u64, skipped: &[LineError]) {
+    if json {
+        print_json(&json!({
+            "imported": imported,
+            "skipped": skipped.iter().map(|e| json!({"line": e.line, "error": e.message})).collect::<Vec<_>>(),
+        }));
+        return;
+    }
+    eprintln!("imported {imported} note(s) from {}", file.display());
+    if !skipped.is_empty() {
+        eprintln!("skipped {} invalid line(s):", skipped.len());
+        for e in skipped.iter().take(20) {
+            eprintln!("  {}: {e}", file.display());
+        }
+        if skipped.len() > 20 {
+            eprintln!("  … and {} more", skipped.len() - 20);
+        }
+    }
+}
+
+/// Prints an error for the user and returns exit code 1.
+pub fn fail(json: bool, e: &anyhow::Error) -> std::process::ExitCode {
+    // The chain reads as "cannot open the memory at …: <cause>".
+    let msg = e.chain().map(ToString::to_string).collect::<Vec<_>>().join(": ");
+    if json {
+        println!("{}", json!({ "error": msg }));
+    }
+    eprintln!("error: {msg}");
+    std::process::ExitCode::from(1)
+}

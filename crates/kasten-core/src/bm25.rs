@@ -1,0 +1,210 @@
+//! The in-process BM25 full-text index (Okapi BM25, k1 = 1.2, b = 0.75).
+//!
+//! Terms come from [`crate::text::Tokenizer`], so Chinese and Japanese are indexed as
+//! character bigrams. Like the vector index it is derived state, rebuilt from the store
+//! at open and kept in step with every write.
+
+use std::collections::HashMap;
+
+use crate::NoteId;
+use crate::text::Tokenizer;
+
+const K1: f32 = 1.2;
+const B: f32 = 0.75;
+
+#[derive(Debug, Clone)]
+struct Doc {
+    id: NoteId,
+    len: u32,
+    /// The distinct term ids of the doc, to remove its postings again.
+    terms: Box<[u32]>,
+}
+
+pub struct TextIndex {
+    tokenizer: Tokenizer,
+    term_ids: HashMap<String, u32>,
+    /// Per term id: (doc slot, term frequency).
+    postings: Vec<Vec<(u32, u32)>>,
+    docs: Vec<Option<Doc>>,
+    free: Vec<u32>,
+    slot_of: HashMap<NoteId, u32>,
+    total_len: u64,
+}
+
+impl Default for TextIndex {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl TextIndex {
+    pub fn new() -> Self {
+        Self {
+            tokenizer: Tokenizer::default(),
+            term_ids: HashMap::new(),
+            postings: Vec::new(),
+            docs: Vec::new(),
+            free: Vec::new(),
+            slot_of: HashMap::new(),
+            total_len: 0,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.slot_of.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.slot_of.is_empty()
+    }
+
+    pub fn contains(&self, id: &NoteId) -> bool {
+        self.slot_of.contains_key(id)
+    }
+
+    /// Indexes (or re-indexes) `text` as the document of `id`.
+    pub fn upsert(&mut self, id: NoteId, text: &str) {
+        self.remove(&id);
+        let tokens = self.tokenizer.tokenize(text);
+        let mut tf: HashMap<u32, u32> = HashMap::new();
+        for t in &tokens {
+            let next = self.term_ids.len() as u32;
+            let tid = *self.term_ids.entry(t.clone()).or_insert(next);
+            if tid as usize == self.postings.len() {
+                self.postings.push(Vec::new());
+            }
+            *tf.entry(tid).or_insert(0) += 1;
+        }
+        let slot = match self.free.pop() {
+            Some(s) => s,
+            None => {
+                self.docs.push(None);
+                (self.docs.len() - 1) as u32
+            }
+        };
+        let mut terms: Vec<u32> = tf.keys().copied().collect();
+        terms.sort_unstable();
+        for (&tid, &f) in &tf {
+            self.postings[tid as usize].push((slot, f));
+        }
+        self.total_len += tokens.len() as u64;
+        self.docs[slot as usize] = Some(Doc { id: id.clone(), len: tokens.len() as u32, terms: terms.into() });
+        self.slot_of.insert(id, slot);
+    }
+
+    /// Removes the document of `id`; returns whether it was there.
+    pub fn remove(&mut self, id: &NoteId) -> bool {
+        let Some(slot) = self.slot_of.remove(id) else { return false };
+        if let Some(doc) = self.docs.get_mut(slot as usize).and_then(Option::take) {
+            for &tid in doc.terms.iter() {
+                if let Some(p) = self.postings.get_mut(tid as usize) {
+                    p.retain(|&(s, _)| s != slot);
+                }
+            }
+            self.total_len = self.total_len.saturating_sub(doc.len as u64);
+        }
+        self.free.push(slot);
+        true
+    }
+
+    /// The best `k` documents for `query` by BM25, best first. Documents with no query
+    /// term are never returned.
+    pub fn search(&self, query: &str, k: usize) -> Vec<(NoteId, f32)> {
+        let n = self.slot_of.len();
+        if n == 0 || k == 0 {
+            return Vec::new();
+        }
+        let mut terms: Vec<u32> =
+            self.tokenizer.tokenize(query).iter().filter_map(|t| self.term_ids.get(t).copied()).collect();
+        terms.sort_unstable();
+        terms.dedup();
+        let avg = self.total_len as f32 / n as f32;
+        let mut scores: HashMap<u32, f32> = HashMap::new();
+        for tid in terms {
+            let p = &self.postings[tid as usize];
+            if p.is_empty() {
+                continue;
+            }
+            let df = p.len() as f32;
+            let idf = (1.0 + (n as f32 - df + 0.5) / (df + 0.5)).ln();
+            for &(slot, f) in p {
+                let len = self.docs[slot as usize].as_ref().map_or(0, |d| d.len) as f32;
+                let f = f as f32;
+                let s = idf * f * (K1 + 1.0) / (f + K1 * (1.0 - B + B * len / avg.max(1.0)));
+                *scores.entry(slot).or_insert(0.0) += s;
+            }
+        }
+        let mut ranked: Vec<(u32, f32)> = scores.into_iter().collect();
+        let by_score = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0));
+        if ranked.len() > k {
+            ranked.select_nth_unstable_by(k - 1, by_score);
+            ranked.truncate(k);
+        }
+        ranked.sort_by(by_score);
+        ranked
+            .into_iter()
+            .filter_map(|(slot, s)| self.docs[slot as usize].as_ref().map(|d| (d.id.clone(), s)))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(s: &str) -> NoteId {
+        NoteId::parse(s).unwrap_or_else(|_| NoteId::generate())
+    }
+
+    fn ids(hits: &[(NoteId, f32)]) -> Vec<&str> {
+        hits.iter().map(|(i, _)| i.as_str()).collect()
+    }
+
+    #[test]
+    fn ranks_by_term_rarity_and_frequency() {
+        let mut ix = TextIndex::new();
+        ix.upsert(id("a"), "Melanie painted a sunrise over the lake");
+        ix.upsert(id("b"), "Caroline went to the LGBTQ support group");
+        ix.upsert(id("c"), "Melanie and Caroline talked about painting and painting classes");
+        let hits = ix.search("painting", 10);
+        assert_eq!(ids(&hits), vec!["c", "a"]);
+        assert_eq!(ids(&ix.search("support group", 10)), vec!["b"]);
+        assert!(ix.search("quantum", 10).is_empty());
+        assert!(ix.search("the and", 10).is_empty(), "stop words match nothing");
+    }
+
+    #[test]
+    fn removal_and_update_take_effect() {
+        let mut ix = TextIndex::new();
+        ix.upsert(id("a"), "red apple");
+        ix.upsert(id("b"), "green apple");
+        assert!(ix.remove(&id("a")));
+        assert_eq!(ids(&ix.search("apple", 10)), vec!["b"]);
+        ix.upsert(id("b"), "green pear");
+        assert!(ix.search("apple", 10).is_empty());
+        assert_eq!(ids(&ix.search("pear", 10)), vec!["b"]);
+        ix.upsert(id("c"), "apple pie"); // reuses the freed slot
+        assert_eq!(ids(&ix.search("apple", 10)), vec!["c"]);
+        assert_eq!(ix.len(), 2);
+        assert!(!ix.remove(&id("zzz")));
+    }
+
+    #[test]
+    fn chinese_queries_match_inside_sentences() {
+        let mut ix = TextIndex::new();
+        ix.upsert(id("zh1"), "我昨天去了北京的向量数据库会议");
+        ix.upsert(id("zh2"), "今天天气很好，我们去公园散步");
+        assert_eq!(ids(&ix.search("数据库", 10)), vec!["zh1"]);
+        assert_eq!(ids(&ix.search("公园", 10)), vec!["zh2"]);
+    }
+
+    #[test]
+    fn k_limits_results() {
+        let mut ix = TextIndex::new();
+        for i in 0..50 {
+            ix.upsert(id(&format!("d{i}")), &format!("common word {i}"));
+        }
+        assert_eq!(ix.search("common", 7).len(), 7);
+        assert!(ix.search("common", 0).is_empty());
+    }
+}

@@ -1,0 +1,18 @@
+use thiserror::Error;
+
+/// Errors of the pure domain logic.
+#[derive(Debug, Error, Clone, PartialEq)]
+pub enum CoreError {
+    /// An id that is not of the form Kasten gives out.
+    #[error("'{0}' is not a valid note id (ids look like 01JD3Q8W5V2T6Y9K3M4N5P6Q7R)")]
+    InvalidId(String),
+    /// A note with nothing in it.
+    #[error("a note cannot be empty")]
+    EmptyContent,
+    /// A vector of the wrong dimension for an index.
+    #[error("vector has dimension {got}, the index expects {expected}")]
+    DimensionMismatch { expected: usize, got: usize },
+    /// A vector containing NaN or infinity.
+    #[error("vector contains a value that is not a finite number")]
+    NonFiniteVector,
+}

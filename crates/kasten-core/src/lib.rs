@@ -1,0 +1,22 @@
+//! Kasten's domain types and pure logic. No IO lives here (see ARCHITECTURE.md).
+//!
+//! - [`id`]: newtype ids.
+//! - [`note`]: notes, links and their states.
+//! - [`text`]: the tokenizer shared by full-text indexing and queries (CJK-aware).
+//! - [`vector`]: the in-process vector index (int8 scan + f32 rescoring).
+//! - [`bm25`]: the in-process BM25 full-text index.
+//! - [`fusion`]: reciprocal-rank fusion of ranked lists, keeping provenance.
+
+pub mod bm25;
+pub mod error;
+pub mod fusion;
+pub mod id;
+pub mod import;
+pub mod note;
+pub mod text;
+pub mod vector;
+
+pub use error::CoreError;
+pub use fusion::{FusedHit, Via};
+pub use id::{JobId, NoteId};
+pub use note::{EnrichState, Link, LinkStatus, NewNote, Note, NoteStatus};

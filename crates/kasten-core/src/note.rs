@@ -1,0 +1,172 @@
+//! Notes and links as the rest of the system sees them.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::{CoreError, NoteId};
+
+/// Whether a note is in the active memory or was archived by the user.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum NoteStatus {
+    #[default]
+    Active,
+    Archived,
+}
+
+impl NoteStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NoteStatus::Active => "active",
+            NoteStatus::Archived => "archived",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "active" => Some(NoteStatus::Active),
+            "archived" => Some(NoteStatus::Archived),
+            _ => None,
+        }
+    }
+}
+
+/// Where the LLM enrichment (construction, links, evolution) of a note stands.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum EnrichState {
+    /// Saved, waiting for the LLM; `reason` says why it is still waiting when known.
+    Pending { reason: Option<String> },
+    Done,
+    Failed { error: String },
+}
+
+impl EnrichState {
+    pub fn label(&self) -> &'static str {
+        match self {
+            EnrichState::Pending { .. } => "pending",
+            EnrichState::Done => "done",
+            EnrichState::Failed { .. } => "failed",
+        }
+    }
+}
+
+/// A note as stored. `content` is the user's (or agent's) text and is never rewritten by
+/// the LLM; `keywords`, `tags` and `context` are the LLM's annotations.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Note {
+    pub id: NoteId,
+    pub content: String,
+    /// The memory's own time (when it happened / was said), not when it was typed in.
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub keywords: Vec<String>,
+    pub tags: Vec<String>,
+    pub context: String,
+    pub status: NoteStatus,
+    pub enrich_state: EnrichState,
+    /// Where the note came from (e.g. an import file and line, a LoCoMo dialogue id).
+    pub source: Option<String>,
+    pub strength: f64,
+    pub access_count: u64,
+    pub last_accessed: Option<DateTime<Utc>>,
+    /// Incremented on every change; used for optimistic concurrency and history.
+    pub version: u64,
+}
+
+impl Note {
+    /// The text that is embedded and full-text indexed: content plus the annotations.
+    pub fn index_text(&self) -> String {
+        index_text(&self.content, &self.keywords, &self.tags, &self.context)
+    }
+}
+
+/// Content plus annotations, as embedded (DESIGN.md §2 step 3).
+pub fn index_text(content: &str, keywords: &[String], tags: &[String], context: &str) -> String {
+    let mut s = String::with_capacity(content.len() + context.len() + 64);
+    s.push_str(content);
+    if !keywords.is_empty() {
+        s.push_str("\nkeywords: ");
+        s.push_str(&keywords.join(", "));
+    }
+    if !tags.is_empty() {
+        s.push_str("\ntags: ");
+        s.push_str(&tags.join(", "));
+    }
+    if !context.is_empty() {
+        s.push_str("\ncontext: ");
+        s.push_str(context);
+    }
+    s
+}
+
+/// What a caller supplies to create a note.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewNote {
+    pub content: String,
+    pub created_at: Option<DateTime<Utc>>,
+    pub source: Option<String>,
+}
+
+impl NewNote {
+    /// Validates and normalises user input: content is trimmed of surrounding whitespace
+    /// and must not be empty.
+    pub fn new(content: &str) -> Result<Self, CoreError> {
+        let content = content.trim();
+        if content.is_empty() {
+            return Err(CoreError::EmptyContent);
+        }
+        Ok(Self { content: content.to_owned(), created_at: None, source: None })
+    }
+
+    pub fn at(mut self, t: Option<DateTime<Utc>>) -> Self {
+        self.created_at = t;
+        self
+    }
+
+    pub fn with_source(mut self, source: Option<String>) -> Self {
+        self.source = source;
+        self
+    }
+}
+
+/// Review status of a link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LinkStatus {
+    Proposed,
+    Accepted,
+    Rejected,
+}
+
+/// A typed edge between two existing notes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Link {
+    pub from: NoteId,
+    pub to: NoteId,
+    pub kind: String,
+    pub reason: String,
+    pub confidence: f64,
+    pub created_by: String,
+    pub status: LinkStatus,
+    pub created_at: DateTime<Utc>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_or_blank_content_is_rejected() {
+        assert_eq!(NewNote::new(""), Err(CoreError::EmptyContent));
+        assert_eq!(NewNote::new(" \n\t "), Err(CoreError::EmptyContent));
+        assert_eq!(NewNote::new("  hi  ").map(|n| n.content), Ok("hi".to_owned()));
+    }
+
+    #[test]
+    fn index_text_includes_annotations_only_when_present() {
+        assert_eq!(index_text("a", &[], &[], ""), "a");
+        let t = index_text("a", &["k".into()], &["t1".into(), "t2".into()], "ctx");
+        assert_eq!(t, "a\nkeywords: k\ntags: t1, t2\ncontext: ctx");
+    }
+}

@@ -1,0 +1,294 @@
+//! Kasten's engine: the one place that combines the store, the embedder and the
+//! in-process indexes. The CLI, the desktop shell and the MCP server all call into it.
+//!
+//! Invariants:
+//! - The store is written first; the in-memory indexes are updated only after the write
+//!   committed. A failed write leaves both unchanged.
+//! - The indexes hold exactly the active notes of the store, embedded by the current
+//!   model: at open they are rebuilt from the store, and notes embedded by another model
+//!   (or not at all) are re-embedded first, with progress, so vectors are never mixed.
+
+mod search;
+
+use std::sync::{Arc, RwLock};
+use std::time::Instant;
+
+use chrono::Utc;
+use kasten_core::bm25::TextIndex;
+use kasten_core::vector::VectorIndex;
+use kasten_core::{CoreError, EnrichState, JobId, Link, NewNote, Note, NoteId, NoteStatus};
+use kasten_embed::{EmbedError, Embedder};
+use kasten_store::{Endpoint, NoteWrite, Store, StoreError};
+use serde::Serialize;
+use thiserror::Error;
+
+pub use search::{SearchHit, SearchOutput, SearchTimings};
+
+/// Errors the engine reports; every variant reads as a sentence for the user.
+#[derive(Debug, Error)]
+pub enum EngineError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Embed(#[from] EmbedError),
+    #[error(transparent)]
+    Invalid(#[from] CoreError),
+    #[error("no note with id {0}")]
+    NotFound(NoteId),
+    #[error("the search query is empty")]
+    EmptyQuery,
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+/// Long work the engine reports while it runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Progress {
+    /// Reading notes into the in-memory indexes.
+    Loading { done: u64, total: u64 },
+    /// Embedding notes whose vectors are missing or came from another model.
+    Reembedding { done: u64, total: u64 },
+}
+
+/// A progress sink; `&|_| {}` when nobody is watching.
+pub type ProgressFn<'a> = &'a (dyn Fn(Progress) + Send + Sync);
+
+/// The setting key under which the store records the embedding model in use.
+const EMBEDDING_SETTING: &str = "embedding_model";
+/// Notes read per page while rebuilding the indexes.
+const LOAD_PAGE: usize = 2000;
+/// Notes embedded per call while re-embedding.
+const REEMBED_BATCH: usize = 128;
+
+struct Indexes {
+    vector: VectorIndex,
+    text: TextIndex,
+}
+
+/// A note with its links, as `show` presents it.
+#[derive(Debug, Clone, Serialize)]
+pub struct NoteDetail {
+    #[serde(flatten)]
+    pub note: Note,
+    pub links: Vec<Link>,
+}
+
+/// An open memory.
+pub struct Engine {
+    store: Store,
+    embedder: Arc<dyn Embedder>,
+    indexes: RwLock<Indexes>,
+}
+
+impl Engine {
+    /// Opens the memory at `endpoint`, rebuilds the indexes and re-embeds whatever the
+    /// current model has not embedded yet.
+    pub async fn open(
+        endpoint: &Endpoint,
+        embedder: Arc<dyn Embedder>,
+        progress: ProgressFn<'_>,
+    ) -> Result<Self, EngineError> {
+        let store = Store::open(endpoint).await?;
+        let engine = Engine {
+            store,
+            indexes: RwLock::new(Indexes { vector: VectorIndex::new(embedder.dim()), text: TextIndex::new() }),
+            embedder,
+        };
+        match engine.load(progress).await {
+            Ok(()) => Ok(engine),
+            Err(e) => {
+                engine.close().await;
+                Err(e)
+            }
+        }
+    }
+
+    /// Closes the store and waits until it is safely on disk. Call on every exit path.
+    pub async fn close(self) {
+        self.store.close().await;
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    pub fn embedder(&self) -> &dyn Embedder {
+        self.embedder.as_ref()
+    }
+
+    async fn load(&self, progress: ProgressFn<'_>) -> Result<(), EngineError> {
+        let model = self.embedder.model_id().to_owned();
+        let total = self.store.count_notes().await?;
+        let mut stale: Vec<(NoteId, String)> = Vec::new();
+        let mut after: Option<NoteId> = None;
+        let mut done = 0u64;
+        progress(Progress::Loading { done, total });
+        loop {
+            let page = self.store.index_rows(after.as_ref(), LOAD_PAGE).await?;
+            let Some(last) = page.last() else { break };
+            after = Some(last.id.clone());
+            let mut ix = self.write_indexes()?;
+            for row in page {
+                match row.embedding {
+                    Some(v) if row.embed_model.as_deref() == Some(model.as_str()) && v.len() == ix.vector.dim() => {
+                        ix.vector.upsert(row.id.clone(), &v)?;
+                    }
+                    _ => stale.push((row.id.clone(), row.text.clone())),
+                }
+                ix.text.upsert(row.id, &row.text);
+                done += 1;
+            }
+            drop(ix);
+            progress(Progress::Loading { done, total: total.max(done) });
+        }
+        if !stale.is_empty() {
+            self.reembed(stale, progress).await?;
+        }
+        let recorded = serde_json::json!({ "model": model, "dim": self.embedder.dim() });
+        if self.store.get_setting(EMBEDDING_SETTING).await?.as_ref() != Some(&recorded) {
+            self.store.set_setting(EMBEDDING_SETTING, &recorded).await?;
+        }
+        Ok(())
+    }
+
+    /// Embeds `notes` with the current model, stores the vectors and indexes them.
+    async fn reembed(&self, notes: Vec<(NoteId, String)>, progress: ProgressFn<'_>) -> Result<(), EngineError> {
+        let total = notes.len() as u64;
+        let model = self.embedder.model_id().to_owned();
+        let mut done = 0u64;
+        progress(Progress::Reembedding { done, total });
+        for chunk in notes.chunks(REEMBED_BATCH) {
+            let texts: Vec<String> = chunk.iter().map(|(_, t)| t.clone()).collect();
+            let vectors = self.embed_blocking(texts).await?;
+            for ((id, _), v) in chunk.iter().zip(&vectors) {
+                self.store.set_embedding(id, v, &model).await?;
+                self.write_indexes()?.vector.upsert(id.clone(), v)?;
+            }
+            done += chunk.len() as u64;
+            progress(Progress::Reembedding { done, total });
+        }
+        Ok(())
+    }
+
+    fn write_indexes(&self) -> Result<std::sync::RwLockWriteGuard<'_, Indexes>, EngineError> {
+        self.indexes.write().map_err(|_| EngineError::Internal("the search index was poisoned by a crash".into()))
+    }
+
+    fn read_indexes(&self) -> Result<std::sync::RwLockReadGuard<'_, Indexes>, EngineError> {
+        self.indexes.read().map_err(|_| EngineError::Internal("the search index was poisoned by a crash".into()))
+    }
+
+    /// Runs the (CPU-bound) embedder off the async threads.
+    async fn embed_blocking(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, EngineError> {
+        let embedder = Arc::clone(&self.embedder);
+        tokio::task::spawn_blocking(move || {
+            let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+            embedder.embed(&refs)
+        })
+        .await
+        .map_err(|e| EngineError::Internal(format!("embedding task failed: {e}")))?
+        .map_err(EngineError::from)
+    }
+
+    /// Saves one note (durably, with its enrichment job) and indexes it.
+    pub async fn add(&self, new: NewNote) -> Result<Note, EngineError> {
+        let mut notes = self.add_batch(vec![new]).await?.notes;
+        notes.pop().ok_or_else(|| EngineError::Internal("a saved note went missing".into()))
+    }
+
+    /// Saves notes in one transaction (all or none) and indexes them.
+    pub async fn add_batch(&self, new: Vec<NewNote>) -> Result<AddedBatch, EngineError> {
+        let now = Utc::now();
+        let notes: Vec<Note> = new
+            .into_iter()
+            .map(|n| Note {
+                id: NoteId::generate(),
+                content: n.content,
+                created_at: n.created_at.unwrap_or(now),
+                updated_at: now,
+                keywords: Vec::new(),
+                tags: Vec::new(),
+                context: String::new(),
+                status: NoteStatus::Active,
+                enrich_state: EnrichState::Pending { reason: None },
+                source: n.source,
+                strength: 1.0,
+                access_count: 0,
+                last_accessed: None,
+                version: 1,
+            })
+            .collect();
+        let texts: Vec<String> = notes.iter().map(Note::index_text).collect();
+        let t0 = Instant::now();
+        let vectors = self.embed_blocking(texts.clone()).await?;
+        let embed_time = t0.elapsed();
+        let model = self.embedder.model_id().to_owned();
+        let writes: Vec<NoteWrite> = notes
+            .iter()
+            .zip(&vectors)
+            .map(|(n, v)| NoteWrite {
+                note: n.clone(),
+                embedding: Some(v.clone()),
+                embed_model: Some(model.clone()),
+                job: Some(JobId::generate()),
+            })
+            .collect();
+        let t1 = Instant::now();
+        self.store.insert_notes(&writes).await?;
+        let store_time = t1.elapsed();
+        let mut ix = self.write_indexes()?;
+        for ((n, v), text) in notes.iter().zip(&vectors).zip(&texts) {
+            ix.vector.upsert(n.id.clone(), v)?;
+            ix.text.upsert(n.id.clone(), text);
+        }
+        Ok(AddedBatch { notes, embed_time, store_time })
+    }
+
+    pub async fn get(&self, id: &NoteId) -> Result<NoteDetail, EngineError> {
+        let note = self.store.get_note(id).await?.ok_or_else(|| EngineError::NotFound(id.clone()))?;
+        let links = self.store.links_of(id).await?;
+        Ok(NoteDetail { note, links })
+    }
+
+    /// Newest notes first.
+    pub async fn list(&self, limit: usize, offset: usize) -> Result<Vec<Note>, EngineError> {
+        Ok(self.store.list_notes(limit, offset).await?)
+    }
+
+    pub async fn count(&self) -> Result<u64, EngineError> {
+        Ok(self.store.count_notes().await?)
+    }
+
+    /// Deletes a note with its links and jobs.
+    pub async fn delete(&self, id: &NoteId) -> Result<(), EngineError> {
+        if !self.store.delete_note(id).await? {
+            return Err(EngineError::NotFound(id.clone()));
+        }
+        let mut ix = self.write_indexes()?;
+        ix.vector.remove(id);
+        ix.text.remove(id);
+        Ok(())
+    }
+
+    /// Notes held by the in-memory indexes (vector, text).
+    pub fn index_sizes(&self) -> Result<(usize, usize), EngineError> {
+        let ix = self.read_indexes()?;
+        Ok((ix.vector.len(), ix.text.len()))
+    }
+
+    /// Bytes held by the vector index.
+    pub fn vector_index_bytes(&self) -> Result<usize, EngineError> {
+        Ok(self.read_indexes()?.vector.memory_bytes())
+    }
+}
+
+/// What [`Engine::add_batch`] saved, with where the time went.
+#[derive(Debug, Clone)]
+pub struct AddedBatch {
+    pub notes: Vec<Note>,
+    pub embed_time: std::time::Duration,
+    pub store_time: std::time::Duration,
+}
+
+#[cfg(test)]
+mod tests;

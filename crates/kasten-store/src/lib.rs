@@ -1,0 +1,603 @@
+//! Kasten's persistence on SurrealDB 3. This is the only crate that speaks SurrealQL.
+//!
+//! Invariants:
+//! - Every write that returns `Ok` is committed (surrealkv's default `sync=every` fsyncs the
+//!   WAL before a commit returns).
+//! - [`Store::close`] must be awaited before the process exits or the same directory is
+//!   reopened: it drops the handle and waits until SurrealKV has finished its shutdown
+//!   (memtables flushed, LOCK released). SurrealDB 3.3.5 has no awaitable close, so the wait
+//!   is done by polling the LOCK file (see ARCHITECTURE.md, "Durability").
+//! - Ids reach SurrealQL only as bound parameters (`type::record('note', $id)`), never by
+//!   string formatting.
+
+mod endpoint;
+mod schema;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use kasten_core::{EnrichState, JobId, Link, LinkStatus, Note, NoteId, NoteStatus};
+use surrealdb::Surreal;
+use surrealdb::engine::any::{self, Any};
+use surrealdb::types::{Bytes, QueryError, SurrealValue};
+use thiserror::Error;
+
+pub use endpoint::Endpoint;
+
+const NAMESPACE: &str = "kasten";
+const DATABASE: &str = "memory";
+
+/// What can go wrong in the store, in words for the user.
+#[derive(Debug, Error)]
+pub enum StoreError {
+    #[error("'{0}' is not a usable database location: {1}")]
+    BadEndpoint(String, &'static str),
+    #[error("cannot find a home directory for Kasten's data: set KASTEN_HOME")]
+    NoHome,
+    #[error("the memory at {0} is open in another process (the app, `kasten mcp` or another command); close it and try again")]
+    Locked(String),
+    #[error("cannot use the data directory {path}: {message}")]
+    DataDir { path: String, message: String },
+    #[error("the database was written by a newer Kasten (schema version {found}, this build knows up to {known})")]
+    TooNew { found: u32, known: u32 },
+    #[error("another change to the same data happened at the same time; try again")]
+    Conflict,
+    #[error("stored data is damaged: {0}")]
+    Corrupt(String),
+    #[error("database error: {0}")]
+    Db(String),
+}
+
+impl StoreError {
+    fn from_db(e: surrealdb::Error) -> Self {
+        if e.query_details() == Some(&QueryError::TransactionConflict) {
+            return StoreError::Conflict;
+        }
+        StoreError::Db(e.to_string())
+    }
+}
+
+/// Picks the meaningful error out of a failed multi-statement query: inside a
+/// transaction the statements before the failing one report "not executed".
+fn first_real_error(resp: &mut surrealdb::IndexedResults) -> Result<(), StoreError> {
+    let mut errs: Vec<(usize, surrealdb::Error)> = resp.take_errors().into_iter().collect();
+    if errs.is_empty() {
+        return Ok(());
+    }
+    errs.sort_by_key(|(i, _)| *i);
+    let pick = errs
+        .iter()
+        .position(|(_, e)| e.query_details() != Some(&QueryError::NotExecuted))
+        .unwrap_or(0);
+    Err(StoreError::from_db(errs.swap_remove(pick).1))
+}
+
+fn emb_to_bytes(v: &[f32]) -> Bytes {
+    let mut b = Vec::with_capacity(v.len() * 4);
+    for x in v {
+        b.extend_from_slice(&x.to_le_bytes());
+    }
+    Bytes::from(b)
+}
+
+fn bytes_to_emb(b: &[u8]) -> Result<Vec<f32>, StoreError> {
+    if b.len() % 4 != 0 {
+        return Err(StoreError::Corrupt(format!("an embedding of {} bytes is not a whole number of floats", b.len())));
+    }
+    Ok(b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
+}
+
+/// Columns of `note` as read back; `record::id(id)` turns the record id into its key.
+const NOTE_COLUMNS: &str = "record::id(id) AS id, content, created_at, updated_at, keywords, tags, context, \
+     status, enrich_state, enrich_error, source, strength, access_count, last_accessed, version";
+
+#[derive(Debug, SurrealValue)]
+#[surreal(crate = "surrealdb::types")]
+struct NoteRow {
+    id: String,
+    content: String,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+    keywords: Vec<String>,
+    tags: Vec<String>,
+    context: String,
+    status: String,
+    enrich_state: String,
+    enrich_error: Option<String>,
+    source: Option<String>,
+    strength: f64,
+    access_count: i64,
+    last_accessed: Option<DateTime<Utc>>,
+    version: i64,
+}
+
+impl NoteRow {
+    fn into_note(self) -> Result<Note, StoreError> {
+        let id = NoteId::parse(&self.id).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let status = NoteStatus::parse(&self.status)
+            .ok_or_else(|| StoreError::Corrupt(format!("note {id} has unknown status '{}'", self.status)))?;
+        let enrich_state = match self.enrich_state.as_str() {
+            "pending" => EnrichState::Pending { reason: self.enrich_error },
+            "done" => EnrichState::Done,
+            "failed" => EnrichState::Failed { error: self.enrich_error.unwrap_or_default() },
+            other => return Err(StoreError::Corrupt(format!("note {id} has unknown enrichment state '{other}'"))),
+        };
+        Ok(Note {
+            id,
+            content: self.content,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+            keywords: self.keywords,
+            tags: self.tags,
+            context: self.context,
+            status,
+            enrich_state,
+            source: self.source,
+            strength: self.strength,
+            access_count: self.access_count.max(0) as u64,
+            last_accessed: self.last_accessed,
+            version: self.version.max(0) as u64,
+        })
+    }
+}
+
+/// A new note as written: the note, its embedding and the model that made it.
+#[derive(Debug, Clone)]
+pub struct NoteWrite {
+    pub note: Note,
+    pub embedding: Option<Vec<f32>>,
+    pub embed_model: Option<String>,
+    /// The enrichment job to enqueue with it, if any.
+    pub job: Option<JobId>,
+}
+
+#[derive(Debug, SurrealValue)]
+#[surreal(crate = "surrealdb::types")]
+struct NoteInsert {
+    id: String,
+    content: String,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+    keywords: Vec<String>,
+    tags: Vec<String>,
+    context: String,
+    embedding: Option<Bytes>,
+    embed_model: Option<String>,
+    status: String,
+    enrich_state: String,
+    enrich_error: Option<String>,
+    source: Option<String>,
+    strength: f64,
+    access_count: i64,
+    version: i64,
+}
+
+#[derive(Debug, SurrealValue)]
+#[surreal(crate = "surrealdb::types")]
+struct JobInsert {
+    id: String,
+    note: String,
+    created_at: DateTime<Utc>,
+}
+
+/// What the in-process indexes are rebuilt from.
+#[derive(Debug, Clone)]
+pub struct IndexRow {
+    pub id: NoteId,
+    pub text: String,
+    pub embedding: Option<Vec<f32>>,
+    pub embed_model: Option<String>,
+}
+
+#[derive(Debug, SurrealValue)]
+#[surreal(crate = "surrealdb::types")]
+struct IndexRowRaw {
+    id: String,
+    content: String,
+    keywords: Vec<String>,
+    tags: Vec<String>,
+    context: String,
+    embedding: Option<Bytes>,
+    embed_model: Option<String>,
+}
+
+#[derive(Debug, SurrealValue)]
+#[surreal(crate = "surrealdb::types")]
+struct LinkRow {
+    from: String,
+    to: String,
+    kind: String,
+    reason: String,
+    confidence: f64,
+    created_by: String,
+    status: String,
+    created_at: DateTime<Utc>,
+}
+
+/// An open memory database.
+pub struct Store {
+    db: Surreal<Any>,
+    endpoint: Endpoint,
+}
+
+impl Store {
+    /// Opens (creating if needed) the database at `endpoint` and runs pending migrations.
+    pub async fn open(endpoint: &Endpoint) -> Result<Self, StoreError> {
+        if let Endpoint::SurrealKv(dir) = endpoint {
+            prepare_dir(dir)?;
+        }
+        let db = any::connect(endpoint.url()).await.map_err(|e| {
+            let msg = e.to_string();
+            match endpoint {
+                Endpoint::SurrealKv(dir) if msg.contains("already locked") => Self::locked(dir),
+                Endpoint::SurrealKv(dir) => StoreError::DataDir { path: dir.display().to_string(), message: msg },
+                _ => StoreError::Db(msg),
+            }
+        })?;
+        if matches!(endpoint, Endpoint::Remote(_)) {
+            db.query(format!("DEFINE NAMESPACE IF NOT EXISTS {NAMESPACE}; USE NS {NAMESPACE}; DEFINE DATABASE IF NOT EXISTS {DATABASE};"))
+                .await
+                .map_err(StoreError::from_db)?
+                .check()
+                .map_err(StoreError::from_db)?;
+        }
+        db.use_ns(NAMESPACE).use_db(DATABASE).await.map_err(StoreError::from_db)?;
+        let store = Store { db, endpoint: endpoint.clone() };
+        if let Err(e) = store.migrate().await {
+            store.close().await;
+            return Err(e);
+        }
+        Ok(store)
+    }
+
+    fn locked(dir: &Path) -> StoreError {
+        StoreError::Locked(dir.display().to_string())
+    }
+
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
+    }
+
+    /// Closes the database and waits until its files are released. Every exit path must
+    /// call this (see the crate docs).
+    pub async fn close(self) {
+        let Store { db, endpoint } = self;
+        drop(db);
+        if let Endpoint::SurrealKv(dir) = endpoint {
+            wait_for_unlock(&dir).await;
+        }
+    }
+
+    async fn migrate(&self) -> Result<(), StoreError> {
+        let current = self.schema_version().await?;
+        let known = schema::MIGRATIONS.last().map_or(0, |m| m.0);
+        if current > known {
+            return Err(StoreError::TooNew { found: current, known });
+        }
+        for (version, sql) in schema::MIGRATIONS.iter().filter(|(v, _)| *v > current) {
+            let q = format!(
+                "BEGIN TRANSACTION;\n{sql}\nUPSERT schema_version:current SET version = $v, applied_at = time::now();\nCOMMIT TRANSACTION;"
+            );
+            let mut resp = self.db.query(q).bind(("v", *version as i64)).await.map_err(StoreError::from_db)?;
+            first_real_error(&mut resp)?;
+            tracing::info!(version, "applied schema migration");
+        }
+        Ok(())
+    }
+
+    /// The last migration applied (0 for a new database).
+    pub async fn schema_version(&self) -> Result<u32, StoreError> {
+        let mut resp = self
+            .db
+            .query("SELECT VALUE version FROM ONLY schema_version:current")
+            .await
+            .map_err(StoreError::from_db)?;
+        // On a new database the table does not exist yet: that is version 0.
+        match resp.take::<Option<i64>>(0) {
+            Ok(v) => Ok(v.unwrap_or(0).max(0) as u32),
+            Err(_) => Ok(0),
+        }
+    }
+
+    /// Writes notes (and their jobs) in one transaction: all of them or none.
+    pub async fn insert_notes(&self, writes: &[NoteWrite]) -> Result<(), StoreError> {
+        if writes.is_empty() {
+            return Ok(());
+        }
+        let mut notes = Vec::with_capacity(writes.len());
+        let mut jobs = Vec::new();
+        for w in writes {
+            let n = &w.note;
+            let (state, err) = match &n.enrich_state {
+                EnrichState::Pending { reason } => ("pending", reason.clone()),
+                EnrichState::Done => ("done", None),
+                EnrichState::Failed { error } => ("failed", Some(error.clone())),
+            };
+            notes.push(NoteInsert {
+                id: n.id.to_string(),
+                content: n.content.clone(),
+                created_at: n.created_at,
+                updated_at: n.updated_at,
+                keywords: n.keywords.clone(),
+                tags: n.tags.clone(),
+                context: n.context.clone(),
+                embedding: w.embedding.as_deref().map(emb_to_bytes),
+                embed_model: w.embed_model.clone(),
+                status: n.status.as_str().to_owned(),
+                enrich_state: state.to_owned(),
+                enrich_error: err,
+                source: n.source.clone(),
+                strength: n.strength,
+                access_count: n.access_count as i64,
+                version: n.version as i64,
+            });
+            if let Some(job) = &w.job {
+                jobs.push(JobInsert { id: job.to_string(), note: n.id.to_string(), created_at: n.updated_at });
+            }
+        }
+        let q = "BEGIN TRANSACTION;
+            FOR $n IN $notes {
+                CREATE type::record('note', $n.id) CONTENT {
+                    content: $n.content, created_at: $n.created_at, updated_at: $n.updated_at,
+                    keywords: $n.keywords, tags: $n.tags, context: $n.context,
+                    embedding: $n.embedding, embed_model: $n.embed_model, status: $n.status,
+                    enrich_state: $n.enrich_state, enrich_error: $n.enrich_error, source: $n.source,
+                    strength: $n.strength, access_count: $n.access_count, version: $n.version
+                };
+            };
+            FOR $j IN $jobs {
+                CREATE type::record('job', $j.id) CONTENT {
+                    note: type::record('note', $j.note), kind: 'enrich', state: 'queued',
+                    attempts: 0, created_at: $j.created_at, updated_at: $j.created_at
+                };
+            };
+            COMMIT TRANSACTION;";
+        let mut resp =
+            self.db.query(q).bind(("notes", notes)).bind(("jobs", jobs)).await.map_err(StoreError::from_db)?;
+        first_real_error(&mut resp)
+    }
+
+    pub async fn get_note(&self, id: &NoteId) -> Result<Option<Note>, StoreError> {
+        let mut resp = self
+            .db
+            .query(format!("SELECT {NOTE_COLUMNS} FROM ONLY type::record('note', $id)"))
+            .bind(("id", id.to_string()))
+            .await
+            .map_err(StoreError::from_db)?;
+        let row: Option<NoteRow> = resp.take(0).map_err(StoreError::from_db)?;
+        row.map(NoteRow::into_note).transpose()
+    }
+
+    /// The notes with these ids that exist, in the order given.
+    pub async fn get_notes(&self, ids: &[NoteId]) -> Result<Vec<Note>, StoreError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let keys: Vec<String> = ids.iter().map(|i| i.to_string()).collect();
+        let mut resp = self
+            .db
+            .query(format!(
+                "SELECT {NOTE_COLUMNS} FROM array::map($ids, |$k| type::record('note', $k))"
+            ))
+            .bind(("ids", keys))
+            .await
+            .map_err(StoreError::from_db)?;
+        let rows: Vec<NoteRow> = resp.take(0).map_err(StoreError::from_db)?;
+        let mut notes: Vec<Note> = rows.into_iter().map(NoteRow::into_note).collect::<Result<_, _>>()?;
+        let pos = |id: &NoteId| ids.iter().position(|x| x == id).unwrap_or(usize::MAX);
+        notes.sort_by_key(|n| pos(&n.id));
+        Ok(notes)
+    }
+
+    /// The most recent notes by memory time, newest first.
+    pub async fn list_notes(&self, limit: usize, offset: usize) -> Result<Vec<Note>, StoreError> {
+        let mut resp = self
+            .db
+            .query(format!("SELECT {NOTE_COLUMNS} FROM note ORDER BY created_at DESC LIMIT $limit START $start"))
+            .bind(("limit", limit as i64))
+            .bind(("start", offset as i64))
+            .await
+            .map_err(StoreError::from_db)?;
+        let rows: Vec<NoteRow> = resp.take(0).map_err(StoreError::from_db)?;
+        rows.into_iter().map(NoteRow::into_note).collect()
+    }
+
+    pub async fn count_notes(&self) -> Result<u64, StoreError> {
+        let mut resp = self
+            .db
+            .query("SELECT count() AS n FROM note GROUP ALL")
+            .await
+            .map_err(StoreError::from_db)?;
+        let n: Option<i64> = resp.take((0, "n")).map_err(StoreError::from_db)?;
+        Ok(n.unwrap_or(0).max(0) as u64)
+    }
+
+    /// Deletes a note, its links (both directions) and its queued jobs in one transaction.
+    /// Returns whether the note existed.
+    pub async fn delete_note(&self, id: &NoteId) -> Result<bool, StoreError> {
+        let q = "BEGIN TRANSACTION;
+            LET $r = type::record('note', $id);
+            LET $existed = (SELECT VALUE id FROM ONLY $r) != NONE;
+            DELETE link WHERE in = $r OR out = $r;
+            DELETE job WHERE note = $r;
+            DELETE $r;
+            RETURN $existed;
+            COMMIT TRANSACTION;";
+        let mut resp = self.db.query(q).bind(("id", id.to_string())).await.map_err(StoreError::from_db)?;
+        first_real_error(&mut resp)?;
+        let n = resp.num_statements();
+        let existed: Option<bool> = resp.take(n.saturating_sub(2)).map_err(StoreError::from_db)?;
+        Ok(existed.unwrap_or(false))
+    }
+
+    /// Links touching a note, in either direction.
+    pub async fn links_of(&self, id: &NoteId) -> Result<Vec<Link>, StoreError> {
+        let mut resp = self
+            .db
+            .query(
+                "LET $r = type::record('note', $id);
+                 SELECT record::id(in) AS from, record::id(out) AS to, kind, reason, confidence,
+                        created_by, status, created_at
+                 FROM link WHERE in = $r OR out = $r ORDER BY created_at",
+            )
+            .bind(("id", id.to_string()))
+            .await
+            .map_err(StoreError::from_db)?;
+        let rows: Vec<LinkRow> = resp.take(1).map_err(StoreError::from_db)?;
+        rows.into_iter()
+            .map(|r| {
+                let status = match r.status.as_str() {
+                    "proposed" => LinkStatus::Proposed,
+                    "accepted" => LinkStatus::Accepted,
+                    "rejected" => LinkStatus::Rejected,
+                    other => return Err(StoreError::Corrupt(format!("link with unknown status '{other}'"))),
+                };
+                Ok(Link {
+                    from: NoteId::parse(&r.from).map_err(|e| StoreError::Corrupt(e.to_string()))?,
+                    to: NoteId::parse(&r.to).map_err(|e| StoreError::Corrupt(e.to_string()))?,
+                    kind: r.kind,
+                    reason: r.reason,
+                    confidence: r.confidence,
+                    created_by: r.created_by,
+                    status,
+                    created_at: r.created_at,
+                })
+            })
+            .collect()
+    }
+
+    /// One page of what the in-process indexes are built from: active notes with id
+    /// greater than `after`, in id order.
+    pub async fn index_rows(&self, after: Option<&NoteId>, limit: usize) -> Result<Vec<IndexRow>, StoreError> {
+        let cols = "record::id(id) AS id, content, keywords, tags, context, embedding, embed_model";
+        let q = match after {
+            Some(_) => format!(
+                "SELECT {cols} FROM note WHERE id > type::record('note', $after) AND status = 'active' ORDER BY id LIMIT $limit"
+            ),
+            None => format!("SELECT {cols} FROM note WHERE status = 'active' ORDER BY id LIMIT $limit"),
+        };
+        let mut resp = self
+            .db
+            .query(q)
+            .bind(("after", after.map(|a| a.to_string()).unwrap_or_default()))
+            .bind(("limit", limit as i64))
+            .await
+            .map_err(StoreError::from_db)?;
+        let rows: Vec<IndexRowRaw> = resp.take(0).map_err(StoreError::from_db)?;
+        rows.into_iter()
+            .map(|r| {
+                Ok(IndexRow {
+                    id: NoteId::parse(&r.id).map_err(|e| StoreError::Corrupt(e.to_string()))?,
+                    text: kasten_core::note::index_text(&r.content, &r.keywords, &r.tags, &r.context),
+                    embedding: r.embedding.as_ref().map(|b| bytes_to_emb(b)).transpose()?,
+                    embed_model: r.embed_model,
+                })
+            })
+            .collect()
+    }
+
+    /// Replaces the embedding of a note.
+    pub async fn set_embedding(&self, id: &NoteId, embedding: &[f32], model: &str) -> Result<(), StoreError> {
+        let mut resp = self
+            .db
+            .query("UPDATE type::record('note', $id) SET embedding = $e, embed_model = $m")
+            .bind(("id", id.to_string()))
+            .bind(("e", emb_to_bytes(embedding)))
+            .bind(("m", model.to_owned()))
+            .await
+            .map_err(StoreError::from_db)?;
+        first_real_error(&mut resp)
+    }
+
+    /// A setting as stored (JSON text), or None.
+    pub async fn get_setting(&self, key: &str) -> Result<Option<serde_json::Value>, StoreError> {
+        let mut resp = self
+            .db
+            .query("SELECT VALUE value FROM ONLY type::record('setting', $k)")
+            .bind(("k", key.to_owned()))
+            .await
+            .map_err(StoreError::from_db)?;
+        let v: Option<String> = resp.take(0).map_err(StoreError::from_db)?;
+        v.map(|s| serde_json::from_str(&s).map_err(|e| StoreError::Corrupt(format!("setting {key}: {e}")))).transpose()
+    }
+
+    pub async fn set_setting(&self, key: &str, value: &serde_json::Value) -> Result<(), StoreError> {
+        let mut resp = self
+            .db
+            .query("UPSERT type::record('setting', $k) SET value = $v")
+            .bind(("k", key.to_owned()))
+            .bind(("v", value.to_string()))
+            .await
+            .map_err(StoreError::from_db)?;
+        first_real_error(&mut resp)
+    }
+
+    /// Number of queued enrichment jobs.
+    pub async fn queued_jobs(&self) -> Result<u64, StoreError> {
+        let mut resp = self
+            .db
+            .query("SELECT count() AS n FROM job WHERE state = 'queued' GROUP ALL")
+            .await
+            .map_err(StoreError::from_db)?;
+        let n: Option<i64> = resp.take((0, "n")).map_err(StoreError::from_db)?;
+        Ok(n.unwrap_or(0).max(0) as u64)
+    }
+
+    /// Bytes the embedded database occupies on disk (0 for other endpoints).
+    pub fn disk_bytes(&self) -> u64 {
+        match &self.endpoint {
+            Endpoint::SurrealKv(dir) => dir_size(dir),
+            _ => 0,
+        }
+    }
+}
+
+fn dir_size(p: &Path) -> u64 {
+    let Ok(rd) = std::fs::read_dir(p) else { return 0 };
+    rd.flatten()
+        .map(|e| match e.metadata() {
+            Ok(m) if m.is_dir() => dir_size(&e.path()),
+            Ok(m) => m.len(),
+            Err(_) => 0,
+        })
+        .sum()
+}
+
+/// Creates the data directory and checks it is writable, so that a read-only or full
+/// disk is reported in plain words before the database engine sees it.
+fn prepare_dir(dir: &Path) -> Result<(), StoreError> {
+    let err = |message: String| StoreError::DataDir { path: dir.display().to_string(), message };
+    std::fs::create_dir_all(dir).map_err(|e| err(e.to_string()))?;
+    let probe: PathBuf = dir.join(".kasten-write-check");
+    std::fs::write(&probe, b"ok").map_err(|e| err(format!("it is not writable ({e})")))?;
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
+}
+
+/// Waits (up to 30 s) until SurrealKV's LOCK file can be locked, i.e. its shutdown after
+/// the last handle was dropped has finished.
+async fn wait_for_unlock(dir: &Path) {
+    let lock = dir.join("LOCK");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        match std::fs::OpenOptions::new().read(true).write(true).open(&lock) {
+            Ok(f) => {
+                if f.try_lock().is_ok() {
+                    let _ = f.unlock();
+                    return;
+                }
+            }
+            // no LOCK file: nothing holds the directory
+            Err(_) => return,
+        }
+        if std::time::Instant::now() > deadline {
+            tracing::warn!(path = %lock.display(), "database did not release its lock within 30 s");
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests;

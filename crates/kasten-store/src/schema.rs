@@ -1,0 +1,79 @@
+//! Numbered migrations, run in order at open. A migration is never edited once released:
+//! changes go in a new one. `schema_version:current` records the last one applied.
+
+/// (version, SurrealQL). Each runs in its own transaction together with the version bump.
+pub(crate) const MIGRATIONS: &[(u32, &str)] = &[(1, V1)];
+
+/// DESIGN.md §4. Embeddings are stored as little-endian f32 bytes (4 bytes per dimension,
+/// 1.5 KB for 384-d) rather than `array<float>`: a quarter of the size on disk, and the
+/// in-process index loads them without a per-number conversion. The database is still
+/// the only source of truth; no SurrealDB vector index is defined (see ARCHITECTURE.md).
+const V1: &str = r#"
+DEFINE TABLE note SCHEMAFULL;
+DEFINE FIELD content ON note TYPE string ASSERT string::len(string::trim($value)) > 0;
+DEFINE FIELD created_at ON note TYPE datetime;
+DEFINE FIELD updated_at ON note TYPE datetime;
+DEFINE FIELD keywords ON note TYPE array<string> DEFAULT [];
+DEFINE FIELD tags ON note TYPE array<string> DEFAULT [];
+DEFINE FIELD context ON note TYPE string DEFAULT '';
+DEFINE FIELD embedding ON note TYPE option<bytes>;
+DEFINE FIELD embed_model ON note TYPE option<string>;
+DEFINE FIELD strength ON note TYPE float DEFAULT 1.0;
+DEFINE FIELD last_accessed ON note TYPE option<datetime>;
+DEFINE FIELD access_count ON note TYPE int DEFAULT 0;
+DEFINE FIELD status ON note TYPE string DEFAULT 'active' ASSERT $value IN ['active', 'archived'];
+DEFINE FIELD enrich_state ON note TYPE string DEFAULT 'pending' ASSERT $value IN ['pending', 'done', 'failed'];
+DEFINE FIELD enrich_error ON note TYPE option<string>;
+DEFINE FIELD source ON note TYPE option<string>;
+DEFINE FIELD version ON note TYPE int DEFAULT 1;
+DEFINE INDEX note_created ON note FIELDS created_at;
+DEFINE INDEX note_source ON note FIELDS source;
+
+DEFINE TABLE link TYPE RELATION IN note OUT note SCHEMAFULL;
+DEFINE FIELD kind ON link TYPE string;
+DEFINE FIELD reason ON link TYPE string DEFAULT '';
+DEFINE FIELD confidence ON link TYPE float DEFAULT 1.0;
+DEFINE FIELD created_by ON link TYPE string ASSERT $value IN ['llm', 'user', 'import', 'agent'];
+DEFINE FIELD status ON link TYPE string ASSERT $value IN ['proposed', 'accepted', 'rejected'];
+DEFINE FIELD event ON link TYPE option<record<event>>;
+DEFINE FIELD created_at ON link TYPE datetime;
+DEFINE INDEX link_unique ON link FIELDS in, out, kind UNIQUE;
+
+DEFINE TABLE event SCHEMAFULL;
+DEFINE FIELD note ON event TYPE record<note>;
+DEFINE FIELD model ON event TYPE option<string>;
+DEFINE FIELD tokens_in ON event TYPE int DEFAULT 0;
+DEFINE FIELD tokens_out ON event TYPE int DEFAULT 0;
+DEFINE FIELD timings ON event TYPE object FLEXIBLE DEFAULT {};
+DEFINE FIELD created_at ON event TYPE datetime;
+
+DEFINE TABLE revision SCHEMAFULL;
+DEFINE FIELD note ON revision TYPE record<note>;
+DEFINE FIELD event ON revision TYPE option<record<event>>;
+DEFINE FIELD actor ON revision TYPE string;
+DEFINE FIELD reason ON revision TYPE string DEFAULT '';
+DEFINE FIELD before ON revision TYPE object FLEXIBLE;
+DEFINE FIELD after ON revision TYPE object FLEXIBLE;
+DEFINE FIELD status ON revision TYPE string ASSERT $value IN ['applied', 'proposed', 'rejected', 'rolled_back'];
+DEFINE FIELD created_at ON revision TYPE datetime;
+DEFINE INDEX revision_note ON revision FIELDS note;
+
+DEFINE TABLE job SCHEMAFULL;
+DEFINE FIELD note ON job TYPE record<note>;
+DEFINE FIELD kind ON job TYPE string;
+DEFINE FIELD state ON job TYPE string ASSERT $value IN ['queued', 'running', 'done', 'failed'];
+DEFINE FIELD attempts ON job TYPE int DEFAULT 0;
+DEFINE FIELD last_error ON job TYPE option<string>;
+DEFINE FIELD lease_until ON job TYPE option<datetime>;
+DEFINE FIELD created_at ON job TYPE datetime;
+DEFINE FIELD updated_at ON job TYPE datetime;
+DEFINE INDEX job_state ON job FIELDS state;
+DEFINE INDEX job_note ON job FIELDS note;
+
+DEFINE TABLE setting SCHEMAFULL;
+DEFINE FIELD value ON setting TYPE string;
+
+DEFINE TABLE schema_version SCHEMAFULL;
+DEFINE FIELD version ON schema_version TYPE int;
+DEFINE FIELD applied_at ON schema_version TYPE datetime;
+"#;

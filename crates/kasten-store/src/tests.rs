@@ -1,0 +1,175 @@
+use super::*;
+
+fn note(content: &str) -> Note {
+    let now = Utc::now();
+    Note {
+        id: NoteId::generate(),
+        content: content.to_owned(),
+        created_at: now,
+        updated_at: now,
+        keywords: vec![],
+        tags: vec![],
+        context: String::new(),
+        status: NoteStatus::Active,
+        enrich_state: EnrichState::Pending { reason: None },
+        source: None,
+        strength: 1.0,
+        access_count: 0,
+        last_accessed: None,
+        version: 1,
+    }
+}
+
+fn write(n: &Note, emb: Vec<f32>) -> NoteWrite {
+    NoteWrite { note: n.clone(), embedding: Some(emb), embed_model: Some("m".into()), job: Some(JobId::generate()) }
+}
+
+async fn mem() -> Store {
+    match Store::open(&Endpoint::Mem).await {
+        Ok(s) => s,
+        Err(e) => panic!("open mem store: {e}"),
+    }
+}
+
+#[tokio::test]
+async fn notes_round_trip_with_embeddings_and_jobs() -> Result<(), StoreError> {
+    let s = mem().await;
+    assert_eq!(s.schema_version().await?, 1);
+    let a = note("first note");
+    let b = note("second note");
+    s.insert_notes(&[write(&a, vec![0.25, -1.5, 3.0]), write(&b, vec![1.0, 0.0, 0.0])]).await?;
+    assert_eq!(s.count_notes().await?, 2);
+    assert_eq!(s.queued_jobs().await?, 2);
+    let got = s.get_note(&a.id).await?;
+    assert_eq!(got.as_ref().map(|n| n.content.as_str()), Some("first note"));
+    assert_eq!(got.map(|n| n.enrich_state), Some(EnrichState::Pending { reason: None }));
+    let both = s.get_notes(&[b.id.clone(), a.id.clone()]).await?;
+    assert_eq!(both.iter().map(|n| n.id.clone()).collect::<Vec<_>>(), vec![b.id.clone(), a.id.clone()]);
+    let rows = s.index_rows(None, 10).await?;
+    let ra = rows.iter().find(|r| r.id == a.id).and_then(|r| r.embedding.clone());
+    assert_eq!(ra, Some(vec![0.25, -1.5, 3.0]));
+    s.close().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn index_rows_page_through_everything_once() -> Result<(), StoreError> {
+    let s = mem().await;
+    let notes: Vec<Note> = (0..25).map(|i| note(&format!("n{i}"))).collect();
+    let writes: Vec<NoteWrite> = notes.iter().map(|n| write(n, vec![1.0])).collect();
+    s.insert_notes(&writes).await?;
+    let mut seen = Vec::new();
+    let mut after: Option<NoteId> = None;
+    loop {
+        let page = s.index_rows(after.as_ref(), 7).await?;
+        if page.is_empty() {
+            break;
+        }
+        after = page.last().map(|r| r.id.clone());
+        seen.extend(page.into_iter().map(|r| r.id));
+    }
+    let mut expected: Vec<NoteId> = notes.iter().map(|n| n.id.clone()).collect();
+    expected.sort();
+    assert_eq!(seen, expected);
+    s.close().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_failing_batch_writes_nothing() -> Result<(), StoreError> {
+    let s = mem().await;
+    let a = note("ok");
+    s.insert_notes(&[write(&a, vec![1.0])]).await?;
+    // the same id again makes the CREATE fail: the new note in the batch must not land
+    let fresh = note("fresh");
+    let r = s.insert_notes(&[write(&fresh, vec![1.0]), write(&a, vec![1.0])]).await;
+    assert!(r.is_err());
+    assert_eq!(s.get_note(&fresh.id).await?, None);
+    assert_eq!(s.count_notes().await?, 1);
+    assert_eq!(s.queued_jobs().await?, 1);
+    s.close().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn delete_removes_note_and_jobs_and_reports_absence() -> Result<(), StoreError> {
+    let s = mem().await;
+    let a = note("to delete");
+    s.insert_notes(&[write(&a, vec![1.0])]).await?;
+    assert!(s.delete_note(&a.id).await?);
+    assert_eq!(s.get_note(&a.id).await?, None);
+    assert_eq!(s.queued_jobs().await?, 0);
+    assert!(!s.delete_note(&a.id).await?);
+    s.close().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn settings_round_trip() -> Result<(), StoreError> {
+    let s = mem().await;
+    assert_eq!(s.get_setting("embedding").await?, None);
+    let v = serde_json::json!({"model": "m", "dim": 384});
+    s.set_setting("embedding", &v).await?;
+    assert_eq!(s.get_setting("embedding").await?, Some(v));
+    s.close().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_database_rejects_empty_content_itself() -> Result<(), StoreError> {
+    let s = mem().await;
+    let r = s.insert_notes(&[write(&note("   "), vec![1.0])]).await;
+    assert!(r.is_err());
+    s.close().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn on_disk_store_survives_reopen_and_locks_out_a_second_opener() -> Result<(), StoreError> {
+    let dir = tempfile::tempdir().map_err(|e| StoreError::Db(e.to_string()))?;
+    let ep = Endpoint::SurrealKv(dir.path().join("db"));
+    let a = note("persisted");
+    {
+        let s = Store::open(&ep).await?;
+        s.insert_notes(&[write(&a, vec![0.5, 0.5])]).await?;
+        // a second opener (same process, separate file description) is refused clearly
+        match Store::open(&ep).await {
+            Err(StoreError::Locked(_)) => {}
+            Err(e) => panic!("expected Locked, got {e}"),
+            Ok(_) => panic!("second open of a locked store succeeded"),
+        }
+        s.close().await;
+    }
+    let s = Store::open(&ep).await?;
+    assert_eq!(s.get_note(&a.id).await?.map(|n| n.content), Some("persisted".into()));
+    assert_eq!(s.schema_version().await?, 1, "migrations are not re-run");
+    assert!(s.disk_bytes() > 0);
+    s.close().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_read_only_directory_is_a_clear_error() {
+    let dir = match tempfile::tempdir() {
+        Ok(d) => d,
+        Err(e) => panic!("{e}"),
+    };
+    let db = dir.path().join("db");
+    let _ = std::fs::create_dir_all(&db);
+    let mut perms = match std::fs::metadata(&db) {
+        Ok(m) => m.permissions(),
+        Err(e) => panic!("{e}"),
+    };
+    perms.set_readonly(true);
+    let _ = std::fs::set_permissions(&db, perms.clone());
+    // root ignores permission bits; only check when the directory really is read-only
+    if std::fs::write(db.join("x"), b"x").is_err() {
+        match Store::open(&Endpoint::SurrealKv(db.clone())).await {
+            Err(StoreError::DataDir { message, .. }) => assert!(message.contains("not writable"), "{message}"),
+            Err(e) => panic!("expected DataDir error, got {e}"),
+            Ok(_) => panic!("opened a read-only directory"),
+        }
+    }
+    perms.set_readonly(false);
+    let _ = std::fs::set_permissions(&db, perms);
+}
