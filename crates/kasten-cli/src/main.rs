@@ -105,8 +105,10 @@ fn main() -> std::process::ExitCode {
 }
 
 fn init_logging() {
+    // surrealkv warns "No runtime available for closing the store" when a clone of its
+    // tree is dropped after `Store::close` already closed it; that is noise, not a problem.
     let filter = tracing_subscriber::EnvFilter::try_from_env("KASTEN_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,surrealkv=error"));
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
 }
 

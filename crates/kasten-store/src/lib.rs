@@ -579,12 +579,14 @@ fn prepare_dir(dir: &Path) -> Result<(), StoreError> {
 /// the last handle was dropped has finished.
 async fn wait_for_unlock(dir: &Path) {
     let lock = dir.join("LOCK");
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let start = std::time::Instant::now();
+    let deadline = start + Duration::from_secs(30);
     loop {
         match std::fs::OpenOptions::new().read(true).write(true).open(&lock) {
             Ok(f) => {
                 if f.try_lock().is_ok() {
                     let _ = f.unlock();
+                    tracing::debug!(waited_ms = start.elapsed().as_millis() as u64, "store closed");
                     return;
                 }
             }
