@@ -1,20 +1,34 @@
 //! The `kasten` CLI end to end on the real stack: embedded SurrealDB (surrealkv), the
 //! MiniLM embedding model, hybrid search.
+#![allow(clippy::panic)] // test helpers fail loudly
 
 use kasten_tests::{Home, jsonl};
 
 #[test]
 fn a_paraphrase_with_no_shared_content_word_finds_the_right_note_first() {
     let h = Home::new();
-    let dog = h.ok(&["add", "I adopted a golden retriever puppy named Max last spring"]).trim().to_owned();
+    let dog = h
+        .ok(&[
+            "add",
+            "I adopted a golden retriever puppy named Max last spring",
+        ])
+        .trim()
+        .to_owned();
     let _budget = h.ok(&["add", "The quarterly budget report is due next Friday"]);
-    let sister = h.ok(&["add", "My sister moved to Berlin to study architecture"]).trim().to_owned();
+    let sister = h
+        .ok(&["add", "My sister moved to Berlin to study architecture"])
+        .trim()
+        .to_owned();
 
     let r = h.json(&["search", "new dog", "-k", "3"]);
     assert_eq!(r["hits"][0]["id"].as_str(), Some(dog.as_str()), "{r:#}");
     assert_eq!(r["hits"][0]["via"][0].as_str(), Some("vector"));
     assert!(r["hits"][0]["score"].as_f64().is_some());
-    assert!(r["hits"][0]["content"].as_str().is_some_and(|c| c.contains("puppy")));
+    assert!(
+        r["hits"][0]["content"]
+            .as_str()
+            .is_some_and(|c| c.contains("puppy"))
+    );
 
     let r = h.json(&["search", "where does my sibling live", "-k", "3"]);
     assert_eq!(r["hits"][0]["id"].as_str(), Some(sister.as_str()), "{r:#}");
@@ -23,24 +37,48 @@ fn a_paraphrase_with_no_shared_content_word_finds_the_right_note_first() {
 #[test]
 fn keyword_hits_say_so_and_k_limits_results() {
     let h = Home::new();
-    for t in ["Zephyrine runs the pottery studio", "Bob likes trains", "Carla plays chess on Sundays", "Dmitri bakes bread"] {
+    for t in [
+        "Zephyrine runs the pottery studio",
+        "Bob likes trains",
+        "Carla plays chess on Sundays",
+        "Dmitri bakes bread",
+    ] {
         h.ok(&["add", t]);
     }
     let r = h.json(&["search", "Zephyrine", "-k", "2"]);
     let hits = r["hits"].as_array().cloned().unwrap_or_default();
     assert_eq!(hits.len(), 2);
-    let via: Vec<&str> = hits[0]["via"].as_array().map(|v| v.iter().filter_map(|x| x.as_str()).collect()).unwrap_or_default();
+    let via: Vec<&str> = hits[0]["via"]
+        .as_array()
+        .map(|v| v.iter().filter_map(|x| x.as_str()).collect())
+        .unwrap_or_default();
     assert!(via.contains(&"keyword"), "{r:#}");
-    assert!(hits[0]["content"].as_str().is_some_and(|c| c.contains("Zephyrine")));
+    assert!(
+        hits[0]["content"]
+            .as_str()
+            .is_some_and(|c| c.contains("Zephyrine"))
+    );
 }
 
 #[test]
 fn notes_survive_restart_with_every_field() {
     let h = Home::new();
-    let id = h.json(&["add", "Remember the milk", "--time", "2023-05-08T13:56:00Z"])["id"].as_str().unwrap_or_default().to_owned();
+    let id = h.json(&["add", "Remember the milk", "--time", "2023-05-08T13:56:00Z"])["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
     // each command is its own process: this is a restart
     let n = h.json(&["show", &id]);
-    for field in ["id", "content", "created_at", "keywords", "tags", "context", "links", "enrich_state"] {
+    for field in [
+        "id",
+        "content",
+        "created_at",
+        "keywords",
+        "tags",
+        "context",
+        "links",
+        "enrich_state",
+    ] {
         assert!(n.get(field).is_some(), "show --json lacks {field}: {n:#}");
     }
     assert_eq!(n["content"].as_str(), Some("Remember the milk"));
@@ -69,11 +107,19 @@ fn add_reads_stdin_with_dash() {
     let out = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
     assert!(out.status.success());
     let id = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-    assert_eq!(h.json(&["show", &id])["content"].as_str(), Some("多行的笔记\n第二行"));
+    assert_eq!(
+        h.json(&["show", &id])["content"].as_str(),
+        Some("多行的笔记\n第二行")
+    );
     // Chinese text is found by a Chinese keyword inside the sentence
     let r = h.json(&["search", "笔记"]);
     assert_eq!(r["hits"][0]["id"].as_str(), Some(id.as_str()));
-    assert!(r["hits"][0]["via"].as_array().is_some_and(|v| v.iter().any(|x| x == "keyword")), "{r:#}");
+    assert!(
+        r["hits"][0]["via"]
+            .as_array()
+            .is_some_and(|v| v.iter().any(|x| x == "keyword")),
+        "{r:#}"
+    );
 }
 
 #[test]
@@ -81,8 +127,14 @@ fn bad_input_gets_a_clear_error_and_exit_code_1() {
     let h = Home::new();
     h.ok(&["add", "something to keep"]);
     for (args, needle) in [
-        (vec!["show", "01ZZZZZZZZZZZZZZZZZZZZZZZZ"], "no note with id"),
-        (vec!["delete", "01ZZZZZZZZZZZZZZZZZZZZZZZZ"], "no note with id"),
+        (
+            vec!["show", "01ZZZZZZZZZZZZZZZZZZZZZZZZ"],
+            "no note with id",
+        ),
+        (
+            vec!["delete", "01ZZZZZZZZZZZZZZZZZZZZZZZZ"],
+            "no note with id",
+        ),
         (vec!["show", "not an id!"], "not a valid note id"),
         (vec!["add", "   "], "cannot be empty"),
         (vec!["add", "x", "--time", "yesterday"], "RFC 3339"),
@@ -103,15 +155,31 @@ fn import_is_batched_and_a_corrupt_line_stops_it_before_any_write() {
     text.push_str("{\"content\": \"unterminated\n");
     text.push_str(&jsonl(5));
     let f = h.file("bad.jsonl", text.as_bytes());
-    let out = h.run(&["import", f.to_str().unwrap_or_default(), "--format", "jsonl"]);
+    let out = h.run(&[
+        "import",
+        f.to_str().unwrap_or_default(),
+        "--format",
+        "jsonl",
+    ]);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("line 31"), "{err}");
     assert!(err.contains("nothing was imported"), "{err}");
-    assert!(h.all_ids().is_empty(), "a corrupt file must not be half-imported");
+    assert!(
+        h.all_ids().is_empty(),
+        "a corrupt file must not be half-imported"
+    );
 
     // with --skip-invalid the good lines go in and the bad one is reported
-    let r = h.json(&["import", f.to_str().unwrap_or_default(), "--format", "jsonl", "--skip-invalid", "--batch", "7"]);
+    let r = h.json(&[
+        "import",
+        f.to_str().unwrap_or_default(),
+        "--format",
+        "jsonl",
+        "--skip-invalid",
+        "--batch",
+        "7",
+    ]);
     assert_eq!(r["imported"].as_u64(), Some(35));
     assert_eq!(r["skipped"][0]["line"].as_u64(), Some(31));
     assert_eq!(h.all_ids().len(), 35);
@@ -131,5 +199,8 @@ fn json_errors_are_json_too() {
     let out = h.run(&["--json", "show", "01ZZZZZZZZZZZZZZZZZZZZZZZZ"]);
     assert_eq!(out.status.code(), Some(1));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-    assert!(v["error"].as_str().is_some_and(|e| e.contains("no note")), "{v}");
+    assert!(
+        v["error"].as_str().is_some_and(|e| e.contains("no note")),
+        "{v}"
+    );
 }

@@ -1,6 +1,7 @@
 //! Crash safety of the embedded store: `kill -9` in the middle of an import loses no note
 //! whose id was printed (= committed), leaves no partial batch, and the store opens
 //! cleanly afterwards. Also: a second process gets a clear "open in another process".
+#![allow(clippy::panic)] // test helpers fail loudly
 
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader};
@@ -10,10 +11,22 @@ use std::time::{Duration, Instant};
 use kasten_tests::{Home, jsonl};
 
 /// Starts an import that prints ids as batches commit; returns the child and a reader.
-fn start_import(h: &Home, n: usize, batch: usize) -> (std::process::Child, BufReader<std::process::ChildStdout>) {
+fn start_import(
+    h: &Home,
+    n: usize,
+    batch: usize,
+) -> (std::process::Child, BufReader<std::process::ChildStdout>) {
     let f = h.file("big.jsonl", jsonl(n).as_bytes());
     let mut child = h
-        .cmd(&["import", f.to_str().unwrap_or_default(), "--format", "jsonl", "--print-ids", "--batch", &batch.to_string()])
+        .cmd(&[
+            "import",
+            f.to_str().unwrap_or_default(),
+            "--format",
+            "jsonl",
+            "--print-ids",
+            "--batch",
+            &batch.to_string(),
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -44,7 +57,10 @@ fn kill_9_during_import_loses_no_acknowledged_note() {
                 Err(e) => panic!("reading ids: {e}"),
             }
         }
-        assert!(seen >= stop_after, "round {round}: import printed only {seen} ids");
+        assert!(
+            seen >= stop_after,
+            "round {round}: import printed only {seen} ids"
+        );
         // SIGKILL: no destructor, no shutdown, nothing flushed by us
         let _ = child.kill();
         let _ = child.wait();
@@ -59,10 +75,23 @@ fn kill_9_during_import_loses_no_acknowledged_note() {
         let ids = h.all_ids();
         let unique: HashSet<String> = ids.iter().cloned().collect();
         assert_eq!(unique.len(), ids.len(), "round {round}: duplicate notes");
-        let missing: Vec<&String> = acknowledged.iter().filter(|id| !unique.contains(*id)).collect();
-        assert!(missing.is_empty(), "round {round}: {} acknowledged notes lost, e.g. {:?}", missing.len(), missing.first());
+        let missing: Vec<&String> = acknowledged
+            .iter()
+            .filter(|id| !unique.contains(*id))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "round {round}: {} acknowledged notes lost, e.g. {:?}",
+            missing.len(),
+            missing.first()
+        );
         // whole batches only: a batch is one transaction
-        assert_eq!(ids.len() % batch, 0, "round {round}: {} notes is not a whole number of batches", ids.len());
+        assert_eq!(
+            ids.len() % batch,
+            0,
+            "round {round}: {} notes is not a whole number of batches",
+            ids.len()
+        );
     }
     // and the memory still works for search after three crashes
     let r = h.json(&["search", "imported note number 7 about topic 7", "-k", "3"]);

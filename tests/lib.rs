@@ -3,6 +3,8 @@
 //!
 //! The binary is `$KASTEN_BIN` if set, else `kasten` in the cargo target directory of this
 //! test executable (`cargo build --workspace --bins` builds it; `scripts/test` does).
+//! This is test-support code: failing loudly with a panic is its job.
+#![allow(clippy::panic)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -14,7 +16,11 @@ pub fn kasten_bin() -> PathBuf {
     }
     // <target>/<profile>/deps/<test-exe> → <target>/<profile>/kasten
     let exe = std::env::current_exe().unwrap_or_default();
-    let bin = exe.parent().and_then(Path::parent).map(|d| d.join("kasten")).unwrap_or_default();
+    let bin = exe
+        .parent()
+        .and_then(Path::parent)
+        .map(|d| d.join("kasten"))
+        .unwrap_or_default();
     assert!(
         bin.is_file(),
         "kasten binary not found at {}: run `cargo build --workspace --bins` first (scripts/test does), or set KASTEN_BIN",
@@ -30,7 +36,9 @@ pub struct Home {
 
 impl Home {
     pub fn new() -> Self {
-        Self { dir: tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}")) }
+        Self {
+            dir: tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}")),
+        }
     }
 
     pub fn db(&self) -> String {
@@ -50,7 +58,9 @@ impl Home {
 
     /// Runs to completion.
     pub fn run(&self, args: &[&str]) -> Output {
-        self.cmd(args).output().unwrap_or_else(|e| panic!("cannot run kasten {args:?}: {e}"))
+        self.cmd(args)
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run kasten {args:?}: {e}"))
     }
 
     /// Runs, asserts success, returns stdout.
@@ -71,13 +81,21 @@ impl Home {
         let mut a = vec!["--json"];
         a.extend_from_slice(args);
         let s = self.ok(&a);
-        serde_json::from_str(&s).unwrap_or_else(|e| panic!("kasten {args:?} printed invalid JSON ({e}): {s}"))
+        serde_json::from_str(&s)
+            .unwrap_or_else(|e| panic!("kasten {args:?} printed invalid JSON ({e}): {s}"))
     }
 
     /// Every note id in the memory.
     pub fn all_ids(&self) -> Vec<String> {
         let v = self.json(&["list", "--limit", "1000000"]);
-        v["notes"].as_array().map(|a| a.iter().filter_map(|n| n["id"].as_str().map(str::to_owned)).collect()).unwrap_or_default()
+        v["notes"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|n| n["id"].as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
     /// Writes a file inside the home and returns its path.
@@ -96,5 +114,12 @@ impl Default for Home {
 
 /// JSON Lines with `n` distinct short notes.
 pub fn jsonl(n: usize) -> String {
-    (0..n).map(|i| format!("{{\"content\": \"imported note number {i} about topic {}\"}}\n", i % 97)).collect()
+    (0..n)
+        .map(|i| {
+            format!(
+                "{{\"content\": \"imported note number {i} about topic {}\"}}\n",
+                i % 97
+            )
+        })
+        .collect()
 }

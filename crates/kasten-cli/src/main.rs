@@ -21,7 +21,11 @@ use kasten_engine::{Engine, Progress};
 use kasten_store::Endpoint;
 
 #[derive(Parser, Debug)]
-#[command(name = "kasten", version, about = "Kasten: an agentic Zettelkasten memory you can see, audit and undo.")]
+#[command(
+    name = "kasten",
+    version,
+    about = "Kasten: an agentic Zettelkasten memory you can see, audit and undo."
+)]
 struct Cli {
     /// Where the memory lives: surrealkv://DIR (default: $KASTEN_HOME/db), mem://, or ws://HOST:PORT
     #[arg(long, global = true, env = "KASTEN_DB")]
@@ -91,7 +95,10 @@ fn main() -> std::process::ExitCode {
     init_logging();
     let cli = Cli::parse();
     let json = cli.json;
-    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => return output::fail(json, &anyhow!("cannot start the async runtime: {e}")),
     };
@@ -109,7 +116,10 @@ fn init_logging() {
     // tree is dropped after `Store::close` already closed it; that is noise, not a problem.
     let filter = tracing_subscriber::EnvFilter::try_from_env("KASTEN_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,surrealkv=error"));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
 }
 
 fn endpoint(db: Option<&str>) -> Result<Endpoint> {
@@ -155,7 +165,9 @@ async fn open_engine(db: Option<&str>) -> Result<Engine> {
             pb.set_position(done);
         }
     };
-    let engine = Engine::open(&ep, embedder, &report).await.with_context(|| format!("cannot open the memory at {ep}"))?;
+    let engine = Engine::open(&ep, embedder, &report)
+        .await
+        .with_context(|| format!("cannot open the memory at {ep}"))?;
     pb.finish_and_clear();
     Ok(engine)
 }
@@ -199,12 +211,18 @@ fn prepare(cmd: &Command) -> Result<Prepared> {
         Command::Add { text, time } => {
             let content = if text == "-" {
                 let mut s = String::new();
-                std::io::stdin().read_to_string(&mut s).context("cannot read the note from stdin")?;
+                std::io::stdin()
+                    .read_to_string(&mut s)
+                    .context("cannot read the note from stdin")?;
                 s
             } else {
                 text.clone()
             };
-            let at = time.as_deref().map(parse_time).transpose().map_err(|e| anyhow!(e))?;
+            let at = time
+                .as_deref()
+                .map(parse_time)
+                .transpose()
+                .map_err(|e| anyhow!(e))?;
             Prepared::Add(NewNote::new(&content)?.at(at))
         }
         Command::Show { id } => Prepared::Show(NoteId::parse(id)?),
@@ -218,11 +236,20 @@ fn prepare(cmd: &Command) -> Result<Prepared> {
         }
         Command::Import(a) => {
             let ImportFormat::Jsonl = a.format;
-            let bytes = std::fs::read(&a.file).with_context(|| format!("cannot read {}", a.file.display()))?;
+            let bytes = std::fs::read(&a.file)
+                .with_context(|| format!("cannot read {}", a.file.display()))?;
             let (ok, bad) = parse_jsonl_bytes(&bytes);
             if !bad.is_empty() && !a.skip_invalid {
-                let shown: Vec<String> = bad.iter().take(20).map(|e| format!("  {}: {e}", a.file.display())).collect();
-                let more = if bad.len() > 20 { format!("\n  … and {} more", bad.len() - 20) } else { String::new() };
+                let shown: Vec<String> = bad
+                    .iter()
+                    .take(20)
+                    .map(|e| format!("  {}: {e}", a.file.display()))
+                    .collect();
+                let more = if bad.len() > 20 {
+                    format!("\n  … and {} more", bad.len() - 20)
+                } else {
+                    String::new()
+                };
                 bail!(
                     "{} invalid line(s) in {}; nothing was imported. Fix them, or pass --skip-invalid to import the other {} line(s):\n{}{}",
                     bad.len(),
@@ -251,7 +278,9 @@ async fn execute(engine: &Engine, cmd: Prepared, json: bool) -> Result<()> {
             output::added(json, &note);
         }
         Prepared::Show(id) => output::show(json, &engine.get(&id).await?),
-        Prepared::List(limit) => output::list(json, &engine.list(limit, 0).await?, engine.count().await?),
+        Prepared::List(limit) => {
+            output::list(json, &engine.list(limit, 0).await?, engine.count().await?)
+        }
         Prepared::Delete(id) => {
             engine.delete(&id).await?;
             output::deleted(json, &id);

@@ -9,7 +9,10 @@ use kasten_engine::{NoteDetail, SearchOutput};
 use serde_json::{Value, json};
 
 fn print_json(v: &Value) {
-    println!("{}", serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string()));
+    println!(
+        "{}",
+        serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string())
+    );
 }
 
 fn enrich_error(state: &EnrichState) -> Option<String> {
@@ -103,7 +106,11 @@ pub fn show(json: bool, d: &NoteDetail) {
     } else {
         println!("links:");
         for l in &d.links {
-            let other = if l.from == n.id { format!("-> {}", l.to) } else { format!("<- {}", l.from) };
+            let other = if l.from == n.id {
+                format!("-> {}", l.to)
+            } else {
+                format!("<- {}", l.from)
+            };
             println!(
                 "  {other}  {} ({:.2}, {:?}, by {}): {}",
                 l.kind, l.confidence, l.status, l.created_by, l.reason
@@ -114,7 +121,9 @@ pub fn show(json: bool, d: &NoteDetail) {
 
 pub fn list(json: bool, notes: &[Note], total: u64) {
     if json {
-        print_json(&json!({ "total": total, "notes": notes.iter().map(note_json).collect::<Vec<_>>() }));
+        print_json(
+            &json!({ "total": total, "notes": notes.iter().map(note_json).collect::<Vec<_>>() }),
+        );
         return;
     }
     if notes.is_empty() {
@@ -122,10 +131,19 @@ pub fn list(json: bool, notes: &[Note], total: u64) {
         return;
     }
     for n in notes {
-        println!("{}  {}  {:<7}  {}", n.id, n.created_at.format("%Y-%m-%d %H:%M"), n.enrich_state.label(), preview(&n.content, 80));
+        println!(
+            "{}  {}  {:<7}  {}",
+            n.id,
+            n.created_at.format("%Y-%m-%d %H:%M"),
+            n.enrich_state.label(),
+            preview(&n.content, 80)
+        );
     }
     if total as usize > notes.len() {
-        println!("({} of {total} notes; use --limit to see more)", notes.len());
+        println!(
+            "({} of {total} notes; use --limit to see more)",
+            notes.len()
+        );
     }
 }
 
@@ -169,7 +187,14 @@ pub fn search(json: bool, out: &SearchOutput) {
     }
     for (i, h) in out.hits.iter().enumerate() {
         let via: Vec<String> = h.via.iter().map(|v| v.label()).collect();
-        println!("{:>2}. {}  [{:.4}; {}]\n    {}", i + 1, h.note.id, h.score, via.join(", "), preview(&h.note.content, 100));
+        println!(
+            "{:>2}. {}  [{:.4}; {}]\n    {}",
+            i + 1,
+            h.note.id,
+            h.score,
+            via.join(", "),
+            preview(&h.note.content, 100)
+        );
     }
 }
 
@@ -196,7 +221,11 @@ pub fn imported(json: bool, file: &Path, imported: u64, skipped: &[LineError]) {
 /// Prints an error for the user and returns exit code 1.
 pub fn fail(json: bool, e: &anyhow::Error) -> std::process::ExitCode {
     // The chain reads as "cannot open the memory at …: <cause>".
-    let msg = e.chain().map(ToString::to_string).collect::<Vec<_>>().join(": ");
+    let msg = e
+        .chain()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(": ");
     if json {
         println!("{}", json!({ "error": msg }));
     }

@@ -88,13 +88,19 @@ impl TextIndex {
             self.postings[tid as usize].push((slot, f));
         }
         self.total_len += tokens.len() as u64;
-        self.docs[slot as usize] = Some(Doc { id: id.clone(), len: tokens.len() as u32, terms: terms.into() });
+        self.docs[slot as usize] = Some(Doc {
+            id: id.clone(),
+            len: tokens.len() as u32,
+            terms: terms.into(),
+        });
         self.slot_of.insert(id, slot);
     }
 
     /// Removes the document of `id`; returns whether it was there.
     pub fn remove(&mut self, id: &NoteId) -> bool {
-        let Some(slot) = self.slot_of.remove(id) else { return false };
+        let Some(slot) = self.slot_of.remove(id) else {
+            return false;
+        };
         if let Some(doc) = self.docs.get_mut(slot as usize).and_then(Option::take) {
             for &tid in doc.terms.iter() {
                 if let Some(p) = self.postings.get_mut(tid as usize) {
@@ -114,8 +120,12 @@ impl TextIndex {
         if n == 0 || k == 0 {
             return Vec::new();
         }
-        let mut terms: Vec<u32> =
-            self.tokenizer.tokenize(query).iter().filter_map(|t| self.term_ids.get(t).copied()).collect();
+        let mut terms: Vec<u32> = self
+            .tokenizer
+            .tokenize(query)
+            .iter()
+            .filter_map(|t| self.term_ids.get(t).copied())
+            .collect();
         terms.sort_unstable();
         terms.dedup();
         let avg = self.total_len as f32 / n as f32;
@@ -135,7 +145,8 @@ impl TextIndex {
             }
         }
         let mut ranked: Vec<(u32, f32)> = scores.into_iter().collect();
-        let by_score = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0));
+        let by_score =
+            |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0));
         if ranked.len() > k {
             ranked.select_nth_unstable_by(k - 1, by_score);
             ranked.truncate(k);
@@ -165,12 +176,18 @@ mod tests {
         let mut ix = TextIndex::new();
         ix.upsert(id("a"), "Melanie painted a sunrise over the lake");
         ix.upsert(id("b"), "Caroline went to the LGBTQ support group");
-        ix.upsert(id("c"), "Melanie and Caroline talked about painting and painting classes");
+        ix.upsert(
+            id("c"),
+            "Melanie and Caroline talked about painting and painting classes",
+        );
         let hits = ix.search("painting", 10);
         assert_eq!(ids(&hits), vec!["c", "a"]);
         assert_eq!(ids(&ix.search("support group", 10)), vec!["b"]);
         assert!(ix.search("quantum", 10).is_empty());
-        assert!(ix.search("the and", 10).is_empty(), "stop words match nothing");
+        assert!(
+            ix.search("the and", 10).is_empty(),
+            "stop words match nothing"
+        );
     }
 
     #[test]

@@ -16,7 +16,9 @@ pub enum Via {
     Vector,
     Keyword,
     /// Reached through an accepted link from another hit.
-    Link { from: NoteId },
+    Link {
+        from: NoteId,
+    },
 }
 
 impl Via {
@@ -37,10 +39,13 @@ pub struct FusedHit {
     pub via: Vec<Via>,
 }
 
+/// A ranked list to fuse: where it came from, its weight, and its (id, score) ranking.
+pub type RankedList<'a> = (Via, f32, &'a [(NoteId, f32)]);
+
 /// Fuses ranked lists: score(d) = Σ_lists weight / (RRF_K + rank_d), rank from 1.
 /// Ties keep the order of first appearance (earlier list, better rank) so results are
 /// deterministic.
-pub fn rrf(lists: &[(Via, f32, &[(NoteId, f32)])], k: usize) -> Vec<FusedHit> {
+pub fn rrf(lists: &[RankedList<'_>], k: usize) -> Vec<FusedHit> {
     let mut acc: HashMap<&NoteId, (f32, Vec<Via>, usize)> = HashMap::new();
     let mut order = 0usize;
     for (via, weight, list) in lists {
@@ -57,7 +62,16 @@ pub fn rrf(lists: &[(Via, f32, &[(NoteId, f32)])], k: usize) -> Vec<FusedHit> {
     }
     let mut hits: Vec<(FusedHit, usize)> = acc
         .into_iter()
-        .map(|(id, (score, via, ord))| (FusedHit { id: id.clone(), score, via }, ord))
+        .map(|(id, (score, via, ord))| {
+            (
+                FusedHit {
+                    id: id.clone(),
+                    score,
+                    via,
+                },
+                ord,
+            )
+        })
         .collect();
     hits.sort_by(|a, b| b.0.score.total_cmp(&a.0.score).then_with(|| a.1.cmp(&b.1)));
     hits.truncate(k);
@@ -69,7 +83,10 @@ mod tests {
     use super::*;
 
     fn l(ids: &[&str]) -> Vec<(NoteId, f32)> {
-        ids.iter().filter_map(|s| NoteId::parse(s).ok()).map(|i| (i, 0.0)).collect()
+        ids.iter()
+            .filter_map(|s| NoteId::parse(s).ok())
+            .map(|i| (i, 0.0))
+            .collect()
     }
 
     #[test]

@@ -7,7 +7,10 @@ use serde::{Deserialize, Serialize};
 use crate::CoreError;
 
 fn valid_key(s: &str) -> bool {
-    !s.is_empty() && s.len() <= 64 && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    !s.is_empty()
+        && s.len() <= 64
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
 macro_rules! id_type {
@@ -83,7 +86,14 @@ mod tests {
 
     #[test]
     fn rejects_ids_that_could_inject_query_text() {
-        for bad in ["", "note:1", "a b", "x'; DELETE note; --", "ü", &"a".repeat(65)] {
+        for bad in [
+            "",
+            "note:1",
+            "a b",
+            "x'; DELETE note; --",
+            "ü",
+            &"a".repeat(65),
+        ] {
             assert!(NoteId::parse(bad).is_err(), "{bad:?} accepted");
         }
     }

@@ -53,7 +53,10 @@ pub fn parse_jsonl_bytes(bytes: &[u8]) -> (Vec<ImportRecord>, Vec<LineError>) {
     for (i, raw) in bytes.split(|b| *b == b'\n').enumerate() {
         let line = i + 1;
         let Ok(raw) = std::str::from_utf8(raw) else {
-            bad.push(LineError { line, message: "not valid UTF-8 text".into() });
+            bad.push(LineError {
+                line,
+                message: "not valid UTF-8 text".into(),
+            });
             continue;
         };
         let raw = raw.trim();
@@ -71,7 +74,9 @@ pub fn parse_jsonl_bytes(bytes: &[u8]) -> (Vec<ImportRecord>, Vec<LineError>) {
 fn parse_line(raw: &str) -> Result<NewNote, String> {
     let rec: JsonlRecord = serde_json::from_str(raw).map_err(|e| {
         // serde's message names the column; the line is added by the caller
-        format!("not a valid record ({e}); expected {{\"content\": \"...\", \"time\": \"RFC 3339\"}}")
+        format!(
+            "not a valid record ({e}); expected {{\"content\": \"...\", \"time\": \"RFC 3339\"}}"
+        )
     })?;
     let time = match rec.time.as_deref() {
         None | Some("") => None,
@@ -91,7 +96,9 @@ pub fn parse_time(t: &str) -> Result<DateTime<Utc>, String> {
     {
         return Ok(dt.and_utc());
     }
-    Err(format!("'{t}' is not an RFC 3339 time (e.g. 2024-05-01T14:30:00Z)"))
+    Err(format!(
+        "'{t}' is not an RFC 3339 time (e.g. 2024-05-01T14:30:00Z)"
+    ))
 }
 
 #[cfg(test)]
@@ -103,8 +110,14 @@ mod tests {
         let text = "{\"content\": \"one\"}\n\n{\"content\": \"two\", \"time\": \"2023-05-08T13:56:00Z\"}\n{\"content\": \nnot json\n{\"content\": \"  \"}\n{\"content\": \"x\", \"time\": \"yesterday\"}\n{\"text\": \"wrong field\"}\n";
         let (ok, bad) = parse_jsonl(text);
         assert_eq!(ok.iter().map(|r| r.line).collect::<Vec<_>>(), vec![1, 3]);
-        assert_eq!(ok[1].note.created_at.map(|t| t.to_rfc3339()), Some("2023-05-08T13:56:00+00:00".into()));
-        assert_eq!(bad.iter().map(|e| e.line).collect::<Vec<_>>(), vec![4, 5, 6, 7, 8]);
+        assert_eq!(
+            ok[1].note.created_at.map(|t| t.to_rfc3339()),
+            Some("2023-05-08T13:56:00+00:00".into())
+        );
+        assert_eq!(
+            bad.iter().map(|e| e.line).collect::<Vec<_>>(),
+            vec![4, 5, 6, 7, 8]
+        );
         assert!(bad[2].message.contains("empty"), "{}", bad[2]);
         assert!(bad[3].message.contains("yesterday"));
         assert!(bad[0].to_string().starts_with("line 4:"));
@@ -115,11 +128,20 @@ mod tests {
         let bytes = b"{\"content\": \"a\"}\n\xff\xfe\n{\"content\": \"b\"}\r\n";
         let (ok, bad) = parse_jsonl_bytes(bytes);
         assert_eq!(ok.len(), 2);
-        assert_eq!(bad, vec![LineError { line: 2, message: "not valid UTF-8 text".into() }]);
+        assert_eq!(
+            bad,
+            vec![LineError {
+                line: 2,
+                message: "not valid UTF-8 text".into()
+            }]
+        );
     }
 
     #[test]
     fn dates_without_time_are_accepted() {
-        assert_eq!(parse_time("2024-01-02").map(|t| t.to_rfc3339()), Ok("2024-01-02T00:00:00+00:00".into()));
+        assert_eq!(
+            parse_time("2024-01-02").map(|t| t.to_rfc3339()),
+            Ok("2024-01-02T00:00:00+00:00".into())
+        );
     }
 }

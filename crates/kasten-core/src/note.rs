@@ -36,9 +36,13 @@ impl NoteStatus {
 #[serde(tag = "state", rename_all = "snake_case")]
 pub enum EnrichState {
     /// Saved, waiting for the LLM; `reason` says why it is still waiting when known.
-    Pending { reason: Option<String> },
+    Pending {
+        reason: Option<String>,
+    },
     Done,
-    Failed { error: String },
+    Failed {
+        error: String,
+    },
 }
 
 impl EnrichState {
@@ -116,7 +120,11 @@ impl NewNote {
         if content.is_empty() {
             return Err(CoreError::EmptyContent);
         }
-        Ok(Self { content: content.to_owned(), created_at: None, source: None })
+        Ok(Self {
+            content: content.to_owned(),
+            created_at: None,
+            source: None,
+        })
     }
 
     pub fn at(mut self, t: Option<DateTime<Utc>>) -> Self {
@@ -160,7 +168,10 @@ mod tests {
     fn empty_or_blank_content_is_rejected() {
         assert_eq!(NewNote::new(""), Err(CoreError::EmptyContent));
         assert_eq!(NewNote::new(" \n\t "), Err(CoreError::EmptyContent));
-        assert_eq!(NewNote::new("  hi  ").map(|n| n.content), Ok("hi".to_owned()));
+        assert_eq!(
+            NewNote::new("  hi  ").map(|n| n.content),
+            Ok("hi".to_owned())
+        );
     }
 
     #[test]

@@ -12,12 +12,12 @@ use rust_stemmers::{Algorithm, Stemmer};
 const STOP_WORDS: &[&str] = &[
     "a", "about", "after", "all", "also", "am", "an", "and", "any", "are", "as", "at", "be",
     "been", "before", "being", "but", "by", "can", "could", "did", "do", "does", "doing", "for",
-    "from", "had", "has", "have", "having", "he", "her", "here", "hers", "him", "his", "how",
-    "i", "if", "in", "into", "is", "it", "its", "itself", "just", "me", "my", "myself", "of",
-    "on", "or", "our", "ours", "she", "so", "some", "such", "than", "that", "the", "their",
-    "theirs", "them", "then", "there", "these", "they", "this", "those", "to", "too", "us",
-    "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom", "why",
-    "will", "with", "would", "you", "your", "yours",
+    "from", "had", "has", "have", "having", "he", "her", "here", "hers", "him", "his", "how", "i",
+    "if", "in", "into", "is", "it", "its", "itself", "just", "me", "my", "myself", "of", "on",
+    "or", "our", "ours", "she", "so", "some", "such", "than", "that", "the", "their", "theirs",
+    "them", "then", "there", "these", "they", "this", "those", "to", "too", "us", "was", "we",
+    "were", "what", "when", "where", "which", "while", "who", "whom", "why", "will", "with",
+    "would", "you", "your", "yours",
 ];
 
 fn is_cjk(c: char) -> bool {
@@ -37,7 +37,9 @@ pub struct Tokenizer {
 
 impl Default for Tokenizer {
     fn default() -> Self {
-        Self { stemmer: Stemmer::create(Algorithm::English) }
+        Self {
+            stemmer: Stemmer::create(Algorithm::English),
+        }
     }
 }
 
@@ -107,7 +109,10 @@ mod tests {
     #[test]
     fn english_is_lowercased_stemmed_and_stopworded() {
         assert_eq!(toks("The Runners were running!"), vec!["runner", "run"]);
-        assert_eq!(toks("Caroline's adoption agencies"), vec!["carolin", "adopt", "agenc"]);
+        assert_eq!(
+            toks("Caroline's adoption agencies"),
+            vec!["carolin", "adopt", "agenc"]
+        );
         assert_eq!(toks("at 7pm in 2023"), vec!["7pm", "2023"]);
         assert_eq!(toks("'quoted' don't"), vec!["quot", "don"]);
     }
@@ -117,7 +122,10 @@ mod tests {
         assert_eq!(toks("向量数据库"), vec!["向量", "量数", "数据", "据库"]);
         assert_eq!(toks("我"), vec!["我"]);
         // mixed scripts: each run is handled by its own rule
-        assert_eq!(toks("SurrealDB是数据库"), vec!["surrealdb", "是数", "数据", "据库"]);
+        assert_eq!(
+            toks("SurrealDB是数据库"),
+            vec!["surrealdb", "是数", "数据", "据库"]
+        );
     }
 
     #[test]

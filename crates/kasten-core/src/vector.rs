@@ -39,7 +39,10 @@ impl Eq for Cand {}
 impl Ord for Cand {
     fn cmp(&self, other: &Self) -> Ordering {
         // reversed so that BinaryHeap<Cand> is a min-heap on score
-        other.score.total_cmp(&self.score).then_with(|| self.slot.cmp(&other.slot))
+        other
+            .score
+            .total_cmp(&self.score)
+            .then_with(|| self.slot.cmp(&other.slot))
     }
 }
 impl PartialOrd for Cand {
@@ -124,7 +127,10 @@ fn push_top(heap: &mut BinaryHeap<Cand>, cap: usize, c: Cand) {
 
 impl VectorIndex {
     pub fn new(dim: usize) -> Self {
-        let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).min(8);
+        let threads = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+            .min(8);
         Self {
             dim,
             ids: Vec::new(),
@@ -165,7 +171,10 @@ impl VectorIndex {
     /// Inserts or replaces the vector of `id`.
     pub fn upsert(&mut self, id: NoteId, v: &[f32]) -> Result<(), CoreError> {
         if v.len() != self.dim {
-            return Err(CoreError::DimensionMismatch { expected: self.dim, got: v.len() });
+            return Err(CoreError::DimensionMismatch {
+                expected: self.dim,
+                got: v.len(),
+            });
         }
         let v = normalized(v)?;
         let slot = match self.slot_of.get(&id) {
@@ -188,7 +197,9 @@ impl VectorIndex {
 
     /// Removes `id`; returns whether it was there. The last vector moves into its slot.
     pub fn remove(&mut self, id: &NoteId) -> bool {
-        let Some(slot) = self.slot_of.remove(id) else { return false };
+        let Some(slot) = self.slot_of.remove(id) else {
+            return false;
+        };
         let last = self.ids.len() - 1;
         if slot != last {
             let (d, moved) = (self.dim, self.ids[last].clone());
@@ -209,8 +220,16 @@ impl VectorIndex {
         let mut heap = BinaryHeap::with_capacity(cap + 1);
         let d = self.dim;
         for slot in slots {
-            let approx = dot_i8(q, &self.quant[slot * d..(slot + 1) * d]) as f32 * self.scales[slot];
-            push_top(&mut heap, cap, Cand { score: approx, slot });
+            let approx =
+                dot_i8(q, &self.quant[slot * d..(slot + 1) * d]) as f32 * self.scales[slot];
+            push_top(
+                &mut heap,
+                cap,
+                Cand {
+                    score: approx,
+                    slot,
+                },
+            );
         }
         heap
     }
@@ -218,7 +237,10 @@ impl VectorIndex {
     /// The `k` nearest vectors to `query` by cosine similarity, best first.
     pub fn search(&self, query: &[f32], k: usize) -> Result<Vec<(NoteId, f32)>, CoreError> {
         if query.len() != self.dim {
-            return Err(CoreError::DimensionMismatch { expected: self.dim, got: query.len() });
+            return Err(CoreError::DimensionMismatch {
+                expected: self.dim,
+                got: query.len(),
+            });
         }
         let n = self.ids.len();
         if k == 0 || n == 0 {
@@ -228,7 +250,11 @@ impl VectorIndex {
         let mut q = vec![0i8; self.dim];
         quantize(&query, &mut q);
         let cap = (4 * k).max(64).min(n);
-        let threads = if n >= PARALLEL_MIN { self.threads.min(n / (PARALLEL_MIN / 2)).max(1) } else { 1 };
+        let threads = if n >= PARALLEL_MIN {
+            self.threads.min(n / (PARALLEL_MIN / 2)).max(1)
+        } else {
+            1
+        };
         let mut cands: Vec<Cand> = if threads <= 1 {
             self.scan(&q, 0..n, cap).into_vec()
         } else {
@@ -255,24 +281,44 @@ impl VectorIndex {
         for c in &mut cands {
             c.score = dot_f32(&query, &self.full[c.slot * d..(c.slot + 1) * d]);
         }
-        cands.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.slot.cmp(&b.slot)));
+        cands.sort_by(|a, b| {
+            b.score
+                .total_cmp(&a.score)
+                .then_with(|| a.slot.cmp(&b.slot))
+        });
         cands.truncate(k);
-        Ok(cands.into_iter().map(|c| (self.ids[c.slot].clone(), c.score)).collect())
+        Ok(cands
+            .into_iter()
+            .map(|c| (self.ids[c.slot].clone(), c.score))
+            .collect())
     }
 
     /// Exact f32 cosine over every vector: the reference the fast path is tested against.
     pub fn search_exact(&self, query: &[f32], k: usize) -> Result<Vec<(NoteId, f32)>, CoreError> {
         if query.len() != self.dim {
-            return Err(CoreError::DimensionMismatch { expected: self.dim, got: query.len() });
+            return Err(CoreError::DimensionMismatch {
+                expected: self.dim,
+                got: query.len(),
+            });
         }
         let query = normalized(query)?;
         let d = self.dim;
         let mut all: Vec<Cand> = (0..self.ids.len())
-            .map(|slot| Cand { score: dot_f32(&query, &self.full[slot * d..(slot + 1) * d]), slot })
+            .map(|slot| Cand {
+                score: dot_f32(&query, &self.full[slot * d..(slot + 1) * d]),
+                slot,
+            })
             .collect();
-        all.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.slot.cmp(&b.slot)));
+        all.sort_by(|a, b| {
+            b.score
+                .total_cmp(&a.score)
+                .then_with(|| a.slot.cmp(&b.slot))
+        });
         all.truncate(k);
-        Ok(all.into_iter().map(|c| (self.ids[c.slot].clone(), c.score)).collect())
+        Ok(all
+            .into_iter()
+            .map(|c| (self.ids[c.slot].clone(), c.score))
+            .collect())
     }
 
     /// Every (id, normalised vector), in slot order.
@@ -282,7 +328,9 @@ impl VectorIndex {
 
     /// The stored (normalised) vector of `id`.
     pub fn get(&self, id: &NoteId) -> Option<&[f32]> {
-        self.slot_of.get(id).map(|&s| &self.full[s * self.dim..(s + 1) * self.dim])
+        self.slot_of
+            .get(id)
+            .map(|&s| &self.full[s * self.dim..(s + 1) * self.dim])
     }
 }
 
@@ -337,8 +385,14 @@ mod tests {
             let q = rand_vec(&mut rng, d);
             assert_matches_exact(&ix, &q, 10);
             let hits = ix.search(&q, 10).unwrap_or_default();
-            assert!(hits.iter().all(|(h, _)| !h.as_str().is_empty() && ix.contains(h)));
-            assert!(hits.iter().all(|(h, _)| h.as_str() != "n0" && h.as_str() != "n3"));
+            assert!(
+                hits.iter()
+                    .all(|(h, _)| !h.as_str().is_empty() && ix.contains(h))
+            );
+            assert!(
+                hits.iter()
+                    .all(|(h, _)| h.as_str() != "n0" && h.as_str() != "n3")
+            );
         }
     }
 
@@ -379,9 +433,15 @@ mod tests {
         let mut ix = VectorIndex::new(4);
         assert_eq!(
             ix.upsert(id(1), &[1.0, 2.0]),
-            Err(CoreError::DimensionMismatch { expected: 4, got: 2 })
+            Err(CoreError::DimensionMismatch {
+                expected: 4,
+                got: 2
+            })
         );
-        assert_eq!(ix.upsert(id(1), &[f32::NAN, 0.0, 0.0, 0.0]), Err(CoreError::NonFiniteVector));
+        assert_eq!(
+            ix.upsert(id(1), &[f32::NAN, 0.0, 0.0, 0.0]),
+            Err(CoreError::NonFiniteVector)
+        );
         assert!(ix.search(&[1.0], 3).is_err());
         assert!(ix.upsert(id(1), &[0.0; 4]).is_ok()); // a zero vector is allowed, scores 0
         assert_eq!(ix.search(&[1.0, 0.0, 0.0, 0.0], 3).map(|h| h.len()), Ok(1));

@@ -5,7 +5,10 @@
 use std::path::Path;
 use std::sync::{Mutex, OnceLock};
 
-use fastembed::{AutoDevicePolicy, InitOptionsUserDefined, Pooling, TextEmbedding, TokenizerFiles, UserDefinedEmbeddingModel};
+use fastembed::{
+    AutoDevicePolicy, InitOptionsUserDefined, Pooling, TextEmbedding, TokenizerFiles,
+    UserDefinedEmbeddingModel,
+};
 use ort::environment::Environment;
 
 use crate::{EmbedError, Embedder, ModelPaths};
@@ -25,7 +28,10 @@ fn ort_env(lib: &Path) -> Result<Environment, EmbedError> {
     if let Some(env) = ORT_ENV.get() {
         return Ok(env.clone());
     }
-    let err = |message: String| EmbedError::Runtime { path: lib.display().to_string(), message };
+    let err = |message: String| EmbedError::Runtime {
+        path: lib.display().to_string(),
+        message,
+    };
     let abs = lib.canonicalize().map_err(|e| err(e.to_string()))?;
     let env = ort::init_from(&abs)
         .map_err(|e| err(e.to_string()))?
@@ -55,7 +61,10 @@ impl FastEmbedder {
         let env = ort_env(&paths.runtime)?;
         let read = |f: &str| {
             let p = paths.model_dir.join(f);
-            std::fs::read(&p).map_err(|source| EmbedError::Read { path: p.display().to_string(), source })
+            std::fs::read(&p).map_err(|source| EmbedError::Read {
+                path: p.display().to_string(),
+                source,
+            })
         };
         let model = UserDefinedEmbeddingModel::new(
             read("model.onnx")?,
@@ -67,22 +76,34 @@ impl FastEmbedder {
             },
         )
         .with_pooling(Pooling::Mean);
-        let threads = if threads == 0 { std::thread::available_parallelism().map_or(1, |n| n.get()) } else { threads };
+        let threads = if threads == 0 {
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        } else {
+            threads
+        };
         let opts = InitOptionsUserDefined::new()
             .with_environment(env)
             .with_max_length(MAX_TOKENS)
             .with_intra_threads(threads)
             .with_session_config("session.intra_op.allow_spinning", "0")
             .with_auto_device(AutoDevicePolicy::PreferCPU);
-        let mut te =
-            TextEmbedding::try_new_from_user_defined(model, opts).map_err(|e| EmbedError::Model(e.to_string()))?;
+        let mut te = TextEmbedding::try_new_from_user_defined(model, opts)
+            .map_err(|e| EmbedError::Model(e.to_string()))?;
         // One probe tells the dimension (and proves the model runs) before anything is stored.
-        let probe = te.embed(["dimension probe"], Some(1)).map_err(|e| EmbedError::Model(e.to_string()))?;
+        let probe = te
+            .embed(["dimension probe"], Some(1))
+            .map_err(|e| EmbedError::Model(e.to_string()))?;
         let dim = probe.first().map_or(0, Vec::len);
         if dim == 0 {
-            return Err(EmbedError::Model("the model produced an empty vector".into()));
+            return Err(EmbedError::Model(
+                "the model produced an empty vector".into(),
+            ));
         }
-        Ok(Self { model_id: paths.model_id.clone(), dim, inner: Mutex::new(te) })
+        Ok(Self {
+            model_id: paths.model_id.clone(),
+            dim,
+            inner: Mutex::new(te),
+        })
     }
 
     /// Loads the default model from the standard locations.
@@ -104,10 +125,18 @@ impl Embedder for FastEmbedder {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
-        let mut te = self.inner.lock().map_err(|_| EmbedError::Inference("the embedder crashed earlier".into()))?;
-        let out = te.embed(texts, Some(BATCH)).map_err(|e| EmbedError::Inference(e.to_string()))?;
+        let mut te = self
+            .inner
+            .lock()
+            .map_err(|_| EmbedError::Inference("the embedder crashed earlier".into()))?;
+        let out = te
+            .embed(texts, Some(BATCH))
+            .map_err(|e| EmbedError::Inference(e.to_string()))?;
         if out.len() != texts.len() {
-            return Err(EmbedError::Count { expected: texts.len(), got: out.len() });
+            return Err(EmbedError::Count {
+                expected: texts.len(),
+                got: out.len(),
+            });
         }
         Ok(out)
     }
@@ -126,11 +155,17 @@ mod tests {
     fn real_model_embeds_normalised_vectors_that_capture_meaning() {
         let e = match FastEmbedder::load_default() {
             Ok(e) => e,
-            Err(err) => panic!("the embedding model must be installed for tests (scripts/setup): {err}"),
+            Err(err) => {
+                panic!("the embedding model must be installed for tests (scripts/setup): {err}")
+            }
         };
         assert_eq!(e.dim(), 384);
         let v = e
-            .embed(&["The cat sat on the mat.", "A kitten was resting on the rug.", "Quarterly tax filing deadline"])
+            .embed(&[
+                "The cat sat on the mat.",
+                "A kitten was resting on the rug.",
+                "Quarterly tax filing deadline",
+            ])
             .unwrap_or_default();
         assert_eq!(v.len(), 3);
         for x in &v {
@@ -146,8 +181,15 @@ mod tests {
     #[test]
     fn a_missing_library_is_an_error_not_a_panic() {
         let dir = std::env::temp_dir();
-        let paths = ModelPaths { model_id: "x".into(), runtime: dir.join("no-such-libonnxruntime.so"), model_dir: dir };
-        let err = FastEmbedder::load(&paths, 1).err().map(|e| e.to_string()).unwrap_or_default();
+        let paths = ModelPaths {
+            model_id: "x".into(),
+            runtime: dir.join("no-such-libonnxruntime.so"),
+            model_dir: dir,
+        };
+        let err = FastEmbedder::load(&paths, 1)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
         assert!(err.contains("scripts/setup"), "{err}");
     }
 }

@@ -17,9 +17,16 @@ use thiserror::Error;
 #[derive(Debug, Error)]
 pub enum EmbedError {
     #[error("{what} not found at {path}: run `scripts/setup` to install it (or set {var})")]
-    Missing { what: &'static str, path: String, var: &'static str },
+    Missing {
+        what: &'static str,
+        path: String,
+        var: &'static str,
+    },
     #[error("could not read {path}: {source}")]
-    Read { path: String, source: std::io::Error },
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
     #[error("could not load ONNX Runtime from {path}: {message}")]
     Runtime { path: String, message: String },
     #[error("could not load the embedding model: {0}")]

@@ -13,8 +13,13 @@ use crate::EmbedError;
 
 pub const DEFAULT_MODEL_ID: &str = "all-minilm-l6-v2-int8";
 const ORT_FILE: &str = "libonnxruntime.so.1.31.1";
-pub(crate) const MODEL_FILES: [&str; 5] =
-    ["model.onnx", "tokenizer.json", "config.json", "special_tokens_map.json", "tokenizer_config.json"];
+pub(crate) const MODEL_FILES: [&str; 5] = [
+    "model.onnx",
+    "tokenizer.json",
+    "config.json",
+    "special_tokens_map.json",
+    "tokenizer_config.json",
+];
 
 /// Resolved locations of everything an embedder needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,7 +50,11 @@ impl ModelPaths {
     pub fn resolve(model_id: &str, get: impl Fn(&str) -> Option<String>) -> Self {
         let homes = homes(&get);
         let first_existing = |rel: &Path| {
-            homes.iter().map(|h| h.join(rel)).find(|p| p.exists()).or_else(|| homes.first().map(|h| h.join(rel)))
+            homes
+                .iter()
+                .map(|h| h.join(rel))
+                .find(|p| p.exists())
+                .or_else(|| homes.first().map(|h| h.join(rel)))
         };
         let runtime = get("ORT_DYLIB_PATH")
             .filter(|s| !s.is_empty())
@@ -57,7 +66,11 @@ impl ModelPaths {
             .map(PathBuf::from)
             .or_else(|| first_existing(&Path::new("models").join(model_id)))
             .unwrap_or_else(|| PathBuf::from(model_id));
-        Self { model_id: model_id.to_owned(), runtime, model_dir }
+        Self {
+            model_id: model_id.to_owned(),
+            runtime,
+            model_dir,
+        }
     }
 
     /// Checks that every file is there, naming the first missing one.
@@ -105,11 +118,15 @@ mod tests {
         let p = ModelPaths::resolve("m", |k| (k == "KASTEN_HOME").then(|| home.clone()));
         // KASTEN_HOME comes first even when nothing is there yet
         assert!(p.model_dir.starts_with(&dir) || p.model_dir.ends_with("models/m"));
-        let err = ModelPaths { model_id: "m".into(), runtime: dir.join("nope.so"), model_dir: dir.clone() }
-            .check()
-            .err()
-            .map(|e| e.to_string())
-            .unwrap_or_default();
+        let err = ModelPaths {
+            model_id: "m".into(),
+            runtime: dir.join("nope.so"),
+            model_dir: dir.clone(),
+        }
+        .check()
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
         assert!(err.contains("scripts/setup"), "{err}");
         assert!(err.contains("ORT_DYLIB_PATH"), "{err}");
     }

@@ -91,7 +91,10 @@ impl Engine {
         let store = Store::open(endpoint).await?;
         let engine = Engine {
             store,
-            indexes: RwLock::new(Indexes { vector: VectorIndex::new(embedder.dim()), text: TextIndex::new() }),
+            indexes: RwLock::new(Indexes {
+                vector: VectorIndex::new(embedder.dim()),
+                text: TextIndex::new(),
+            }),
             embedder,
         };
         match engine.load(progress).await {
@@ -130,7 +133,10 @@ impl Engine {
             let mut ix = self.write_indexes()?;
             for row in page {
                 match row.embedding {
-                    Some(v) if row.embed_model.as_deref() == Some(model.as_str()) && v.len() == ix.vector.dim() => {
+                    Some(v)
+                        if row.embed_model.as_deref() == Some(model.as_str())
+                            && v.len() == ix.vector.dim() =>
+                    {
                         ix.vector.upsert(row.id.clone(), &v)?;
                     }
                     _ => stale.push((row.id.clone(), row.text.clone())),
@@ -139,7 +145,10 @@ impl Engine {
                 done += 1;
             }
             drop(ix);
-            progress(Progress::Loading { done, total: total.max(done) });
+            progress(Progress::Loading {
+                done,
+                total: total.max(done),
+            });
         }
         if !stale.is_empty() {
             self.reembed(stale, progress).await?;
@@ -152,7 +161,11 @@ impl Engine {
     }
 
     /// Embeds `notes` with the current model, stores the vectors and indexes them.
-    async fn reembed(&self, notes: Vec<(NoteId, String)>, progress: ProgressFn<'_>) -> Result<(), EngineError> {
+    async fn reembed(
+        &self,
+        notes: Vec<(NoteId, String)>,
+        progress: ProgressFn<'_>,
+    ) -> Result<(), EngineError> {
         let total = notes.len() as u64;
         let model = self.embedder.model_id().to_owned();
         let mut done = 0u64;
@@ -171,11 +184,15 @@ impl Engine {
     }
 
     fn write_indexes(&self) -> Result<std::sync::RwLockWriteGuard<'_, Indexes>, EngineError> {
-        self.indexes.write().map_err(|_| EngineError::Internal("the search index was poisoned by a crash".into()))
+        self.indexes
+            .write()
+            .map_err(|_| EngineError::Internal("the search index was poisoned by a crash".into()))
     }
 
     fn read_indexes(&self) -> Result<std::sync::RwLockReadGuard<'_, Indexes>, EngineError> {
-        self.indexes.read().map_err(|_| EngineError::Internal("the search index was poisoned by a crash".into()))
+        self.indexes
+            .read()
+            .map_err(|_| EngineError::Internal("the search index was poisoned by a crash".into()))
     }
 
     /// Runs the (CPU-bound) embedder off the async threads.
@@ -193,7 +210,9 @@ impl Engine {
     /// Saves one note (durably, with its enrichment job) and indexes it.
     pub async fn add(&self, new: NewNote) -> Result<Note, EngineError> {
         let mut notes = self.add_batch(vec![new]).await?.notes;
-        notes.pop().ok_or_else(|| EngineError::Internal("a saved note went missing".into()))
+        notes
+            .pop()
+            .ok_or_else(|| EngineError::Internal("a saved note went missing".into()))
     }
 
     /// Saves notes in one transaction (all or none) and indexes them.
@@ -241,11 +260,19 @@ impl Engine {
             ix.vector.upsert(n.id.clone(), v)?;
             ix.text.upsert(n.id.clone(), text);
         }
-        Ok(AddedBatch { notes, embed_time, store_time })
+        Ok(AddedBatch {
+            notes,
+            embed_time,
+            store_time,
+        })
     }
 
     pub async fn get(&self, id: &NoteId) -> Result<NoteDetail, EngineError> {
-        let note = self.store.get_note(id).await?.ok_or_else(|| EngineError::NotFound(id.clone()))?;
+        let note = self
+            .store
+            .get_note(id)
+            .await?
+            .ok_or_else(|| EngineError::NotFound(id.clone()))?;
         let links = self.store.links_of(id).await?;
         Ok(NoteDetail { note, links })
     }

@@ -42,16 +42,25 @@ impl Engine {
     /// Embeds a search query with the memory's model.
     pub async fn embed_query(&self, query: &str) -> Result<Vec<f32>, EngineError> {
         let mut v = self.embed_blocking(vec![query.to_owned()]).await?;
-        v.pop().ok_or_else(|| EngineError::Internal("the embedder returned nothing".into()))
+        v.pop()
+            .ok_or_else(|| EngineError::Internal("the embedder returned nothing".into()))
     }
 
     /// The vector index alone: top `k` by cosine.
-    pub fn rank_vector(&self, query_vec: &[f32], k: usize) -> Result<Vec<(NoteId, f32)>, EngineError> {
+    pub fn rank_vector(
+        &self,
+        query_vec: &[f32],
+        k: usize,
+    ) -> Result<Vec<(NoteId, f32)>, EngineError> {
         Ok(self.read_indexes()?.vector.search(query_vec, k)?)
     }
 
     /// Exact (brute-force f32) vector ranking: the reference the index is measured against.
-    pub fn rank_vector_exact(&self, query_vec: &[f32], k: usize) -> Result<Vec<(NoteId, f32)>, EngineError> {
+    pub fn rank_vector_exact(
+        &self,
+        query_vec: &[f32],
+        k: usize,
+    ) -> Result<Vec<(NoteId, f32)>, EngineError> {
         Ok(self.read_indexes()?.vector.search_exact(query_vec, k)?)
     }
 
@@ -62,13 +71,21 @@ impl Engine {
     }
 
     /// Vector and keyword ranking fused by reciprocal rank (no store access).
-    pub fn rank_hybrid(&self, query: &str, query_vec: &[f32], k: usize) -> Result<Vec<FusedHit>, EngineError> {
+    pub fn rank_hybrid(
+        &self,
+        query: &str,
+        query_vec: &[f32],
+        k: usize,
+    ) -> Result<Vec<FusedHit>, EngineError> {
         let n = (k * CANDIDATES_PER_HIT).max(MIN_CANDIDATES);
         let ix = self.read_indexes()?;
         let vec_hits = ix.vector.search(query_vec, n)?;
         let kw_hits = ix.text.search(query, n);
         drop(ix);
-        Ok(fusion::rrf(&[(Via::Vector, 1.0, &vec_hits), (Via::Keyword, 1.0, &kw_hits)], k))
+        Ok(fusion::rrf(
+            &[(Via::Vector, 1.0, &vec_hits), (Via::Keyword, 1.0, &kw_hits)],
+            k,
+        ))
     }
 
     /// Hybrid search returning the `k` best notes with how each was found.
@@ -91,9 +108,16 @@ impl Engine {
             .into_iter()
             .filter_map(|h| {
                 let pos = notes.iter().position(|n| n.id == h.id)?;
-                Some(SearchHit { note: notes.swap_remove(pos), score: h.score, via: h.via })
+                Some(SearchHit {
+                    note: notes.swap_remove(pos),
+                    score: h.score,
+                    via: h.via,
+                })
             })
             .collect();
-        Ok(SearchOutput { hits, timings: SearchTimings { embed, rank, fetch } })
+        Ok(SearchOutput {
+            hits,
+            timings: SearchTimings { embed, rank, fetch },
+        })
     }
 }

@@ -12,8 +12,12 @@ struct HashEmbedder {
 }
 
 impl HashEmbedder {
-    fn new(id: &str, dim: usize, salt: u64) -> Arc<dyn Embedder> {
-        Arc::new(Self { id: id.into(), dim, salt })
+    fn arc(id: &str, dim: usize, salt: u64) -> Arc<dyn Embedder> {
+        Arc::new(Self {
+            id: id.into(),
+            dim,
+            salt,
+        })
     }
 }
 
@@ -29,7 +33,10 @@ impl Embedder for HashEmbedder {
             .iter()
             .map(|t| {
                 let mut v = vec![0.0f32; self.dim];
-                for w in t.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {
+                for w in t
+                    .split(|c: char| !c.is_alphanumeric())
+                    .filter(|w| !w.is_empty())
+                {
                     let mut h = self.salt ^ 0xcbf29ce484222325;
                     for b in w.to_lowercase().bytes() {
                         h = (h ^ b as u64).wrapping_mul(0x100000001b3);
@@ -60,27 +67,37 @@ fn new(s: &str) -> NewNote {
 
 #[tokio::test]
 async fn hybrid_search_finds_notes_and_says_how() -> Result<(), EngineError> {
-    let e = open(&Endpoint::Mem, HashEmbedder::new("h", 64, 1)).await;
-    let a = e.add(new("Caroline went to the LGBTQ support group yesterday")).await?;
-    let _b = e.add(new("Melanie painted a sunrise over the lake")).await?;
+    let e = open(&Endpoint::Mem, HashEmbedder::arc("h", 64, 1)).await;
+    let a = e
+        .add(new("Caroline went to the LGBTQ support group yesterday"))
+        .await?;
+    let _b = e
+        .add(new("Melanie painted a sunrise over the lake"))
+        .await?;
     let _c = e.add(new("The quarterly report is due on Friday")).await?;
     let out = e.search("support group", 2).await?;
     assert_eq!(out.hits[0].note.id, a.id);
     assert!(out.hits[0].via.contains(&Via::Keyword));
     assert!(out.hits[0].via.contains(&Via::Vector));
     assert!(out.hits.len() <= 2);
-    assert!(matches!(e.search("   ", 5).await, Err(EngineError::EmptyQuery)));
+    assert!(matches!(
+        e.search("   ", 5).await,
+        Err(EngineError::EmptyQuery)
+    ));
     e.close().await;
     Ok(())
 }
 
 #[tokio::test]
 async fn deleted_notes_leave_search_and_unknown_ids_are_not_found() -> Result<(), EngineError> {
-    let e = open(&Endpoint::Mem, HashEmbedder::new("h", 64, 1)).await;
+    let e = open(&Endpoint::Mem, HashEmbedder::arc("h", 64, 1)).await;
     let a = e.add(new("alpha bravo charlie")).await?;
     e.delete(&a.id).await?;
     assert!(e.search("alpha bravo", 5).await?.hits.is_empty());
-    assert!(matches!(e.delete(&a.id).await, Err(EngineError::NotFound(_))));
+    assert!(matches!(
+        e.delete(&a.id).await,
+        Err(EngineError::NotFound(_))
+    ));
     assert!(matches!(e.get(&a.id).await, Err(EngineError::NotFound(_))));
     assert_eq!(e.index_sizes()?, (0, 0));
     e.close().await;
@@ -91,13 +108,22 @@ async fn deleted_notes_leave_search_and_unknown_ids_are_not_found() -> Result<()
 async fn indexes_are_rebuilt_from_the_store_at_open() -> Result<(), EngineError> {
     let dir = tempfile::tempdir().map_err(|e| EngineError::Internal(e.to_string()))?;
     let ep = Endpoint::SurrealKv(dir.path().join("db"));
-    let e = open(&ep, HashEmbedder::new("h", 64, 1)).await;
-    let batch = e.add_batch((0..30).map(|i| new(&format!("note number {i} about topic{i}"))).collect()).await?;
+    let e = open(&ep, HashEmbedder::arc("h", 64, 1)).await;
+    let batch = e
+        .add_batch(
+            (0..30)
+                .map(|i| new(&format!("note number {i} about topic{i}")))
+                .collect(),
+        )
+        .await?;
     e.close().await;
-    let e = open(&ep, HashEmbedder::new("h", 64, 1)).await;
+    let e = open(&ep, HashEmbedder::arc("h", 64, 1)).await;
     assert_eq!(e.index_sizes()?, (30, 30));
     let out = e.search("topic17", 3).await?;
-    assert_eq!(out.hits.first().map(|h| h.note.id.clone()), Some(batch.notes[17].id.clone()));
+    assert_eq!(
+        out.hits.first().map(|h| h.note.id.clone()),
+        Some(batch.notes[17].id.clone())
+    );
     e.close().await;
     Ok(())
 }
@@ -106,8 +132,13 @@ async fn indexes_are_rebuilt_from_the_store_at_open() -> Result<(), EngineError>
 async fn switching_models_reembeds_everything_with_progress() -> Result<(), EngineError> {
     let dir = tempfile::tempdir().map_err(|e| EngineError::Internal(e.to_string()))?;
     let ep = Endpoint::SurrealKv(dir.path().join("db"));
-    let e = open(&ep, HashEmbedder::new("model-a", 64, 1)).await;
-    e.add_batch((0..10).map(|i| new(&format!("fact {i} concerns subject{i}"))).collect()).await?;
+    let e = open(&ep, HashEmbedder::arc("model-a", 64, 1)).await;
+    e.add_batch(
+        (0..10)
+            .map(|i| new(&format!("fact {i} concerns subject{i}")))
+            .collect(),
+    )
+    .await?;
     e.close().await;
 
     let seen = Mutex::new(Vec::new());
@@ -116,16 +147,25 @@ async fn switching_models_reembeds_everything_with_progress() -> Result<(), Engi
             s.push(p);
         }
     };
-    let b = HashEmbedder::new("model-b", 32, 2);
+    let b = HashEmbedder::arc("model-b", 32, 2);
     let e = Engine::open(&ep, Arc::clone(&b), &record).await?;
     let seen = seen.into_inner().unwrap_or_default();
-    assert!(seen.contains(&Progress::Reembedding { done: 10, total: 10 }), "{seen:?}");
+    assert!(
+        seen.contains(&Progress::Reembedding {
+            done: 10,
+            total: 10
+        }),
+        "{seen:?}"
+    );
     assert_eq!(
         e.store().get_setting(EMBEDDING_SETTING).await?,
         Some(serde_json::json!({"model": "model-b", "dim": 32}))
     );
     // every vector now comes from model-b: a note's own text finds it with cosine 1
-    let v = b.embed(&["fact 3 concerns subject3"])?.pop().unwrap_or_default();
+    let v = b
+        .embed(&["fact 3 concerns subject3"])?
+        .pop()
+        .unwrap_or_default();
     let top = e.rank_vector(&v, 1)?;
     assert!((top[0].1 - 1.0).abs() < 1e-4, "{top:?}");
     e.close().await;
@@ -139,7 +179,12 @@ async fn switching_models_reembeds_everything_with_progress() -> Result<(), Engi
     };
     let e = Engine::open(&ep, b, &record).await?;
     let seen = seen.into_inner().unwrap_or_default();
-    assert!(!seen.iter().any(|p| matches!(p, Progress::Reembedding { .. })), "{seen:?}");
+    assert!(
+        !seen
+            .iter()
+            .any(|p| matches!(p, Progress::Reembedding { .. })),
+        "{seen:?}"
+    );
     e.close().await;
     Ok(())
 }
@@ -156,7 +201,10 @@ async fn a_failed_write_leaves_the_index_unchanged() -> Result<(), EngineError> 
             8
         }
         fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-            Err(EmbedError::Count { expected: texts.len(), got: 0 })
+            Err(EmbedError::Count {
+                expected: texts.len(),
+                got: 0,
+            })
         }
     }
     let e = open(&Endpoint::Mem, Arc::new(Bad)).await;

@@ -40,17 +40,31 @@ impl LlmConfig {
     /// `KASTEN_LLM_API_KEY` through `get` (the process environment in production).
     /// `Ok(None)` means no LLM is configured: notes are still saved, embedded and
     /// searchable; enrichment waits.
-    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Option<Self>, LlmConfigError> {
+    pub fn from_lookup(
+        get: impl Fn(&str) -> Option<String>,
+    ) -> Result<Option<Self>, LlmConfigError> {
         let non_empty = |k: &str| get(k).filter(|v| !v.trim().is_empty());
-        let (Some(base_url), Some(model)) = (non_empty("KASTEN_LLM_BASE_URL"), non_empty("KASTEN_LLM_MODEL")) else {
+        let (Some(base_url), Some(model)) = (
+            non_empty("KASTEN_LLM_BASE_URL"),
+            non_empty("KASTEN_LLM_MODEL"),
+        ) else {
             return Ok(None);
         };
-        let provider = match non_empty("KASTEN_LLM_PROVIDER").as_deref().map(str::to_ascii_lowercase).as_deref() {
+        let provider = match non_empty("KASTEN_LLM_PROVIDER")
+            .as_deref()
+            .map(str::to_ascii_lowercase)
+            .as_deref()
+        {
             None | Some("openai") => Provider::Openai,
             Some("ollama") => Provider::Ollama,
             Some(other) => return Err(LlmConfigError::UnknownProvider(other.to_owned())),
         };
-        Ok(Some(Self { provider, base_url, model, api_key: non_empty("KASTEN_LLM_API_KEY") }))
+        Ok(Some(Self {
+            provider,
+            base_url,
+            model,
+            api_key: non_empty("KASTEN_LLM_API_KEY"),
+        }))
     }
 
     /// Why enrichment is not running, in words for the user.
@@ -64,14 +78,20 @@ mod tests {
     use super::*;
 
     fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
-        let v: Vec<(String, String)> = pairs.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
+        let v: Vec<(String, String)> = pairs
+            .iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect();
         move |k| v.iter().find(|(a, _)| a == k).map(|(_, b)| b.clone())
     }
 
     #[test]
     fn absent_or_partial_config_means_no_llm() {
         assert_eq!(LlmConfig::from_lookup(env(&[])), Ok(None));
-        assert_eq!(LlmConfig::from_lookup(env(&[("KASTEN_LLM_MODEL", "m")])), Ok(None));
+        assert_eq!(
+            LlmConfig::from_lookup(env(&[("KASTEN_LLM_MODEL", "m")])),
+            Ok(None)
+        );
     }
 
     #[test]

@@ -23,7 +23,10 @@ impl Endpoint {
         let s = s.trim();
         if let Some(rest) = s.strip_prefix("surrealkv://") {
             if rest.is_empty() {
-                return Err(StoreError::BadEndpoint(s.to_owned(), "the directory is missing"));
+                return Err(StoreError::BadEndpoint(
+                    s.to_owned(),
+                    "the directory is missing",
+                ));
             }
             return Ok(Endpoint::SurrealKv(PathBuf::from(rest)));
         }
@@ -34,7 +37,10 @@ impl Endpoint {
             return Ok(Endpoint::Remote(s.to_owned()));
         }
         if s.contains("://") {
-            return Err(StoreError::BadEndpoint(s.to_owned(), "use surrealkv://DIR, mem:// or ws://HOST:PORT"));
+            return Err(StoreError::BadEndpoint(
+                s.to_owned(),
+                "use surrealkv://DIR, mem:// or ws://HOST:PORT",
+            ));
         }
         if s.is_empty() {
             return Err(StoreError::BadEndpoint(s.to_owned(), "it is empty"));
@@ -78,10 +84,19 @@ mod tests {
 
     #[test]
     fn parses_the_three_kinds() {
-        assert_eq!(Endpoint::parse("surrealkv:///tmp/x").ok(), Some(Endpoint::SurrealKv("/tmp/x".into())));
+        assert_eq!(
+            Endpoint::parse("surrealkv:///tmp/x").ok(),
+            Some(Endpoint::SurrealKv("/tmp/x".into()))
+        );
         assert_eq!(Endpoint::parse("mem://").ok(), Some(Endpoint::Mem));
-        assert_eq!(Endpoint::parse("ws://127.0.0.1:8000").ok(), Some(Endpoint::Remote("ws://127.0.0.1:8000".into())));
-        assert_eq!(Endpoint::parse("./data").ok(), Some(Endpoint::SurrealKv("./data".into())));
+        assert_eq!(
+            Endpoint::parse("ws://127.0.0.1:8000").ok(),
+            Some(Endpoint::Remote("ws://127.0.0.1:8000".into()))
+        );
+        assert_eq!(
+            Endpoint::parse("./data").ok(),
+            Some(Endpoint::SurrealKv("./data".into()))
+        );
         assert!(Endpoint::parse("rocksdb://x").is_err());
         assert!(Endpoint::parse("surrealkv://").is_err());
         assert!(Endpoint::parse("").is_err());

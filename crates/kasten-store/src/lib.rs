@@ -35,11 +35,15 @@ pub enum StoreError {
     BadEndpoint(String, &'static str),
     #[error("cannot find a home directory for Kasten's data: set KASTEN_HOME")]
     NoHome,
-    #[error("the memory at {0} is open in another process (the app, `kasten mcp` or another command); close it and try again")]
+    #[error(
+        "the memory at {0} is open in another process (the app, `kasten mcp` or another command); close it and try again"
+    )]
     Locked(String),
     #[error("cannot use the data directory {path}: {message}")]
     DataDir { path: String, message: String },
-    #[error("the database was written by a newer Kasten (schema version {found}, this build knows up to {known})")]
+    #[error(
+        "the database was written by a newer Kasten (schema version {found}, this build knows up to {known})"
+    )]
     TooNew { found: u32, known: u32 },
     #[error("another change to the same data happened at the same time; try again")]
     Conflict,
@@ -82,10 +86,15 @@ fn emb_to_bytes(v: &[f32]) -> Bytes {
 }
 
 fn bytes_to_emb(b: &[u8]) -> Result<Vec<f32>, StoreError> {
-    if b.len() % 4 != 0 {
-        return Err(StoreError::Corrupt(format!("an embedding of {} bytes is not a whole number of floats", b.len())));
+    if !b.len().is_multiple_of(4) {
+        return Err(StoreError::Corrupt(format!(
+            "an embedding of {} bytes is not a whole number of floats",
+            b.len()
+        )));
     }
-    Ok(b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
+    Ok(b.chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect())
 }
 
 /// Columns of `note` as read back; `record::id(id)` turns the record id into its key.
@@ -115,13 +124,22 @@ struct NoteRow {
 impl NoteRow {
     fn into_note(self) -> Result<Note, StoreError> {
         let id = NoteId::parse(&self.id).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        let status = NoteStatus::parse(&self.status)
-            .ok_or_else(|| StoreError::Corrupt(format!("note {id} has unknown status '{}'", self.status)))?;
+        let status = NoteStatus::parse(&self.status).ok_or_else(|| {
+            StoreError::Corrupt(format!("note {id} has unknown status '{}'", self.status))
+        })?;
         let enrich_state = match self.enrich_state.as_str() {
-            "pending" => EnrichState::Pending { reason: self.enrich_error },
+            "pending" => EnrichState::Pending {
+                reason: self.enrich_error,
+            },
             "done" => EnrichState::Done,
-            "failed" => EnrichState::Failed { error: self.enrich_error.unwrap_or_default() },
-            other => return Err(StoreError::Corrupt(format!("note {id} has unknown enrichment state '{other}'"))),
+            "failed" => EnrichState::Failed {
+                error: self.enrich_error.unwrap_or_default(),
+            },
+            other => {
+                return Err(StoreError::Corrupt(format!(
+                    "note {id} has unknown enrichment state '{other}'"
+                )));
+            }
         };
         Ok(Note {
             id,
@@ -231,7 +249,10 @@ impl Store {
             let msg = e.to_string();
             match endpoint {
                 Endpoint::SurrealKv(dir) if msg.contains("already locked") => Self::locked(dir),
-                Endpoint::SurrealKv(dir) => StoreError::DataDir { path: dir.display().to_string(), message: msg },
+                Endpoint::SurrealKv(dir) => StoreError::DataDir {
+                    path: dir.display().to_string(),
+                    message: msg,
+                },
                 _ => StoreError::Db(msg),
             }
         })?;
@@ -242,8 +263,14 @@ impl Store {
                 .check()
                 .map_err(StoreError::from_db)?;
         }
-        db.use_ns(NAMESPACE).use_db(DATABASE).await.map_err(StoreError::from_db)?;
-        let store = Store { db, endpoint: endpoint.clone() };
+        db.use_ns(NAMESPACE)
+            .use_db(DATABASE)
+            .await
+            .map_err(StoreError::from_db)?;
+        let store = Store {
+            db,
+            endpoint: endpoint.clone(),
+        };
         if let Err(e) = store.migrate().await {
             store.close().await;
             return Err(e);
@@ -273,13 +300,21 @@ impl Store {
         let current = self.schema_version().await?;
         let known = schema::MIGRATIONS.last().map_or(0, |m| m.0);
         if current > known {
-            return Err(StoreError::TooNew { found: current, known });
+            return Err(StoreError::TooNew {
+                found: current,
+                known,
+            });
         }
         for (version, sql) in schema::MIGRATIONS.iter().filter(|(v, _)| *v > current) {
             let q = format!(
                 "BEGIN TRANSACTION;\n{sql}\nUPSERT schema_version:current SET version = $v, applied_at = time::now();\nCOMMIT TRANSACTION;"
             );
-            let mut resp = self.db.query(q).bind(("v", *version as i64)).await.map_err(StoreError::from_db)?;
+            let mut resp = self
+                .db
+                .query(q)
+                .bind(("v", *version as i64))
+                .await
+                .map_err(StoreError::from_db)?;
             first_real_error(&mut resp)?;
             tracing::info!(version, "applied schema migration");
         }
@@ -333,7 +368,11 @@ impl Store {
                 version: n.version as i64,
             });
             if let Some(job) = &w.job {
-                jobs.push(JobInsert { id: job.to_string(), note: n.id.to_string(), created_at: n.updated_at });
+                jobs.push(JobInsert {
+                    id: job.to_string(),
+                    note: n.id.to_string(),
+                    created_at: n.updated_at,
+                });
             }
         }
         let q = "BEGIN TRANSACTION;
@@ -353,15 +392,22 @@ impl Store {
                 };
             };
             COMMIT TRANSACTION;";
-        let mut resp =
-            self.db.query(q).bind(("notes", notes)).bind(("jobs", jobs)).await.map_err(StoreError::from_db)?;
+        let mut resp = self
+            .db
+            .query(q)
+            .bind(("notes", notes))
+            .bind(("jobs", jobs))
+            .await
+            .map_err(StoreError::from_db)?;
         first_real_error(&mut resp)
     }
 
     pub async fn get_note(&self, id: &NoteId) -> Result<Option<Note>, StoreError> {
         let mut resp = self
             .db
-            .query(format!("SELECT {NOTE_COLUMNS} FROM ONLY type::record('note', $id)"))
+            .query(format!(
+                "SELECT {NOTE_COLUMNS} FROM ONLY type::record('note', $id)"
+            ))
             .bind(("id", id.to_string()))
             .await
             .map_err(StoreError::from_db)?;
@@ -384,7 +430,10 @@ impl Store {
             .await
             .map_err(StoreError::from_db)?;
         let rows: Vec<NoteRow> = resp.take(0).map_err(StoreError::from_db)?;
-        let mut notes: Vec<Note> = rows.into_iter().map(NoteRow::into_note).collect::<Result<_, _>>()?;
+        let mut notes: Vec<Note> = rows
+            .into_iter()
+            .map(NoteRow::into_note)
+            .collect::<Result<_, _>>()?;
         let pos = |id: &NoteId| ids.iter().position(|x| x == id).unwrap_or(usize::MAX);
         notes.sort_by_key(|n| pos(&n.id));
         Ok(notes)
@@ -394,7 +443,9 @@ impl Store {
     pub async fn list_notes(&self, limit: usize, offset: usize) -> Result<Vec<Note>, StoreError> {
         let mut resp = self
             .db
-            .query(format!("SELECT {NOTE_COLUMNS} FROM note ORDER BY created_at DESC LIMIT $limit START $start"))
+            .query(format!(
+                "SELECT {NOTE_COLUMNS} FROM note ORDER BY created_at DESC LIMIT $limit START $start"
+            ))
             .bind(("limit", limit as i64))
             .bind(("start", offset as i64))
             .await
@@ -424,10 +475,17 @@ impl Store {
             DELETE $r;
             RETURN $existed;
             COMMIT TRANSACTION;";
-        let mut resp = self.db.query(q).bind(("id", id.to_string())).await.map_err(StoreError::from_db)?;
+        let mut resp = self
+            .db
+            .query(q)
+            .bind(("id", id.to_string()))
+            .await
+            .map_err(StoreError::from_db)?;
         first_real_error(&mut resp)?;
         let n = resp.num_statements();
-        let existed: Option<bool> = resp.take(n.saturating_sub(2)).map_err(StoreError::from_db)?;
+        let existed: Option<bool> = resp
+            .take(n.saturating_sub(2))
+            .map_err(StoreError::from_db)?;
         Ok(existed.unwrap_or(false))
     }
 
@@ -451,7 +509,11 @@ impl Store {
                     "proposed" => LinkStatus::Proposed,
                     "accepted" => LinkStatus::Accepted,
                     "rejected" => LinkStatus::Rejected,
-                    other => return Err(StoreError::Corrupt(format!("link with unknown status '{other}'"))),
+                    other => {
+                        return Err(StoreError::Corrupt(format!(
+                            "link with unknown status '{other}'"
+                        )));
+                    }
                 };
                 Ok(Link {
                     from: NoteId::parse(&r.from).map_err(|e| StoreError::Corrupt(e.to_string()))?,
@@ -469,13 +531,19 @@ impl Store {
 
     /// One page of what the in-process indexes are built from: active notes with id
     /// greater than `after`, in id order.
-    pub async fn index_rows(&self, after: Option<&NoteId>, limit: usize) -> Result<Vec<IndexRow>, StoreError> {
+    pub async fn index_rows(
+        &self,
+        after: Option<&NoteId>,
+        limit: usize,
+    ) -> Result<Vec<IndexRow>, StoreError> {
         let cols = "record::id(id) AS id, content, keywords, tags, context, embedding, embed_model";
         let q = match after {
             Some(_) => format!(
                 "SELECT {cols} FROM note WHERE id > type::record('note', $after) AND status = 'active' ORDER BY id LIMIT $limit"
             ),
-            None => format!("SELECT {cols} FROM note WHERE status = 'active' ORDER BY id LIMIT $limit"),
+            None => {
+                format!("SELECT {cols} FROM note WHERE status = 'active' ORDER BY id LIMIT $limit")
+            }
         };
         let mut resp = self
             .db
@@ -489,7 +557,12 @@ impl Store {
             .map(|r| {
                 Ok(IndexRow {
                     id: NoteId::parse(&r.id).map_err(|e| StoreError::Corrupt(e.to_string()))?,
-                    text: kasten_core::note::index_text(&r.content, &r.keywords, &r.tags, &r.context),
+                    text: kasten_core::note::index_text(
+                        &r.content,
+                        &r.keywords,
+                        &r.tags,
+                        &r.context,
+                    ),
                     embedding: r.embedding.as_ref().map(|b| bytes_to_emb(b)).transpose()?,
                     embed_model: r.embed_model,
                 })
@@ -498,7 +571,12 @@ impl Store {
     }
 
     /// Replaces the embedding of a note.
-    pub async fn set_embedding(&self, id: &NoteId, embedding: &[f32], model: &str) -> Result<(), StoreError> {
+    pub async fn set_embedding(
+        &self,
+        id: &NoteId,
+        embedding: &[f32],
+        model: &str,
+    ) -> Result<(), StoreError> {
         let mut resp = self
             .db
             .query("UPDATE type::record('note', $id) SET embedding = $e, embed_model = $m")
@@ -519,10 +597,17 @@ impl Store {
             .await
             .map_err(StoreError::from_db)?;
         let v: Option<String> = resp.take(0).map_err(StoreError::from_db)?;
-        v.map(|s| serde_json::from_str(&s).map_err(|e| StoreError::Corrupt(format!("setting {key}: {e}")))).transpose()
+        v.map(|s| {
+            serde_json::from_str(&s).map_err(|e| StoreError::Corrupt(format!("setting {key}: {e}")))
+        })
+        .transpose()
     }
 
-    pub async fn set_setting(&self, key: &str, value: &serde_json::Value) -> Result<(), StoreError> {
+    pub async fn set_setting(
+        &self,
+        key: &str,
+        value: &serde_json::Value,
+    ) -> Result<(), StoreError> {
         let mut resp = self
             .db
             .query("UPSERT type::record('setting', $k) SET value = $v")
@@ -554,7 +639,9 @@ impl Store {
 }
 
 fn dir_size(p: &Path) -> u64 {
-    let Ok(rd) = std::fs::read_dir(p) else { return 0 };
+    let Ok(rd) = std::fs::read_dir(p) else {
+        return 0;
+    };
     rd.flatten()
         .map(|e| match e.metadata() {
             Ok(m) if m.is_dir() => dir_size(&e.path()),
@@ -567,7 +654,10 @@ fn dir_size(p: &Path) -> u64 {
 /// Creates the data directory and checks it is writable, so that a read-only or full
 /// disk is reported in plain words before the database engine sees it.
 fn prepare_dir(dir: &Path) -> Result<(), StoreError> {
-    let err = |message: String| StoreError::DataDir { path: dir.display().to_string(), message };
+    let err = |message: String| StoreError::DataDir {
+        path: dir.display().to_string(),
+        message,
+    };
     std::fs::create_dir_all(dir).map_err(|e| err(e.to_string()))?;
     let probe: PathBuf = dir.join(".kasten-write-check");
     std::fs::write(&probe, b"ok").map_err(|e| err(format!("it is not writable ({e})")))?;
@@ -582,11 +672,18 @@ async fn wait_for_unlock(dir: &Path) {
     let start = std::time::Instant::now();
     let deadline = start + Duration::from_secs(30);
     loop {
-        match std::fs::OpenOptions::new().read(true).write(true).open(&lock) {
+        match std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&lock)
+        {
             Ok(f) => {
                 if f.try_lock().is_ok() {
                     let _ = f.unlock();
-                    tracing::debug!(waited_ms = start.elapsed().as_millis() as u64, "store closed");
+                    tracing::debug!(
+                        waited_ms = start.elapsed().as_millis() as u64,
+                        "store closed"
+                    );
                     return;
                 }
             }

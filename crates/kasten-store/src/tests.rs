@@ -21,7 +21,12 @@ fn note(content: &str) -> Note {
 }
 
 fn write(n: &Note, emb: Vec<f32>) -> NoteWrite {
-    NoteWrite { note: n.clone(), embedding: Some(emb), embed_model: Some("m".into()), job: Some(JobId::generate()) }
+    NoteWrite {
+        note: n.clone(),
+        embedding: Some(emb),
+        embed_model: Some("m".into()),
+        job: Some(JobId::generate()),
+    }
 }
 
 async fn mem() -> Store {
@@ -37,16 +42,29 @@ async fn notes_round_trip_with_embeddings_and_jobs() -> Result<(), StoreError> {
     assert_eq!(s.schema_version().await?, 1);
     let a = note("first note");
     let b = note("second note");
-    s.insert_notes(&[write(&a, vec![0.25, -1.5, 3.0]), write(&b, vec![1.0, 0.0, 0.0])]).await?;
+    s.insert_notes(&[
+        write(&a, vec![0.25, -1.5, 3.0]),
+        write(&b, vec![1.0, 0.0, 0.0]),
+    ])
+    .await?;
     assert_eq!(s.count_notes().await?, 2);
     assert_eq!(s.queued_jobs().await?, 2);
     let got = s.get_note(&a.id).await?;
     assert_eq!(got.as_ref().map(|n| n.content.as_str()), Some("first note"));
-    assert_eq!(got.map(|n| n.enrich_state), Some(EnrichState::Pending { reason: None }));
+    assert_eq!(
+        got.map(|n| n.enrich_state),
+        Some(EnrichState::Pending { reason: None })
+    );
     let both = s.get_notes(&[b.id.clone(), a.id.clone()]).await?;
-    assert_eq!(both.iter().map(|n| n.id.clone()).collect::<Vec<_>>(), vec![b.id.clone(), a.id.clone()]);
+    assert_eq!(
+        both.iter().map(|n| n.id.clone()).collect::<Vec<_>>(),
+        vec![b.id.clone(), a.id.clone()]
+    );
     let rows = s.index_rows(None, 10).await?;
-    let ra = rows.iter().find(|r| r.id == a.id).and_then(|r| r.embedding.clone());
+    let ra = rows
+        .iter()
+        .find(|r| r.id == a.id)
+        .and_then(|r| r.embedding.clone());
     assert_eq!(ra, Some(vec![0.25, -1.5, 3.0]));
     s.close().await;
     Ok(())
@@ -82,7 +100,9 @@ async fn a_failing_batch_writes_nothing() -> Result<(), StoreError> {
     s.insert_notes(&[write(&a, vec![1.0])]).await?;
     // the same id again makes the CREATE fail: the new note in the batch must not land
     let fresh = note("fresh");
-    let r = s.insert_notes(&[write(&fresh, vec![1.0]), write(&a, vec![1.0])]).await;
+    let r = s
+        .insert_notes(&[write(&fresh, vec![1.0]), write(&a, vec![1.0])])
+        .await;
     assert!(r.is_err());
     assert_eq!(s.get_note(&fresh.id).await?, None);
     assert_eq!(s.count_notes().await?, 1);
@@ -141,7 +161,10 @@ async fn on_disk_store_survives_reopen_and_locks_out_a_second_opener() -> Result
         s.close().await;
     }
     let s = Store::open(&ep).await?;
-    assert_eq!(s.get_note(&a.id).await?.map(|n| n.content), Some("persisted".into()));
+    assert_eq!(
+        s.get_note(&a.id).await?.map(|n| n.content),
+        Some("persisted".into())
+    );
     assert_eq!(s.schema_version().await?, 1, "migrations are not re-run");
     assert!(s.disk_bytes() > 0);
     s.close().await;
@@ -149,27 +172,29 @@ async fn on_disk_store_survives_reopen_and_locks_out_a_second_opener() -> Result
 }
 
 #[tokio::test]
-async fn a_read_only_directory_is_a_clear_error() {
-    let dir = match tempfile::tempdir() {
-        Ok(d) => d,
-        Err(e) => panic!("{e}"),
-    };
-    let db = dir.path().join("db");
-    let _ = std::fs::create_dir_all(&db);
-    let mut perms = match std::fs::metadata(&db) {
-        Ok(m) => m.permissions(),
-        Err(e) => panic!("{e}"),
-    };
-    perms.set_readonly(true);
-    let _ = std::fs::set_permissions(&db, perms.clone());
-    // root ignores permission bits; only check when the directory really is read-only
-    if std::fs::write(db.join("x"), b"x").is_err() {
-        match Store::open(&Endpoint::SurrealKv(db.clone())).await {
-            Err(StoreError::DataDir { message, .. }) => assert!(message.contains("not writable"), "{message}"),
+async fn an_unusable_data_directory_is_a_clear_error() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    // a path below a regular file can never be created, even by root
+    let file = dir.path().join("plain-file");
+    std::fs::write(&file, b"x").unwrap();
+    match Store::open(&Endpoint::SurrealKv(file.join("db"))).await {
+        Err(StoreError::DataDir { path, .. }) => assert!(path.ends_with("plain-file/db"), "{path}"),
+        Err(e) => panic!("expected DataDir error, got {e}"),
+        Ok(_) => panic!("opened a store below a file"),
+    }
+    // a read-only directory (permission bits do not bind root, so only checked otherwise)
+    let ro = dir.path().join("ro");
+    std::fs::create_dir_all(&ro).unwrap();
+    std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o555)).unwrap();
+    if std::fs::write(ro.join("probe"), b"x").is_err() {
+        match Store::open(&Endpoint::SurrealKv(ro.clone())).await {
+            Err(StoreError::DataDir { message, .. }) => {
+                assert!(message.contains("not writable"), "{message}")
+            }
             Err(e) => panic!("expected DataDir error, got {e}"),
             Ok(_) => panic!("opened a read-only directory"),
         }
     }
-    perms.set_readonly(false);
-    let _ = std::fs::set_permissions(&db, perms);
+    std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
