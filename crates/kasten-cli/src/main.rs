@@ -17,7 +17,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use kasten_core::import::{LineError, parse_jsonl_bytes, parse_time};
 use kasten_core::{NewNote, NoteId};
 use kasten_embed::{Embedder, FastEmbedder};
-use kasten_engine::{Engine, Progress};
+use kasten_engine::{Engine, JobOutcome, LlmClient, LlmConfig, PipelineOptions, Progress};
 use kasten_store::Endpoint;
 
 #[derive(Parser, Debug)]
@@ -45,6 +45,9 @@ enum Command {
         /// When the memory happened (RFC 3339, e.g. 2024-05-01T14:30:00Z); default now.
         #[arg(long)]
         time: Option<String>,
+        /// Return only after the LLM has enriched the note (keywords, tags, context, links).
+        #[arg(long)]
+        wait: bool,
     },
     /// Show every field of a note and its links.
     Show { id: String },
@@ -63,11 +66,44 @@ enum Command {
     },
     /// Import notes from a file, in batches, with progress.
     Import(ImportArgs),
+    /// Run pending enrichment jobs now (LLM construction, links, evolution), with progress.
+    Enrich {
+        /// Jobs processed at the same time.
+        #[arg(long)]
+        workers: Option<usize>,
+        /// Queue failed jobs again first.
+        #[arg(long)]
+        retry_failed: bool,
+    },
+    /// LLM tokens spent, per model and per note.
+    Usage {
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+    },
+    /// Recent pipeline events (one per enriched note).
+    Events {
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+    },
+    /// Show or change settings stored in the memory (llm.provider, llm.base_url, llm.model,
+    /// pipeline.k, policy.links, policy.edits).
+    Config {
+        #[command(subcommand)]
+        action: Option<ConfigAction>,
+    },
     /// Measure performance.
     Bench {
         #[command(subcommand)]
         what: bench::BenchCommand,
     },
+}
+
+#[derive(Subcommand, Debug, Clone)]
+enum ConfigAction {
+    /// Set a setting.
+    Set { key: String, value: String },
+    /// Remove a setting (back to its default).
+    Unset { key: String },
 }
 
 #[derive(Args, Debug)]
@@ -179,7 +215,15 @@ async fn run(cli: Cli) -> Result<()> {
     }
     // Validate what can be validated before opening anything.
     let prepared = prepare(&cli.command)?;
-    let engine = open_engine(cli.db.as_deref()).await?;
+    let mut engine = open_engine(cli.db.as_deref()).await?;
+    let workers = match &cli.command {
+        Command::Enrich { workers, .. } => *workers,
+        _ => None,
+    };
+    if let Err(e) = configure(&mut engine, workers).await {
+        engine.close().await;
+        return Err(e);
+    }
     let result = tokio::select! {
         r = execute(&engine, prepared, cli.json) => r,
         _ = tokio::signal::ctrl_c() => Err(anyhow!("interrupted; everything committed so far is saved")),
@@ -188,9 +232,39 @@ async fn run(cli: Cli) -> Result<()> {
     result
 }
 
+/// The LLM and pipeline settings: environment first, then what `kasten config` stored.
+async fn configure(engine: &mut Engine, workers: Option<usize>) -> Result<()> {
+    let llm_setting = engine.store().get_setting("llm").await?.unwrap_or_default();
+    let pipeline_setting = engine.store().get_setting("pipeline").await?.unwrap_or_default();
+    let env = |k: &str| std::env::var(k).ok();
+    let from_settings = |k: &str| {
+        let field = k.strip_prefix("KASTEN_LLM_")?.to_ascii_lowercase();
+        llm_setting.get(&field).and_then(|v| v.as_str()).map(str::to_owned)
+    };
+    // each variable: the environment wins over the stored setting
+    let config = LlmConfig::from_lookup(|k| env(k).filter(|v| !v.is_empty()).or_else(|| from_settings(k)))?;
+    let llm = match config {
+        Some(c) => Some(LlmClient::new(c, Default::default()).context("cannot set up the LLM client")?),
+        None => None,
+    };
+    let mut pipeline = PipelineOptions::default();
+    if let Some(k) = pipeline_setting.get("k").and_then(|v| v.as_u64()) {
+        pipeline.k = k.clamp(1, 50) as usize;
+    }
+    if let Some(w) = workers.or_else(|| pipeline_setting.get("workers").and_then(|v| v.as_u64()).map(|w| w as usize)) {
+        pipeline.workers = w.clamp(1, 16);
+    }
+    engine.configure(llm, pipeline);
+    Ok(())
+}
+
 /// A command with its input already read and checked.
 enum Prepared {
-    Add(NewNote),
+    Add(NewNote, bool),
+    Enrich(bool),
+    Usage(usize),
+    Events(usize),
+    Config(Option<ConfigAction>),
     Show(NoteId),
     List(usize),
     Delete(NoteId),
@@ -208,7 +282,7 @@ struct ImportJob {
 
 fn prepare(cmd: &Command) -> Result<Prepared> {
     Ok(match cmd {
-        Command::Add { text, time } => {
+        Command::Add { text, time, wait } => {
             let content = if text == "-" {
                 let mut s = String::new();
                 std::io::stdin()
@@ -223,7 +297,7 @@ fn prepare(cmd: &Command) -> Result<Prepared> {
                 .map(parse_time)
                 .transpose()
                 .map_err(|e| anyhow!(e))?;
-            Prepared::Add(NewNote::new(&content)?.at(at))
+            Prepared::Add(NewNote::new(&content)?.at(at), *wait)
         }
         Command::Show { id } => Prepared::Show(NoteId::parse(id)?),
         Command::List { limit } => Prepared::List(*limit),
@@ -267,16 +341,39 @@ fn prepare(cmd: &Command) -> Result<Prepared> {
                 print_ids: a.print_ids,
             })
         }
+        Command::Enrich { retry_failed, .. } => Prepared::Enrich(*retry_failed),
+        Command::Usage { limit } => Prepared::Usage(*limit),
+        Command::Events { limit } => Prepared::Events(*limit),
+        Command::Config { action } => Prepared::Config(action.clone()),
         Command::Bench { .. } => bail!("bench is handled separately"),
     })
 }
 
 async fn execute(engine: &Engine, cmd: Prepared, json: bool) -> Result<()> {
     match cmd {
-        Prepared::Add(new) => {
+        Prepared::Add(new, wait) => {
             let note = engine.add(new).await?;
-            output::added(json, &note);
+            if !wait {
+                output::added(json, &note, None);
+                return Ok(());
+            }
+            if engine.llm_client().is_none() {
+                output::added(json, &note, None);
+                bail!("the note was saved ({}) but cannot be enriched: {}", note.id, LlmConfig::missing_reason());
+            }
+            let outcome = engine.enrich_note(&note.id).await?;
+            output::added(json, &note, outcome.as_ref());
+            match outcome {
+                Some(JobOutcome::Retrying { error, .. }) | Some(JobOutcome::Failed { error, .. }) => {
+                    bail!("the note was saved ({}) but enrichment failed: {error}", note.id)
+                }
+                _ => {}
+            }
         }
+        Prepared::Enrich(retry_failed) => enrich(engine, retry_failed, json).await?,
+        Prepared::Usage(limit) => output::usage(json, &engine.store().usage_by_model().await?, &engine.store().usage_by_note(limit).await?),
+        Prepared::Events(limit) => output::events(json, &engine.store().events(limit).await?),
+        Prepared::Config(action) => config(engine, action, json).await?,
         Prepared::Show(id) => output::show(json, &engine.get(&id).await?),
         Prepared::List(limit) => {
             output::list(json, &engine.list(limit, 0).await?, engine.count().await?)
@@ -288,6 +385,86 @@ async fn execute(engine: &Engine, cmd: Prepared, json: bool) -> Result<()> {
         Prepared::Search(q, k) => output::search(json, &engine.search(&q, k).await?),
         Prepared::Import(job) => import(engine, job, json).await?,
     }
+    Ok(())
+}
+
+async fn enrich(engine: &Engine, retry_failed: bool, json: bool) -> Result<()> {
+    if engine.llm_client().is_none() {
+        bail!("{}", LlmConfig::missing_reason());
+    }
+    if retry_failed {
+        let n = engine.store().retry_failed_jobs().await?;
+        if !json && n > 0 {
+            eprintln!("queued {n} failed job(s) again");
+        }
+    }
+    let counts = engine.store().job_counts().await?;
+    let pb = progress_bar();
+    pb.set_message("enriching");
+    pb.set_length(counts.queued + counts.running);
+    let on_job = |o: &JobOutcome| {
+        pb.inc(1);
+        match o {
+            JobOutcome::Retrying { note, error } => pb.println(format!("{note}: will retry: {error}")),
+            JobOutcome::Failed { note, error } => pb.println(format!("{note}: failed: {error}")),
+            _ => {}
+        }
+    };
+    let summary = engine.run_pending(&on_job).await?;
+    pb.finish_and_clear();
+    output::enriched(json, &summary, &engine.store().job_counts().await?);
+    if summary.done == 0 && (summary.failed > 0 || summary.retrying > 0) {
+        bail!("no note could be enriched: {}", summary.errors.first().map(String::as_str).unwrap_or("unknown error"));
+    }
+    Ok(())
+}
+
+async fn config(engine: &Engine, action: Option<ConfigAction>, json: bool) -> Result<()> {
+    const KEYS: &[&str] =
+        &["llm.provider", "llm.base_url", "llm.model", "pipeline.k", "pipeline.workers", "policy.links", "policy.edits", "policy.auto_accept_confidence"];
+    let split = |key: &str| -> Result<(String, String)> {
+        if !KEYS.contains(&key) {
+            bail!("unknown setting '{key}'; known: {}", KEYS.join(", "));
+        }
+        let (a, b) = key.split_once('.').unwrap_or((key, ""));
+        Ok((a.to_owned(), b.to_owned()))
+    };
+    match action {
+        None => {}
+        Some(ConfigAction::Set { key, value }) => {
+            let (group, field) = split(&key)?;
+            let value: serde_json::Value = serde_json::from_str(&value).unwrap_or(serde_json::Value::String(value));
+            if group == "policy" {
+                let mut p = serde_json::to_value(engine.policy().await?)?;
+                p[field.as_str()] = value;
+                let p: kasten_engine::Policy =
+                    serde_json::from_value(p).context("policy.links and policy.edits are 'auto' or 'review'; auto_accept_confidence is 0-1")?;
+                engine.set_policy(&p).await?;
+            } else {
+                let mut obj = engine.store().get_setting(&group).await?.unwrap_or_else(|| serde_json::json!({}));
+                obj[field.as_str()] = value;
+                engine.store().set_setting(&group, &obj).await?;
+            }
+        }
+        Some(ConfigAction::Unset { key }) => {
+            let (group, field) = split(&key)?;
+            if group == "policy" {
+                bail!("policy settings can be set to 'auto' or 'review', not removed");
+            }
+            if let Some(mut obj) = engine.store().get_setting(&group).await?
+                && let Some(map) = obj.as_object_mut()
+            {
+                map.remove(&field);
+                engine.store().set_setting(&group, &obj).await?;
+            }
+        }
+    }
+    let mut all = serde_json::Map::new();
+    for group in ["llm", "pipeline"] {
+        all.insert(group.into(), engine.store().get_setting(group).await?.unwrap_or_else(|| serde_json::json!({})));
+    }
+    all.insert("policy".into(), serde_json::to_value(engine.policy().await?)?);
+    output::settings(json, &serde_json::Value::Object(all));
     Ok(())
 }
 

@@ -5,7 +5,8 @@ use std::path::Path;
 
 use kasten_core::import::LineError;
 use kasten_core::{EnrichState, Note, NoteId};
-use kasten_engine::{NoteDetail, SearchOutput};
+use kasten_engine::{JobOutcome, NoteDetail, RunSummary, SearchOutput};
+use kasten_store::{EventSummary, JobCounts, ModelUsage};
 use serde_json::{Value, json};
 
 fn print_json(v: &Value) {
@@ -68,11 +69,97 @@ fn preview(s: &str, max: usize) -> String {
     }
 }
 
-pub fn added(json: bool, note: &Note) {
+pub fn added(json: bool, note: &Note, outcome: Option<&JobOutcome>) {
     if json {
-        print_json(&json!({ "id": note.id, "enrich_state": note.enrich_state.label() }));
+        let mut v = json!({ "id": note.id, "enrich_state": note.enrich_state.label() });
+        if let Some(o) = outcome {
+            v["enrich_state"] = json!(match o {
+                JobOutcome::Done { .. } => "done",
+                JobOutcome::Retrying { .. } => "pending",
+                JobOutcome::Failed { .. } => "failed",
+                JobOutcome::Gone { .. } => "gone",
+            });
+            v["enrichment"] = serde_json::to_value(o).unwrap_or(Value::Null);
+        }
+        print_json(&v);
     } else {
         println!("{}", note.id);
+        if let Some(JobOutcome::Done { links, updates, tokens, .. }) = outcome {
+            eprintln!("enriched: {links} link(s), {updates} neighbour update(s), {tokens} tokens");
+        }
+    }
+}
+
+pub fn enriched(json: bool, s: &RunSummary, after: &JobCounts) {
+    if json {
+        print_json(&json!({ "summary": s, "jobs": after }));
+        return;
+    }
+    eprintln!(
+        "enriched {} note(s) ({} tokens); {} will be retried, {} failed; queue: {} queued, {} failed",
+        s.done, s.tokens, s.retrying, s.failed, after.queued, after.failed
+    );
+}
+
+pub fn usage(json: bool, by_model: &[ModelUsage], recent: &[EventSummary]) {
+    if json {
+        print_json(&json!({ "by_model": by_model, "by_note": recent }));
+        return;
+    }
+    if by_model.is_empty() {
+        println!("No LLM tokens spent yet.");
+        return;
+    }
+    println!("{:<32} {:>7} {:>10} {:>10} {:>9}", "model", "notes", "tokens in", "tokens out", "per note");
+    for m in by_model {
+        let per = (m.tokens_in + m.tokens_out) as f64 / m.notes.max(1) as f64;
+        println!("{:<32} {:>7} {:>10} {:>10} {:>9.0}", m.model.as_deref().unwrap_or("?"), m.notes, m.tokens_in, m.tokens_out, per);
+    }
+    println!();
+    println!("{:<28} {:>10} {:>10}  {}", "note", "tokens in", "tokens out", "time");
+    for e in recent {
+        let est = if e.tokens_estimated { " (estimated)" } else { "" };
+        println!("{:<28} {:>10} {:>10}  {}{est}", e.note, e.tokens_in, e.tokens_out, e.created_at.format("%Y-%m-%d %H:%M"));
+    }
+}
+
+pub fn events(json: bool, events: &[EventSummary]) {
+    if json {
+        print_json(&json!({ "events": events }));
+        return;
+    }
+    if events.is_empty() {
+        println!("No events yet: they appear when notes are enriched (kasten enrich).");
+        return;
+    }
+    for e in events {
+        println!(
+            "{}  {}  note {}  {} link(s), {} revision(s), {} tokens{}{}",
+            e.id,
+            e.created_at.format("%Y-%m-%d %H:%M"),
+            e.note,
+            e.links,
+            e.revisions,
+            e.tokens_in + e.tokens_out,
+            if e.unknown_handles > 0 { format!(", {} unknown handle(s) dropped", e.unknown_handles) } else { String::new() },
+            e.model.as_deref().map(|m| format!("  [{m}]")).unwrap_or_default()
+        );
+    }
+}
+
+pub fn settings(json: bool, v: &Value) {
+    if json {
+        print_json(v);
+        return;
+    }
+    if let Some(groups) = v.as_object() {
+        for (g, fields) in groups {
+            if let Some(f) = fields.as_object() {
+                for (k, val) in f {
+                    println!("{g}.{k} = {val}");
+                }
+            }
+        }
     }
 }
 

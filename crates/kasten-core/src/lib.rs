@@ -13,6 +13,7 @@ pub mod fusion;
 pub mod id;
 pub mod import;
 pub mod note;
+pub mod prompts;
 pub mod text;
 pub mod vector;
 

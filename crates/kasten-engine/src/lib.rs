@@ -8,6 +8,7 @@
 //!   model: at open they are rebuilt from the store, and notes embedded by another model
 //!   (or not at all) are re-embedded first, with progress, so vectors are never mixed.
 
+mod pipeline;
 mod search;
 
 use std::sync::{Arc, RwLock};
@@ -22,6 +23,8 @@ use kasten_store::{Endpoint, NoteWrite, Store, StoreError};
 use serde::Serialize;
 use thiserror::Error;
 
+pub use kasten_llm::{LlmClient, LlmConfig};
+pub use pipeline::{JobOutcome, PipelineOptions, Policy, PolicyMode, RunSummary};
 pub use search::{SearchHit, SearchOutput, SearchTimings};
 
 /// Errors the engine reports; every variant reads as a sentence for the user.
@@ -37,6 +40,8 @@ pub enum EngineError {
     NotFound(NoteId),
     #[error("the search query is empty")]
     EmptyQuery,
+    #[error("{}", kasten_llm::LlmConfig::missing_reason())]
+    NoLlm,
     #[error("internal error: {0}")]
     Internal(String),
 }
@@ -63,6 +68,31 @@ const REEMBED_BATCH: usize = 128;
 struct Indexes {
     vector: VectorIndex,
     text: TextIndex,
+    /// Accepted links, both directions, for link expansion.
+    links: std::collections::HashMap<NoteId, Vec<NoteId>>,
+}
+
+impl Indexes {
+    fn add_link(&mut self, a: &NoteId, b: &NoteId) {
+        for (x, y) in [(a, b), (b, a)] {
+            let v = self.links.entry(x.clone()).or_default();
+            if !v.contains(y) {
+                v.push(y.clone());
+            }
+        }
+    }
+
+    fn remove_note(&mut self, id: &NoteId) {
+        self.vector.remove(id);
+        self.text.remove(id);
+        if let Some(ns) = self.links.remove(id) {
+            for n in ns {
+                if let Some(v) = self.links.get_mut(&n) {
+                    v.retain(|x| x != id);
+                }
+            }
+        }
+    }
 }
 
 /// A note with its links, as `show` presents it.
@@ -78,6 +108,16 @@ pub struct Engine {
     store: Store,
     embedder: Arc<dyn Embedder>,
     indexes: RwLock<Indexes>,
+    llm: Option<LlmClient>,
+    pipeline: PipelineOptions,
+}
+
+/// Everything [`Engine::open_with`] can be given besides the store and the embedder.
+#[derive(Default)]
+pub struct EngineOptions {
+    /// The LLM for enrichment; without one notes stay pending (and say why).
+    pub llm: Option<LlmClient>,
+    pub pipeline: PipelineOptions,
 }
 
 impl Engine {
@@ -88,15 +128,37 @@ impl Engine {
         embedder: Arc<dyn Embedder>,
         progress: ProgressFn<'_>,
     ) -> Result<Self, EngineError> {
+        Self::open_with(endpoint, embedder, EngineOptions::default(), progress).await
+    }
+
+    /// [`Engine::open`] with an LLM and pipeline options.
+    pub async fn open_with(
+        endpoint: &Endpoint,
+        embedder: Arc<dyn Embedder>,
+        options: EngineOptions,
+        progress: ProgressFn<'_>,
+    ) -> Result<Self, EngineError> {
         let store = Store::open(endpoint).await?;
         let engine = Engine {
             store,
             indexes: RwLock::new(Indexes {
                 vector: VectorIndex::new(embedder.dim()),
                 text: TextIndex::new(),
+                links: Default::default(),
             }),
             embedder,
+            llm: options.llm,
+            pipeline: options.pipeline,
         };
+        // One process owns an embedded store (LOCK file), so jobs left `running` there were
+        // held by a process that died: they go back to the queue at once. On a server the
+        // lease decides.
+        if !matches!(endpoint, Endpoint::Remote(_))
+            && let Err(e) = engine.store.requeue_running_jobs().await
+        {
+            engine.close().await;
+            return Err(e.into());
+        }
         match engine.load(progress).await {
             Ok(()) => Ok(engine),
             Err(e) => {
@@ -117,6 +179,17 @@ impl Engine {
 
     pub fn embedder(&self) -> &dyn Embedder {
         self.embedder.as_ref()
+    }
+
+    /// Sets the LLM (None: enrichment waits) and the pipeline options.
+    pub fn configure(&mut self, llm: Option<LlmClient>, pipeline: PipelineOptions) {
+        self.llm = llm;
+        self.pipeline = pipeline;
+    }
+
+    /// The LLM client, if one is configured.
+    pub fn llm_client(&self) -> Option<&LlmClient> {
+        self.llm.as_ref()
     }
 
     async fn load(&self, progress: ProgressFn<'_>) -> Result<(), EngineError> {
@@ -152,6 +225,15 @@ impl Engine {
         }
         if !stale.is_empty() {
             self.reembed(stale, progress).await?;
+        }
+        let links = self.store.accepted_links().await?;
+        {
+            let mut ix = self.write_indexes()?;
+            for (a, b) in &links {
+                if ix.vector.contains(a) && ix.vector.contains(b) {
+                    ix.add_link(a, b);
+                }
+            }
         }
         let recorded = serde_json::json!({ "model": model, "dim": self.embedder.dim() });
         if self.store.get_setting(EMBEDDING_SETTING).await?.as_ref() != Some(&recorded) {
@@ -291,9 +373,7 @@ impl Engine {
         if !self.store.delete_note(id).await? {
             return Err(EngineError::NotFound(id.clone()));
         }
-        let mut ix = self.write_indexes()?;
-        ix.vector.remove(id);
-        ix.text.remove(id);
+        self.write_indexes()?.remove_note(id);
         Ok(())
     }
 
@@ -317,5 +397,7 @@ pub struct AddedBatch {
     pub store_time: std::time::Duration,
 }
 
+#[cfg(test)]
+mod pipeline_tests;
 #[cfg(test)]
 mod tests;

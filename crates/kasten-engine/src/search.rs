@@ -88,6 +88,46 @@ impl Engine {
         ))
     }
 
+    /// Hybrid ranking plus link expansion: the best hits, each followed by notes its
+    /// accepted links reach (marked `link from <id>`), `k` in total. At most a third of
+    /// the places go to expansions, so strong direct hits are not crowded out.
+    pub fn rank_expanded(&self, query: &str, query_vec: &[f32], k: usize) -> Result<Vec<FusedHit>, EngineError> {
+        let fused = self.rank_hybrid(query, query_vec, k)?;
+        let ix = self.read_indexes()?;
+        if ix.links.is_empty() || k < 2 {
+            return Ok(fused);
+        }
+        let max_expansions = (k / 3).max(1);
+        let mut out: Vec<FusedHit> = Vec::with_capacity(k);
+        let mut expansions = 0;
+        let mut direct = fused.into_iter();
+        let mut pending_direct: Option<FusedHit> = direct.next();
+        while out.len() < k {
+            let Some(hit) = pending_direct.take() else { break };
+            let from = hit.id.clone();
+            let score = hit.score;
+            match out.iter_mut().find(|h| h.id == hit.id) {
+                // reached through a link earlier and found directly too: keep both reasons
+                Some(seen) => seen.via.extend(hit.via),
+                None => out.push(hit),
+            }
+            pending_direct = direct.next();
+            if let Some(ns) = ix.links.get(&from) {
+                for n in ns {
+                    if out.len() >= k || expansions >= max_expansions {
+                        break;
+                    }
+                    if out.iter().any(|h| &h.id == n) {
+                        continue;
+                    }
+                    out.push(FusedHit { id: n.clone(), score: score * 0.5, via: vec![Via::Link { from: from.clone() }] });
+                    expansions += 1;
+                }
+            }
+        }
+        Ok(out)
+    }
+
     /// Hybrid search returning the `k` best notes with how each was found.
     pub async fn search(&self, query: &str, k: usize) -> Result<SearchOutput, EngineError> {
         let query = query.trim();
@@ -98,7 +138,7 @@ impl Engine {
         let qv = self.embed_query(query).await?;
         let embed = t0.elapsed();
         let t1 = Instant::now();
-        let fused = self.rank_hybrid(query, &qv, k)?;
+        let fused = self.rank_expanded(query, &qv, k)?;
         let rank = t1.elapsed();
         let t2 = Instant::now();
         let ids: Vec<NoteId> = fused.iter().map(|h| h.id.clone()).collect();

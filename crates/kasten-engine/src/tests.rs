@@ -5,14 +5,14 @@ use kasten_core::Via;
 
 /// A deterministic bag-of-words embedder (feature hashing): enough to test the engine's
 /// logic without the real model. `salt` makes two "models" with different vectors.
-struct HashEmbedder {
+pub(crate) struct HashEmbedder {
     id: String,
     dim: usize,
     salt: u64,
 }
 
 impl HashEmbedder {
-    fn arc(id: &str, dim: usize, salt: u64) -> Arc<dyn Embedder> {
+    pub(crate) fn arc(id: &str, dim: usize, salt: u64) -> Arc<dyn Embedder> {
         Arc::new(Self {
             id: id.into(),
             dim,

@@ -1,12 +1,29 @@
 //! LLM clients for Kasten's enrichment pipeline and chat.
 //!
-//! The clients themselves (OpenAI-compatible chat completions, Ollama's `/api/chat`,
-//! structured output, retries, streaming) arrive with the pipeline issue. What exists now
-//! is the configuration, so that every surface reads it the same way and the CLI can say
-//! why enrichment is waiting.
+//! - [`LlmConfig`]: which server (`KASTEN_LLM_*`), read the same way by every surface.
+//! - [`LlmClient`]: OpenAI-compatible chat completions (`{base}/chat/completions`, base
+//!   URL including `/v1`) or Ollama's native `{base}/api/chat`. Structured calls send the
+//!   JSON schema (`response_format` / `format`), parse the answer leniently
+//!   ([`parse_json_lenient`]), validate it, ask once for a repair, and otherwise fail with
+//!   [`LlmError::BadOutput`]. Transient failures (429, 5xx, connection errors, timeouts)
+//!   are retried with exponential backoff. Streaming chat, plain chat, and `ping`.
+//! - [`Usage`]: token counts from the server, or estimated (ceil(chars / 4)) and marked.
+
+mod client;
+mod error;
+mod parse;
+
+use std::fmt;
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
+
+pub use client::{
+    ChatRequest, ChatResponse, ClientOptions, LlmClient, Message, Role, StructuredRequest,
+    StructuredResponse, Usage, Validator,
+};
+pub use error::LlmError;
+pub use parse::{ParseError, parse_json_lenient};
 
 /// Which wire protocol the configured server speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -24,8 +41,8 @@ pub enum LlmConfigError {
     UnknownProvider(String),
 }
 
-/// Connection settings for the LLM server.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// Connection settings for the LLM server. `Debug` redacts the API key.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LlmConfig {
     pub provider: Provider,
     pub base_url: String,
@@ -33,6 +50,17 @@ pub struct LlmConfig {
     /// Never logged or printed.
     #[serde(skip_serializing)]
     pub api_key: Option<String>,
+}
+
+impl fmt::Debug for LlmConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LlmConfig")
+            .field("provider", &self.provider)
+            .field("base_url", &self.base_url)
+            .field("model", &self.model)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
 }
 
 impl LlmConfig {
@@ -106,6 +134,11 @@ mod tests {
         assert_eq!(c.as_ref().map(|c| c.provider), Some(Provider::Ollama));
         let json = serde_json::to_string(&c).unwrap_or_default();
         assert!(!json.contains("sk-secret"));
+        let debug = format!("{c:?}");
+        assert!(
+            !debug.contains("sk-secret") && debug.contains("<redacted>"),
+            "{debug}"
+        );
     }
 
     #[test]

@@ -11,6 +11,7 @@
 //!   string formatting.
 
 mod endpoint;
+mod pipeline;
 mod schema;
 
 use std::path::{Path, PathBuf};
@@ -24,6 +25,7 @@ use surrealdb::types::{Bytes, QueryError, SurrealValue};
 use thiserror::Error;
 
 pub use endpoint::Endpoint;
+pub use pipeline::{ApplyMode, ClaimedJob, Enrichment, EventSummary, Fields, JobCounts, LinkWrite, ModelUsage, NeighbourWrite, RevisionSummary};
 
 const NAMESPACE: &str = "kasten";
 const DATABASE: &str = "memory";

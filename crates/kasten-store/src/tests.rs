@@ -198,3 +198,102 @@ async fn an_unusable_data_directory_is_a_clear_error() {
     }
     std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
+
+fn enrichment(job: &JobId, note: &Note) -> Enrichment {
+    Enrichment {
+        job: job.clone(),
+        note: note.id.clone(),
+        note_version: note.version,
+        before: Fields::default(),
+        after: Fields { keywords: vec!["k".into()], tags: vec!["t".into()], context: "c".into() },
+        embedding: vec![1.0, 0.0],
+        embed_model: "m".into(),
+        llm_model: "llm".into(),
+        prompt_version: "v".into(),
+        tokens_in: 10,
+        tokens_out: 5,
+        tokens_estimated: false,
+        llm_calls: 1,
+        unknown_handles: 0,
+        dropped: 0,
+        timings_ms: serde_json::json!({}),
+        links: vec![],
+        updates: vec![],
+    }
+}
+
+#[tokio::test]
+async fn the_queue_claims_each_job_once_and_apply_happens_once() -> Result<(), StoreError> {
+    let s = mem().await;
+    let a = note("a");
+    let b = note("b");
+    let (wa, wb) = (write(&a, vec![1.0, 0.0]), write(&b, vec![0.0, 1.0]));
+    let job_a = wa.job.clone().unwrap();
+    s.insert_notes(&[wa, wb]).await?;
+    let until = Utc::now() + chrono::Duration::minutes(5);
+    let first = s.claim_jobs("w1", 1, until).await?;
+    let second = s.claim_jobs("w2", 5, until).await?;
+    assert_eq!(first.len(), 1);
+    assert_eq!(second.len(), 1, "a running job with a live lease is not claimed again");
+    assert_ne!(first[0].id, second[0].id);
+    assert!(s.claim_jobs("w3", 5, until).await?.is_empty());
+    assert_eq!(first[0].attempts, 1);
+
+    s.apply_enrichment(&enrichment(&job_a, &a)).await?;
+    let n = s.get_note(&a.id).await?.unwrap();
+    assert_eq!(n.enrich_state, EnrichState::Done);
+    assert_eq!(n.keywords, vec!["k".to_owned()]);
+    assert_eq!(n.version, 2);
+    // the same job applied again is refused and changes nothing
+    let again = enrichment(&job_a, &n);
+    assert!(s.apply_enrichment(&again).await.is_err());
+    assert_eq!(s.get_note(&a.id).await?.unwrap().version, 2);
+    assert_eq!(s.events(10).await?.len(), 1);
+    assert_eq!(s.revisions(Some(&a.id), 10).await?.len(), 1);
+
+    // an expired lease makes the job claimable again; a restart requeues running jobs
+    let past = Utc::now() - chrono::Duration::seconds(1);
+    assert_eq!(s.requeue_running_jobs().await?, 1);
+    let re = s.claim_jobs("w4", 5, past).await?;
+    assert_eq!(re.len(), 1);
+    assert_eq!(re[0].attempts, 2);
+    assert_eq!(s.claim_jobs("w5", 5, until).await?.len(), 1, "lease already expired");
+    s.close().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_stale_neighbour_refuses_the_whole_apply() -> Result<(), StoreError> {
+    let s = mem().await;
+    let a = note("new");
+    let nb = note("neighbour");
+    let wa = write(&a, vec![1.0, 0.0]);
+    let job = wa.job.clone().unwrap();
+    s.insert_notes(&[wa, write(&nb, vec![0.0, 1.0])]).await?;
+    let mut e = enrichment(&job, &a);
+    e.links.push(LinkWrite { to: nb.id.clone(), kind: "relates".into(), reason: "r".into(), confidence: 0.9, mode: ApplyMode::Apply });
+    e.updates.push(NeighbourWrite {
+        id: nb.id.clone(),
+        version: 7, // not the stored version (1)
+        before: Fields::default(),
+        after: Fields { keywords: vec![], tags: vec!["x".into()], context: "changed".into() },
+        embedding_before: Some(vec![0.0, 1.0]),
+        embedding_after: vec![0.5, 0.5],
+        mode: ApplyMode::Apply,
+    });
+    assert!(matches!(s.apply_enrichment(&e).await, Err(StoreError::Conflict)));
+    // nothing of it landed
+    assert_eq!(s.get_note(&a.id).await?.unwrap().enrich_state, EnrichState::Pending { reason: None });
+    assert!(s.links_of(&a.id).await?.is_empty());
+    assert!(s.events(10).await?.is_empty());
+    assert!(s.revisions(None, 10).await?.is_empty());
+    // with the right version it applies, link and revision included
+    e.updates[0].version = 1;
+    s.apply_enrichment(&e).await?;
+    assert_eq!(s.links_of(&a.id).await?.len(), 1);
+    assert_eq!(s.get_note(&nb.id).await?.unwrap().context, "changed");
+    assert_eq!(s.embedding_of(&nb.id).await?, Some(vec![0.5, 0.5]));
+    assert_eq!(s.accepted_links().await?, vec![(a.id.clone(), nb.id.clone())]);
+    s.close().await;
+    Ok(())
+}

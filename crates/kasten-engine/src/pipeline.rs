@@ -1,0 +1,417 @@
+//! The A-Mem pipeline per note (DESIGN.md §2): construct → embed → neighbours →
+//! link + evolve → apply, driven by the durable job queue.
+//!
+//! A job is claimed with a lease, processed, and finished by one store transaction
+//! ([`kasten_store::Store::apply_enrichment`]) that also marks it done, so a crash at any
+//! step repeats at most the LLM calls — never a write. A failed attempt leaves the note
+//! saved, embedded and searchable, queues the job again with the error shown on the note,
+//! and after `max_attempts` ends it `failed`.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+use futures_util::future::join_all;
+use kasten_core::prompts::{self, Construction, Handles, LinkEvolve, Neighbour, Prompt};
+use kasten_core::{Note, NoteId, note::index_text};
+use kasten_llm::{LlmClient, LlmError, Message, Role, StructuredRequest, StructuredResponse, Usage};
+use kasten_store::{ApplyMode, ClaimedJob, Enrichment, Fields, LinkWrite, NeighbourWrite, StoreError};
+use serde::{Deserialize, Serialize};
+
+use crate::{Engine, EngineError};
+
+/// How LLM proposals take effect (the review issue adds accept/reject on top).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Policy {
+    /// Links: applied at once (and kept for review) or held until accepted.
+    pub links: PolicyMode,
+    /// Neighbour edits (evolution): likewise.
+    pub edits: PolicyMode,
+    /// Under `review`, links at or above this confidence are applied anyway.
+    pub auto_accept_confidence: Option<f64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PolicyMode {
+    Auto,
+    Review,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Self { links: PolicyMode::Auto, edits: PolicyMode::Auto, auto_accept_confidence: None }
+    }
+}
+
+/// Pipeline settings.
+#[derive(Debug, Clone)]
+pub struct PipelineOptions {
+    /// Neighbours shown to the LLM (A-Mem's k).
+    pub k: usize,
+    /// Attempts before a job ends `failed`.
+    pub max_attempts: u32,
+    /// How long a claimed job stays reserved for its worker.
+    pub lease: Duration,
+    /// Concurrent jobs in `run_pending`.
+    pub workers: usize,
+}
+
+impl Default for PipelineOptions {
+    fn default() -> Self {
+        Self { k: 10, max_attempts: 3, lease: Duration::from_secs(600), workers: 2 }
+    }
+}
+
+/// What happened to one job.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum JobOutcome {
+    Done { note: NoteId, links: usize, updates: usize, tokens: u64 },
+    Retrying { note: NoteId, error: String },
+    Failed { note: NoteId, error: String },
+    /// The note was deleted before its job ran.
+    Gone { note: NoteId },
+}
+
+/// Totals of a `run_pending` pass.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct RunSummary {
+    pub done: usize,
+    pub retrying: usize,
+    pub failed: usize,
+    pub tokens: u64,
+    pub errors: Vec<String>,
+}
+
+/// The setting key for the review policy.
+pub(crate) const POLICY_SETTING: &str = "policy";
+
+fn messages(p: &Prompt) -> Vec<Message> {
+    p.messages
+        .iter()
+        .map(|m| Message {
+            role: match m.role {
+                "system" => Role::System,
+                "assistant" => Role::Assistant,
+                _ => Role::User,
+            },
+            content: m.content.clone(),
+        })
+        .collect()
+}
+
+fn request(p: &Prompt, max_tokens: u32) -> StructuredRequest {
+    StructuredRequest {
+        messages: messages(p),
+        schema_name: p.schema_name.to_owned(),
+        schema: p.schema.clone(),
+        temperature: 0.0,
+        max_tokens: Some(max_tokens),
+    }
+}
+
+fn fields(n: &Note) -> Fields {
+    Fields { keywords: n.keywords.clone(), tags: n.tags.clone(), context: n.context.clone() }
+}
+
+/// Errors of one attempt, split by whether trying again can help.
+enum AttemptError {
+    Llm(LlmError),
+    Engine(EngineError),
+}
+
+impl From<EngineError> for AttemptError {
+    fn from(e: EngineError) -> Self {
+        AttemptError::Engine(e)
+    }
+}
+impl From<StoreError> for AttemptError {
+    fn from(e: StoreError) -> Self {
+        AttemptError::Engine(EngineError::Store(e))
+    }
+}
+impl From<LlmError> for AttemptError {
+    fn from(e: LlmError) -> Self {
+        AttemptError::Llm(e)
+    }
+}
+
+impl Engine {
+    /// The review policy in force (a setting; default: apply at once, keep for review).
+    pub async fn policy(&self) -> Result<Policy, EngineError> {
+        Ok(match self.store.get_setting(POLICY_SETTING).await? {
+            Some(v) => serde_json::from_value(v).unwrap_or_default(),
+            None => Policy::default(),
+        })
+    }
+
+    pub async fn set_policy(&self, p: &Policy) -> Result<(), EngineError> {
+        let v = serde_json::to_value(p).map_err(|e| EngineError::Internal(e.to_string()))?;
+        Ok(self.store.set_setting(POLICY_SETTING, &v).await?)
+    }
+
+    fn llm(&self) -> Result<&LlmClient, EngineError> {
+        self.llm.as_ref().ok_or(EngineError::NoLlm)
+    }
+
+    /// Runs queued jobs until none is left, `workers` at a time, reporting each outcome.
+    /// Each job is attempted at most once per call: a job that fails goes back to the
+    /// queue for the next call instead of being hammered in a loop.
+    pub async fn run_pending(&self, on_job: &(dyn Fn(&JobOutcome) + Send + Sync)) -> Result<RunSummary, EngineError> {
+        self.llm()?;
+        let worker_name = format!("{}-{}", std::process::id(), Utc::now().timestamp_millis());
+        let attempted: std::sync::Mutex<Vec<kasten_core::JobId>> = std::sync::Mutex::new(Vec::new());
+        let attempted = &attempted;
+        let workers = (0..self.pipeline.workers.max(1)).map(|i| {
+            let name = format!("{worker_name}-{i}");
+            async move {
+                let mut outcomes = Vec::new();
+                loop {
+                    let until = Utc::now() + chrono::Duration::from_std(self.pipeline.lease).unwrap_or(chrono::Duration::minutes(10));
+                    let exclude = attempted.lock().map(|v| v.clone()).unwrap_or_default();
+                    let job = match self.store.claim_jobs_except(&name, 1, until, &exclude).await {
+                        Ok(mut v) => match v.pop() {
+                            Some(j) => j,
+                            None => break,
+                        },
+                        // two workers raced for the same job: the loser just tries again
+                        Err(StoreError::Conflict) => continue,
+                        Err(e) => return Err(EngineError::Store(e)),
+                    };
+                    if let Ok(mut v) = attempted.lock() {
+                        v.push(job.id.clone());
+                    }
+                    let outcome = self.process(&job).await?;
+                    on_job(&outcome);
+                    outcomes.push(outcome);
+                }
+                Ok::<_, EngineError>(outcomes)
+            }
+        });
+        let mut summary = RunSummary::default();
+        for r in join_all(workers).await {
+            for o in r? {
+                match o {
+                    JobOutcome::Done { tokens, .. } => {
+                        summary.done += 1;
+                        summary.tokens += tokens;
+                    }
+                    JobOutcome::Retrying { error, .. } => {
+                        summary.retrying += 1;
+                        summary.errors.push(error);
+                    }
+                    JobOutcome::Failed { error, .. } => {
+                        summary.failed += 1;
+                        summary.errors.push(error);
+                    }
+                    JobOutcome::Gone { .. } => {}
+                }
+            }
+        }
+        Ok(summary)
+    }
+
+    /// Runs the job of one note now (for `add --wait`). `None` if it has no runnable job.
+    pub async fn enrich_note(&self, note: &NoteId) -> Result<Option<JobOutcome>, EngineError> {
+        self.llm()?;
+        let until = Utc::now() + chrono::Duration::from_std(self.pipeline.lease).unwrap_or(chrono::Duration::minutes(10));
+        let name = format!("{}-wait", std::process::id());
+        match self.store.claim_job_for_note(&name, note, until).await? {
+            Some(job) => Ok(Some(self.process(&job).await?)),
+            None => Ok(None),
+        }
+    }
+
+    /// One attempt at a claimed job; failures are recorded on the job and the note.
+    async fn process(&self, job: &ClaimedJob) -> Result<JobOutcome, EngineError> {
+        // A neighbour changing between our read and our write makes the apply refuse;
+        // that is not the LLM's fault, so it is retried here without spending an attempt.
+        let mut conflicts = 0;
+        let result = loop {
+            match self.attempt(job).await {
+                Err(AttemptError::Engine(EngineError::Store(StoreError::Conflict))) if conflicts < 3 => conflicts += 1,
+                other => break other,
+            }
+        };
+        match result {
+            Ok(outcome) => Ok(outcome),
+            Err(e) => {
+                let (msg, retryable) = match &e {
+                    AttemptError::Llm(l) => (format!("LLM: {l}"), true),
+                    AttemptError::Engine(EngineError::Store(StoreError::Conflict)) => {
+                        ("the note's neighbours kept changing; will try again".to_owned(), true)
+                    }
+                    AttemptError::Engine(other) => (other.to_string(), true),
+                };
+                let give_up = !retryable || job.attempts >= self.pipeline.max_attempts;
+                self.store.fail_job(&job.id, &job.note, &msg, give_up).await?;
+                tracing::warn!(job = %job.id, note = %job.note, attempt = job.attempts, give_up, "enrichment failed: {msg}");
+                Ok(if give_up {
+                    JobOutcome::Failed { note: job.note.clone(), error: msg }
+                } else {
+                    JobOutcome::Retrying { note: job.note.clone(), error: msg }
+                })
+            }
+        }
+    }
+
+    async fn attempt(&self, job: &ClaimedJob) -> Result<JobOutcome, AttemptError> {
+        let llm = self.llm()?;
+        let t_start = Instant::now();
+        let Some(note) = self.store.get_note(&job.note).await? else {
+            return Ok(JobOutcome::Gone { note: job.note.clone() });
+        };
+        let policy = self.policy().await?;
+        let mut usage = Usage::default();
+        let mut calls = 0u32;
+
+        // 1. construct
+        let t0 = Instant::now();
+        let p = prompts::construct(&note.content, &note.created_at.to_rfc3339());
+        let validate = |v: &serde_json::Value| Construction::from_value(v).map(|_| ());
+        let resp: StructuredResponse = llm.structured(&request(&p, 300), &validate).await?;
+        usage.add(&resp.usage);
+        calls += resp.attempts;
+        let c = Construction::from_value(&resp.value).map_err(|e| LlmError::BadOutput { reason: e, raw: resp.value.to_string() })?;
+        let construct_ms = t0.elapsed().as_millis() as u64;
+
+        // 2. embed content + annotations
+        let t1 = Instant::now();
+        let text = index_text(&note.content, &c.keywords, &c.tags, &c.context);
+        let vector = self.embed_blocking(vec![text.clone()]).await?.pop().unwrap_or_default();
+        let embed_ms = t1.elapsed().as_millis() as u64;
+
+        // 3. neighbours: top-k by cosine, excluding the note itself
+        let ids: Vec<NoteId> = self
+            .rank_vector(&vector, self.pipeline.k + 1)?
+            .into_iter()
+            .map(|(id, _)| id)
+            .filter(|id| id != &note.id)
+            .take(self.pipeline.k)
+            .collect();
+        let neighbours: Vec<Note> = self.store.get_notes(&ids).await?;
+
+        // 4. link + evolve
+        let t2 = Instant::now();
+        let mut le = LinkEvolve::default();
+        if !neighbours.is_empty() {
+            let handles = Handles::new(neighbours.iter().map(|n| n.id.clone()));
+            let shown: Vec<Neighbour> = neighbours
+                .iter()
+                .map(|n| Neighbour {
+                    id: n.id.clone(),
+                    content: n.content.clone(),
+                    keywords: n.keywords.clone(),
+                    tags: n.tags.clone(),
+                    context: n.context.clone(),
+                })
+                .collect();
+            let me = Neighbour {
+                id: note.id.clone(),
+                content: note.content.clone(),
+                keywords: c.keywords.clone(),
+                tags: c.tags.clone(),
+                context: c.context.clone(),
+            };
+            let p = prompts::link_evolve(&me, &shown, &handles);
+            let validate = |v: &serde_json::Value| LinkEvolve::from_value(v, &handles).map(|_| ());
+            let resp = llm.structured(&request(&p, 700), &validate).await?;
+            usage.add(&resp.usage);
+            calls += resp.attempts;
+            le = LinkEvolve::from_value(&resp.value, &handles)
+                .map_err(|e| LlmError::BadOutput { reason: e, raw: resp.value.to_string() })?;
+        }
+        let link_ms = t2.elapsed().as_millis() as u64;
+
+        // 5. neighbour updates: new fields, re-embedded
+        let by_id: HashMap<&NoteId, &Note> = neighbours.iter().map(|n| (&n.id, n)).collect();
+        let mut updates = Vec::new();
+        let mut texts = Vec::new();
+        for u in &le.updates {
+            let Some(n) = by_id.get(&u.target) else { continue };
+            let before = fields(n);
+            let after = Fields {
+                keywords: u.keywords.clone().unwrap_or_else(|| before.keywords.clone()),
+                tags: u.tags.clone().unwrap_or_else(|| before.tags.clone()),
+                context: u.context.clone().unwrap_or_else(|| before.context.clone()),
+            };
+            if after == before {
+                continue;
+            }
+            texts.push(index_text(&n.content, &after.keywords, &after.tags, &after.context));
+            updates.push((n, before, after));
+        }
+        let new_vectors = if texts.is_empty() { Vec::new() } else { self.embed_blocking(texts.clone()).await? };
+        let edit_mode = if policy.edits == PolicyMode::Auto { ApplyMode::Apply } else { ApplyMode::Hold };
+        let mut writes = Vec::new();
+        for ((n, before, after), v) in updates.into_iter().zip(new_vectors) {
+            writes.push(NeighbourWrite {
+                id: n.id.clone(),
+                version: n.version,
+                before,
+                after,
+                embedding_before: self.store.embedding_of(&n.id).await?,
+                embedding_after: v,
+                mode: edit_mode,
+            });
+        }
+        let links: Vec<LinkWrite> = le
+            .links
+            .iter()
+            .map(|l| LinkWrite {
+                to: l.to.clone(),
+                kind: l.kind.clone(),
+                reason: l.reason.clone(),
+                confidence: l.confidence,
+                mode: match (policy.links, policy.auto_accept_confidence) {
+                    (PolicyMode::Auto, _) => ApplyMode::Apply,
+                    (PolicyMode::Review, Some(t)) if l.confidence >= t => ApplyMode::Apply,
+                    (PolicyMode::Review, _) => ApplyMode::Hold,
+                },
+            })
+            .collect();
+
+        // 6. apply, in one transaction
+        let tokens = u64::from(usage.prompt_tokens) + u64::from(usage.completion_tokens);
+        let e = Enrichment {
+            job: job.id.clone(),
+            note: note.id.clone(),
+            note_version: note.version,
+            before: fields(&note),
+            after: Fields { keywords: c.keywords.clone(), tags: c.tags.clone(), context: c.context.clone() },
+            embedding: vector.clone(),
+            embed_model: self.embedder.model_id().to_owned(),
+            llm_model: llm.config().model.clone(),
+            prompt_version: prompts::PROMPT_VERSION.to_owned(),
+            tokens_in: u64::from(usage.prompt_tokens),
+            tokens_out: u64::from(usage.completion_tokens),
+            tokens_estimated: usage.estimated,
+            llm_calls: calls,
+            unknown_handles: le.unknown_handles as u32,
+            dropped: le.dropped as u32,
+            timings_ms: serde_json::json!({
+                "construct": construct_ms, "embed": embed_ms, "link_evolve": link_ms,
+                "total": t_start.elapsed().as_millis() as u64
+            }),
+            links,
+            updates: writes,
+        };
+        self.store.apply_enrichment(&e).await?;
+
+        // 7. the indexes follow the committed write
+        let mut ix = self.write_indexes()?;
+        ix.vector.upsert(note.id.clone(), &vector).map_err(EngineError::from)?;
+        ix.text.upsert(note.id.clone(), &text);
+        for (w, t) in e.updates.iter().zip(&texts) {
+            if w.mode == ApplyMode::Apply {
+                ix.vector.upsert(w.id.clone(), &w.embedding_after).map_err(EngineError::from)?;
+                ix.text.upsert(w.id.clone(), t);
+            }
+        }
+        for l in e.links.iter().filter(|l| l.mode == ApplyMode::Apply) {
+            ix.add_link(&note.id, &l.to);
+        }
+        Ok(JobOutcome::Done { note: note.id, links: e.links.len(), updates: e.updates.len(), tokens })
+    }
+}

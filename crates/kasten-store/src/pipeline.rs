@@ -1,0 +1,550 @@
+//! The durable job queue and the one-transaction apply of an enrichment.
+//!
+//! - Jobs are claimed with a lease (`lease_until`); a job whose worker died is claimed
+//!   again once its lease has run out. Claiming is one transaction, so two workers (or two
+//!   processes on a server) never run the same job at the same time.
+//! - [`Store::apply_enrichment`] writes everything one pipeline run produced — the note's
+//!   annotations and embedding, the event, the revisions with exact before/after, the
+//!   links, the neighbour updates and the job's completion — in one transaction. The event
+//!   id is the job id, so a second apply of the same job fails instead of doubling links
+//!   or revisions. Neighbours are updated only if their `version` is still the one the
+//!   pipeline read (optimistic concurrency): otherwise the whole apply is refused and the
+//!   job runs again on fresh data.
+
+use chrono::{DateTime, Utc};
+use kasten_core::{JobId, NoteId};
+use surrealdb::types::{Bytes, SurrealValue};
+
+use crate::{Store, StoreError, emb_to_bytes, first_real_error};
+
+/// A job a worker now holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimedJob {
+    pub id: JobId,
+    pub note: NoteId,
+    /// Including this one.
+    pub attempts: u32,
+}
+
+#[derive(Debug, SurrealValue)]
+#[surreal(crate = "surrealdb::types")]
+struct ClaimRow {
+    id: String,
+    note: String,
+    attempts: i64,
+}
+
+/// Annotations of a note (the fields the LLM may write).
+#[derive(Debug, Clone, PartialEq, Eq, Default, SurrealValue)]
+#[surreal(crate = "surrealdb::types")]
+pub struct Fields {
+    pub keywords: Vec<String>,
+    pub tags: Vec<String>,
+    pub context: String,
+}
+
+/// Whether an LLM proposal is in force or waits for review.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApplyMode {
+    /// Applied at once, still listed for review.
+    Apply,
+    /// Recorded as a proposal; nothing changes until accepted.
+    Hold,
+}
+
+#[derive(Debug, Clone)]
+pub struct LinkWrite {
+    pub to: NoteId,
+    pub kind: String,
+    pub reason: String,
+    pub confidence: f64,
+    pub mode: ApplyMode,
+}
+
+#[derive(Debug, Clone)]
+pub struct NeighbourWrite {
+    pub id: NoteId,
+    /// The version the pipeline read; the apply is refused if it changed since.
+    pub version: u64,
+    pub before: Fields,
+    pub after: Fields,
+    pub embedding_before: Option<Vec<f32>>,
+    pub embedding_after: Vec<f32>,
+    pub mode: ApplyMode,
+}
+
+/// What one pipeline run produced for one note.
+#[derive(Debug, Clone)]
+pub struct Enrichment {
+    pub job: JobId,
+    pub note: NoteId,
+    pub note_version: u64,
+    pub before: Fields,
+    pub after: Fields,
+    pub embedding: Vec<f32>,
+    pub embed_model: String,
+    pub llm_model: String,
+    pub prompt_version: String,
+    pub tokens_in: u64,
+    pub tokens_out: u64,
+    pub tokens_estimated: bool,
+    pub llm_calls: u32,
+    pub unknown_handles: u32,
+    pub dropped: u32,
+    pub timings_ms: serde_json::Value,
+    pub links: Vec<LinkWrite>,
+    pub updates: Vec<NeighbourWrite>,
+}
+
+#[derive(Debug, SurrealValue)]
+#[surreal(crate = "surrealdb::types")]
+struct LinkParam {
+    to: String,
+    kind: String,
+    reason: String,
+    confidence: f64,
+    status: String,
+}
+
+#[derive(Debug, SurrealValue)]
+#[surreal(crate = "surrealdb::types")]
+struct UpdateParam {
+    id: String,
+    version: i64,
+    apply: bool,
+    before: Fields,
+    after: Fields,
+    embedding_before: Option<Bytes>,
+    embedding_after: Bytes,
+}
+
+#[derive(Debug, SurrealValue)]
+#[surreal(crate = "surrealdb::types")]
+struct EventParam {
+    model: String,
+    prompt_version: String,
+    tokens_in: i64,
+    tokens_out: i64,
+    tokens_estimated: bool,
+    llm_calls: i64,
+    unknown_handles: i64,
+    dropped: i64,
+    timings: String,
+}
+
+/// An event as listed by `kasten events`.
+#[derive(Debug, Clone, SurrealValue, serde::Serialize)]
+#[surreal(crate = "surrealdb::types")]
+pub struct EventSummary {
+    pub id: String,
+    pub note: String,
+    pub kind: String,
+    pub model: Option<String>,
+    pub prompt_version: Option<String>,
+    pub tokens_in: i64,
+    pub tokens_out: i64,
+    pub tokens_estimated: bool,
+    pub llm_calls: i64,
+    pub unknown_handles: i64,
+    pub dropped: i64,
+    pub links: i64,
+    pub revisions: i64,
+    pub created_at: DateTime<Utc>,
+}
+
+/// Token totals per model (for `kasten usage`).
+#[derive(Debug, Clone, SurrealValue, serde::Serialize)]
+#[surreal(crate = "surrealdb::types")]
+pub struct ModelUsage {
+    pub model: Option<String>,
+    pub notes: i64,
+    pub tokens_in: i64,
+    pub tokens_out: i64,
+}
+
+/// A revision as listed in a history.
+#[derive(Debug, Clone, SurrealValue, serde::Serialize)]
+#[surreal(crate = "surrealdb::types")]
+pub struct RevisionSummary {
+    pub id: String,
+    pub note: String,
+    pub event: Option<String>,
+    pub actor: String,
+    pub reason: String,
+    pub status: String,
+    pub before: serde_json::Value,
+    pub after: serde_json::Value,
+    pub created_at: DateTime<Utc>,
+}
+
+/// Counts of jobs by state.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct JobCounts {
+    pub queued: u64,
+    pub running: u64,
+    pub done: u64,
+    pub failed: u64,
+}
+
+/// Thrown inside the apply transaction when a neighbour changed under us.
+const STALE: &str = "kasten:stale-version";
+
+impl Store {
+    /// Claims up to `max` runnable jobs (queued, or running with an expired lease), oldest
+    /// first, for `worker` until `lease_until`.
+    pub async fn claim_jobs(&self, worker: &str, max: usize, lease_until: DateTime<Utc>) -> Result<Vec<ClaimedJob>, StoreError> {
+        self.claim(worker, max, lease_until, None, &[]).await
+    }
+
+    /// Like [`Store::claim_jobs`], skipping the jobs in `exclude` (e.g. those already
+    /// attempted in this pass, so a failing job is not retried at once).
+    pub async fn claim_jobs_except(
+        &self,
+        worker: &str,
+        max: usize,
+        lease_until: DateTime<Utc>,
+        exclude: &[JobId],
+    ) -> Result<Vec<ClaimedJob>, StoreError> {
+        self.claim(worker, max, lease_until, None, exclude).await
+    }
+
+    /// Claims the job of one note, if it is runnable.
+    pub async fn claim_job_for_note(&self, worker: &str, note: &NoteId, lease_until: DateTime<Utc>) -> Result<Option<ClaimedJob>, StoreError> {
+        Ok(self.claim(worker, 1, lease_until, Some(note), &[]).await?.pop())
+    }
+
+    async fn claim(
+        &self,
+        worker: &str,
+        max: usize,
+        lease_until: DateTime<Utc>,
+        note: Option<&NoteId>,
+        exclude: &[JobId],
+    ) -> Result<Vec<ClaimedJob>, StoreError> {
+        let filter = if note.is_some() { "AND note = type::record('note', $note)" } else { "" };
+        let q = format!(
+            "BEGIN TRANSACTION;
+             LET $ids = SELECT VALUE id FROM job
+                 WHERE (state = 'queued' OR (state = 'running' AND lease_until < $now)) {filter}
+                   AND record::id(id) NOT IN $exclude
+                 ORDER BY created_at LIMIT $max;
+             UPDATE $ids SET state = 'running', lease_until = $until, attempts += 1, worker = $worker, updated_at = $now;
+             SELECT record::id(id) AS id, record::id(note) AS note, attempts FROM $ids;
+             COMMIT TRANSACTION;"
+        );
+        let mut resp = self
+            .db
+            .query(q)
+            .bind(("now", Utc::now()))
+            .bind(("until", lease_until))
+            .bind(("max", max as i64))
+            .bind(("worker", worker.to_owned()))
+            .bind(("note", note.map(|n| n.to_string()).unwrap_or_default()))
+            .bind(("exclude", exclude.iter().map(|j| j.to_string()).collect::<Vec<_>>()))
+            .await
+            .map_err(StoreError::from_db)?;
+        first_real_error(&mut resp)?;
+        let rows: Vec<ClaimRow> = resp.take(3).map_err(StoreError::from_db)?;
+        rows.into_iter()
+            .map(|r| {
+                Ok(ClaimedJob {
+                    id: JobId::parse(&r.id).map_err(|e| StoreError::Corrupt(e.to_string()))?,
+                    note: NoteId::parse(&r.note).map_err(|e| StoreError::Corrupt(e.to_string()))?,
+                    attempts: r.attempts.max(0) as u32,
+                })
+            })
+            .collect()
+    }
+
+    /// Records a failed attempt. With `give_up` the job ends `failed` and the note shows
+    /// the error; otherwise the job is queued again and the note shows why it is waiting.
+    pub async fn fail_job(&self, job: &JobId, note: &NoteId, error: &str, give_up: bool) -> Result<(), StoreError> {
+        let q = "BEGIN TRANSACTION;
+             UPDATE type::record('job', $job) SET state = $state, last_error = $err, lease_until = NONE, updated_at = time::now();
+             UPDATE type::record('note', $note) SET enrich_state = $nstate, enrich_error = $err;
+             COMMIT TRANSACTION;";
+        let (state, nstate) = if give_up { ("failed", "failed") } else { ("queued", "pending") };
+        let mut resp = self
+            .db
+            .query(q)
+            .bind(("job", job.to_string()))
+            .bind(("note", note.to_string()))
+            .bind(("state", state))
+            .bind(("nstate", nstate))
+            .bind(("err", error.to_owned()))
+            .await
+            .map_err(StoreError::from_db)?;
+        first_real_error(&mut resp)
+    }
+
+    /// Puts every `running` job back in the queue (their worker is gone). Returns how many.
+    pub async fn requeue_running_jobs(&self) -> Result<u64, StoreError> {
+        let mut resp = self
+            .db
+            .query("UPDATE job SET state = 'queued', lease_until = NONE WHERE state = 'running' RETURN VALUE id")
+            .await
+            .map_err(StoreError::from_db)?;
+        first_real_error(&mut resp)?;
+        let ids: Vec<surrealdb::types::Value> = resp.take(0).map_err(StoreError::from_db)?;
+        Ok(ids.len() as u64)
+    }
+
+    /// Gives a claimed job back untouched (e.g. the process is stopping).
+    pub async fn release_job(&self, job: &JobId) -> Result<(), StoreError> {
+        let mut resp = self
+            .db
+            .query("UPDATE type::record('job', $job) SET state = 'queued', lease_until = NONE, attempts = math::max([attempts - 1, 0]) WHERE state = 'running'")
+            .bind(("job", job.to_string()))
+            .await
+            .map_err(StoreError::from_db)?;
+        first_real_error(&mut resp)
+    }
+
+    /// Queues failed jobs again (their notes go back to pending). Returns how many.
+    pub async fn retry_failed_jobs(&self) -> Result<u64, StoreError> {
+        let q = "BEGIN TRANSACTION;
+             LET $j = SELECT id, note FROM job WHERE state = 'failed';
+             UPDATE $j.id SET state = 'queued', attempts = 0, updated_at = time::now();
+             UPDATE $j.note SET enrich_state = 'pending';
+             RETURN array::len($j);
+             COMMIT TRANSACTION;";
+        let mut resp = self.db.query(q).await.map_err(StoreError::from_db)?;
+        first_real_error(&mut resp)?;
+        let n: Option<i64> = resp.take(4).map_err(StoreError::from_db)?;
+        Ok(n.unwrap_or(0).max(0) as u64)
+    }
+
+    pub async fn job_counts(&self) -> Result<JobCounts, StoreError> {
+        #[derive(SurrealValue)]
+        #[surreal(crate = "surrealdb::types")]
+        struct Row {
+            state: String,
+            n: i64,
+        }
+        let mut resp = self
+            .db
+            .query("SELECT state, count() AS n FROM job GROUP BY state")
+            .await
+            .map_err(StoreError::from_db)?;
+        let rows: Vec<Row> = resp.take(0).map_err(StoreError::from_db)?;
+        let mut c = JobCounts::default();
+        for r in rows {
+            let n = r.n.max(0) as u64;
+            match r.state.as_str() {
+                "queued" => c.queued = n,
+                "running" => c.running = n,
+                "done" => c.done = n,
+                "failed" => c.failed = n,
+                _ => {}
+            }
+        }
+        Ok(c)
+    }
+
+    /// The version and annotations of notes as stored now (for the pipeline's reads).
+    pub async fn note_versions(&self, ids: &[NoteId]) -> Result<Vec<(NoteId, u64)>, StoreError> {
+        Ok(self.get_notes(ids).await?.into_iter().map(|n| (n.id, n.version)).collect())
+    }
+
+    /// The stored embedding of a note.
+    pub async fn embedding_of(&self, id: &NoteId) -> Result<Option<Vec<f32>>, StoreError> {
+        let mut resp = self
+            .db
+            .query("SELECT VALUE embedding FROM ONLY type::record('note', $id)")
+            .bind(("id", id.to_string()))
+            .await
+            .map_err(StoreError::from_db)?;
+        let b: Option<Bytes> = resp.take(0).map_err(StoreError::from_db)?;
+        b.map(|b| crate::bytes_to_emb(&b)).transpose()
+    }
+
+    /// Writes one enrichment in one transaction (see the module docs). A refusal because a
+    /// neighbour changed meanwhile is [`StoreError::Conflict`]; a second apply of the same
+    /// job is refused as well (the event exists).
+    pub async fn apply_enrichment(&self, e: &Enrichment) -> Result<(), StoreError> {
+        let links: Vec<LinkParam> = e
+            .links
+            .iter()
+            .map(|l| LinkParam {
+                to: l.to.to_string(),
+                kind: l.kind.clone(),
+                reason: l.reason.clone(),
+                confidence: l.confidence,
+                status: match l.mode {
+                    ApplyMode::Apply => "accepted".into(),
+                    ApplyMode::Hold => "proposed".into(),
+                },
+            })
+            .collect();
+        let updates: Vec<UpdateParam> = e
+            .updates
+            .iter()
+            .map(|u| UpdateParam {
+                id: u.id.to_string(),
+                version: u.version as i64,
+                apply: u.mode == ApplyMode::Apply,
+                before: u.before.clone(),
+                after: u.after.clone(),
+                embedding_before: u.embedding_before.as_deref().map(emb_to_bytes),
+                embedding_after: emb_to_bytes(&u.embedding_after),
+            })
+            .collect();
+        let event = EventParam {
+            model: e.llm_model.clone(),
+            prompt_version: e.prompt_version.clone(),
+            tokens_in: e.tokens_in as i64,
+            tokens_out: e.tokens_out as i64,
+            tokens_estimated: e.tokens_estimated,
+            llm_calls: e.llm_calls as i64,
+            unknown_handles: e.unknown_handles as i64,
+            dropped: e.dropped as i64,
+            timings: e.timings_ms.to_string(),
+        };
+        let q = format!(
+            "BEGIN TRANSACTION;
+             LET $now = time::now();
+             LET $n = type::record('note', $note);
+             LET $ev = type::record('event', $job);
+             IF (SELECT VALUE version FROM ONLY $n) != $nv {{ THROW '{STALE}' }};
+             CREATE $ev CONTENT {{
+                 note: $n, kind: 'enrich', model: $event.model, prompt_version: $event.prompt_version,
+                 tokens_in: $event.tokens_in, tokens_out: $event.tokens_out,
+                 tokens_estimated: $event.tokens_estimated, llm_calls: $event.llm_calls,
+                 unknown_handles: $event.unknown_handles, dropped: $event.dropped,
+                 timings: {{ raw: $event.timings }}, created_at: $now
+             }};
+             UPDATE $n SET keywords = $after.keywords, tags = $after.tags, context = $after.context,
+                 embedding = $emb, embed_model = $embed_model, enrich_state = 'done',
+                 enrich_error = NONE, version += 1, updated_at = $now;
+             CREATE revision CONTENT {{
+                 note: $n, event: $ev, actor: 'llm', reason: 'construction',
+                 before: $before, after: $after, status: 'applied', created_at: $now
+             }};
+             FOR $l IN $links {{
+                 LET $to = type::record('note', $l.to);
+                 IF record::exists($to) {{
+                     RELATE $n->link->$to CONTENT {{
+                         kind: $l.kind, reason: $l.reason, confidence: $l.confidence,
+                         created_by: 'llm', status: $l.status, reviewed: false,
+                         event: $ev, created_at: $now
+                     }};
+                 }};
+             }};
+             FOR $u IN $updates {{
+                 LET $t = type::record('note', $u.id);
+                 IF (SELECT VALUE version FROM ONLY $t) != $u.version {{ THROW '{STALE}' }};
+                 IF $u.apply {{
+                     UPDATE $t SET keywords = $u.after.keywords, tags = $u.after.tags,
+                         context = $u.after.context, embedding = $u.embedding_after,
+                         version += 1, updated_at = $now;
+                 }};
+                 CREATE revision CONTENT {{
+                     note: $t, event: $ev, actor: 'llm', reason: 'evolution',
+                     before: $u.before, after: $u.after,
+                     embedding_before: $u.embedding_before, embedding_after: $u.embedding_after,
+                     status: IF $u.apply {{ 'applied' }} ELSE {{ 'proposed' }}, created_at: $now
+                 }};
+             }};
+             UPDATE type::record('job', $job) SET state = 'done', lease_until = NONE, last_error = NONE, updated_at = $now;
+             COMMIT TRANSACTION;"
+        );
+        let mut resp = self
+            .db
+            .query(q)
+            .bind(("job", e.job.to_string()))
+            .bind(("note", e.note.to_string()))
+            .bind(("nv", e.note_version as i64))
+            .bind(("before", e.before.clone()))
+            .bind(("after", e.after.clone()))
+            .bind(("emb", emb_to_bytes(&e.embedding)))
+            .bind(("embed_model", e.embed_model.clone()))
+            .bind(("event", event))
+            .bind(("links", links))
+            .bind(("updates", updates))
+            .await
+            .map_err(StoreError::from_db)?;
+        match first_real_error(&mut resp) {
+            Err(StoreError::Db(msg)) if msg.contains(STALE) => Err(StoreError::Conflict),
+            other => other,
+        }
+    }
+
+    /// Accepted links (from, to) among active notes: the adjacency the engine keeps for
+    /// link expansion.
+    pub async fn accepted_links(&self) -> Result<Vec<(NoteId, NoteId)>, StoreError> {
+        #[derive(SurrealValue)]
+        #[surreal(crate = "surrealdb::types")]
+        struct Row {
+            a: String,
+            b: String,
+        }
+        let mut resp = self
+            .db
+            .query("SELECT record::id(in) AS a, record::id(out) AS b FROM link WHERE status = 'accepted'")
+            .await
+            .map_err(StoreError::from_db)?;
+        let rows: Vec<Row> = resp.take(0).map_err(StoreError::from_db)?;
+        rows.into_iter()
+            .map(|r| {
+                Ok((
+                    NoteId::parse(&r.a).map_err(|e| StoreError::Corrupt(e.to_string()))?,
+                    NoteId::parse(&r.b).map_err(|e| StoreError::Corrupt(e.to_string()))?,
+                ))
+            })
+            .collect()
+    }
+
+    /// Recent events, newest first, with how many links and revisions each made.
+    pub async fn events(&self, limit: usize) -> Result<Vec<EventSummary>, StoreError> {
+        let mut resp = self
+            .db
+            .query(
+                "SELECT record::id(id) AS id, record::id(note) AS note, kind, model, prompt_version,
+                        tokens_in, tokens_out, tokens_estimated, llm_calls, unknown_handles, dropped,
+                        count(SELECT id FROM link WHERE event = $parent.id) AS links,
+                        count(SELECT id FROM revision WHERE event = $parent.id) AS revisions,
+                        created_at
+                 FROM event ORDER BY created_at DESC LIMIT $limit",
+            )
+            .bind(("limit", limit as i64))
+            .await
+            .map_err(StoreError::from_db)?;
+        resp.take(0).map_err(StoreError::from_db)
+    }
+
+    /// Revisions, newest first; only those of `note` when given.
+    pub async fn revisions(&self, note: Option<&NoteId>, limit: usize) -> Result<Vec<RevisionSummary>, StoreError> {
+        let filter = if note.is_some() { "WHERE note = type::record('note', $note)" } else { "" };
+        let mut resp = self
+            .db
+            .query(format!(
+                "SELECT record::id(id) AS id, record::id(note) AS note,
+                        IF event != NONE {{ record::id(event) }} ELSE {{ NONE }} AS event,
+                        actor, reason, status, before, after, created_at
+                 FROM revision {filter} ORDER BY created_at DESC LIMIT $limit"
+            ))
+            .bind(("note", note.map(|n| n.to_string()).unwrap_or_default()))
+            .bind(("limit", limit as i64))
+            .await
+            .map_err(StoreError::from_db)?;
+        resp.take(0).map_err(StoreError::from_db)
+    }
+
+    /// Token totals per LLM model.
+    pub async fn usage_by_model(&self) -> Result<Vec<ModelUsage>, StoreError> {
+        let mut resp = self
+            .db
+            .query(
+                "SELECT model, count() AS notes, math::sum(tokens_in) AS tokens_in, math::sum(tokens_out) AS tokens_out
+                 FROM event GROUP BY model",
+            )
+            .await
+            .map_err(StoreError::from_db)?;
+        resp.take(0).map_err(StoreError::from_db)
+    }
+
+    /// Token use per note (its enrichment events), newest first.
+    pub async fn usage_by_note(&self, limit: usize) -> Result<Vec<EventSummary>, StoreError> {
+        self.events(limit).await
+    }
+}
