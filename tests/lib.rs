@@ -29,15 +29,37 @@ pub fn kasten_bin() -> PathBuf {
     bin
 }
 
+/// Path of another binary of the workspace (e.g. `kasten-fakellm`), next to `kasten`.
+pub fn sibling_bin(name: &str) -> PathBuf {
+    let bin = kasten_bin().with_file_name(name);
+    assert!(
+        bin.is_file(),
+        "{} not found: run `cargo build --workspace --bins` first",
+        bin.display()
+    );
+    bin
+}
+
 /// A private Kasten home with its own embedded database.
 pub struct Home {
     pub dir: tempfile::TempDir,
+    /// OpenAI-compatible base URL of the LLM, if the commands should use one.
+    pub llm: Option<String>,
 }
 
 impl Home {
     pub fn new() -> Self {
         Self {
             dir: tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}")),
+            llm: None,
+        }
+    }
+
+    /// A home whose commands use the LLM at `base_url` (OpenAI-compatible).
+    pub fn with_llm(base_url: &str) -> Self {
+        Self {
+            llm: Some(base_url.to_owned()),
+            ..Self::new()
         }
     }
 
@@ -50,9 +72,17 @@ impl Home {
         let mut c = Command::new(kasten_bin());
         c.args(args)
             .env("KASTEN_DB", self.db())
-            .env_remove("KASTEN_LLM_BASE_URL")
-            .env_remove("KASTEN_LLM_MODEL")
+            .env_remove("KASTEN_LLM_API_KEY")
             .stdin(Stdio::null());
+        match &self.llm {
+            Some(url) => c
+                .env("KASTEN_LLM_PROVIDER", "openai")
+                .env("KASTEN_LLM_BASE_URL", url)
+                .env("KASTEN_LLM_MODEL", "fake-model"),
+            None => c
+                .env_remove("KASTEN_LLM_BASE_URL")
+                .env_remove("KASTEN_LLM_MODEL"),
+        };
         c
     }
 
@@ -122,4 +152,44 @@ pub fn jsonl(n: usize) -> String {
             )
         })
         .collect()
+}
+
+/// A `kasten-fakellm` server process on loopback; killed on drop.
+pub struct FakeServer {
+    child: std::process::Child,
+    pub port: u16,
+}
+
+impl FakeServer {
+    /// Starts the server in `mode` (e.g. "normal", "slow:200", "http500").
+    pub fn start(mode: &str) -> Self {
+        use std::io::BufRead;
+        let mut child = Command::new(sibling_bin("kasten-fakellm"))
+            .args(["--port", "0", "--mode", mode])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start kasten-fakellm: {e}"));
+        let out = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
+        let mut line = String::new();
+        let _ = std::io::BufReader::new(out).read_line(&mut line);
+        let port = line
+            .trim()
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("kasten-fakellm did not say where it listens: {line:?}"));
+        Self { child, port }
+    }
+
+    pub fn openai_url(&self) -> String {
+        format!("http://127.0.0.1:{}/v1", self.port)
+    }
+}
+
+impl Drop for FakeServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }

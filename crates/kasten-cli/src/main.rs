@@ -235,23 +235,41 @@ async fn run(cli: Cli) -> Result<()> {
 /// The LLM and pipeline settings: environment first, then what `kasten config` stored.
 async fn configure(engine: &mut Engine, workers: Option<usize>) -> Result<()> {
     let llm_setting = engine.store().get_setting("llm").await?.unwrap_or_default();
-    let pipeline_setting = engine.store().get_setting("pipeline").await?.unwrap_or_default();
+    let pipeline_setting = engine
+        .store()
+        .get_setting("pipeline")
+        .await?
+        .unwrap_or_default();
     let env = |k: &str| std::env::var(k).ok();
     let from_settings = |k: &str| {
         let field = k.strip_prefix("KASTEN_LLM_")?.to_ascii_lowercase();
-        llm_setting.get(&field).and_then(|v| v.as_str()).map(str::to_owned)
+        llm_setting
+            .get(&field)
+            .and_then(|v| v.as_str())
+            .map(str::to_owned)
     };
     // each variable: the environment wins over the stored setting
-    let config = LlmConfig::from_lookup(|k| env(k).filter(|v| !v.is_empty()).or_else(|| from_settings(k)))?;
+    let config = LlmConfig::from_lookup(|k| {
+        env(k)
+            .filter(|v| !v.is_empty())
+            .or_else(|| from_settings(k))
+    })?;
     let llm = match config {
-        Some(c) => Some(LlmClient::new(c, Default::default()).context("cannot set up the LLM client")?),
+        Some(c) => {
+            Some(LlmClient::new(c, Default::default()).context("cannot set up the LLM client")?)
+        }
         None => None,
     };
     let mut pipeline = PipelineOptions::default();
     if let Some(k) = pipeline_setting.get("k").and_then(|v| v.as_u64()) {
         pipeline.k = k.clamp(1, 50) as usize;
     }
-    if let Some(w) = workers.or_else(|| pipeline_setting.get("workers").and_then(|v| v.as_u64()).map(|w| w as usize)) {
+    if let Some(w) = workers.or_else(|| {
+        pipeline_setting
+            .get("workers")
+            .and_then(|v| v.as_u64())
+            .map(|w| w as usize)
+    }) {
         pipeline.workers = w.clamp(1, 16);
     }
     engine.configure(llm, pipeline);
@@ -359,19 +377,31 @@ async fn execute(engine: &Engine, cmd: Prepared, json: bool) -> Result<()> {
             }
             if engine.llm_client().is_none() {
                 output::added(json, &note, None);
-                bail!("the note was saved ({}) but cannot be enriched: {}", note.id, LlmConfig::missing_reason());
+                bail!(
+                    "the note was saved ({}) but cannot be enriched: {}",
+                    note.id,
+                    LlmConfig::missing_reason()
+                );
             }
             let outcome = engine.enrich_note(&note.id).await?;
             output::added(json, &note, outcome.as_ref());
             match outcome {
-                Some(JobOutcome::Retrying { error, .. }) | Some(JobOutcome::Failed { error, .. }) => {
-                    bail!("the note was saved ({}) but enrichment failed: {error}", note.id)
+                Some(JobOutcome::Retrying { error, .. })
+                | Some(JobOutcome::Failed { error, .. }) => {
+                    bail!(
+                        "the note was saved ({}) but enrichment failed: {error}",
+                        note.id
+                    )
                 }
                 _ => {}
             }
         }
         Prepared::Enrich(retry_failed) => enrich(engine, retry_failed, json).await?,
-        Prepared::Usage(limit) => output::usage(json, &engine.store().usage_by_model().await?, &engine.store().usage_by_note(limit).await?),
+        Prepared::Usage(limit) => output::usage(
+            json,
+            &engine.store().usage_by_model().await?,
+            &engine.store().usage_by_note(limit).await?,
+        ),
         Prepared::Events(limit) => output::events(json, &engine.store().events(limit).await?),
         Prepared::Config(action) => config(engine, action, json).await?,
         Prepared::Show(id) => output::show(json, &engine.get(&id).await?),
@@ -405,7 +435,9 @@ async fn enrich(engine: &Engine, retry_failed: bool, json: bool) -> Result<()> {
     let on_job = |o: &JobOutcome| {
         pb.inc(1);
         match o {
-            JobOutcome::Retrying { note, error } => pb.println(format!("{note}: will retry: {error}")),
+            JobOutcome::Retrying { note, error } => {
+                pb.println(format!("{note}: will retry: {error}"))
+            }
             JobOutcome::Failed { note, error } => pb.println(format!("{note}: failed: {error}")),
             _ => {}
         }
@@ -414,14 +446,29 @@ async fn enrich(engine: &Engine, retry_failed: bool, json: bool) -> Result<()> {
     pb.finish_and_clear();
     output::enriched(json, &summary, &engine.store().job_counts().await?);
     if summary.done == 0 && (summary.failed > 0 || summary.retrying > 0) {
-        bail!("no note could be enriched: {}", summary.errors.first().map(String::as_str).unwrap_or("unknown error"));
+        bail!(
+            "no note could be enriched: {}",
+            summary
+                .errors
+                .first()
+                .map(String::as_str)
+                .unwrap_or("unknown error")
+        );
     }
     Ok(())
 }
 
 async fn config(engine: &Engine, action: Option<ConfigAction>, json: bool) -> Result<()> {
-    const KEYS: &[&str] =
-        &["llm.provider", "llm.base_url", "llm.model", "pipeline.k", "pipeline.workers", "policy.links", "policy.edits", "policy.auto_accept_confidence"];
+    const KEYS: &[&str] = &[
+        "llm.provider",
+        "llm.base_url",
+        "llm.model",
+        "pipeline.k",
+        "pipeline.workers",
+        "policy.links",
+        "policy.edits",
+        "policy.auto_accept_confidence",
+    ];
     let split = |key: &str| -> Result<(String, String)> {
         if !KEYS.contains(&key) {
             bail!("unknown setting '{key}'; known: {}", KEYS.join(", "));
@@ -433,7 +480,8 @@ async fn config(engine: &Engine, action: Option<ConfigAction>, json: bool) -> Re
         None => {}
         Some(ConfigAction::Set { key, value }) => {
             let (group, field) = split(&key)?;
-            let value: serde_json::Value = serde_json::from_str(&value).unwrap_or(serde_json::Value::String(value));
+            let value: serde_json::Value =
+                serde_json::from_str(&value).unwrap_or(serde_json::Value::String(value));
             if group == "policy" {
                 let mut p = serde_json::to_value(engine.policy().await?)?;
                 p[field.as_str()] = value;
@@ -441,7 +489,11 @@ async fn config(engine: &Engine, action: Option<ConfigAction>, json: bool) -> Re
                     serde_json::from_value(p).context("policy.links and policy.edits are 'auto' or 'review'; auto_accept_confidence is 0-1")?;
                 engine.set_policy(&p).await?;
             } else {
-                let mut obj = engine.store().get_setting(&group).await?.unwrap_or_else(|| serde_json::json!({}));
+                let mut obj = engine
+                    .store()
+                    .get_setting(&group)
+                    .await?
+                    .unwrap_or_else(|| serde_json::json!({}));
                 obj[field.as_str()] = value;
                 engine.store().set_setting(&group, &obj).await?;
             }
@@ -461,9 +513,19 @@ async fn config(engine: &Engine, action: Option<ConfigAction>, json: bool) -> Re
     }
     let mut all = serde_json::Map::new();
     for group in ["llm", "pipeline"] {
-        all.insert(group.into(), engine.store().get_setting(group).await?.unwrap_or_else(|| serde_json::json!({})));
+        all.insert(
+            group.into(),
+            engine
+                .store()
+                .get_setting(group)
+                .await?
+                .unwrap_or_else(|| serde_json::json!({})),
+        );
     }
-    all.insert("policy".into(), serde_json::to_value(engine.policy().await?)?);
+    all.insert(
+        "policy".into(),
+        serde_json::to_value(engine.policy().await?)?,
+    );
     output::settings(json, &serde_json::Value::Object(all));
     Ok(())
 }

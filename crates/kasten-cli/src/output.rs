@@ -84,7 +84,13 @@ pub fn added(json: bool, note: &Note, outcome: Option<&JobOutcome>) {
         print_json(&v);
     } else {
         println!("{}", note.id);
-        if let Some(JobOutcome::Done { links, updates, tokens, .. }) = outcome {
+        if let Some(JobOutcome::Done {
+            links,
+            updates,
+            tokens,
+            ..
+        }) = outcome
+        {
             eprintln!("enriched: {links} link(s), {updates} neighbour update(s), {tokens} tokens");
         }
     }
@@ -110,16 +116,39 @@ pub fn usage(json: bool, by_model: &[ModelUsage], recent: &[EventSummary]) {
         println!("No LLM tokens spent yet.");
         return;
     }
-    println!("{:<32} {:>7} {:>10} {:>10} {:>9}", "model", "notes", "tokens in", "tokens out", "per note");
+    println!(
+        "{:<32} {:>7} {:>10} {:>10} {:>9}",
+        "model", "notes", "tokens in", "tokens out", "per note"
+    );
     for m in by_model {
         let per = (m.tokens_in + m.tokens_out) as f64 / m.notes.max(1) as f64;
-        println!("{:<32} {:>7} {:>10} {:>10} {:>9.0}", m.model.as_deref().unwrap_or("?"), m.notes, m.tokens_in, m.tokens_out, per);
+        println!(
+            "{:<32} {:>7} {:>10} {:>10} {:>9.0}",
+            m.model.as_deref().unwrap_or("?"),
+            m.notes,
+            m.tokens_in,
+            m.tokens_out,
+            per
+        );
     }
     println!();
-    println!("{:<28} {:>10} {:>10}  {}", "note", "tokens in", "tokens out", "time");
+    println!(
+        "{:<28} {:>10} {:>10}  time",
+        "note", "tokens in", "tokens out"
+    );
     for e in recent {
-        let est = if e.tokens_estimated { " (estimated)" } else { "" };
-        println!("{:<28} {:>10} {:>10}  {}{est}", e.note, e.tokens_in, e.tokens_out, e.created_at.format("%Y-%m-%d %H:%M"));
+        let est = if e.tokens_estimated {
+            " (estimated)"
+        } else {
+            ""
+        };
+        println!(
+            "{:<28} {:>10} {:>10}  {}{est}",
+            e.note,
+            e.tokens_in,
+            e.tokens_out,
+            e.created_at.format("%Y-%m-%d %H:%M")
+        );
     }
 }
 
@@ -141,8 +170,15 @@ pub fn events(json: bool, events: &[EventSummary]) {
             e.links,
             e.revisions,
             e.tokens_in + e.tokens_out,
-            if e.unknown_handles > 0 { format!(", {} unknown handle(s) dropped", e.unknown_handles) } else { String::new() },
-            e.model.as_deref().map(|m| format!("  [{m}]")).unwrap_or_default()
+            if e.unknown_handles > 0 {
+                format!(", {} unknown handle(s) dropped", e.unknown_handles)
+            } else {
+                String::new()
+            },
+            e.model
+                .as_deref()
+                .map(|m| format!("  [{m}]"))
+                .unwrap_or_default()
         );
     }
 }

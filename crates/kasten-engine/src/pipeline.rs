@@ -14,8 +14,12 @@ use chrono::Utc;
 use futures_util::future::join_all;
 use kasten_core::prompts::{self, Construction, Handles, LinkEvolve, Neighbour, Prompt};
 use kasten_core::{Note, NoteId, note::index_text};
-use kasten_llm::{LlmClient, LlmError, Message, Role, StructuredRequest, StructuredResponse, Usage};
-use kasten_store::{ApplyMode, ClaimedJob, Enrichment, Fields, LinkWrite, NeighbourWrite, StoreError};
+use kasten_llm::{
+    LlmClient, LlmError, Message, Role, StructuredRequest, StructuredResponse, Usage,
+};
+use kasten_store::{
+    ApplyMode, ClaimedJob, Enrichment, Fields, LinkWrite, NeighbourWrite, StoreError,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::{Engine, EngineError};
@@ -40,7 +44,11 @@ pub enum PolicyMode {
 
 impl Default for Policy {
     fn default() -> Self {
-        Self { links: PolicyMode::Auto, edits: PolicyMode::Auto, auto_accept_confidence: None }
+        Self {
+            links: PolicyMode::Auto,
+            edits: PolicyMode::Auto,
+            auto_accept_confidence: None,
+        }
     }
 }
 
@@ -59,7 +67,12 @@ pub struct PipelineOptions {
 
 impl Default for PipelineOptions {
     fn default() -> Self {
-        Self { k: 10, max_attempts: 3, lease: Duration::from_secs(600), workers: 2 }
+        Self {
+            k: 10,
+            max_attempts: 3,
+            lease: Duration::from_secs(600),
+            workers: 2,
+        }
     }
 }
 
@@ -67,11 +80,24 @@ impl Default for PipelineOptions {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "outcome", rename_all = "snake_case")]
 pub enum JobOutcome {
-    Done { note: NoteId, links: usize, updates: usize, tokens: u64 },
-    Retrying { note: NoteId, error: String },
-    Failed { note: NoteId, error: String },
+    Done {
+        note: NoteId,
+        links: usize,
+        updates: usize,
+        tokens: u64,
+    },
+    Retrying {
+        note: NoteId,
+        error: String,
+    },
+    Failed {
+        note: NoteId,
+        error: String,
+    },
     /// The note was deleted before its job ran.
-    Gone { note: NoteId },
+    Gone {
+        note: NoteId,
+    },
 }
 
 /// Totals of a `run_pending` pass.
@@ -112,7 +138,11 @@ fn request(p: &Prompt, max_tokens: u32) -> StructuredRequest {
 }
 
 fn fields(n: &Note) -> Fields {
-    Fields { keywords: n.keywords.clone(), tags: n.tags.clone(), context: n.context.clone() }
+    Fields {
+        keywords: n.keywords.clone(),
+        tags: n.tags.clone(),
+        context: n.context.clone(),
+    }
 }
 
 /// Errors of one attempt, split by whether trying again can help.
@@ -158,19 +188,29 @@ impl Engine {
     /// Runs queued jobs until none is left, `workers` at a time, reporting each outcome.
     /// Each job is attempted at most once per call: a job that fails goes back to the
     /// queue for the next call instead of being hammered in a loop.
-    pub async fn run_pending(&self, on_job: &(dyn Fn(&JobOutcome) + Send + Sync)) -> Result<RunSummary, EngineError> {
+    pub async fn run_pending(
+        &self,
+        on_job: &(dyn Fn(&JobOutcome) + Send + Sync),
+    ) -> Result<RunSummary, EngineError> {
         self.llm()?;
         let worker_name = format!("{}-{}", std::process::id(), Utc::now().timestamp_millis());
-        let attempted: std::sync::Mutex<Vec<kasten_core::JobId>> = std::sync::Mutex::new(Vec::new());
+        let attempted: std::sync::Mutex<Vec<kasten_core::JobId>> =
+            std::sync::Mutex::new(Vec::new());
         let attempted = &attempted;
         let workers = (0..self.pipeline.workers.max(1)).map(|i| {
             let name = format!("{worker_name}-{i}");
             async move {
                 let mut outcomes = Vec::new();
                 loop {
-                    let until = Utc::now() + chrono::Duration::from_std(self.pipeline.lease).unwrap_or(chrono::Duration::minutes(10));
+                    let until = Utc::now()
+                        + chrono::Duration::from_std(self.pipeline.lease)
+                            .unwrap_or(chrono::Duration::minutes(10));
                     let exclude = attempted.lock().map(|v| v.clone()).unwrap_or_default();
-                    let job = match self.store.claim_jobs_except(&name, 1, until, &exclude).await {
+                    let job = match self
+                        .store
+                        .claim_jobs_except(&name, 1, until, &exclude)
+                        .await
+                    {
                         Ok(mut v) => match v.pop() {
                             Some(j) => j,
                             None => break,
@@ -215,7 +255,9 @@ impl Engine {
     /// Runs the job of one note now (for `add --wait`). `None` if it has no runnable job.
     pub async fn enrich_note(&self, note: &NoteId) -> Result<Option<JobOutcome>, EngineError> {
         self.llm()?;
-        let until = Utc::now() + chrono::Duration::from_std(self.pipeline.lease).unwrap_or(chrono::Duration::minutes(10));
+        let until = Utc::now()
+            + chrono::Duration::from_std(self.pipeline.lease)
+                .unwrap_or(chrono::Duration::minutes(10));
         let name = format!("{}-wait", std::process::id());
         match self.store.claim_job_for_note(&name, note, until).await? {
             Some(job) => Ok(Some(self.process(&job).await?)),
@@ -230,7 +272,11 @@ impl Engine {
         let mut conflicts = 0;
         let result = loop {
             match self.attempt(job).await {
-                Err(AttemptError::Engine(EngineError::Store(StoreError::Conflict))) if conflicts < 3 => conflicts += 1,
+                Err(AttemptError::Engine(EngineError::Store(StoreError::Conflict)))
+                    if conflicts < 3 =>
+                {
+                    conflicts += 1
+                }
                 other => break other,
             }
         };
@@ -239,18 +285,27 @@ impl Engine {
             Err(e) => {
                 let (msg, retryable) = match &e {
                     AttemptError::Llm(l) => (format!("LLM: {l}"), true),
-                    AttemptError::Engine(EngineError::Store(StoreError::Conflict)) => {
-                        ("the note's neighbours kept changing; will try again".to_owned(), true)
-                    }
+                    AttemptError::Engine(EngineError::Store(StoreError::Conflict)) => (
+                        "the note's neighbours kept changing; will try again".to_owned(),
+                        true,
+                    ),
                     AttemptError::Engine(other) => (other.to_string(), true),
                 };
                 let give_up = !retryable || job.attempts >= self.pipeline.max_attempts;
-                self.store.fail_job(&job.id, &job.note, &msg, give_up).await?;
+                self.store
+                    .fail_job(&job.id, &job.note, &msg, give_up)
+                    .await?;
                 tracing::warn!(job = %job.id, note = %job.note, attempt = job.attempts, give_up, "enrichment failed: {msg}");
                 Ok(if give_up {
-                    JobOutcome::Failed { note: job.note.clone(), error: msg }
+                    JobOutcome::Failed {
+                        note: job.note.clone(),
+                        error: msg,
+                    }
                 } else {
-                    JobOutcome::Retrying { note: job.note.clone(), error: msg }
+                    JobOutcome::Retrying {
+                        note: job.note.clone(),
+                        error: msg,
+                    }
                 })
             }
         }
@@ -260,7 +315,9 @@ impl Engine {
         let llm = self.llm()?;
         let t_start = Instant::now();
         let Some(note) = self.store.get_note(&job.note).await? else {
-            return Ok(JobOutcome::Gone { note: job.note.clone() });
+            return Ok(JobOutcome::Gone {
+                note: job.note.clone(),
+            });
         };
         let policy = self.policy().await?;
         let mut usage = Usage::default();
@@ -273,13 +330,20 @@ impl Engine {
         let resp: StructuredResponse = llm.structured(&request(&p, 300), &validate).await?;
         usage.add(&resp.usage);
         calls += resp.attempts;
-        let c = Construction::from_value(&resp.value).map_err(|e| LlmError::BadOutput { reason: e, raw: resp.value.to_string() })?;
+        let c = Construction::from_value(&resp.value).map_err(|e| LlmError::BadOutput {
+            reason: e,
+            raw: resp.value.to_string(),
+        })?;
         let construct_ms = t0.elapsed().as_millis() as u64;
 
         // 2. embed content + annotations
         let t1 = Instant::now();
         let text = index_text(&note.content, &c.keywords, &c.tags, &c.context);
-        let vector = self.embed_blocking(vec![text.clone()]).await?.pop().unwrap_or_default();
+        let vector = self
+            .embed_blocking(vec![text.clone()])
+            .await?
+            .pop()
+            .unwrap_or_default();
         let embed_ms = t1.elapsed().as_millis() as u64;
 
         // 3. neighbours: top-k by cosine, excluding the note itself
@@ -319,8 +383,11 @@ impl Engine {
             let resp = llm.structured(&request(&p, 700), &validate).await?;
             usage.add(&resp.usage);
             calls += resp.attempts;
-            le = LinkEvolve::from_value(&resp.value, &handles)
-                .map_err(|e| LlmError::BadOutput { reason: e, raw: resp.value.to_string() })?;
+            le =
+                LinkEvolve::from_value(&resp.value, &handles).map_err(|e| LlmError::BadOutput {
+                    reason: e,
+                    raw: resp.value.to_string(),
+                })?;
         }
         let link_ms = t2.elapsed().as_millis() as u64;
 
@@ -329,21 +396,39 @@ impl Engine {
         let mut updates = Vec::new();
         let mut texts = Vec::new();
         for u in &le.updates {
-            let Some(n) = by_id.get(&u.target) else { continue };
+            let Some(n) = by_id.get(&u.target) else {
+                continue;
+            };
             let before = fields(n);
             let after = Fields {
-                keywords: u.keywords.clone().unwrap_or_else(|| before.keywords.clone()),
+                keywords: u
+                    .keywords
+                    .clone()
+                    .unwrap_or_else(|| before.keywords.clone()),
                 tags: u.tags.clone().unwrap_or_else(|| before.tags.clone()),
                 context: u.context.clone().unwrap_or_else(|| before.context.clone()),
             };
             if after == before {
                 continue;
             }
-            texts.push(index_text(&n.content, &after.keywords, &after.tags, &after.context));
+            texts.push(index_text(
+                &n.content,
+                &after.keywords,
+                &after.tags,
+                &after.context,
+            ));
             updates.push((n, before, after));
         }
-        let new_vectors = if texts.is_empty() { Vec::new() } else { self.embed_blocking(texts.clone()).await? };
-        let edit_mode = if policy.edits == PolicyMode::Auto { ApplyMode::Apply } else { ApplyMode::Hold };
+        let new_vectors = if texts.is_empty() {
+            Vec::new()
+        } else {
+            self.embed_blocking(texts.clone()).await?
+        };
+        let edit_mode = if policy.edits == PolicyMode::Auto {
+            ApplyMode::Apply
+        } else {
+            ApplyMode::Hold
+        };
         let mut writes = Vec::new();
         for ((n, before, after), v) in updates.into_iter().zip(new_vectors) {
             writes.push(NeighbourWrite {
@@ -379,7 +464,11 @@ impl Engine {
             note: note.id.clone(),
             note_version: note.version,
             before: fields(&note),
-            after: Fields { keywords: c.keywords.clone(), tags: c.tags.clone(), context: c.context.clone() },
+            after: Fields {
+                keywords: c.keywords.clone(),
+                tags: c.tags.clone(),
+                context: c.context.clone(),
+            },
             embedding: vector.clone(),
             embed_model: self.embedder.model_id().to_owned(),
             llm_model: llm.config().model.clone(),
@@ -401,17 +490,26 @@ impl Engine {
 
         // 7. the indexes follow the committed write
         let mut ix = self.write_indexes()?;
-        ix.vector.upsert(note.id.clone(), &vector).map_err(EngineError::from)?;
+        ix.vector
+            .upsert(note.id.clone(), &vector)
+            .map_err(EngineError::from)?;
         ix.text.upsert(note.id.clone(), &text);
         for (w, t) in e.updates.iter().zip(&texts) {
             if w.mode == ApplyMode::Apply {
-                ix.vector.upsert(w.id.clone(), &w.embedding_after).map_err(EngineError::from)?;
+                ix.vector
+                    .upsert(w.id.clone(), &w.embedding_after)
+                    .map_err(EngineError::from)?;
                 ix.text.upsert(w.id.clone(), t);
             }
         }
         for l in e.links.iter().filter(|l| l.mode == ApplyMode::Apply) {
             ix.add_link(&note.id, &l.to);
         }
-        Ok(JobOutcome::Done { note: note.id, links: e.links.len(), updates: e.updates.len(), tokens })
+        Ok(JobOutcome::Done {
+            note: note.id,
+            links: e.links.len(),
+            updates: e.updates.len(),
+            tokens,
+        })
     }
 }

@@ -91,7 +91,12 @@ impl Engine {
     /// Hybrid ranking plus link expansion: the best hits, each followed by notes its
     /// accepted links reach (marked `link from <id>`), `k` in total. At most a third of
     /// the places go to expansions, so strong direct hits are not crowded out.
-    pub fn rank_expanded(&self, query: &str, query_vec: &[f32], k: usize) -> Result<Vec<FusedHit>, EngineError> {
+    pub fn rank_expanded(
+        &self,
+        query: &str,
+        query_vec: &[f32],
+        k: usize,
+    ) -> Result<Vec<FusedHit>, EngineError> {
         let fused = self.rank_hybrid(query, query_vec, k)?;
         let ix = self.read_indexes()?;
         if ix.links.is_empty() || k < 2 {
@@ -103,7 +108,9 @@ impl Engine {
         let mut direct = fused.into_iter();
         let mut pending_direct: Option<FusedHit> = direct.next();
         while out.len() < k {
-            let Some(hit) = pending_direct.take() else { break };
+            let Some(hit) = pending_direct.take() else {
+                break;
+            };
             let from = hit.id.clone();
             let score = hit.score;
             match out.iter_mut().find(|h| h.id == hit.id) {
@@ -120,7 +127,11 @@ impl Engine {
                     if out.iter().any(|h| &h.id == n) {
                         continue;
                     }
-                    out.push(FusedHit { id: n.clone(), score: score * 0.5, via: vec![Via::Link { from: from.clone() }] });
+                    out.push(FusedHit {
+                        id: n.clone(),
+                        score: score * 0.5,
+                        via: vec![Via::Link { from: from.clone() }],
+                    });
                     expansions += 1;
                 }
             }

@@ -25,7 +25,10 @@ use surrealdb::types::{Bytes, QueryError, SurrealValue};
 use thiserror::Error;
 
 pub use endpoint::Endpoint;
-pub use pipeline::{ApplyMode, ClaimedJob, Enrichment, EventSummary, Fields, JobCounts, LinkWrite, ModelUsage, NeighbourWrite, RevisionSummary};
+pub use pipeline::{
+    ApplyMode, ClaimedJob, Enrichment, EventSummary, Fields, JobCounts, LinkWrite, ModelUsage,
+    NeighbourWrite, RevisionSummary,
+};
 
 const NAMESPACE: &str = "kasten";
 const DATABASE: &str = "memory";

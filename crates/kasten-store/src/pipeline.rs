@@ -192,7 +192,12 @@ const STALE: &str = "kasten:stale-version";
 impl Store {
     /// Claims up to `max` runnable jobs (queued, or running with an expired lease), oldest
     /// first, for `worker` until `lease_until`.
-    pub async fn claim_jobs(&self, worker: &str, max: usize, lease_until: DateTime<Utc>) -> Result<Vec<ClaimedJob>, StoreError> {
+    pub async fn claim_jobs(
+        &self,
+        worker: &str,
+        max: usize,
+        lease_until: DateTime<Utc>,
+    ) -> Result<Vec<ClaimedJob>, StoreError> {
         self.claim(worker, max, lease_until, None, &[]).await
     }
 
@@ -209,8 +214,16 @@ impl Store {
     }
 
     /// Claims the job of one note, if it is runnable.
-    pub async fn claim_job_for_note(&self, worker: &str, note: &NoteId, lease_until: DateTime<Utc>) -> Result<Option<ClaimedJob>, StoreError> {
-        Ok(self.claim(worker, 1, lease_until, Some(note), &[]).await?.pop())
+    pub async fn claim_job_for_note(
+        &self,
+        worker: &str,
+        note: &NoteId,
+        lease_until: DateTime<Utc>,
+    ) -> Result<Option<ClaimedJob>, StoreError> {
+        Ok(self
+            .claim(worker, 1, lease_until, Some(note), &[])
+            .await?
+            .pop())
     }
 
     async fn claim(
@@ -221,7 +234,11 @@ impl Store {
         note: Option<&NoteId>,
         exclude: &[JobId],
     ) -> Result<Vec<ClaimedJob>, StoreError> {
-        let filter = if note.is_some() { "AND note = type::record('note', $note)" } else { "" };
+        let filter = if note.is_some() {
+            "AND note = type::record('note', $note)"
+        } else {
+            ""
+        };
         let q = format!(
             "BEGIN TRANSACTION;
              LET $ids = SELECT VALUE id FROM job
@@ -240,7 +257,10 @@ impl Store {
             .bind(("max", max as i64))
             .bind(("worker", worker.to_owned()))
             .bind(("note", note.map(|n| n.to_string()).unwrap_or_default()))
-            .bind(("exclude", exclude.iter().map(|j| j.to_string()).collect::<Vec<_>>()))
+            .bind((
+                "exclude",
+                exclude.iter().map(|j| j.to_string()).collect::<Vec<_>>(),
+            ))
             .await
             .map_err(StoreError::from_db)?;
         first_real_error(&mut resp)?;
@@ -258,12 +278,22 @@ impl Store {
 
     /// Records a failed attempt. With `give_up` the job ends `failed` and the note shows
     /// the error; otherwise the job is queued again and the note shows why it is waiting.
-    pub async fn fail_job(&self, job: &JobId, note: &NoteId, error: &str, give_up: bool) -> Result<(), StoreError> {
+    pub async fn fail_job(
+        &self,
+        job: &JobId,
+        note: &NoteId,
+        error: &str,
+        give_up: bool,
+    ) -> Result<(), StoreError> {
         let q = "BEGIN TRANSACTION;
              UPDATE type::record('job', $job) SET state = $state, last_error = $err, lease_until = NONE, updated_at = time::now();
              UPDATE type::record('note', $note) SET enrich_state = $nstate, enrich_error = $err;
              COMMIT TRANSACTION;";
-        let (state, nstate) = if give_up { ("failed", "failed") } else { ("queued", "pending") };
+        let (state, nstate) = if give_up {
+            ("failed", "failed")
+        } else {
+            ("queued", "pending")
+        };
         let mut resp = self
             .db
             .query(q)
@@ -343,7 +373,12 @@ impl Store {
 
     /// The version and annotations of notes as stored now (for the pipeline's reads).
     pub async fn note_versions(&self, ids: &[NoteId]) -> Result<Vec<(NoteId, u64)>, StoreError> {
-        Ok(self.get_notes(ids).await?.into_iter().map(|n| (n.id, n.version)).collect())
+        Ok(self
+            .get_notes(ids)
+            .await?
+            .into_iter()
+            .map(|n| (n.id, n.version))
+            .collect())
     }
 
     /// The stored embedding of a note.
@@ -513,8 +548,16 @@ impl Store {
     }
 
     /// Revisions, newest first; only those of `note` when given.
-    pub async fn revisions(&self, note: Option<&NoteId>, limit: usize) -> Result<Vec<RevisionSummary>, StoreError> {
-        let filter = if note.is_some() { "WHERE note = type::record('note', $note)" } else { "" };
+    pub async fn revisions(
+        &self,
+        note: Option<&NoteId>,
+        limit: usize,
+    ) -> Result<Vec<RevisionSummary>, StoreError> {
+        let filter = if note.is_some() {
+            "WHERE note = type::record('note', $note)"
+        } else {
+            ""
+        };
         let mut resp = self
             .db
             .query(format!(

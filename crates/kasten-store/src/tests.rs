@@ -205,7 +205,11 @@ fn enrichment(job: &JobId, note: &Note) -> Enrichment {
         note: note.id.clone(),
         note_version: note.version,
         before: Fields::default(),
-        after: Fields { keywords: vec!["k".into()], tags: vec!["t".into()], context: "c".into() },
+        after: Fields {
+            keywords: vec!["k".into()],
+            tags: vec!["t".into()],
+            context: "c".into(),
+        },
         embedding: vec![1.0, 0.0],
         embed_model: "m".into(),
         llm_model: "llm".into(),
@@ -234,7 +238,11 @@ async fn the_queue_claims_each_job_once_and_apply_happens_once() -> Result<(), S
     let first = s.claim_jobs("w1", 1, until).await?;
     let second = s.claim_jobs("w2", 5, until).await?;
     assert_eq!(first.len(), 1);
-    assert_eq!(second.len(), 1, "a running job with a live lease is not claimed again");
+    assert_eq!(
+        second.len(),
+        1,
+        "a running job with a live lease is not claimed again"
+    );
     assert_ne!(first[0].id, second[0].id);
     assert!(s.claim_jobs("w3", 5, until).await?.is_empty());
     assert_eq!(first[0].attempts, 1);
@@ -257,7 +265,11 @@ async fn the_queue_claims_each_job_once_and_apply_happens_once() -> Result<(), S
     let re = s.claim_jobs("w4", 5, past).await?;
     assert_eq!(re.len(), 1);
     assert_eq!(re[0].attempts, 2);
-    assert_eq!(s.claim_jobs("w5", 5, until).await?.len(), 1, "lease already expired");
+    assert_eq!(
+        s.claim_jobs("w5", 5, until).await?.len(),
+        1,
+        "lease already expired"
+    );
     s.close().await;
     Ok(())
 }
@@ -271,19 +283,35 @@ async fn a_stale_neighbour_refuses_the_whole_apply() -> Result<(), StoreError> {
     let job = wa.job.clone().unwrap();
     s.insert_notes(&[wa, write(&nb, vec![0.0, 1.0])]).await?;
     let mut e = enrichment(&job, &a);
-    e.links.push(LinkWrite { to: nb.id.clone(), kind: "relates".into(), reason: "r".into(), confidence: 0.9, mode: ApplyMode::Apply });
+    e.links.push(LinkWrite {
+        to: nb.id.clone(),
+        kind: "relates".into(),
+        reason: "r".into(),
+        confidence: 0.9,
+        mode: ApplyMode::Apply,
+    });
     e.updates.push(NeighbourWrite {
         id: nb.id.clone(),
         version: 7, // not the stored version (1)
         before: Fields::default(),
-        after: Fields { keywords: vec![], tags: vec!["x".into()], context: "changed".into() },
+        after: Fields {
+            keywords: vec![],
+            tags: vec!["x".into()],
+            context: "changed".into(),
+        },
         embedding_before: Some(vec![0.0, 1.0]),
         embedding_after: vec![0.5, 0.5],
         mode: ApplyMode::Apply,
     });
-    assert!(matches!(s.apply_enrichment(&e).await, Err(StoreError::Conflict)));
+    assert!(matches!(
+        s.apply_enrichment(&e).await,
+        Err(StoreError::Conflict)
+    ));
     // nothing of it landed
-    assert_eq!(s.get_note(&a.id).await?.unwrap().enrich_state, EnrichState::Pending { reason: None });
+    assert_eq!(
+        s.get_note(&a.id).await?.unwrap().enrich_state,
+        EnrichState::Pending { reason: None }
+    );
     assert!(s.links_of(&a.id).await?.is_empty());
     assert!(s.events(10).await?.is_empty());
     assert!(s.revisions(None, 10).await?.is_empty());
@@ -293,7 +321,10 @@ async fn a_stale_neighbour_refuses_the_whole_apply() -> Result<(), StoreError> {
     assert_eq!(s.links_of(&a.id).await?.len(), 1);
     assert_eq!(s.get_note(&nb.id).await?.unwrap().context, "changed");
     assert_eq!(s.embedding_of(&nb.id).await?, Some(vec![0.5, 0.5]));
-    assert_eq!(s.accepted_links().await?, vec![(a.id.clone(), nb.id.clone())]);
+    assert_eq!(
+        s.accepted_links().await?,
+        vec![(a.id.clone(), nb.id.clone())]
+    );
     s.close().await;
     Ok(())
 }
