@@ -5,6 +5,7 @@
 //! Errors go to stderr in plain words with exit code 1; usage errors exit 2.
 
 mod bench;
+mod eval;
 mod output;
 
 use std::io::{IsTerminal, Read};
@@ -17,7 +18,12 @@ use indicatif::{ProgressBar, ProgressStyle};
 use kasten_core::import::{LineError, parse_jsonl_bytes, parse_time};
 use kasten_core::{NewNote, NoteId};
 use kasten_embed::{Embedder, FastEmbedder};
-use kasten_engine::{Engine, JobOutcome, LlmClient, LlmConfig, PipelineOptions, Progress};
+use kasten_engine::{
+    Engine, FieldEdit, JobOutcome, LlmClient, LlmConfig, PipelineOptions, Progress, ReviewStatus,
+};
+
+/// Who the CLI acts as in the audit history.
+const ACTOR: &str = "user";
 use kasten_store::Endpoint;
 
 #[derive(Parser, Debug)]
@@ -85,6 +91,34 @@ enum Command {
         #[arg(long, default_value_t = 20)]
         limit: usize,
     },
+    /// The review queue: links and edits the LLM proposed or applied.
+    Proposals {
+        /// proposed | applied | accepted | rejected | rolled_back (default: proposed and applied)
+        #[arg(long)]
+        status: Option<String>,
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+    },
+    /// Accept a proposed link or edit (optionally adjusting an edit first).
+    Accept {
+        id: String,
+        #[command(flatten)]
+        fields: FieldArgs,
+    },
+    /// Reject a link or edit (an applied edit is rolled back).
+    Reject { id: String },
+    /// Roll back a revision, a link, or a whole event (everything one note's enrichment did).
+    Rollback { id: String },
+    /// Apply a rolled-back event again.
+    Reapply { id: String },
+    /// A note's complete history: creation, construction, evolution, edits, reviews.
+    History { id: String },
+    /// Change a note's keywords, tags or context (versioned; content never changes).
+    Edit {
+        id: String,
+        #[command(flatten)]
+        fields: FieldArgs,
+    },
     /// Show or change settings stored in the memory (llm.provider, llm.base_url, llm.model,
     /// pipeline.k, policy.links, policy.edits).
     Config {
@@ -96,6 +130,41 @@ enum Command {
         #[command(subcommand)]
         what: bench::BenchCommand,
     },
+    /// Evaluate Kasten on a benchmark (LoCoMo).
+    Eval {
+        #[command(subcommand)]
+        what: eval::EvalCommand,
+    },
+}
+
+#[derive(Args, Debug, Clone, Default)]
+struct FieldArgs {
+    /// Comma-separated tags.
+    #[arg(long, value_delimiter = ',')]
+    tags: Option<Vec<String>>,
+    /// Comma-separated keywords.
+    #[arg(long, value_delimiter = ',')]
+    keywords: Option<Vec<String>>,
+    #[arg(long)]
+    context: Option<String>,
+}
+
+impl FieldArgs {
+    fn edit(&self) -> FieldEdit {
+        let clean = |v: &Option<Vec<String>>| {
+            v.as_ref().map(|v| {
+                v.iter()
+                    .map(|s| s.trim().to_owned())
+                    .filter(|s| !s.is_empty())
+                    .collect()
+            })
+        };
+        FieldEdit {
+            keywords: clean(&self.keywords),
+            tags: clean(&self.tags),
+            context: self.context.clone(),
+        }
+    }
 }
 
 #[derive(Subcommand, Debug, Clone)]
@@ -213,6 +282,10 @@ async fn run(cli: Cli) -> Result<()> {
     if let Command::Bench { what } = &cli.command {
         return bench::run(what, cli.db.as_deref(), cli.json).await;
     }
+    // `eval` manages its own memories too.
+    if let Command::Eval { what } = &cli.command {
+        return eval::run(what, cli.json).await;
+    }
     // Validate what can be validated before opening anything.
     let prepared = prepare(&cli.command)?;
     let mut engine = open_engine(cli.db.as_deref()).await?;
@@ -283,6 +356,13 @@ enum Prepared {
     Usage(usize),
     Events(usize),
     Config(Option<ConfigAction>),
+    Proposals(Vec<ReviewStatus>, usize),
+    Accept(String, FieldEdit),
+    Reject(String),
+    Rollback(String),
+    Reapply(String),
+    History(NoteId),
+    Edit(NoteId, FieldEdit),
     Show(NoteId),
     List(usize),
     Delete(NoteId),
@@ -363,7 +443,29 @@ fn prepare(cmd: &Command) -> Result<Prepared> {
         Command::Usage { limit } => Prepared::Usage(*limit),
         Command::Events { limit } => Prepared::Events(*limit),
         Command::Config { action } => Prepared::Config(action.clone()),
+        Command::Proposals { status, limit } => {
+            let statuses = match status.as_deref() {
+                None => vec![],
+                Some(s) => vec![ReviewStatus::parse(s).ok_or_else(|| {
+                    anyhow!("--status is one of proposed, applied, accepted, rejected, rolled_back (not '{s}')")
+                })?],
+            };
+            Prepared::Proposals(statuses, *limit)
+        }
+        Command::Accept { id, fields } => Prepared::Accept(id.trim().to_owned(), fields.edit()),
+        Command::Reject { id } => Prepared::Reject(id.trim().to_owned()),
+        Command::Rollback { id } => Prepared::Rollback(id.trim().to_owned()),
+        Command::Reapply { id } => Prepared::Reapply(id.trim().to_owned()),
+        Command::History { id } => Prepared::History(NoteId::parse(id)?),
+        Command::Edit { id, fields } => {
+            let edit = fields.edit();
+            if edit.is_empty() {
+                bail!("nothing to change: give --tags, --keywords and/or --context");
+            }
+            Prepared::Edit(NoteId::parse(id)?, edit)
+        }
         Command::Bench { .. } => bail!("bench is handled separately"),
+        Command::Eval { .. } => bail!("eval is handled separately"),
     })
 }
 
@@ -404,6 +506,22 @@ async fn execute(engine: &Engine, cmd: Prepared, json: bool) -> Result<()> {
         ),
         Prepared::Events(limit) => output::events(json, &engine.store().events(limit).await?),
         Prepared::Config(action) => config(engine, action, json).await?,
+        Prepared::Proposals(statuses, limit) => {
+            output::proposals(json, &engine.proposals(&statuses, limit).await?)
+        }
+        Prepared::Accept(id, edit) => {
+            output::reviewed(json, &engine.accept(&id, &edit, ACTOR).await?)
+        }
+        Prepared::Reject(id) => output::reviewed(json, &engine.reject(&id, ACTOR).await?),
+        Prepared::Rollback(id) => output::reviewed(json, &engine.rollback(&id, ACTOR).await?),
+        Prepared::Reapply(id) => output::reviewed(json, &engine.reapply(&id, ACTOR).await?),
+        Prepared::History(id) => output::history(json, &id, &engine.history(&id).await?),
+        Prepared::Edit(id, edit) => output::reviewed(
+            json,
+            &engine
+                .edit_note(&id, &edit, ACTOR, "edited by the user")
+                .await?,
+        ),
         Prepared::Show(id) => output::show(json, &engine.get(&id).await?),
         Prepared::List(limit) => {
             output::list(json, &engine.list(limit, 0).await?, engine.count().await?)

@@ -5,7 +5,10 @@ use std::path::Path;
 
 use kasten_core::import::LineError;
 use kasten_core::{EnrichState, Note, NoteId};
-use kasten_engine::{JobOutcome, NoteDetail, RunSummary, SearchOutput};
+use kasten_engine::{
+    HistoryEntry, JobOutcome, NoteDetail, ReviewItem, ReviewOutcome, RunSummary, SearchOutput,
+};
+use kasten_store::Fields;
 use kasten_store::{EventSummary, JobCounts, ModelUsage};
 use serde_json::{Value, json};
 
@@ -354,4 +357,112 @@ pub fn fail(json: bool, e: &anyhow::Error) -> std::process::ExitCode {
     }
     eprintln!("error: {msg}");
     std::process::ExitCode::from(1)
+}
+
+fn diff(before: Option<&Fields>, after: Option<&Fields>) -> Vec<String> {
+    let (Some(b), Some(a)) = (before, after) else {
+        return vec![];
+    };
+    let mut out = Vec::new();
+    if b.keywords != a.keywords {
+        out.push(format!(
+            "keywords: [{}] -> [{}]",
+            b.keywords.join(", "),
+            a.keywords.join(", ")
+        ));
+    }
+    if b.tags != a.tags {
+        out.push(format!(
+            "tags: [{}] -> [{}]",
+            b.tags.join(", "),
+            a.tags.join(", ")
+        ));
+    }
+    if b.context != a.context {
+        out.push(format!("context: {:?} -> {:?}", b.context, a.context));
+    }
+    out
+}
+
+pub fn proposals(json: bool, items: &[ReviewItem]) {
+    if json {
+        print_json(&json!({ "items": items }));
+        return;
+    }
+    if items.is_empty() {
+        println!("Nothing to review.");
+        return;
+    }
+    for i in items {
+        let status = serde_json::to_value(i.status)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default();
+        match i.kind {
+            "link" => println!(
+                "{}  link  {:<11} {} -[{}]-> {}  ({:.2}) {}",
+                i.id,
+                status,
+                i.note,
+                i.label,
+                i.target.as_deref().unwrap_or("?"),
+                i.confidence.unwrap_or(0.0),
+                i.reason
+            ),
+            _ => {
+                println!("{}  edit  {:<11} {} ({})", i.id, status, i.note, i.label);
+                for d in diff(i.before.as_ref(), i.after.as_ref()) {
+                    println!("      {d}");
+                }
+            }
+        }
+    }
+}
+
+pub fn reviewed(json: bool, o: &ReviewOutcome) {
+    if json {
+        print_json(&json!(o));
+        return;
+    }
+    println!(
+        "{}: {} ({} revision(s), {} link(s); notes: {})",
+        o.action,
+        o.target,
+        o.revisions,
+        o.links,
+        if o.notes.is_empty() {
+            "none".to_owned()
+        } else {
+            o.notes.join(", ")
+        }
+    );
+}
+
+pub fn history(json: bool, id: &NoteId, entries: &[HistoryEntry]) {
+    if json {
+        print_json(&json!({ "id": id, "history": entries }));
+        return;
+    }
+    for e in entries {
+        let status = e
+            .status
+            .and_then(|s| serde_json::to_value(s).ok())
+            .and_then(|v| v.as_str().map(str::to_owned));
+        println!(
+            "{}  {:<6} {:<13} {}{}{}",
+            e.at.format("%Y-%m-%d %H:%M:%S"),
+            e.actor,
+            e.action,
+            e.id.as_deref().unwrap_or(""),
+            status.map(|s| format!(" [{s}]")).unwrap_or_default(),
+            if e.reason.is_empty() || e.reason == e.action {
+                String::new()
+            } else {
+                format!(" — {}", e.reason)
+            }
+        );
+        for d in diff(e.before.as_ref(), e.after.as_ref()) {
+            println!("      {d}");
+        }
+    }
 }

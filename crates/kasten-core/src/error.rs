@@ -12,6 +12,9 @@ pub enum CoreError {
     /// A vector of the wrong dimension for an index.
     #[error("vector has dimension {got}, the index expects {expected}")]
     DimensionMismatch { expected: usize, got: usize },
+    /// A request that does not make sense in the current state, explained.
+    #[error("{0}")]
+    Invalid(String),
     /// A vector containing NaN or infinity.
     #[error("vector contains a value that is not a finite number")]
     NonFiniteVector,

@@ -6,12 +6,14 @@
 //! - [`vector`]: the in-process vector index (int8 scan + f32 rescoring).
 //! - [`bm25`]: the in-process BM25 full-text index.
 //! - [`fusion`]: reciprocal-rank fusion of ranked lists, keeping provenance.
+//! - [`locomo`]: the LoCoMo benchmark format and its metrics.
 
 pub mod bm25;
 pub mod error;
 pub mod fusion;
 pub mod id;
 pub mod import;
+pub mod locomo;
 pub mod note;
 pub mod prompts;
 pub mod text;

@@ -145,6 +145,7 @@ pub enum LinkStatus {
     Proposed,
     Accepted,
     Rejected,
+    RolledBack,
 }
 
 /// A typed edge between two existing notes.

@@ -9,6 +9,7 @@
 //!   (or not at all) are re-embedded first, with progress, so vectors are never mixed.
 
 mod pipeline;
+mod review;
 mod search;
 
 use std::sync::{Arc, RwLock};
@@ -25,7 +26,8 @@ use thiserror::Error;
 
 pub use kasten_llm::{LlmClient, LlmConfig};
 pub use pipeline::{JobOutcome, PipelineOptions, Policy, PolicyMode, RunSummary};
-pub use search::{SearchHit, SearchOutput, SearchTimings};
+pub use review::{FieldEdit, HistoryEntry, ReviewItem, ReviewOutcome, ReviewStatus};
+pub use search::{SearchHit, SearchOptions, SearchOutput, SearchTimings};
 
 /// Errors the engine reports; every variant reads as a sentence for the user.
 #[derive(Debug, Error)]
@@ -42,6 +44,10 @@ pub enum EngineError {
     EmptyQuery,
     #[error("{}", kasten_llm::LlmConfig::missing_reason())]
     NoLlm,
+    #[error("nothing with id {0}: not a link, an edit (revision) or an event")]
+    UnknownItem(String),
+    #[error("{0}")]
+    Conflict(String),
     #[error("internal error: {0}")]
     Internal(String),
 }
@@ -399,5 +405,7 @@ pub struct AddedBatch {
 
 #[cfg(test)]
 mod pipeline_tests;
+#[cfg(test)]
+mod review_tests;
 #[cfg(test)]
 mod tests;

@@ -469,7 +469,9 @@ impl Engine {
                 tags: c.tags.clone(),
                 context: c.context.clone(),
             },
+            embedding_before: self.store.embedding_of(&note.id).await?,
             embedding: vector.clone(),
+            construction_mode: edit_mode,
             embed_model: self.embedder.model_id().to_owned(),
             llm_model: llm.config().model.clone(),
             prompt_version: prompts::PROMPT_VERSION.to_owned(),
@@ -490,10 +492,12 @@ impl Engine {
 
         // 7. the indexes follow the committed write
         let mut ix = self.write_indexes()?;
-        ix.vector
-            .upsert(note.id.clone(), &vector)
-            .map_err(EngineError::from)?;
-        ix.text.upsert(note.id.clone(), &text);
+        if e.construction_mode == ApplyMode::Apply {
+            ix.vector
+                .upsert(note.id.clone(), &vector)
+                .map_err(EngineError::from)?;
+            ix.text.upsert(note.id.clone(), &text);
+        }
         for (w, t) in e.updates.iter().zip(&texts) {
             if w.mode == ApplyMode::Apply {
                 ix.vector

@@ -38,6 +38,20 @@ pub struct SearchOutput {
     pub timings: SearchTimings,
 }
 
+/// How a search ranks and expands its hits. The default is what `kasten search`, the app
+/// and the MCP server use.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SearchOptions {
+    /// Follow accepted links from the best hits.
+    pub links: bool,
+}
+
+impl Default for SearchOptions {
+    fn default() -> Self {
+        Self { links: true }
+    }
+}
+
 impl Engine {
     /// Embeds a search query with the memory's model.
     pub async fn embed_query(&self, query: &str) -> Result<Vec<f32>, EngineError> {
@@ -53,6 +67,11 @@ impl Engine {
         k: usize,
     ) -> Result<Vec<(NoteId, f32)>, EngineError> {
         Ok(self.read_indexes()?.vector.search(query_vec, k)?)
+    }
+
+    /// The keyword (BM25) index alone: top `k`.
+    pub fn rank_keyword(&self, query: &str, k: usize) -> Result<Vec<(NoteId, f32)>, EngineError> {
+        Ok(self.read_indexes()?.text.search(query, k))
     }
 
     /// Exact (brute-force f32) vector ranking: the reference the index is measured against.
@@ -141,6 +160,16 @@ impl Engine {
 
     /// Hybrid search returning the `k` best notes with how each was found.
     pub async fn search(&self, query: &str, k: usize) -> Result<SearchOutput, EngineError> {
+        self.search_with(query, k, &SearchOptions::default()).await
+    }
+
+    /// [`Engine::search`] with explicit options.
+    pub async fn search_with(
+        &self,
+        query: &str,
+        k: usize,
+        options: &SearchOptions,
+    ) -> Result<SearchOutput, EngineError> {
         let query = query.trim();
         if query.is_empty() {
             return Err(EngineError::EmptyQuery);
@@ -149,7 +178,11 @@ impl Engine {
         let qv = self.embed_query(query).await?;
         let embed = t0.elapsed();
         let t1 = Instant::now();
-        let fused = self.rank_expanded(query, &qv, k)?;
+        let fused = if options.links {
+            self.rank_expanded(query, &qv, k)?
+        } else {
+            self.rank_hybrid(query, &qv, k)?
+        };
         let rank = t1.elapsed();
         let t2 = Instant::now();
         let ids: Vec<NoteId> = fused.iter().map(|h| h.id.clone()).collect();

@@ -12,6 +12,7 @@
 
 mod endpoint;
 mod pipeline;
+mod review;
 mod schema;
 
 use std::path::{Path, PathBuf};
@@ -29,6 +30,7 @@ pub use pipeline::{
     ApplyMode, ClaimedJob, Enrichment, EventSummary, Fields, JobCounts, LinkWrite, ModelUsage,
     NeighbourWrite, RevisionSummary,
 };
+pub use review::{AuditEntry, FieldChange, LinkRecord, NewRevision, ReviewBatch, Revision};
 
 const NAMESPACE: &str = "kasten";
 const DATABASE: &str = "memory";
@@ -514,6 +516,7 @@ impl Store {
                     "proposed" => LinkStatus::Proposed,
                     "accepted" => LinkStatus::Accepted,
                     "rejected" => LinkStatus::Rejected,
+                    "rolled_back" => LinkStatus::RolledBack,
                     other => {
                         return Err(StoreError::Corrupt(format!(
                             "link with unknown status '{other}'"

@@ -35,7 +35,9 @@ struct ClaimRow {
 }
 
 /// Annotations of a note (the fields the LLM may write).
-#[derive(Debug, Clone, PartialEq, Eq, Default, SurrealValue)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Default, SurrealValue, serde::Serialize, serde::Deserialize,
+)]
 #[surreal(crate = "surrealdb::types")]
 pub struct Fields {
     pub keywords: Vec<String>,
@@ -81,7 +83,11 @@ pub struct Enrichment {
     pub note_version: u64,
     pub before: Fields,
     pub after: Fields,
+    /// The note's embedding before construction (content only), for exact rollback.
+    pub embedding_before: Option<Vec<f32>>,
     pub embedding: Vec<f32>,
+    /// Whether construction is applied at once or held for review.
+    pub construction_mode: ApplyMode,
     pub embed_model: String,
     pub llm_model: String,
     pub prompt_version: String,
@@ -448,12 +454,17 @@ impl Store {
                  unknown_handles: $event.unknown_handles, dropped: $event.dropped,
                  timings: {{ raw: $event.timings }}, created_at: $now
              }};
-             UPDATE $n SET keywords = $after.keywords, tags = $after.tags, context = $after.context,
-                 embedding = $emb, embed_model = $embed_model, enrich_state = 'done',
-                 enrich_error = NONE, version += 1, updated_at = $now;
+             IF $construct_apply {{
+                 UPDATE $n SET keywords = $after.keywords, tags = $after.tags, context = $after.context,
+                     embedding = $emb, embed_model = $embed_model, enrich_state = 'done',
+                     enrich_error = NONE, version += 1, updated_at = $now;
+             }} ELSE {{
+                 UPDATE $n SET enrich_state = 'done', enrich_error = NONE, version += 1;
+             }};
              CREATE revision CONTENT {{
                  note: $n, event: $ev, actor: 'llm', reason: 'construction',
-                 before: $before, after: $after, status: 'applied', created_at: $now
+                 before: $before, after: $after, embedding_before: $emb_before, embedding_after: $emb,
+                 status: IF $construct_apply {{ 'applied' }} ELSE {{ 'proposed' }}, created_at: $now
              }};
              FOR $l IN $links {{
                  LET $to = type::record('note', $l.to);
@@ -492,6 +503,11 @@ impl Store {
             .bind(("before", e.before.clone()))
             .bind(("after", e.after.clone()))
             .bind(("emb", emb_to_bytes(&e.embedding)))
+            .bind((
+                "emb_before",
+                e.embedding_before.as_deref().map(emb_to_bytes),
+            ))
+            .bind(("construct_apply", e.construction_mode == ApplyMode::Apply))
             .bind(("embed_model", e.embed_model.clone()))
             .bind(("event", event))
             .bind(("links", links))

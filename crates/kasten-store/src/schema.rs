@@ -39,6 +39,7 @@ DEFINE FIELD reviewed ON link TYPE bool DEFAULT false;
 DEFINE FIELD event ON link TYPE option<record<event>>;
 DEFINE FIELD created_at ON link TYPE datetime;
 DEFINE INDEX link_unique ON link FIELDS in, out, kind UNIQUE;
+DEFINE INDEX link_event ON link FIELDS event;
 
 DEFINE TABLE event SCHEMAFULL;
 DEFINE FIELD note ON event TYPE record<note>;
@@ -65,7 +66,9 @@ DEFINE FIELD after ON revision TYPE object FLEXIBLE;
 DEFINE FIELD embedding_before ON revision TYPE option<bytes>;
 DEFINE FIELD embedding_after ON revision TYPE option<bytes>;
 DEFINE FIELD status ON revision TYPE string ASSERT $value IN ['applied', 'proposed', 'rejected', 'rolled_back'];
+DEFINE FIELD reviewed ON revision TYPE bool DEFAULT false;
 DEFINE FIELD created_at ON revision TYPE datetime;
+DEFINE INDEX revision_event ON revision FIELDS event;
 DEFINE INDEX revision_note ON revision FIELDS note;
 
 DEFINE TABLE job SCHEMAFULL;
@@ -80,6 +83,15 @@ DEFINE FIELD created_at ON job TYPE datetime;
 DEFINE FIELD updated_at ON job TYPE datetime;
 DEFINE INDEX job_state ON job FIELDS state;
 DEFINE INDEX job_note ON job FIELDS note;
+
+DEFINE TABLE audit SCHEMAFULL;
+DEFINE FIELD action ON audit TYPE string;
+DEFINE FIELD target ON audit TYPE string;
+DEFINE FIELD notes ON audit TYPE array<record<note>> DEFAULT [];
+DEFINE FIELD actor ON audit TYPE string;
+DEFINE FIELD reason ON audit TYPE string DEFAULT '';
+DEFINE FIELD at ON audit TYPE datetime;
+DEFINE INDEX audit_notes ON audit FIELDS notes;
 
 DEFINE TABLE setting SCHEMAFULL;
 DEFINE FIELD value ON setting TYPE string;

@@ -1,0 +1,887 @@
+//! The review queue, note history, user edits, and exact rollback.
+//!
+//! Everything the LLM does is a record: links (`link`) and field changes (`revision`, with
+//! exact before/after fields and embeddings), grouped under the event of the note that
+//! caused them. Review statuses as the user sees them:
+//!
+//! | status        | link                        | revision                     | in force? |
+//! |---------------|-----------------------------|------------------------------|-----------|
+//! | `proposed`    | `proposed`                  | `proposed`                   | no        |
+//! | `applied`     | `accepted`, not reviewed    | `applied`, not reviewed      | yes       |
+//! | `accepted`    | `accepted`, reviewed        | `applied`, reviewed          | yes       |
+//! | `rejected`    | `rejected`                  | `rejected`                   | no        |
+//! | `rolled_back` | `rolled_back`               | `rolled_back`                | no        |
+//!
+//! Rollback restores the changed fields and, when nothing later touched the note, the exact
+//! embedding from before. If a later revision still in force changed one of the same fields,
+//! the rollback is refused with a message naming it: roll that back first. Every action is
+//! one store transaction that also writes an audit entry (who, when, why).
+
+use std::collections::HashSet;
+
+use chrono::{DateTime, Utc};
+use kasten_core::{NoteId, note::index_text};
+use kasten_store::{
+    AuditEntry, FieldChange, Fields, LinkRecord, NewRevision, ReviewBatch, Revision, StoreError,
+};
+use serde::Serialize;
+
+use crate::{Engine, EngineError};
+
+/// Review status of a proposal (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReviewStatus {
+    Proposed,
+    Applied,
+    Accepted,
+    Rejected,
+    RolledBack,
+}
+
+impl ReviewStatus {
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "proposed" => Self::Proposed,
+            "applied" => Self::Applied,
+            "accepted" => Self::Accepted,
+            "rejected" => Self::Rejected,
+            "rolled_back" | "rolled-back" => Self::RolledBack,
+            _ => return None,
+        })
+    }
+
+    fn of_link(status: &str, reviewed: bool) -> Self {
+        match (status, reviewed) {
+            ("proposed", _) => Self::Proposed,
+            ("accepted", false) => Self::Applied,
+            ("accepted", true) => Self::Accepted,
+            ("rejected", _) => Self::Rejected,
+            _ => Self::RolledBack,
+        }
+    }
+
+    fn of_revision(status: &str, reviewed: bool) -> Self {
+        match (status, reviewed) {
+            ("proposed", _) => Self::Proposed,
+            ("applied", false) => Self::Applied,
+            ("applied", true) => Self::Accepted,
+            ("rejected", _) => Self::Rejected,
+            _ => Self::RolledBack,
+        }
+    }
+}
+
+/// One entry of the review queue.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReviewItem {
+    /// `link` or `edit`.
+    pub kind: &'static str,
+    pub id: String,
+    /// The note the edit changes, or the link's source.
+    pub note: String,
+    /// The link's target.
+    pub target: Option<String>,
+    pub event: Option<String>,
+    /// The link kind, or what the edit is (`construction`, `evolution`).
+    pub label: String,
+    pub reason: String,
+    pub confidence: Option<f64>,
+    pub before: Option<Fields>,
+    pub after: Option<Fields>,
+    pub status: ReviewStatus,
+    pub created_at: DateTime<Utc>,
+}
+
+/// Changes a user makes to a note's annotations; `None` keeps a field.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FieldEdit {
+    pub keywords: Option<Vec<String>>,
+    pub tags: Option<Vec<String>>,
+    pub context: Option<String>,
+}
+
+impl FieldEdit {
+    fn apply(&self, f: &Fields) -> Fields {
+        Fields {
+            keywords: self.keywords.clone().unwrap_or_else(|| f.keywords.clone()),
+            tags: self.tags.clone().unwrap_or_else(|| f.tags.clone()),
+            context: self.context.clone().unwrap_or_else(|| f.context.clone()),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.keywords.is_none() && self.tags.is_none() && self.context.is_none()
+    }
+}
+
+/// One line of a note's history.
+#[derive(Debug, Clone, Serialize)]
+pub struct HistoryEntry {
+    pub at: DateTime<Utc>,
+    /// `llm`, `user`, `agent`, `import`.
+    pub actor: String,
+    /// `created`, `construction`, `evolution`, `edit`, or an audit action
+    /// (`accept`, `reject`, `rollback`, `reapply`).
+    pub action: String,
+    /// The revision, link or event it is about.
+    pub id: Option<String>,
+    pub status: Option<ReviewStatus>,
+    pub reason: String,
+    pub before: Option<Fields>,
+    pub after: Option<Fields>,
+}
+
+/// What a review action changed.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ReviewOutcome {
+    pub action: String,
+    pub target: String,
+    pub notes: Vec<String>,
+    pub revisions: usize,
+    pub links: usize,
+}
+
+fn changed(r: &Revision) -> [bool; 3] {
+    [
+        r.before.keywords != r.after.keywords,
+        r.before.tags != r.after.tags,
+        r.before.context != r.after.context,
+    ]
+}
+
+/// `base` with the fields `mask` selects taken from `from`.
+fn overlay(base: &Fields, from: &Fields, mask: [bool; 3]) -> Fields {
+    Fields {
+        keywords: if mask[0] {
+            from.keywords.clone()
+        } else {
+            base.keywords.clone()
+        },
+        tags: if mask[1] {
+            from.tags.clone()
+        } else {
+            base.tags.clone()
+        },
+        context: if mask[2] {
+            from.context.clone()
+        } else {
+            base.context.clone()
+        },
+    }
+}
+
+fn fields_of(n: &kasten_core::Note) -> Fields {
+    Fields {
+        keywords: n.keywords.clone(),
+        tags: n.tags.clone(),
+        context: n.context.clone(),
+    }
+}
+
+fn conflict(msg: String) -> EngineError {
+    EngineError::Conflict(msg)
+}
+
+impl Engine {
+    /// The review queue: LLM-made links and edits with the given statuses (default: those
+    /// waiting for review, `proposed` and `applied`), newest first.
+    pub async fn proposals(
+        &self,
+        statuses: &[ReviewStatus],
+        limit: usize,
+    ) -> Result<Vec<ReviewItem>, EngineError> {
+        let wanted: Vec<ReviewStatus> = if statuses.is_empty() {
+            vec![ReviewStatus::Proposed, ReviewStatus::Applied]
+        } else {
+            statuses.to_vec()
+        };
+        let mut items = Vec::new();
+        for l in self.store.links_where(None).await? {
+            let status = ReviewStatus::of_link(&l.status, l.reviewed);
+            if l.created_by == "llm" && wanted.contains(&status) {
+                items.push(ReviewItem {
+                    kind: "link",
+                    id: l.id,
+                    note: l.from,
+                    target: Some(l.to),
+                    event: l.event,
+                    label: l.kind,
+                    reason: l.reason,
+                    confidence: Some(l.confidence),
+                    before: None,
+                    after: None,
+                    status,
+                    created_at: l.created_at,
+                });
+            }
+        }
+        for r in self.store.revisions_where(None, None).await? {
+            let status = ReviewStatus::of_revision(&r.status, r.reviewed);
+            if r.actor == "llm" && wanted.contains(&status) {
+                items.push(ReviewItem {
+                    kind: "edit",
+                    id: r.id,
+                    note: r.note.to_string(),
+                    target: None,
+                    event: r.event,
+                    label: r.reason.clone(),
+                    reason: r.reason,
+                    confidence: None,
+                    before: Some(r.before),
+                    after: Some(r.after),
+                    status,
+                    created_at: r.created_at,
+                });
+            }
+        }
+        items.sort_by(|a, b| {
+            b.created_at
+                .cmp(&a.created_at)
+                .then_with(|| a.id.cmp(&b.id))
+        });
+        items.truncate(limit);
+        Ok(items)
+    }
+
+    /// Accepts a proposed link or edit (optionally adjusting a proposed edit first), or
+    /// marks an applied one as reviewed.
+    pub async fn accept(
+        &self,
+        id: &str,
+        edit: &FieldEdit,
+        actor: &str,
+    ) -> Result<ReviewOutcome, EngineError> {
+        if let Some(r) = self.store.revision(id).await? {
+            let mut out = match ReviewStatus::of_revision(&r.status, r.reviewed) {
+                ReviewStatus::Proposed => {
+                    let note = self.current(&r.note).await?;
+                    let cur = fields_of(&note);
+                    let mask = changed(&r);
+                    if overlay(&cur, &r.before, mask) != cur {
+                        return Err(conflict(format!(
+                            "edit {id} cannot be accepted: note {} changed since it was proposed; reject it instead",
+                            r.note
+                        )));
+                    }
+                    let to = overlay(&cur, &r.after, mask);
+                    let embedding = self
+                        .embedding_for(
+                            &note.content,
+                            &to,
+                            (to == r.after)
+                                .then_some(&r.embedding_after)
+                                .cloned()
+                                .flatten(),
+                        )
+                        .await?;
+                    let batch = ReviewBatch {
+                        field_changes: vec![self.change(&r.note, cur, to, embedding)],
+                        revision_status: vec![(r.id.clone(), "applied".into(), true)],
+                        audit: vec![audit(
+                            "accept",
+                            id,
+                            &[&r.note],
+                            actor,
+                            "accepted the proposed edit",
+                        )],
+                        ..ReviewBatch::default()
+                    };
+                    self.commit_review(&batch).await?;
+                    ReviewOutcome {
+                        action: "accept".into(),
+                        target: id.into(),
+                        notes: vec![r.note.to_string()],
+                        revisions: 1,
+                        links: 0,
+                    }
+                }
+                ReviewStatus::Applied => {
+                    self.commit_review(&ReviewBatch {
+                        revision_status: vec![(r.id.clone(), "applied".into(), true)],
+                        audit: vec![audit(
+                            "accept",
+                            id,
+                            &[&r.note],
+                            actor,
+                            "kept the applied edit",
+                        )],
+                        ..ReviewBatch::default()
+                    })
+                    .await?;
+                    ReviewOutcome {
+                        action: "accept".into(),
+                        target: id.into(),
+                        notes: vec![r.note.to_string()],
+                        revisions: 1,
+                        links: 0,
+                    }
+                }
+                s => {
+                    return Err(EngineError::Invalid(invalid(format!(
+                        "edit {id} is {s:?} and cannot be accepted"
+                    ))));
+                }
+            };
+            if !edit.is_empty() {
+                self.edit_note(&r.note, edit, actor, "adjusted while accepting")
+                    .await?;
+                out.action = "accept_edited".into();
+            }
+            return Ok(out);
+        }
+        if let Some(l) = self.store.link(id).await? {
+            if !edit.is_empty() {
+                return Err(EngineError::Invalid(invalid(
+                    "a link has no fields to edit".into(),
+                )));
+            }
+            let status = ReviewStatus::of_link(&l.status, l.reviewed);
+            if !matches!(status, ReviewStatus::Proposed | ReviewStatus::Applied) {
+                return Err(EngineError::Invalid(invalid(format!(
+                    "link {id} is {status:?} and cannot be accepted"
+                ))));
+            }
+            let notes = link_notes(&l)?;
+            self.commit_review(&ReviewBatch {
+                link_status: vec![(l.id.clone(), "accepted".into(), true)],
+                audit: vec![audit(
+                    "accept",
+                    id,
+                    &[&notes.0, &notes.1],
+                    actor,
+                    "accepted the link",
+                )],
+                ..ReviewBatch::default()
+            })
+            .await?;
+            return Ok(ReviewOutcome {
+                action: "accept".into(),
+                target: id.into(),
+                notes: vec![l.from, l.to],
+                revisions: 0,
+                links: 1,
+            });
+        }
+        Err(EngineError::UnknownItem(id.to_owned()))
+    }
+
+    /// Rejects a link or edit. An applied edit is rolled back (same conflict rule).
+    pub async fn reject(&self, id: &str, actor: &str) -> Result<ReviewOutcome, EngineError> {
+        if let Some(r) = self.store.revision(id).await? {
+            return match ReviewStatus::of_revision(&r.status, r.reviewed) {
+                ReviewStatus::Proposed => {
+                    self.commit_review(&ReviewBatch {
+                        revision_status: vec![(r.id.clone(), "rejected".into(), true)],
+                        audit: vec![audit(
+                            "reject",
+                            id,
+                            &[&r.note],
+                            actor,
+                            "rejected the proposed edit",
+                        )],
+                        ..ReviewBatch::default()
+                    })
+                    .await?;
+                    Ok(ReviewOutcome {
+                        action: "reject".into(),
+                        target: id.into(),
+                        notes: vec![r.note.to_string()],
+                        revisions: 1,
+                        links: 0,
+                    })
+                }
+                ReviewStatus::Applied | ReviewStatus::Accepted => {
+                    self.undo_revisions(&[r], &HashSet::new(), "rejected", "reject", id, actor)
+                        .await
+                }
+                s => Err(EngineError::Invalid(invalid(format!(
+                    "edit {id} is already {s:?}"
+                )))),
+            };
+        }
+        if let Some(l) = self.store.link(id).await? {
+            let status = ReviewStatus::of_link(&l.status, l.reviewed);
+            if matches!(status, ReviewStatus::Rejected | ReviewStatus::RolledBack) {
+                return Err(EngineError::Invalid(invalid(format!(
+                    "link {id} is already {status:?}"
+                ))));
+            }
+            let notes = link_notes(&l)?;
+            self.commit_review(&ReviewBatch {
+                link_status: vec![(l.id.clone(), "rejected".into(), true)],
+                audit: vec![audit(
+                    "reject",
+                    id,
+                    &[&notes.0, &notes.1],
+                    actor,
+                    "rejected the link",
+                )],
+                ..ReviewBatch::default()
+            })
+            .await?;
+            return Ok(ReviewOutcome {
+                action: "reject".into(),
+                target: id.into(),
+                notes: vec![l.from, l.to],
+                revisions: 0,
+                links: 1,
+            });
+        }
+        Err(EngineError::UnknownItem(id.to_owned()))
+    }
+
+    /// Rolls back one revision, one link, or a whole event (its links and every edit it
+    /// made, in one transaction).
+    pub async fn rollback(&self, id: &str, actor: &str) -> Result<ReviewOutcome, EngineError> {
+        if let Some(r) = self.store.revision(id).await? {
+            if !matches!(
+                ReviewStatus::of_revision(&r.status, r.reviewed),
+                ReviewStatus::Applied | ReviewStatus::Accepted
+            ) {
+                return Err(EngineError::Invalid(invalid(format!(
+                    "edit {id} is not in force ({}); nothing to roll back",
+                    r.status
+                ))));
+            }
+            return self
+                .undo_revisions(&[r], &HashSet::new(), "rolled_back", "rollback", id, actor)
+                .await;
+        }
+        if let Some(l) = self.store.link(id).await? {
+            if l.status != "accepted" {
+                return Err(EngineError::Invalid(invalid(format!(
+                    "link {id} is not in force ({})",
+                    l.status
+                ))));
+            }
+            let notes = link_notes(&l)?;
+            self.commit_review(&ReviewBatch {
+                link_status: vec![(l.id.clone(), "rolled_back".into(), true)],
+                audit: vec![audit(
+                    "rollback",
+                    id,
+                    &[&notes.0, &notes.1],
+                    actor,
+                    "rolled back the link",
+                )],
+                ..ReviewBatch::default()
+            })
+            .await?;
+            return Ok(ReviewOutcome {
+                action: "rollback".into(),
+                target: id.into(),
+                notes: vec![l.from, l.to],
+                revisions: 0,
+                links: 1,
+            });
+        }
+        if self.store.event_exists(id).await? {
+            let revs = self.store.revisions_where(None, Some(id)).await?;
+            let in_force: Vec<Revision> = revs
+                .iter()
+                .filter(|r| r.status == "applied")
+                .cloned()
+                .collect();
+            let held: Vec<&Revision> = revs.iter().filter(|r| r.status == "proposed").collect();
+            let links = self.store.links_where(Some(id)).await?;
+            let own: HashSet<String> = revs.iter().map(|r| r.id.clone()).collect();
+            let mut batch = self.undo_batch(&in_force, &own, "rolled_back").await?;
+            batch.revision_status.extend(
+                held.iter()
+                    .map(|r| (r.id.clone(), "rejected".to_owned(), true)),
+            );
+            for l in &links {
+                match l.status.as_str() {
+                    "accepted" => {
+                        batch
+                            .link_status
+                            .push((l.id.clone(), "rolled_back".into(), true))
+                    }
+                    "proposed" => batch
+                        .link_status
+                        .push((l.id.clone(), "rejected".into(), true)),
+                    _ => {}
+                }
+            }
+            let mut notes: Vec<NoteId> = revs.iter().map(|r| r.note.clone()).collect();
+            notes.sort();
+            notes.dedup();
+            let note_refs: Vec<&NoteId> = notes.iter().collect();
+            batch.audit.push(audit(
+                "rollback",
+                id,
+                &note_refs,
+                actor,
+                "rolled back the whole event",
+            ));
+            let (nr, nl) = (batch.revision_status.len(), batch.link_status.len());
+            self.commit_review(&batch).await?;
+            return Ok(ReviewOutcome {
+                action: "rollback_event".into(),
+                target: id.into(),
+                notes: notes.iter().map(ToString::to_string).collect(),
+                revisions: nr,
+                links: nl,
+            });
+        }
+        Err(EngineError::UnknownItem(id.to_owned()))
+    }
+
+    /// Applies a rolled-back event again: its edits (if the notes still hold the values it
+    /// was rolled back to) and its links.
+    pub async fn reapply(&self, event: &str, actor: &str) -> Result<ReviewOutcome, EngineError> {
+        if !self.store.event_exists(event).await? {
+            return Err(EngineError::UnknownItem(event.to_owned()));
+        }
+        let revs: Vec<Revision> = self
+            .store
+            .revisions_where(None, Some(event))
+            .await?
+            .into_iter()
+            .filter(|r| r.status == "rolled_back")
+            .collect();
+        let links: Vec<LinkRecord> = self
+            .store
+            .links_where(Some(event))
+            .await?
+            .into_iter()
+            .filter(|l| l.status == "rolled_back")
+            .collect();
+        if revs.is_empty() && links.is_empty() {
+            return Err(EngineError::Invalid(invalid(format!(
+                "event {event} has nothing rolled back to re-apply"
+            ))));
+        }
+        let mut batch = ReviewBatch::default();
+        let mut notes = Vec::new();
+        for r in &revs {
+            let note = self.current(&r.note).await?;
+            let cur = fields_of(&note);
+            let mask = changed(r);
+            if overlay(&cur, &r.before, mask) != cur {
+                return Err(conflict(format!(
+                    "event {event} cannot be re-applied: note {} changed since it was rolled back",
+                    r.note
+                )));
+            }
+            let to = overlay(&cur, &r.after, mask);
+            let embedding = self
+                .embedding_for(
+                    &note.content,
+                    &to,
+                    (to == r.after).then(|| r.embedding_after.clone()).flatten(),
+                )
+                .await?;
+            batch
+                .field_changes
+                .push(self.change(&r.note, cur, to, embedding));
+            batch
+                .revision_status
+                .push((r.id.clone(), "applied".into(), true));
+            notes.push(r.note.clone());
+        }
+        batch.link_status.extend(
+            links
+                .iter()
+                .map(|l| (l.id.clone(), "accepted".to_owned(), true)),
+        );
+        let note_refs: Vec<&NoteId> = notes.iter().collect();
+        batch.audit.push(audit(
+            "reapply",
+            event,
+            &note_refs,
+            actor,
+            "re-applied the event",
+        ));
+        self.commit_review(&batch).await?;
+        Ok(ReviewOutcome {
+            action: "reapply".into(),
+            target: event.into(),
+            notes: notes.iter().map(ToString::to_string).collect(),
+            revisions: revs.len(),
+            links: links.len(),
+        })
+    }
+
+    /// A user's (or agent's) change to a note's annotations, versioned like the LLM's.
+    pub async fn edit_note(
+        &self,
+        id: &NoteId,
+        edit: &FieldEdit,
+        actor: &str,
+        reason: &str,
+    ) -> Result<ReviewOutcome, EngineError> {
+        let note = self.current(id).await?;
+        let before = fields_of(&note);
+        let after = edit.apply(&before);
+        if after == before {
+            return Ok(ReviewOutcome {
+                action: "edit".into(),
+                target: id.to_string(),
+                ..ReviewOutcome::default()
+            });
+        }
+        let embedding_before = self.store.embedding_of(id).await?;
+        let embedding = self.embedding_for(&note.content, &after, None).await?;
+        let batch = ReviewBatch {
+            field_changes: vec![self.change(id, before.clone(), after.clone(), embedding.clone())],
+            new_revisions: vec![NewRevision {
+                note: id.clone(),
+                actor: actor.into(),
+                reason: if reason.is_empty() {
+                    "edit".into()
+                } else {
+                    reason.into()
+                },
+                before,
+                after,
+                embedding_before,
+                embedding_after: embedding,
+            }],
+            audit: vec![audit("edit", id.as_str(), &[id], actor, reason)],
+            ..ReviewBatch::default()
+        };
+        self.commit_review(&batch).await?;
+        Ok(ReviewOutcome {
+            action: "edit".into(),
+            target: id.to_string(),
+            notes: vec![id.to_string()],
+            revisions: 1,
+            links: 0,
+        })
+    }
+
+    /// A note's complete history, oldest first: creation, construction, evolutions, user
+    /// edits, and every review action, each with actor, time and reason.
+    pub async fn history(&self, id: &NoteId) -> Result<Vec<HistoryEntry>, EngineError> {
+        let note = self.current(id).await?;
+        let mut out = vec![HistoryEntry {
+            at: note.created_at.min(note.updated_at),
+            actor: match note.source.as_deref() {
+                Some(s) if s.starts_with("import") => "import".into(),
+                _ => "user".into(),
+            },
+            action: "created".into(),
+            id: None,
+            status: None,
+            reason: note.source.clone().unwrap_or_default(),
+            before: None,
+            after: None,
+        }];
+        for r in self.store.revisions_where(Some(id), None).await? {
+            out.push(HistoryEntry {
+                at: r.created_at,
+                actor: r.actor.clone(),
+                action: if r.actor == "llm" {
+                    r.reason.clone()
+                } else {
+                    "edit".into()
+                },
+                id: Some(r.id.clone()),
+                status: Some(ReviewStatus::of_revision(&r.status, r.reviewed)),
+                reason: r.reason.clone(),
+                before: Some(r.before),
+                after: Some(r.after),
+            });
+        }
+        for a in self.store.audit_of(id).await? {
+            if a.action == "edit" {
+                continue; // the revision entry says it already
+            }
+            out.push(HistoryEntry {
+                at: a.at,
+                actor: a.actor,
+                action: a.action,
+                id: Some(a.target),
+                status: None,
+                reason: a.reason,
+                before: None,
+                after: None,
+            });
+        }
+        out.sort_by_key(|e| e.at);
+        Ok(out)
+    }
+
+    async fn current(&self, id: &NoteId) -> Result<kasten_core::Note, EngineError> {
+        self.store
+            .get_note(id)
+            .await?
+            .ok_or_else(|| EngineError::NotFound(id.clone()))
+    }
+
+    fn change(
+        &self,
+        note: &NoteId,
+        expect: Fields,
+        to: Fields,
+        embedding: Vec<f32>,
+    ) -> FieldChange {
+        FieldChange {
+            note: note.clone(),
+            expect,
+            to,
+            embedding,
+            embed_model: self.embedder.model_id().to_owned(),
+            enrich_state: None,
+        }
+    }
+
+    /// The stored vector when it is known to be exact for these fields, else a fresh one.
+    async fn embedding_for(
+        &self,
+        content: &str,
+        f: &Fields,
+        exact: Option<Vec<f32>>,
+    ) -> Result<Vec<f32>, EngineError> {
+        if let Some(v) = exact.filter(|v| v.len() == self.embedder.dim()) {
+            return Ok(v);
+        }
+        let text = index_text(content, &f.keywords, &f.tags, &f.context);
+        self.embed_blocking(vec![text])
+            .await?
+            .pop()
+            .ok_or_else(|| EngineError::Internal("no embedding".into()))
+    }
+
+    /// The batch that undoes `revs` (in reverse order), refusing when a later revision
+    /// still in force — other than those in `together` — changed one of the same fields.
+    async fn undo_batch(
+        &self,
+        revs: &[Revision],
+        together: &HashSet<String>,
+        status: &str,
+    ) -> Result<ReviewBatch, EngineError> {
+        let mut batch = ReviewBatch::default();
+        let mut ordered: Vec<&Revision> = revs.iter().collect();
+        ordered.sort_by_key(|r| std::cmp::Reverse(r.created_at));
+        for r in ordered {
+            let history = self.store.revisions_where(Some(&r.note), None).await?;
+            let later: Vec<&Revision> = history
+                .iter()
+                .filter(|x| {
+                    x.id != r.id
+                        && x.created_at >= r.created_at
+                        && x.status == "applied"
+                        && !together.contains(&x.id)
+                })
+                .filter(|x| x.created_at > r.created_at || x.id > r.id)
+                .collect();
+            let mask = changed(r);
+            if let Some(blocker) = later
+                .iter()
+                .rev()
+                .find(|x| changed(x).iter().zip(mask).any(|(a, b)| *a && b))
+            {
+                return Err(conflict(format!(
+                    "{} cannot be rolled back: the later revision {} ({} by {}, {}) changed the same field(s) of note {}; roll back {} first",
+                    r.id,
+                    blocker.id,
+                    blocker.reason,
+                    blocker.actor,
+                    blocker.created_at.format("%Y-%m-%d %H:%M:%S"),
+                    r.note,
+                    blocker.event.as_deref().unwrap_or(&blocker.id)
+                )));
+            }
+            let note = self.current(&r.note).await?;
+            let cur = fields_of(&note);
+            let to = overlay(&cur, &r.before, mask);
+            // nothing later touched the note: the exact earlier embedding comes back
+            let exact = if later.is_empty() {
+                r.embedding_before.clone()
+            } else {
+                None
+            };
+            let embedding = self.embedding_for(&note.content, &to, exact).await?;
+            batch
+                .field_changes
+                .push(self.change(&r.note, cur, to, embedding));
+            batch
+                .revision_status
+                .push((r.id.clone(), status.to_owned(), true));
+        }
+        Ok(batch)
+    }
+
+    async fn undo_revisions(
+        &self,
+        revs: &[Revision],
+        together: &HashSet<String>,
+        status: &str,
+        action: &str,
+        target: &str,
+        actor: &str,
+    ) -> Result<ReviewOutcome, EngineError> {
+        let mut batch = self.undo_batch(revs, together, status).await?;
+        let notes: Vec<&NoteId> = revs.iter().map(|r| &r.note).collect();
+        batch.audit.push(audit(
+            action,
+            target,
+            &notes,
+            actor,
+            &format!("{action} of the edit"),
+        ));
+        self.commit_review(&batch).await?;
+        Ok(ReviewOutcome {
+            action: action.into(),
+            target: target.into(),
+            notes: notes.iter().map(ToString::to_string).collect(),
+            revisions: revs.len(),
+            links: 0,
+        })
+    }
+
+    /// Commits a review batch, then brings the in-memory indexes in line with it.
+    async fn commit_review(&self, batch: &ReviewBatch) -> Result<(), EngineError> {
+        self.store.apply_review(batch).await.map_err(|e| match e {
+            StoreError::Conflict => {
+                conflict("a note changed while this was being done; try again".into())
+            }
+            other => EngineError::Store(other),
+        })?;
+        let ids: Vec<NoteId> = batch.field_changes.iter().map(|c| c.note.clone()).collect();
+        let notes = self.store.get_notes(&ids).await?;
+        let links = if batch.link_status.is_empty() {
+            None
+        } else {
+            Some(self.store.accepted_links().await?)
+        };
+        let mut ix = self.write_indexes()?;
+        for (c, n) in batch
+            .field_changes
+            .iter()
+            .filter_map(|c| notes.iter().find(|n| n.id == c.note).map(|n| (c, n)))
+        {
+            ix.vector.upsert(n.id.clone(), &c.embedding)?;
+            ix.text.upsert(n.id.clone(), &n.index_text());
+        }
+        if let Some(links) = links {
+            ix.links.clear();
+            for (a, b) in &links {
+                ix.add_link(a, b);
+            }
+        }
+        Ok(())
+    }
+}
+
+fn invalid(msg: String) -> kasten_core::CoreError {
+    kasten_core::CoreError::Invalid(msg)
+}
+
+fn link_notes(l: &LinkRecord) -> Result<(NoteId, NoteId), EngineError> {
+    Ok((NoteId::parse(&l.from)?, NoteId::parse(&l.to)?))
+}
+
+fn audit(action: &str, target: &str, notes: &[&NoteId], actor: &str, reason: &str) -> AuditEntry {
+    AuditEntry {
+        action: action.into(),
+        target: target.into(),
+        notes: notes.iter().map(ToString::to_string).collect(),
+        actor: actor.into(),
+        reason: reason.into(),
+        at: Utc::now(),
+    }
+}

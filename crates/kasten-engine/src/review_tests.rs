@@ -1,0 +1,443 @@
+//! Review, history and rollback: the conflict rule, the review policy, the audit trail, and
+//! a property test that rolling everything back restores the memory exactly.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use kasten_core::{NewNote, NoteId};
+use kasten_fakellm::{FakeLlm, Mode};
+use kasten_llm::{ClientOptions, LlmClient, LlmConfig, Provider};
+use kasten_store::{Endpoint, Fields};
+use proptest::prelude::*;
+
+use crate::tests::HashEmbedder;
+use crate::{
+    Engine, EngineError, EngineOptions, FieldEdit, PipelineOptions, Policy, PolicyMode,
+    ReviewStatus,
+};
+
+async fn engine(fake: &FakeLlm) -> Engine {
+    let config = LlmConfig {
+        provider: Provider::Openai,
+        base_url: fake.openai_base_url(),
+        model: "fake".into(),
+        api_key: None,
+    };
+    let llm = LlmClient::new(
+        config,
+        ClientOptions {
+            max_retries: 0,
+            ..ClientOptions::default()
+        },
+    )
+    .unwrap();
+    let options = EngineOptions {
+        llm: Some(llm),
+        pipeline: PipelineOptions {
+            workers: 1,
+            ..PipelineOptions::default()
+        },
+    };
+    Engine::open_with(
+        &Endpoint::Mem,
+        HashEmbedder::arc("h", 64, 7),
+        options,
+        &|_| {},
+    )
+    .await
+    .unwrap()
+}
+
+async fn add(e: &Engine, text: &str) -> NoteId {
+    let n = e.add(NewNote::new(text).unwrap()).await.unwrap();
+    e.enrich_note(&n.id).await.unwrap();
+    n.id
+}
+
+/// (id, content, annotations, stored embedding, indexed vector)
+type NoteState = (NoteId, String, Fields, Vec<f32>, Option<Vec<f32>>);
+
+#[derive(Debug, Clone, PartialEq)]
+struct Snapshot {
+    fields: Vec<NoteState>,
+    links: BTreeSet<(NoteId, NoteId)>,
+}
+
+async fn snapshot(e: &Engine, ids: &[NoteId]) -> Snapshot {
+    let mut fields = Vec::new();
+    for id in ids {
+        let n = e.get(id).await.unwrap().note;
+        let f = Fields {
+            keywords: n.keywords.clone(),
+            tags: n.tags.clone(),
+            context: n.context.clone(),
+        };
+        let stored = e.store().embedding_of(id).await.unwrap().unwrap();
+        let indexed = e
+            .read_indexes()
+            .unwrap()
+            .vector
+            .get(id)
+            .map(<[f32]>::to_vec);
+        fields.push((id.clone(), n.content, f, stored, indexed));
+    }
+    let links = e
+        .store()
+        .accepted_links()
+        .await
+        .unwrap()
+        .into_iter()
+        .collect();
+    Snapshot { fields, links }
+}
+
+#[tokio::test]
+async fn rolling_back_an_older_event_under_a_later_change_is_refused_by_name() {
+    let fake = FakeLlm::start(Mode::Normal).await.unwrap();
+    let e = engine(&fake).await;
+    let s = add(&e, "Caroline plans a trip to Berlin in May").await;
+    let original = snapshot(&e, std::slice::from_ref(&s)).await;
+    let a = add(&e, "Caroline booked flights to Berlin").await;
+    let b = add(&e, "Caroline cancelled the Berlin flights").await;
+    let history = e.history(&s).await.unwrap();
+    let evolutions: Vec<_> = history.iter().filter(|h| h.action == "evolution").collect();
+    assert_eq!(
+        evolutions.len(),
+        2,
+        "both later notes evolve the first: {history:#?}"
+    );
+    let ev_a = e
+        .store()
+        .events(10)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|ev| ev.note == a.to_string())
+        .unwrap()
+        .id;
+    let ev_b = e
+        .store()
+        .events(10)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|ev| ev.note == b.to_string())
+        .unwrap()
+        .id;
+    let err = e
+        .rollback(&ev_a, "user")
+        .await
+        .err()
+        .map(|x| x.to_string())
+        .unwrap_or_default();
+    // the blocker is one of B's revisions (of S or of A), named with its event
+    let b_revs: Vec<String> = e
+        .store()
+        .revisions_where(None, Some(&ev_b))
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.id)
+        .collect();
+    assert!(
+        b_revs.iter().any(|r| err.contains(r.as_str())) && err.contains("cannot be rolled back"),
+        "{err}"
+    );
+    assert!(
+        err.contains(&ev_b),
+        "the message offers rolling back the later event: {err}"
+    );
+    // refused means unchanged
+    assert_eq!(e.history(&s).await.unwrap().len(), history.len());
+
+    e.rollback(&ev_b, "user").await.unwrap();
+    e.rollback(&ev_a, "user").await.unwrap();
+    assert_eq!(
+        snapshot(&e, std::slice::from_ref(&s)).await.fields,
+        original.fields,
+        "fields and embedding restored exactly"
+    );
+    // and re-applying works in the original order
+    e.reapply(&ev_a, "user").await.unwrap();
+    e.reapply(&ev_b, "user").await.unwrap();
+    let h = e.history(&s).await.unwrap();
+    for action in [
+        "created",
+        "construction",
+        "evolution",
+        "rollback",
+        "reapply",
+    ] {
+        assert!(
+            h.iter().any(|x| x.action == action),
+            "history lacks {action}: {h:#?}"
+        );
+    }
+    assert!(h.iter().all(|x| !x.actor.is_empty()));
+    e.close().await;
+}
+
+#[tokio::test]
+async fn under_review_policy_nothing_proposed_changes_retrieval_until_accepted() {
+    let fake = FakeLlm::start(Mode::Normal).await.unwrap();
+    let e = engine(&fake).await;
+    e.set_policy(&Policy {
+        links: PolicyMode::Review,
+        edits: PolicyMode::Review,
+        auto_accept_confidence: None,
+    })
+    .await
+    .unwrap();
+    let a = e
+        .add(NewNote::new("Melanie runs a pottery studio").unwrap())
+        .await
+        .unwrap()
+        .id;
+    let b = e
+        .add(NewNote::new("Melanie's pottery studio opens in June").unwrap())
+        .await
+        .unwrap()
+        .id;
+    let before = snapshot(&e, &[a.clone(), b.clone()]).await;
+    let hits_before: Vec<_> = e
+        .search("pottery studio", 5)
+        .await
+        .unwrap()
+        .hits
+        .into_iter()
+        .map(|h| (h.note.id, h.via))
+        .collect();
+    e.run_pending(&|_| {}).await.unwrap();
+    assert_eq!(
+        snapshot(&e, &[a.clone(), b.clone()]).await,
+        before,
+        "proposals changed the memory"
+    );
+    let hits_after: Vec<_> = e
+        .search("pottery studio", 5)
+        .await
+        .unwrap()
+        .hits
+        .into_iter()
+        .map(|h| (h.note.id, h.via))
+        .collect();
+    assert_eq!(hits_before, hits_after);
+
+    let queue = e.proposals(&[], 100).await.unwrap();
+    assert!(queue.iter().all(|i| i.status == ReviewStatus::Proposed));
+    let link = queue
+        .iter()
+        .find(|i| i.kind == "link")
+        .expect("a proposed link");
+    e.accept(&link.id, &FieldEdit::default(), "user")
+        .await
+        .unwrap();
+    assert_eq!(e.store().accepted_links().await.unwrap().len(), 1);
+    let edit = queue
+        .iter()
+        .find(|i| i.kind == "edit" && i.note == b.to_string())
+        .expect("a proposed edit of b");
+    // edit-then-accept: the user adjusts the proposed tags
+    e.accept(
+        &edit.id,
+        &FieldEdit {
+            tags: Some(vec!["ceramics".into()]),
+            ..FieldEdit::default()
+        },
+        "user",
+    )
+    .await
+    .unwrap();
+    let nb = e.get(&b).await.unwrap().note;
+    assert_eq!(nb.tags, vec!["ceramics".to_owned()]);
+    assert_eq!(nb.context, edit.after.as_ref().unwrap().context);
+    // accepted items leave the queue; rejecting the rest empties it
+    for item in e.proposals(&[], 100).await.unwrap() {
+        e.reject(&item.id, "user").await.unwrap();
+    }
+    assert!(e.proposals(&[], 100).await.unwrap().is_empty());
+    assert!(
+        !e.proposals(&[ReviewStatus::Rejected], 100)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let h = e.history(&b).await.unwrap();
+    assert!(h.iter().any(|x| x.action == "accept" && x.actor == "user"));
+    assert!(h.iter().any(|x| x.action == "edit" && x.actor == "user"));
+    e.close().await;
+}
+
+#[tokio::test]
+async fn rejected_links_leave_search_and_graph_but_stay_in_history() {
+    let fake = FakeLlm::start(Mode::Normal).await.unwrap();
+    let e = engine(&fake).await;
+    add(&e, "Jon opened a dance studio downtown").await;
+    let n = add(&e, "Jon's dance studio hosted a competition").await;
+    let link = e
+        .proposals(&[ReviewStatus::Applied], 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|i| i.kind == "link")
+        .unwrap();
+    e.reject(&link.id, "user").await.unwrap();
+    assert!(e.store().accepted_links().await.unwrap().is_empty());
+    assert!(e.read_indexes().unwrap().links.values().all(Vec::is_empty));
+    let d = e.get(&n).await.unwrap();
+    assert!(
+        d.links
+            .iter()
+            .any(|l| l.status == kasten_core::LinkStatus::Rejected),
+        "kept in history"
+    );
+    assert!(matches!(
+        e.accept("nope", &FieldEdit::default(), "user").await,
+        Err(EngineError::UnknownItem(_))
+    ));
+    e.close().await;
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Add(usize),
+    Edit(usize, usize),
+    Accept(usize),
+    Reject(usize),
+    Rollback(usize),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        3 => (0..TEXTS.len()).prop_map(Op::Add),
+        2 => (0..8usize, 0..3usize).prop_map(|(n, f)| Op::Edit(n, f)),
+        1 => (0..8usize).prop_map(Op::Accept),
+        1 => (0..8usize).prop_map(Op::Reject),
+        1 => (0..8usize).prop_map(Op::Rollback),
+    ]
+}
+
+const TEXTS: &[&str] = &[
+    "Caroline researches adoption agencies",
+    "Melanie paints sunsets at the lake",
+    "Caroline and Melanie talk about adoption and painting",
+    "Jon wants to open a dance studio",
+    "Gina sells clothes online after losing her job",
+    "Caroline joined a support group for adoptive parents",
+];
+
+async fn run_case(review_policy: bool, ops: Vec<Op>) {
+    let fake = FakeLlm::start(Mode::Normal).await.unwrap();
+    let e = engine(&fake).await;
+    let seeds = vec![
+        add(&e, "Caroline wants to build a family").await,
+        add(&e, "Melanie loves painting with her kids").await,
+    ];
+    let initial = snapshot(&e, &seeds).await;
+    let t0 = chrono::Utc::now();
+    if review_policy {
+        e.set_policy(&Policy {
+            links: PolicyMode::Review,
+            edits: PolicyMode::Review,
+            auto_accept_confidence: None,
+        })
+        .await
+        .unwrap();
+    }
+    let mut notes = seeds.clone();
+    for op in ops {
+        match op {
+            Op::Add(i) => notes.push(add(&e, TEXTS[i]).await),
+            Op::Edit(n, f) => {
+                let id = &notes[n % notes.len()];
+                let edit = match f {
+                    0 => FieldEdit {
+                        tags: Some(vec![format!("tag{n}")]),
+                        ..FieldEdit::default()
+                    },
+                    1 => FieldEdit {
+                        context: Some(format!("user context {n}")),
+                        ..FieldEdit::default()
+                    },
+                    _ => FieldEdit {
+                        keywords: Some(vec![format!("kw{n}"), "x".into()]),
+                        ..FieldEdit::default()
+                    },
+                };
+                e.edit_note(id, &edit, "user", "proptest").await.unwrap();
+            }
+            Op::Accept(i) | Op::Reject(i) | Op::Rollback(i) => {
+                // only what happened during the sequence is fair game: the unwinding below
+                // undoes exactly that
+                let items: Vec<_> = e
+                    .proposals(
+                        &[
+                            ReviewStatus::Proposed,
+                            ReviewStatus::Applied,
+                            ReviewStatus::Accepted,
+                        ],
+                        100,
+                    )
+                    .await
+                    .unwrap()
+                    .into_iter()
+                    .filter(|it| it.created_at >= t0)
+                    .collect();
+                if items.is_empty() {
+                    continue;
+                }
+                let id = items[i % items.len()].id.clone();
+                // refusals (conflicts, wrong state) are allowed outcomes: they change nothing
+                let _ = match op {
+                    Op::Accept(_) => e.accept(&id, &FieldEdit::default(), "user").await,
+                    Op::Reject(_) => e.reject(&id, "user").await,
+                    _ => e.rollback(&id, "user").await,
+                };
+            }
+        }
+    }
+    // unwind: every event and every user edit since t0, newest first
+    let mut timeline: Vec<(chrono::DateTime<chrono::Utc>, String, bool)> = Vec::new();
+    for ev in e.store().events(1000).await.unwrap() {
+        if ev.created_at >= t0 {
+            timeline.push((ev.created_at, ev.id, true));
+        }
+    }
+    for r in e.store().revisions_where(None, None).await.unwrap() {
+        if r.actor == "user" && r.created_at >= t0 {
+            timeline.push((r.created_at, r.id, false));
+        }
+    }
+    timeline.sort();
+    for (_, id, is_event) in timeline.into_iter().rev() {
+        let r = e.rollback(&id, "user").await;
+        match r {
+            Ok(_) => {}
+            // already rolled back / rejected while the sequence ran
+            Err(EngineError::Invalid(_)) if !is_event => {}
+            Err(err) => panic!("unwinding {id}: {err}"),
+        }
+    }
+    let end = snapshot(&e, &seeds).await;
+    assert_eq!(
+        end.fields, initial.fields,
+        "seed notes differ after unwinding"
+    );
+    assert_eq!(end.links, initial.links, "links differ after unwinding");
+    e.close().await;
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 12, max_shrink_iters: 20, ..ProptestConfig::default() })]
+
+    #[test]
+    fn rolling_back_everything_in_reverse_restores_the_memory_exactly(
+        review in any::<bool>(),
+        ops in proptest::collection::vec(op(), 1..7),
+    ) {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        rt.block_on(async {
+            tokio::time::timeout(Duration::from_secs(120), run_case(review, ops)).await.expect("case timed out");
+        });
+    }
+}

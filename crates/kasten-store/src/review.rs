@@ -1,0 +1,380 @@
+//! Review, history and rollback records.
+//!
+//! The engine decides *what* a review action does (and refuses conflicting rollbacks); the
+//! store carries it out atomically with [`Store::apply_review`]: a batch of field changes
+//! (each guarded by the fields it expects to find), status changes of revisions and links,
+//! new revisions (user edits) and audit entries — all in one transaction or none of it.
+
+use chrono::{DateTime, Utc};
+use kasten_core::NoteId;
+use surrealdb::types::{Bytes, SurrealValue};
+
+use crate::pipeline::Fields;
+use crate::{Store, StoreError, bytes_to_emb, emb_to_bytes, first_real_error};
+
+/// A revision with everything rollback needs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Revision {
+    pub id: String,
+    pub note: NoteId,
+    pub event: Option<String>,
+    pub actor: String,
+    pub reason: String,
+    pub before: Fields,
+    pub after: Fields,
+    pub embedding_before: Option<Vec<f32>>,
+    pub embedding_after: Option<Vec<f32>>,
+    pub status: String,
+    pub reviewed: bool,
+    pub created_at: DateTime<Utc>,
+}
+
+#[derive(Debug, SurrealValue)]
+#[surreal(crate = "surrealdb::types")]
+struct RevisionRow {
+    id: String,
+    note: String,
+    event: Option<String>,
+    actor: String,
+    reason: String,
+    before: Fields,
+    after: Fields,
+    embedding_before: Option<Bytes>,
+    embedding_after: Option<Bytes>,
+    status: String,
+    reviewed: bool,
+    created_at: DateTime<Utc>,
+}
+
+impl RevisionRow {
+    fn into_revision(self) -> Result<Revision, StoreError> {
+        Ok(Revision {
+            id: self.id,
+            note: NoteId::parse(&self.note).map_err(|e| StoreError::Corrupt(e.to_string()))?,
+            event: self.event,
+            actor: self.actor,
+            reason: self.reason,
+            before: self.before,
+            after: self.after,
+            embedding_before: self
+                .embedding_before
+                .as_ref()
+                .map(|b| bytes_to_emb(b))
+                .transpose()?,
+            embedding_after: self
+                .embedding_after
+                .as_ref()
+                .map(|b| bytes_to_emb(b))
+                .transpose()?,
+            status: self.status,
+            reviewed: self.reviewed,
+            created_at: self.created_at,
+        })
+    }
+}
+
+const REVISION_COLUMNS: &str = "record::id(id) AS id, record::id(note) AS note,
+    IF event != NONE { record::id(event) } ELSE { NONE } AS event, actor, reason, before, after,
+    embedding_before, embedding_after, status, reviewed, created_at";
+
+/// A link with its record id.
+#[derive(Debug, Clone, PartialEq, SurrealValue, serde::Serialize)]
+#[surreal(crate = "surrealdb::types")]
+pub struct LinkRecord {
+    pub id: String,
+    pub from: String,
+    pub to: String,
+    pub kind: String,
+    pub reason: String,
+    pub confidence: f64,
+    pub created_by: String,
+    pub status: String,
+    pub reviewed: bool,
+    pub event: Option<String>,
+    pub created_at: DateTime<Utc>,
+}
+
+const LINK_COLUMNS: &str = "record::id(id) AS id, record::id(in) AS from, record::id(out) AS to, kind, reason,
+    confidence, created_by, status, reviewed, IF event != NONE { record::id(event) } ELSE { NONE } AS event, created_at";
+
+/// An entry of the audit log.
+#[derive(Debug, Clone, PartialEq, SurrealValue, serde::Serialize)]
+#[surreal(crate = "surrealdb::types")]
+pub struct AuditEntry {
+    pub action: String,
+    pub target: String,
+    pub notes: Vec<String>,
+    pub actor: String,
+    pub reason: String,
+    pub at: DateTime<Utc>,
+}
+
+/// One atomic review action.
+#[derive(Debug, Clone, Default)]
+pub struct ReviewBatch {
+    pub field_changes: Vec<FieldChange>,
+    pub revision_status: Vec<(String, String, bool)>,
+    pub link_status: Vec<(String, String, bool)>,
+    pub new_revisions: Vec<NewRevision>,
+    pub audit: Vec<AuditEntry>,
+}
+
+/// Set a note's annotations (and embedding), if they are still `expect`.
+#[derive(Debug, Clone)]
+pub struct FieldChange {
+    pub note: NoteId,
+    pub expect: Fields,
+    pub to: Fields,
+    pub embedding: Vec<f32>,
+    pub embed_model: String,
+    /// Also set the enrichment state (e.g. back to `pending` when its construction is
+    /// rolled back).
+    pub enrich_state: Option<String>,
+}
+
+/// A revision written by a person (or agent) rather than the pipeline.
+#[derive(Debug, Clone)]
+pub struct NewRevision {
+    pub note: NoteId,
+    pub actor: String,
+    pub reason: String,
+    pub before: Fields,
+    pub after: Fields,
+    pub embedding_before: Option<Vec<f32>>,
+    pub embedding_after: Vec<f32>,
+}
+
+#[derive(Debug, SurrealValue)]
+#[surreal(crate = "surrealdb::types")]
+struct FieldChangeParam {
+    note: String,
+    expect: Fields,
+    to: Fields,
+    embedding: Bytes,
+    embed_model: String,
+    enrich_state: Option<String>,
+}
+
+#[derive(Debug, SurrealValue)]
+#[surreal(crate = "surrealdb::types")]
+struct StatusParam {
+    id: String,
+    status: String,
+    reviewed: bool,
+}
+
+#[derive(Debug, SurrealValue)]
+#[surreal(crate = "surrealdb::types")]
+struct NewRevisionParam {
+    note: String,
+    actor: String,
+    reason: String,
+    before: Fields,
+    after: Fields,
+    embedding_before: Option<Bytes>,
+    embedding_after: Bytes,
+}
+
+#[derive(Debug, SurrealValue)]
+#[surreal(crate = "surrealdb::types")]
+struct AuditParam {
+    action: String,
+    target: String,
+    notes: Vec<String>,
+    actor: String,
+    reason: String,
+}
+
+const CHANGED: &str = "kasten:note-changed";
+
+impl Store {
+    pub async fn revision(&self, id: &str) -> Result<Option<Revision>, StoreError> {
+        let mut resp = self
+            .db
+            .query(format!(
+                "SELECT {REVISION_COLUMNS} FROM ONLY type::record('revision', $id)"
+            ))
+            .bind(("id", id.to_owned()))
+            .await
+            .map_err(StoreError::from_db)?;
+        let row: Option<RevisionRow> = resp.take(0).map_err(StoreError::from_db)?;
+        row.map(RevisionRow::into_revision).transpose()
+    }
+
+    /// Revisions of a note (oldest first), or of an event.
+    pub async fn revisions_where(
+        &self,
+        note: Option<&NoteId>,
+        event: Option<&str>,
+    ) -> Result<Vec<Revision>, StoreError> {
+        let filter = match (note, event) {
+            (Some(_), _) => "WHERE note = type::record('note', $note)",
+            (None, Some(_)) => "WHERE event = type::record('event', $event)",
+            (None, None) => "",
+        };
+        let mut resp = self
+            .db
+            .query(format!(
+                "SELECT {REVISION_COLUMNS} FROM revision {filter} ORDER BY created_at, id"
+            ))
+            .bind(("note", note.map(|n| n.to_string()).unwrap_or_default()))
+            .bind(("event", event.unwrap_or_default().to_owned()))
+            .await
+            .map_err(StoreError::from_db)?;
+        let rows: Vec<RevisionRow> = resp.take(0).map_err(StoreError::from_db)?;
+        rows.into_iter().map(RevisionRow::into_revision).collect()
+    }
+
+    pub async fn link(&self, id: &str) -> Result<Option<LinkRecord>, StoreError> {
+        let mut resp = self
+            .db
+            .query(format!(
+                "SELECT {LINK_COLUMNS} FROM ONLY type::record('link', $id)"
+            ))
+            .bind(("id", id.to_owned()))
+            .await
+            .map_err(StoreError::from_db)?;
+        resp.take(0).map_err(StoreError::from_db)
+    }
+
+    /// Links of an event, or all links (any status), oldest first.
+    pub async fn links_where(&self, event: Option<&str>) -> Result<Vec<LinkRecord>, StoreError> {
+        let filter = if event.is_some() {
+            "WHERE event = type::record('event', $event)"
+        } else {
+            ""
+        };
+        let mut resp = self
+            .db
+            .query(format!(
+                "SELECT {LINK_COLUMNS} FROM link {filter} ORDER BY created_at, id"
+            ))
+            .bind(("event", event.unwrap_or_default().to_owned()))
+            .await
+            .map_err(StoreError::from_db)?;
+        resp.take(0).map_err(StoreError::from_db)
+    }
+
+    /// Whether an event with this id exists.
+    pub async fn event_exists(&self, id: &str) -> Result<bool, StoreError> {
+        let mut resp = self
+            .db
+            .query("RETURN record::exists(type::record('event', $id))")
+            .bind(("id", id.to_owned()))
+            .await
+            .map_err(StoreError::from_db)?;
+        let b: Option<bool> = resp.take(0).map_err(StoreError::from_db)?;
+        Ok(b.unwrap_or(false))
+    }
+
+    /// Audit entries touching a note, oldest first.
+    pub async fn audit_of(&self, note: &NoteId) -> Result<Vec<AuditEntry>, StoreError> {
+        let mut resp = self
+            .db
+            .query(
+                "SELECT action, target, notes.map(|$n| record::id($n)) AS notes, actor, reason, at
+                 FROM audit WHERE type::record('note', $note) IN notes ORDER BY at",
+            )
+            .bind(("note", note.to_string()))
+            .await
+            .map_err(StoreError::from_db)?;
+        resp.take(0).map_err(StoreError::from_db)
+    }
+
+    /// Carries out one review action atomically. [`StoreError::Conflict`] if a note's
+    /// annotations are no longer what the action expected.
+    pub async fn apply_review(&self, b: &ReviewBatch) -> Result<(), StoreError> {
+        let changes: Vec<FieldChangeParam> = b
+            .field_changes
+            .iter()
+            .map(|c| FieldChangeParam {
+                note: c.note.to_string(),
+                expect: c.expect.clone(),
+                to: c.to.clone(),
+                embedding: emb_to_bytes(&c.embedding),
+                embed_model: c.embed_model.clone(),
+                enrich_state: c.enrich_state.clone(),
+            })
+            .collect();
+        let status = |v: &[(String, String, bool)]| -> Vec<StatusParam> {
+            v.iter()
+                .map(|(id, s, r)| StatusParam {
+                    id: id.clone(),
+                    status: s.clone(),
+                    reviewed: *r,
+                })
+                .collect()
+        };
+        let revs: Vec<NewRevisionParam> = b
+            .new_revisions
+            .iter()
+            .map(|r| NewRevisionParam {
+                note: r.note.to_string(),
+                actor: r.actor.clone(),
+                reason: r.reason.clone(),
+                before: r.before.clone(),
+                after: r.after.clone(),
+                embedding_before: r.embedding_before.as_deref().map(emb_to_bytes),
+                embedding_after: emb_to_bytes(&r.embedding_after),
+            })
+            .collect();
+        let audit: Vec<AuditParam> = b
+            .audit
+            .iter()
+            .map(|a| AuditParam {
+                action: a.action.clone(),
+                target: a.target.clone(),
+                notes: a.notes.clone(),
+                actor: a.actor.clone(),
+                reason: a.reason.clone(),
+            })
+            .collect();
+        let q = format!(
+            "BEGIN TRANSACTION;
+             LET $now = time::now();
+             FOR $c IN $changes {{
+                 LET $n = type::record('note', $c.note);
+                 LET $cur = (SELECT keywords, tags, context FROM ONLY $n);
+                 IF $cur = NONE OR $cur.keywords != $c.expect.keywords OR $cur.tags != $c.expect.tags
+                    OR $cur.context != $c.expect.context {{ THROW '{CHANGED}' }};
+                 UPDATE $n SET keywords = $c.to.keywords, tags = $c.to.tags, context = $c.to.context,
+                     embedding = $c.embedding, embed_model = $c.embed_model, version += 1, updated_at = $now;
+                 IF $c.enrich_state != NONE {{ UPDATE $n SET enrich_state = $c.enrich_state, enrich_error = NONE }};
+             }};
+             FOR $s IN $revision_status {{
+                 UPDATE type::record('revision', $s.id) SET status = $s.status, reviewed = $s.reviewed;
+             }};
+             FOR $s IN $link_status {{
+                 UPDATE type::record('link', $s.id) SET status = $s.status, reviewed = $s.reviewed;
+             }};
+             FOR $r IN $revisions {{
+                 CREATE revision CONTENT {{
+                     note: type::record('note', $r.note), event: NONE, actor: $r.actor, reason: $r.reason,
+                     before: $r.before, after: $r.after, embedding_before: $r.embedding_before,
+                     embedding_after: $r.embedding_after, status: 'applied', reviewed: true, created_at: $now
+                 }};
+             }};
+             FOR $a IN $audit {{
+                 CREATE audit CONTENT {{
+                     action: $a.action, target: $a.target, notes: $a.notes.map(|$n| type::record('note', $n)),
+                     actor: $a.actor, reason: $a.reason, at: $now
+                 }};
+             }};
+             COMMIT TRANSACTION;"
+        );
+        let mut resp = self
+            .db
+            .query(q)
+            .bind(("changes", changes))
+            .bind(("revision_status", status(&b.revision_status)))
+            .bind(("link_status", status(&b.link_status)))
+            .bind(("revisions", revs))
+            .bind(("audit", audit))
+            .await
+            .map_err(StoreError::from_db)?;
+        match first_real_error(&mut resp) {
+            Err(StoreError::Db(msg)) if msg.contains(CHANGED) => Err(StoreError::Conflict),
+            other => other,
+        }
+    }
+}
