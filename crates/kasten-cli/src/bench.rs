@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use clap::Subcommand;
 use kasten_core::NewNote;
-use kasten_engine::Engine;
+use kasten_engine::{Engine, SearchOptions};
 use kasten_store::Endpoint;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -297,7 +297,7 @@ async fn measure(
             .count();
 
         let t1 = Instant::now();
-        let fused = engine.rank_hybrid(t, v, k)?;
+        let fused = engine.rank_expanded(t, v, k, &SearchOptions::default())?;
         hyb_lat.push(t1.elapsed());
         let ids: Vec<_> = fused.iter().map(|h| h.id.clone()).collect();
         let t2 = Instant::now();

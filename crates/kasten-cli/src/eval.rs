@@ -1,23 +1,30 @@
 //! `kasten eval locomo`: Kasten on the LoCoMo benchmark.
 //!
 //! One fresh memory per conversation (a normal embedded memory under the cache
-//! directory), one note per dialogue turn (`Speaker: text`, the session date as the note's
-//! time, `<sample>:<dia_id>` as its source). The memories are cached on disk, keyed by the
-//! file's content hash and the sample id, so a sweep over `-k` ingests once.
+//! directory), one note per dialogue turn (`Speaker: text`, image turns with their
+//! caption, the session date as the note's time, `<sample>:<dia_id>` as its source). With
+//! an LLM each note is enriched as it arrives, in conversation order (A-Mem's note
+//! construction, links and evolution), so a note only ever sees the notes before it. The
+//! memories are cached on disk, keyed by the file's content hash, the sample id and the
+//! LLM (or none), so a sweep over `-k` ingests once.
 //!
 //! For every question of categories 1-4 it measures evidence recall@k of Kasten's default
-//! search (expansions count toward k) and, in the same run, of the simple baselines:
-//! dense top-k, BM25 top-k and their plain reciprocal-rank fusion.
+//! search (expansions count toward k) and, in the same run, of the simple baselines
+//! (dense top-k, BM25 top-k, their plain reciprocal-rank fusion) and of Kasten with parts
+//! of its ranking turned off. With `--answer` the LLM answers every question from the k
+//! notes Kasten retrieves, scored with A-Mem's token F1 and BLEU-1 and the official
+//! LoCoMo F1.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use clap::Subcommand;
 use kasten_core::NewNote;
-use kasten_core::locomo::{self, Category, MeanByCategory, Sample};
-use kasten_engine::{Engine, SearchOptions};
+use kasten_core::locomo::{self, Category, MeanByCategory, Question, Sample};
+use kasten_engine::{Engine, JobOutcome, LlmClient, LlmConfig, SearchOptions};
+use kasten_llm::{ChatRequest, Message};
 use kasten_store::Endpoint;
 use serde_json::{Value, json};
 
@@ -33,10 +40,11 @@ pub enum EvalCommand {
         /// Notes retrieved per question.
         #[arg(short, default_value_t = 10)]
         k: usize,
-        /// Evaluate retrieval without an LLM (no enrichment at ingest, no answers).
+        /// Without an LLM: notes are not enriched, questions are not answered.
         #[arg(long)]
         no_llm: bool,
-        /// Answer every question with the LLM and score the answers (F1, BLEU-1).
+        /// Answer every question with the LLM from the notes retrieved and score the
+        /// answers (A-Mem's F1 and BLEU-1, the official LoCoMo F1).
         #[arg(long, conflicts_with = "no_llm")]
         answer: bool,
         /// Where the ingested memories are cached (default: $KASTEN_HOME/eval).
@@ -51,6 +59,13 @@ pub enum EvalCommand {
     },
 }
 
+/// Bumped whenever the notes made from a file change, so old caches are not reused.
+const NOTE_FORMAT: u32 = 1;
+const COMPLETE: &str = "kasten-eval-complete.json";
+const BATCH: usize = 256;
+/// Enrichment failures in a row, at the start, after which the LLM is taken to be broken.
+const EARLY_FAILURES: usize = 3;
+
 /// The retrieval systems compared in one run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum System {
@@ -58,10 +73,21 @@ enum System {
     Dense,
     Bm25,
     Rrf,
+    FusionOnly,
+    NoContext,
+    NoDates,
 }
 
 impl System {
-    const ALL: [System; 4] = [System::Kasten, System::Dense, System::Bm25, System::Rrf];
+    const ALL: [System; 7] = [
+        System::Kasten,
+        System::Dense,
+        System::Bm25,
+        System::Rrf,
+        System::FusionOnly,
+        System::NoContext,
+        System::NoDates,
+    ];
 
     fn name(self) -> &'static str {
         match self {
@@ -69,20 +95,38 @@ impl System {
             System::Dense => "dense",
             System::Bm25 => "bm25",
             System::Rrf => "rrf",
+            System::FusionOnly => "score_fusion",
+            System::NoContext => "kasten_without_context",
+            System::NoDates => "kasten_without_dates",
         }
     }
 
     fn describe(self) -> &'static str {
         match self {
-            System::Kasten => "Kasten's default search",
-            System::Dense => "dense top-k (MiniLM cosine)",
-            System::Bm25 => "BM25 top-k",
-            System::Rrf => "reciprocal-rank fusion of dense and BM25",
+            System::Kasten => "Kasten's default search (kasten search)",
+            System::Dense => "baseline: dense top-k (MiniLM cosine)",
+            System::Bm25 => "baseline: BM25 top-k",
+            System::Rrf => "baseline: reciprocal-rank fusion of dense and BM25 (k = 60)",
+            System::FusionOnly => "ablation: Kasten's score fusion alone (no context, no dates)",
+            System::NoContext => "ablation: Kasten without context from the source stream",
+            System::NoDates => "ablation: Kasten without date-aware ranking",
         }
+    }
+
+    fn is_baseline(self) -> bool {
+        matches!(self, System::Dense | System::Bm25 | System::Rrf)
     }
 }
 
-/// One scored question.
+/// An LLM answer and its scores.
+struct Answered {
+    prediction: String,
+    f1: f64,
+    bleu1: f64,
+    locomo_f1: f64,
+}
+
+/// One question's results.
 struct QuestionResult {
     sample: String,
     question: String,
@@ -90,6 +134,7 @@ struct QuestionResult {
     evidence: Vec<String>,
     retrieved: HashMap<System, Vec<String>>,
     recall: HashMap<System, f64>,
+    answer: Option<Answered>,
 }
 
 struct SampleReport {
@@ -104,14 +149,30 @@ struct SampleReport {
 #[derive(Default)]
 struct Totals {
     recall: HashMap<System, MeanByCategory>,
+    f1: MeanByCategory,
+    bleu1: MeanByCategory,
+    locomo_f1: MeanByCategory,
     results: Vec<QuestionResult>,
     search_latency: Vec<Duration>,
+    answer_latency: Vec<Duration>,
     context_chars: Vec<usize>,
     skipped_no_evidence: usize,
     unknown_evidence: usize,
     adversarial: usize,
     ingest_seconds: f64,
     ingested_notes: usize,
+    ingest_tokens: (u64, u64),
+    enriched: u64,
+    enrich_failed: u64,
+    query_tokens: (u64, u64),
+    query_tokens_estimated: bool,
+}
+
+/// What the run does besides retrieval.
+struct Mode {
+    /// The LLM that enriches notes at ingest (and answers with --answer).
+    llm: Option<LlmConfig>,
+    answer: bool,
 }
 
 pub async fn run(cmd: &EvalCommand, json_out: bool) -> Result<()> {
@@ -126,35 +187,38 @@ pub async fn run(cmd: &EvalCommand, json_out: bool) -> Result<()> {
         per_question,
     } = cmd;
     let k = (*k).max(1);
-    if *answer {
-        bail!(
-            "--answer is not implemented yet: `kasten eval locomo` measures retrieval (evidence recall@k); run it with --no-llm"
-        );
-    }
-    if !*no_llm {
-        bail!(
-            "evaluation with LLM enrichment is not implemented yet; pass --no-llm to measure retrieval on plain notes"
-        );
-    }
+    let llm = if *no_llm {
+        None
+    } else {
+        let config = LlmConfig::from_lookup(|key| std::env::var(key).ok())?;
+        match config {
+            Some(c) => Some(c),
+            None => bail!(
+                "{}; or pass --no-llm to evaluate retrieval on plain notes",
+                LlmConfig::missing_reason()
+            ),
+        }
+    };
+    let mode = Mode {
+        llm,
+        answer: *answer,
+    };
     let t_run = Instant::now();
     let bytes = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
     let hash = fnv1a64(&bytes);
     let mut samples =
         locomo::parse(&bytes).with_context(|| format!("cannot read {}", file.display()))?;
     if !only.is_empty() {
-        let missing: Vec<&String> = only
+        let missing: Vec<&str> = only
             .iter()
             .filter(|id| !samples.iter().any(|s| &s.sample_id == *id))
+            .map(String::as_str)
             .collect();
         if !missing.is_empty() {
             let known: Vec<&str> = samples.iter().map(|s| s.sample_id.as_str()).collect();
             bail!(
                 "no sample {} in {}; it has {}",
-                missing
-                    .iter()
-                    .map(|s| s.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", "),
+                missing.join(", "),
                 file.display(),
                 known.join(", ")
             );
@@ -168,6 +232,10 @@ pub async fn run(cmd: &EvalCommand, json_out: bool) -> Result<()> {
         Some(d) => d.clone(),
         None => default_cache_dir()?,
     };
+    let variant = match &mode.llm {
+        None => "plain".to_owned(),
+        Some(c) => format!("llm-{}", safe_name(&c.model)),
+    };
     let log = |s: String| {
         if !json_out {
             eprintln!("{s}");
@@ -177,18 +245,26 @@ pub async fn run(cmd: &EvalCommand, json_out: bool) -> Result<()> {
     let mut totals = Totals::default();
     let mut reports = Vec::new();
     for sample in &samples {
-        let dir = cache_dir.join(format!("{hash:016x}-{}", safe_name(&sample.sample_id)));
-        let report = eval_sample(sample, &dir, *fresh, k, &options, &mut totals, &log)
-            .await
-            .with_context(|| format!("sample {}", sample.sample_id))?;
+        let dir = cache_dir.join(format!(
+            "{hash:016x}-{}-{variant}-v{NOTE_FORMAT}",
+            safe_name(&sample.sample_id)
+        ));
+        let run = eval_sample(sample, &dir, *fresh, k, &options, &mode, &mut totals, &log);
+        let report = tokio::select! {
+            r = run => r.with_context(|| format!("sample {}", sample.sample_id))?,
+            _ = tokio::signal::ctrl_c() => bail!("interrupted; memories fully ingested so far stay cached"),
+        };
         reports.push(report);
     }
     let report = build_report(
-        file,
-        hash,
-        &cache_dir,
-        k,
-        &options,
+        &Header {
+            file,
+            hash,
+            cache: &cache_dir,
+            k,
+            options: &options,
+            mode: &mode,
+        },
         &reports,
         &totals,
         *per_question,
@@ -210,7 +286,7 @@ fn default_cache_dir() -> Result<PathBuf> {
     })
 }
 
-/// A sample id as a directory name.
+/// A sample id or model name as part of a directory name.
 fn safe_name(s: &str) -> String {
     s.chars()
         .map(|c| {
@@ -233,15 +309,27 @@ fn fnv1a64(bytes: &[u8]) -> u64 {
     h
 }
 
-const COMPLETE: &str = "kasten-eval-complete.json";
-const BATCH: usize = 256;
+/// The notes a sample becomes, in conversation order.
+fn sample_notes(sample: &Sample) -> Vec<NewNote> {
+    sample
+        .turns()
+        .filter_map(|(session, turn)| {
+            NewNote::new(&turn.note_content()).ok().map(|n| {
+                n.at(session.date)
+                    .with_source(Some(sample.source_of(&turn.dia_id)))
+            })
+        })
+        .collect()
+}
 
+#[allow(clippy::too_many_arguments)]
 async fn eval_sample(
     sample: &Sample,
     dir: &Path,
     fresh: bool,
     k: usize,
     options: &SearchOptions,
+    mode: &Mode,
     totals: &mut Totals,
     log: &dyn Fn(String),
 ) -> Result<SampleReport> {
@@ -252,27 +340,25 @@ async fn eval_sample(
         std::fs::remove_dir_all(dir)
             .with_context(|| format!("cannot clear the cached memory {}", dir.display()))?;
     }
-    let notes: Vec<NewNote> = sample
-        .turns()
-        .filter_map(|(session, turn)| {
-            NewNote::new(&turn.note_content()).ok().map(|n| {
-                n.at(session.date)
-                    .with_source(Some(sample.source_of(&turn.dia_id)))
-            })
-        })
-        .collect();
+    let notes = sample_notes(sample);
     let endpoint = format!("surrealkv://{}", dir.display());
-    let engine = crate::open_engine(Some(&endpoint)).await?;
+    let mut engine = crate::open_engine(Some(&endpoint)).await?;
+    if mode.llm.is_some()
+        && let Err(e) = crate::configure(&mut engine, None).await
+    {
+        engine.close().await;
+        return Err(e);
+    }
     let result = async {
         let ingest = if cached {
-            let info = std::fs::read_to_string(&marker).unwrap_or_default();
-            let mut v: Value = serde_json::from_str(&info).unwrap_or(json!({}));
-            v["cached"] = json!(true);
             log(format!(
                 "{}: cached memory at {}",
                 sample.sample_id,
                 dir.display()
             ));
+            let info = std::fs::read_to_string(&marker).unwrap_or_default();
+            let mut v: Value = serde_json::from_str(&info).unwrap_or(json!({}));
+            v["cached"] = json!(true);
             v
         } else {
             log(format!(
@@ -281,26 +367,18 @@ async fn eval_sample(
                 notes.len(),
                 dir.display()
             ));
-            let t0 = Instant::now();
-            for chunk in notes.chunks(BATCH) {
-                engine.add_batch(chunk.to_vec()).await?;
-            }
-            let secs = t0.elapsed().as_secs_f64();
-            totals.ingest_seconds += secs;
+            let mut v = ingest(&engine, &notes, mode.llm.is_some()).await?;
+            totals.ingest_seconds += v["seconds"].as_f64().unwrap_or(0.0);
             totals.ingested_notes += notes.len();
-            let v = json!({
-                "notes": notes.len(),
-                "seconds": secs,
-                "notes_per_s": notes.len() as f64 / secs.max(1e-9),
-                "llm_tokens_in": 0,
-                "llm_tokens_out": 0,
-            });
             std::fs::write(&marker, serde_json::to_string_pretty(&v)?)
                 .with_context(|| format!("cannot write {}", marker.display()))?;
-            let mut v = v;
             v["cached"] = json!(false);
             v
         };
+        totals.ingest_tokens.0 += ingest["llm_tokens_in"].as_u64().unwrap_or(0);
+        totals.ingest_tokens.1 += ingest["llm_tokens_out"].as_u64().unwrap_or(0);
+        totals.enriched += ingest["enriched"].as_u64().unwrap_or(0);
+        totals.enrich_failed += ingest["enrichment_failed"].as_u64().unwrap_or(0);
         let count = engine.count().await? as usize;
         if count != notes.len() {
             bail!(
@@ -309,7 +387,7 @@ async fn eval_sample(
                 notes.len()
             );
         }
-        score_questions(&engine, sample, k, options, totals, log).await?;
+        score_questions(&engine, sample, k, options, mode, totals, log).await?;
         Ok(SampleReport {
             sample_id: sample.sample_id.clone(),
             notes: notes.len(),
@@ -323,15 +401,64 @@ async fn eval_sample(
     result
 }
 
+/// Writes the notes into the (empty) memory. With an LLM each note is enriched before
+/// the next is added, so its links and evolution only see the conversation so far.
+async fn ingest(engine: &Engine, notes: &[NewNote], enrich: bool) -> Result<Value> {
+    let t0 = Instant::now();
+    let (mut enriched, mut failed) = (0u64, 0u64);
+    if enrich {
+        let pb = crate::progress_bar();
+        pb.set_message("enriching");
+        pb.set_length(notes.len() as u64);
+        for (i, n) in notes.iter().enumerate() {
+            let note = engine.add(n.clone()).await?;
+            match engine.enrich_note(&note.id).await? {
+                Some(JobOutcome::Done { .. }) => enriched += 1,
+                Some(JobOutcome::Retrying { error, .. } | JobOutcome::Failed { error, .. }) => {
+                    failed += 1;
+                    if i + 1 == EARLY_FAILURES && failed as usize == EARLY_FAILURES {
+                        bail!("the first {EARLY_FAILURES} notes could not be enriched: {error}");
+                    }
+                }
+                Some(JobOutcome::Gone { .. }) | None => failed += 1,
+            }
+            pb.inc(1);
+        }
+        pb.finish_and_clear();
+    } else {
+        for chunk in notes.chunks(BATCH) {
+            engine.add_batch(chunk.to_vec()).await?;
+        }
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    let (mut tin, mut tout) = (0i64, 0i64);
+    if enrich {
+        for u in engine.store().usage_by_model().await? {
+            tin += u.tokens_in;
+            tout += u.tokens_out;
+        }
+    }
+    Ok(json!({
+        "notes": notes.len(),
+        "seconds": secs,
+        "notes_per_s": notes.len() as f64 / secs.max(1e-9),
+        "enriched": enriched,
+        "enrichment_failed": failed,
+        "llm_tokens_in": tin.max(0),
+        "llm_tokens_out": tout.max(0),
+    }))
+}
+
 async fn score_questions(
     engine: &Engine,
     sample: &Sample,
     k: usize,
     options: &SearchOptions,
+    mode: &Mode,
     totals: &mut Totals,
     log: &dyn Fn(String),
 ) -> Result<()> {
-    // note id → turn id, for the baselines (which rank ids without reading notes)
+    // note id → turn id, for the rankings that return ids without reading notes
     let count = engine.count().await? as usize;
     let all = engine.list(count, 0).await?;
     let dia_of: HashMap<String, String> = all
@@ -341,18 +468,22 @@ async fn score_questions(
             Some((n.id.to_string(), sample.dia_id_of(src)?.to_owned()))
         })
         .collect();
-    let turns: std::collections::HashSet<&str> =
-        sample.turns().map(|(_, t)| t.dia_id.as_str()).collect();
-    let to_dia = |ids: &mut dyn Iterator<Item = String>| -> Vec<String> {
-        ids.map(|id| dia_of.get(&id).cloned().unwrap_or(id))
+    let to_dia = |ids: Vec<String>| -> Vec<String> {
+        ids.into_iter()
+            .map(|id| dia_of.get(&id).cloned().unwrap_or(id))
             .collect()
     };
-    let mut scored = 0usize;
-    for q in &sample.questions {
-        if q.category == Category::Adversarial {
-            totals.adversarial += 1;
-            continue;
+    let turns: HashSet<&str> = sample.turns().map(|(_, t)| t.dia_id.as_str()).collect();
+    let client = if mode.answer {
+        match engine.llm_client() {
+            Some(c) => Some(c.clone()),
+            None => bail!("{}", LlmConfig::missing_reason()),
         }
+    } else {
+        None
+    };
+    let mut scored = 0usize;
+    for (index, q) in sample.questions.iter().enumerate() {
         let known: Vec<String> = q
             .evidence
             .iter()
@@ -360,11 +491,17 @@ async fn score_questions(
             .cloned()
             .collect();
         totals.unknown_evidence += q.evidence.len() - known.len();
-        if known.is_empty() {
+        let adversarial = q.category == Category::Adversarial;
+        if adversarial {
+            totals.adversarial += 1;
+        } else if known.is_empty() {
             totals.skipped_no_evidence += 1;
+        }
+        let score_retrieval = !adversarial && !known.is_empty();
+        if !score_retrieval && client.is_none() {
             continue;
         }
-        let mut retrieved: HashMap<System, Vec<String>> = HashMap::new();
+
         let t0 = Instant::now();
         let out = engine.search_with(&q.question, k, options).await?;
         totals.search_latency.push(t0.elapsed());
@@ -374,57 +511,71 @@ async fn score_questions(
                 .map(|h| h.note.content.chars().count())
                 .sum(),
         );
+        let answer = match &client {
+            Some(c) => {
+                let t = Instant::now();
+                let a = answer_question(c, q, index, &out.hits, totals).await?;
+                totals.answer_latency.push(t.elapsed());
+                Some(a)
+            }
+            None => None,
+        };
+        let mut retrieved: HashMap<System, Vec<String>> = HashMap::new();
         retrieved.insert(
             System::Kasten,
-            out.hits
-                .iter()
-                .map(|h| {
-                    h.note
-                        .source
-                        .as_deref()
-                        .and_then(|s| sample.dia_id_of(s))
-                        .map_or_else(|| h.note.id.to_string(), str::to_owned)
-                })
-                .collect(),
+            to_dia(out.hits.iter().map(|h| h.note.id.to_string()).collect()),
         );
-        let qv = engine.embed_query(&q.question).await?;
-        let dense = engine.rank_vector(&qv, k)?;
-        retrieved.insert(
-            System::Dense,
-            to_dia(&mut dense.into_iter().map(|(id, _)| id.to_string())),
-        );
-        let bm25 = engine.rank_keyword(&q.question, k)?;
-        retrieved.insert(
-            System::Bm25,
-            to_dia(&mut bm25.into_iter().map(|(id, _)| id.to_string())),
-        );
-        let rrf = engine.rank_hybrid(&q.question, &qv, k)?;
-        retrieved.insert(
-            System::Rrf,
-            to_dia(&mut rrf.into_iter().map(|h| h.id.to_string())),
-        );
-        if let Ok(path) = std::env::var("KASTEN_EVAL_DUMP") {
-            use std::io::Write;
-            let all_d = engine.rank_vector_exact(&qv, count)?;
-            let all_b = engine.rank_keyword(&q.question, count)?;
-            let m = |v: Vec<(kasten_core::NoteId, f32)>| -> serde_json::Map<String, Value> {
-                v.into_iter()
-                    .filter_map(|(id, s)| Some((dia_of.get(id.as_str())?.clone(), json!(s))))
-                    .collect()
-            };
-            let line = json!({"sample": sample.sample_id, "q": q.question, "cat": q.category.id(),
-                "ev": known, "dense": m(all_d), "bm25": m(all_b)});
-            let mut f = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)?;
-            writeln!(f, "{line}")?;
-        }
         let mut recall = HashMap::new();
-        for (sys, got) in &retrieved {
-            let r = locomo::recall_at_k(&known, got, k).unwrap_or(0.0);
-            totals.recall.entry(*sys).or_default().add(q.category, r);
-            recall.insert(*sys, r);
+        if score_retrieval {
+            let qv = engine.embed_query(&q.question).await?;
+            let ids = |v: Vec<(kasten_core::NoteId, f32)>| -> Vec<String> {
+                v.into_iter().map(|(id, _)| id.to_string()).collect()
+            };
+            retrieved.insert(System::Dense, to_dia(ids(engine.rank_vector(&qv, k)?)));
+            retrieved.insert(
+                System::Bm25,
+                to_dia(ids(engine.rank_keyword(&q.question, k)?)),
+            );
+            let rrf = engine.rank_hybrid(&q.question, &qv, k)?;
+            retrieved.insert(
+                System::Rrf,
+                to_dia(rrf.into_iter().map(|h| h.id.to_string()).collect()),
+            );
+            let ablations = [
+                (System::FusionOnly, SearchOptions::fusion_only()),
+                (
+                    System::NoContext,
+                    SearchOptions {
+                        context_weight: 0.0,
+                        ..options.clone()
+                    },
+                ),
+                (
+                    System::NoDates,
+                    SearchOptions {
+                        date_weight: 0.0,
+                        ..options.clone()
+                    },
+                ),
+            ];
+            for (sys, opts) in ablations {
+                let hits = engine.rank_expanded(&q.question, &qv, k, &opts)?;
+                retrieved.insert(
+                    sys,
+                    to_dia(hits.into_iter().map(|h| h.id.to_string()).collect()),
+                );
+            }
+            for (sys, got) in &retrieved {
+                let r = locomo::recall_at_k(&known, got, k).unwrap_or(0.0);
+                totals.recall.entry(*sys).or_default().add(q.category, r);
+                recall.insert(*sys, r);
+            }
+            scored += 1;
+        }
+        if let Some(a) = &answer {
+            totals.f1.add(q.category, a.f1);
+            totals.bleu1.add(q.category, a.bleu1);
+            totals.locomo_f1.add(q.category, a.locomo_f1);
         }
         totals.results.push(QuestionResult {
             sample: sample.sample_id.clone(),
@@ -433,77 +584,148 @@ async fn score_questions(
             evidence: known,
             retrieved,
             recall,
+            answer,
         });
-        scored += 1;
     }
-    log(format!("{}: {scored} questions scored", sample.sample_id));
+    log(format!(
+        "{}: {scored} questions scored for retrieval{}",
+        sample.sample_id,
+        if client.is_some() {
+            ", every question answered"
+        } else {
+            ""
+        }
+    ));
     Ok(())
 }
 
-fn recall_json(m: Option<&MeanByCategory>) -> Value {
-    let Some(m) = m else {
-        return json!(null);
+/// Asks the LLM and scores its answer against the gold one.
+async fn answer_question(
+    client: &LlmClient,
+    q: &Question,
+    index: usize,
+    hits: &[kasten_engine::SearchHit],
+    totals: &mut Totals,
+) -> Result<Answered> {
+    let notes: Vec<(String, &str)> = hits
+        .iter()
+        .map(|h| {
+            (
+                h.note.created_at.format("%-d %B %Y").to_string(),
+                h.note.content.as_str(),
+            )
+        })
+        .collect();
+    let prompt = locomo::answer_prompt(q, index, &notes);
+    let req = ChatRequest {
+        messages: vec![Message::system(prompt.system), Message::user(prompt.user)],
+        temperature: 0.0,
+        max_tokens: Some(64),
     };
+    let resp = client
+        .chat(&req)
+        .await
+        .context("the LLM could not answer")?;
+    totals.query_tokens.0 += u64::from(resp.usage.prompt_tokens);
+    totals.query_tokens.1 += u64::from(resp.usage.completion_tokens);
+    totals.query_tokens_estimated |= resp.usage.estimated;
+    let prediction = resp.text.trim().to_owned();
+    let gold = match q.category {
+        Category::Adversarial => locomo::NOT_MENTIONED.to_owned(),
+        _ => q.answer.clone().unwrap_or_default(),
+    };
+    Ok(Answered {
+        f1: locomo::token_f1(&prediction, &gold),
+        bleu1: locomo::bleu1(&prediction, &gold),
+        locomo_f1: locomo::locomo_f1(&prediction, &gold, q.category),
+        prediction,
+    })
+}
+
+fn means_json(m: &MeanByCategory, field: &str) -> Value {
     let mut by = serde_json::Map::new();
     for c in Category::ALL {
         if let Some((mean, n)) = m.category(c) {
             by.insert(
                 c.name().to_owned(),
-                json!({ "category": c.id(), "recall": mean, "questions": n }),
+                json!({ "category": c.id(), field: mean, "questions": n }),
             );
         }
     }
     json!({ "overall": m.overall(), "questions": m.count(), "by_category": by })
 }
 
-fn percentile_ms(sorted: &[Duration], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)].as_secs_f64() * 1e3
+/// The mean over categories 1-4 (the usual headline; adversarial questions are scored
+/// by a different rule).
+fn mean_1_to_4(m: &MeanByCategory) -> Option<f64> {
+    let (s, n) = Category::ALL[..4]
+        .iter()
+        .filter_map(|c| m.category(*c))
+        .fold((0.0, 0usize), |(s, n), (mean, k)| {
+            (s + mean * k as f64, n + k)
+        });
+    (n > 0).then(|| s / n as f64)
 }
 
-#[allow(clippy::too_many_arguments)]
-fn build_report(
-    file: &Path,
+fn stats_ms(v: &[Duration]) -> Value {
+    let mut v = v.to_vec();
+    v.sort();
+    let pct = |p: f64| {
+        if v.is_empty() {
+            return 0.0;
+        }
+        let i = ((v.len() as f64 - 1.0) * p).round() as usize;
+        v[i.min(v.len() - 1)].as_secs_f64() * 1e3
+    };
+    let total: f64 = v.iter().map(Duration::as_secs_f64).fold(0.0, |a, b| a + b);
+    let mean = total / v.len().max(1) as f64 * 1e3;
+    json!({ "p50": pct(0.5), "p95": pct(0.95), "mean": mean, "n": v.len() })
+}
+
+struct Header<'a> {
+    file: &'a Path,
     hash: u64,
-    cache: &Path,
+    cache: &'a Path,
     k: usize,
-    options: &SearchOptions,
+    options: &'a SearchOptions,
+    mode: &'a Mode,
+}
+
+fn build_report(
+    h: &Header<'_>,
     samples: &[SampleReport],
     totals: &Totals,
     per_question: bool,
     elapsed: Duration,
 ) -> Value {
-    let mut lat = totals.search_latency.clone();
-    lat.sort();
-    let mean_ms =
-        lat.iter().map(Duration::as_secs_f64).sum::<f64>() / lat.len().max(1) as f64 * 1e3;
     let mean_context_tokens = totals
         .context_chars
         .iter()
         .map(|c| c.div_ceil(4))
         .sum::<usize>() as f64
         / totals.context_chars.len().max(1) as f64;
+    let empty = MeanByCategory::default();
     let mut systems = serde_json::Map::new();
     for s in System::ALL {
         systems.insert(
             s.name().to_owned(),
             json!({
                 "description": s.describe(),
-                "recall_at_k": recall_json(totals.recall.get(&s)),
+                "baseline": s.is_baseline(),
+                "recall_at_k": means_json(totals.recall.get(&s).unwrap_or(&empty), "recall"),
             }),
         );
     }
+    let answered = totals.f1.count();
+    let notes_total: usize = samples.iter().map(|s| s.notes).sum();
     let mut report = json!({
         "benchmark": "locomo",
-        "file": file.display().to_string(),
-        "file_hash": format!("{hash:016x}"),
-        "cache": cache.display().to_string(),
-        "k": k,
-        "llm": false,
-        "search_options": options,
+        "file": h.file.display().to_string(),
+        "file_hash": format!("{:016x}", h.hash),
+        "cache": h.cache.display().to_string(),
+        "k": h.k,
+        "llm": h.mode.llm.as_ref().map(|c| json!({"provider": c.provider, "model": c.model})),
+        "search_options": h.options,
         "samples": samples.iter().map(|s| json!({
             "sample_id": s.sample_id,
             "sessions": s.sessions,
@@ -512,24 +734,47 @@ fn build_report(
             "ingest": s.ingest,
         })).collect::<Vec<_>>(),
         "questions": {
-            "scored": totals.results.len(),
+            "scored": totals.recall.get(&System::Kasten).map_or(0, MeanByCategory::count),
             "adversarial_not_scored": totals.adversarial,
             "without_known_evidence": totals.skipped_no_evidence,
             "unknown_evidence_ids_dropped": totals.unknown_evidence,
+            "answered": answered,
         },
-        "recall_at_k": recall_json(totals.recall.get(&System::Kasten)),
+        "recall_at_k": means_json(totals.recall.get(&System::Kasten).unwrap_or(&empty), "recall"),
         "systems": systems,
+        "answers": if h.mode.answer {
+            json!({
+                "questions": answered,
+                "f1": means_json(&totals.f1, "f1"),
+                "f1_categories_1_to_4": mean_1_to_4(&totals.f1),
+                "bleu1": means_json(&totals.bleu1, "bleu1"),
+                "bleu1_categories_1_to_4": mean_1_to_4(&totals.bleu1),
+                "locomo_f1": means_json(&totals.locomo_f1, "locomo_f1"),
+                "locomo_f1_categories_1_to_4": mean_1_to_4(&totals.locomo_f1),
+            })
+        } else {
+            json!(null)
+        },
         "latency_ms": {
-            "search": {
-                "p50": percentile_ms(&lat, 0.5),
-                "p95": percentile_ms(&lat, 0.95),
-                "mean": mean_ms,
-                "n": lat.len(),
-            },
+            "search": stats_ms(&totals.search_latency),
+            "answer": stats_ms(&totals.answer_latency),
         },
         "tokens": {
-            "ingest_llm": { "in": 0, "out": 0 },
-            "query_llm": { "in": 0, "out": 0 },
+            "ingest_llm": {
+                "in": totals.ingest_tokens.0,
+                "out": totals.ingest_tokens.1,
+                "per_note": (totals.ingest_tokens.0 + totals.ingest_tokens.1) as f64
+                    / notes_total.max(1) as f64,
+                "notes_enriched": totals.enriched,
+                "notes_not_enriched": totals.enrich_failed,
+            },
+            "query_llm": {
+                "in": totals.query_tokens.0,
+                "out": totals.query_tokens.1,
+                "per_question": (totals.query_tokens.0 + totals.query_tokens.1) as f64
+                    / answered.max(1) as f64,
+                "estimated": totals.query_tokens_estimated,
+            },
             "retrieved_context_per_query_est": mean_context_tokens,
         },
         "ingest": {
@@ -545,13 +790,12 @@ fn build_report(
             .map(|r| {
                 let mut sys = serde_json::Map::new();
                 for s in System::ALL {
-                    sys.insert(
-                        s.name().to_owned(),
-                        json!({
-                            "recall": r.recall.get(&s),
-                            "retrieved": r.retrieved.get(&s),
-                        }),
-                    );
+                    if let Some(got) = r.retrieved.get(&s) {
+                        sys.insert(
+                            s.name().to_owned(),
+                            json!({ "recall": r.recall.get(&s), "retrieved": got }),
+                        );
+                    }
                 }
                 json!({
                     "sample": r.sample,
@@ -559,6 +803,12 @@ fn build_report(
                     "category": r.category.id(),
                     "evidence": r.evidence,
                     "systems": sys,
+                    "answer": r.answer.as_ref().map(|a| json!({
+                        "prediction": a.prediction,
+                        "f1": a.f1,
+                        "bleu1": a.bleu1,
+                        "locomo_f1": a.locomo_f1,
+                    })),
                 })
             })
             .collect();
@@ -568,38 +818,68 @@ fn build_report(
 
 fn print_report(r: &Value) {
     let f = |v: &Value| v.as_f64().map_or("-".to_owned(), |x| format!("{x:.3}"));
+    let cats = &Category::ALL[..4];
     println!(
-        "LoCoMo evidence recall@{} ({} questions, categories 1-4; {})",
-        r["k"], r["questions"]["scored"], r["file"]
+        "LoCoMo evidence recall@{} ({} questions of categories 1-4; {})",
+        r["k"],
+        r["questions"]["scored"],
+        r["file"].as_str().unwrap_or("")
     );
-    print!("{:<10}{:>9}", "system", "overall");
-    for c in &Category::ALL[..4] {
-        print!("{:>13}", format!("{} {}", c.id(), c.name()));
+    print!("{:<24}{:>9}", "system", "overall");
+    for c in cats {
+        print!("{:>15}", format!("{} {}", c.id(), c.name()));
     }
     println!();
     for s in System::ALL {
         let rec = &r["systems"][s.name()]["recall_at_k"];
-        print!("{:<10}{:>9}", s.name(), f(&rec["overall"]));
-        for c in &Category::ALL[..4] {
-            print!("{:>13}", f(&rec["by_category"][c.name()]["recall"]));
+        print!("{:<24}{:>9}", s.name(), f(&rec["overall"]));
+        for c in cats {
+            print!("{:>15}", f(&rec["by_category"][c.name()]["recall"]));
         }
         println!();
     }
+    if !r["answers"].is_null() {
+        let a = &r["answers"];
+        println!("\nanswers ({} questions)", a["questions"]);
+        print!("{:<24}{:>9}", "metric", "1-4");
+        for c in &Category::ALL {
+            print!("{:>15}", format!("{} {}", c.id(), c.name()));
+        }
+        println!();
+        for (label, key, field) in [
+            ("F1 (A-Mem)", "f1", "f1"),
+            ("BLEU-1 (A-Mem)", "bleu1", "bleu1"),
+            ("F1 (LoCoMo)", "locomo_f1", "locomo_f1"),
+        ] {
+            print!(
+                "{label:<24}{:>9}",
+                f(&a[format!("{key}_categories_1_to_4")])
+            );
+            for c in &Category::ALL {
+                print!("{:>15}", f(&a[key]["by_category"][c.name()][field]));
+            }
+            println!();
+        }
+    }
     let l = &r["latency_ms"]["search"];
     println!(
-        "search latency: p50 {:.1} ms, p95 {:.1} ms over {} queries",
+        "\nsearch latency: p50 {:.1} ms, p95 {:.1} ms over {} queries",
         l["p50"].as_f64().unwrap_or(0.0),
         l["p95"].as_f64().unwrap_or(0.0),
         l["n"]
     );
+    let t = &r["tokens"];
     println!(
-        "tokens: LLM 0 at ingest, 0 at query (no LLM); retrieved context ≈ {:.0} tokens per query",
-        r["tokens"]["retrieved_context_per_query_est"]
-            .as_f64()
-            .unwrap_or(0.0)
+        "LLM tokens: ingest {} in / {} out ({:.0} per note), queries {} in / {} out; retrieved context ≈ {:.0} tokens per query",
+        t["ingest_llm"]["in"],
+        t["ingest_llm"]["out"],
+        t["ingest_llm"]["per_note"].as_f64().unwrap_or(0.0),
+        t["query_llm"]["in"],
+        t["query_llm"]["out"],
+        t["retrieved_context_per_query_est"].as_f64().unwrap_or(0.0)
     );
     println!(
-        "ingest: {} notes in {:.1} s (cached memories are not re-ingested); run {:.1} s",
+        "ingest: {} notes in {:.1} s (cached memories are not ingested again); run {:.1} s",
         r["ingest"]["notes"],
         r["ingest"]["seconds"].as_f64().unwrap_or(0.0),
         r["runtime_seconds"].as_f64().unwrap_or(0.0)
@@ -616,5 +896,27 @@ mod tests {
         assert_eq!(fnv1a64(b"a"), 0xaf63_dc4c_8601_ec8c);
         assert_eq!(safe_name("conv-26"), "conv-26");
         assert_eq!(safe_name("../x y"), "___x_y");
+    }
+
+    #[test]
+    fn means_over_categories_one_to_four() {
+        let mut m = MeanByCategory::default();
+        m.add(Category::SingleHop, 1.0);
+        m.add(Category::Temporal, 0.0);
+        m.add(Category::Adversarial, 1.0);
+        assert_eq!(mean_1_to_4(&m), Some(0.5));
+        assert_eq!(mean_1_to_4(&MeanByCategory::default()), None);
+        let v = means_json(&m, "f1");
+        assert_eq!(v["by_category"]["temporal"]["category"], 2);
+        assert_eq!(v["questions"], 3);
+    }
+
+    #[test]
+    fn stats_of_nothing_are_zero() {
+        let s = stats_ms(&[]);
+        assert_eq!(s["n"], 0);
+        assert_eq!(s["mean"].to_string(), "0.0");
+        let s = stats_ms(&[Duration::from_millis(2), Duration::from_millis(4)]);
+        assert_eq!(s["p95"], 4.0);
     }
 }

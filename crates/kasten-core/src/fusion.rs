@@ -19,15 +19,25 @@ pub enum Via {
     Link {
         from: NoteId,
     },
+    /// Written just before or after another hit in the same source stream, and found
+    /// mostly for that reason.
+    Context {
+        of: NoteId,
+    },
+    /// Written in a period the query names.
+    Date,
 }
 
 impl Via {
-    /// The label used in `--json` output: `vector`, `keyword`, `link from <id>`.
+    /// The label used in `--json` output: `vector`, `keyword`, `link from <id>`,
+    /// `context of <id>`, `date`.
     pub fn label(&self) -> String {
         match self {
             Via::Vector => "vector".into(),
             Via::Keyword => "keyword".into(),
             Via::Link { from } => format!("link from {from}"),
+            Via::Context { of } => format!("context of {of}"),
+            Via::Date => "date".into(),
         }
     }
 }
@@ -115,5 +125,8 @@ mod tests {
         let from = NoteId::parse("x1").unwrap_or_else(|_| NoteId::generate());
         assert_eq!(Via::Link { from }.label(), "link from x1");
         assert_eq!(Via::Keyword.label(), "keyword");
+        let of = NoteId::parse("y2").unwrap_or_else(|_| NoteId::generate());
+        assert_eq!(Via::Context { of }.label(), "context of y2");
+        assert_eq!(Via::Date.label(), "date");
     }
 }

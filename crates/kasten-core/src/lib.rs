@@ -7,6 +7,9 @@
 //! - [`bm25`]: the in-process BM25 full-text index.
 //! - [`fusion`]: reciprocal-rank fusion of ranked lists, keeping provenance.
 //! - [`locomo`]: the LoCoMo benchmark format and its metrics.
+//! - [`timeline`]: notes by time and by position in their source stream.
+//! - [`period`]: calendar periods named in a query, for date-aware ranking.
+//! - [`ranking`]: the default ranking: score fusion, date bonus, context.
 
 pub mod bm25;
 pub mod error;
@@ -15,8 +18,11 @@ pub mod id;
 pub mod import;
 pub mod locomo;
 pub mod note;
+pub mod period;
 pub mod prompts;
+pub mod ranking;
 pub mod text;
+pub mod timeline;
 pub mod vector;
 
 pub use error::CoreError;

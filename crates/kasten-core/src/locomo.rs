@@ -378,6 +378,55 @@ pub fn parse_session_date(s: &str) -> Option<DateTime<Utc>> {
     Some(d.and_hms_opt(h, m, 0)?.and_utc())
 }
 
+// ---- answering ----
+
+/// The gold answer of an adversarial question: the conversation does not say.
+pub const NOT_MENTIONED: &str = "Not mentioned in the conversation";
+
+/// The messages that ask an LLM to answer a question from retrieved notes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AnswerPrompt {
+    pub system: String,
+    pub user: String,
+}
+
+/// A-Mem's answering protocol for LoCoMo: the retrieved notes (each with its date) as
+/// context, a short-phrase answer in the notes' own words, temporal questions answered
+/// with a date, adversarial questions as a choice between "not mentioned" and the baited
+/// answer (in an order fixed by `index`, where A-Mem draws it at random).
+pub fn answer_prompt(q: &Question, index: usize, notes: &[(String, &str)]) -> AnswerPrompt {
+    let mut context = String::new();
+    for (i, (date, content)) in notes.iter().enumerate() {
+        let one_line = content.split_whitespace().collect::<Vec<_>>().join(" ");
+        context.push_str(&format!("[{}] {date}: {one_line}\n", i + 1));
+    }
+    if context.is_empty() {
+        context.push_str("(no notes)\n");
+    }
+    let question = q.question.trim();
+    let ask = match q.category {
+        Category::Temporal => format!(
+            "Use the dates of the notes to answer with an approximate date. Give the shortest possible answer, in words from the notes where possible.\n\nQuestion: {question}\nShort answer:"
+        ),
+        Category::Adversarial => {
+            let bait = q.adversarial_answer.as_deref().unwrap_or("yes");
+            let (a, b) = if index.is_multiple_of(2) {
+                (NOT_MENTIONED, bait)
+            } else {
+                (bait, NOT_MENTIONED)
+            };
+            format!("Question: {question}\nSelect the correct answer: {a} or {b}.\nShort answer:")
+        }
+        _ => format!(
+            "Write an answer in the form of a short phrase. Answer with exact words from the notes whenever possible.\n\nQuestion: {question}\nShort answer:"
+        ),
+    };
+    AnswerPrompt {
+        system: "You answer questions about a long conversation between two people, using only the memory notes given. Each note has the date it was said.".to_owned(),
+        user: format!("Memory notes:\n{context}\n{ask}"),
+    }
+}
+
 // ---- retrieval metrics ----
 
 /// The share of `evidence` found among the first `k` of `retrieved` (ids compared as
@@ -697,6 +746,34 @@ mod tests {
         assert_eq!(m.category(Category::MultiHop), None);
         assert!((m.overall().unwrap_or(0.0) - 2.0 / 3.0).abs() < 1e-9);
         assert_eq!(m.count(), 3);
+    }
+
+    #[test]
+    fn answer_prompts_follow_the_category() {
+        let samples = parse(FILE.as_bytes()).expect("valid file");
+        let qs = &samples[0].questions;
+        let notes = [("8 May 2023".to_owned(), "Bo: Look\n at this.")];
+        let p = answer_prompt(&qs[0], 0, &notes);
+        assert!(
+            p.user.contains("[1] 8 May 2023: Bo: Look at this.\n"),
+            "{}",
+            p.user
+        );
+        assert!(p.user.contains("Question: What did Bo show?"));
+        assert!(p.user.contains("exact words"));
+        assert!(
+            answer_prompt(&qs[1], 1, &notes)
+                .user
+                .contains("approximate date")
+        );
+        let even = answer_prompt(&qs[2], 0, &notes).user;
+        assert!(
+            even.contains("Not mentioned in the conversation or a canoe"),
+            "{even}"
+        );
+        let odd = answer_prompt(&qs[2], 1, &notes).user;
+        assert!(odd.contains("a canoe or Not mentioned in the conversation"));
+        assert!(answer_prompt(&qs[0], 0, &[]).user.contains("(no notes)"));
     }
 
     #[test]

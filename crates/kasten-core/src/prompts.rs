@@ -39,7 +39,9 @@ const MAX_CONTEXT_CHARS: usize = 400;
 const MAX_REASON_CHARS: usize = 200;
 /// Characters of a neighbour's content shown in the link prompt (keeps tokens per note
 /// within the ~1,200 budget at k = 10).
-const NEIGHBOUR_PREVIEW_CHARS: usize = 220;
+const NEIGHBOUR_PREVIEW_CHARS: usize = 160;
+/// Characters of a neighbour's context shown.
+const NEIGHBOUR_CONTEXT_CHARS: usize = 100;
 /// Characters of the new note shown (a very long note is cut, with a marker).
 const NOTE_CHARS: usize = 2000;
 
@@ -226,7 +228,7 @@ pub fn link_evolve(note: &Neighbour, neighbours: &[Neighbour], handles: &Handles
             Handles::handle(i),
             fenced(&cut(&n.content, NEIGHBOUR_PREVIEW_CHARS)),
             n.tags.join(", "),
-            cut(&n.context, 160)
+            cut(&n.context, NEIGHBOUR_CONTEXT_CHARS)
         ));
     }
     let user = format!(

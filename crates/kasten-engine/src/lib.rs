@@ -17,6 +17,7 @@ use std::time::Instant;
 
 use chrono::Utc;
 use kasten_core::bm25::TextIndex;
+use kasten_core::timeline::Timeline;
 use kasten_core::vector::VectorIndex;
 use kasten_core::{CoreError, EnrichState, JobId, Link, NewNote, Note, NoteId, NoteStatus};
 use kasten_embed::{EmbedError, Embedder};
@@ -76,6 +77,8 @@ struct Indexes {
     text: TextIndex,
     /// Accepted links, both directions, for link expansion.
     links: std::collections::HashMap<NoteId, Vec<NoteId>>,
+    /// Notes by time and source stream, for context expansion and dates.
+    timeline: Timeline,
 }
 
 impl Indexes {
@@ -91,6 +94,7 @@ impl Indexes {
     fn remove_note(&mut self, id: &NoteId) {
         self.vector.remove(id);
         self.text.remove(id);
+        self.timeline.remove(id);
         if let Some(ns) = self.links.remove(id) {
             for n in ns {
                 if let Some(v) = self.links.get_mut(&n) {
@@ -151,6 +155,7 @@ impl Engine {
                 vector: VectorIndex::new(embedder.dim()),
                 text: TextIndex::new(),
                 links: Default::default(),
+                timeline: Timeline::new(),
             }),
             embedder,
             llm: options.llm,
@@ -220,6 +225,8 @@ impl Engine {
                     }
                     _ => stale.push((row.id.clone(), row.text.clone())),
                 }
+                ix.timeline
+                    .upsert(row.id.clone(), row.source.as_deref(), row.created_at);
                 ix.text.upsert(row.id, &row.text);
                 done += 1;
             }
@@ -347,6 +354,8 @@ impl Engine {
         for ((n, v), text) in notes.iter().zip(&vectors).zip(&texts) {
             ix.vector.upsert(n.id.clone(), v)?;
             ix.text.upsert(n.id.clone(), text);
+            ix.timeline
+                .upsert(n.id.clone(), n.source.as_deref(), n.created_at);
         }
         Ok(AddedBatch {
             notes,

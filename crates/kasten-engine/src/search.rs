@@ -1,10 +1,14 @@
-//! Hybrid search: vector top-n and BM25 top-n, fused by reciprocal rank, each hit
-//! marked with how it was found.
+//! Hybrid search: vector top-n and BM25 top-n fused by their normalised scores, with
+//! date-aware ranking, context from the source stream and link expansion; each hit is
+//! marked with how it was found. `rank_hybrid` keeps the plain reciprocal-rank fusion as
+//! a baseline.
 
+use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use kasten_core::fusion::{self, FusedHit, Via};
-use kasten_core::{Note, NoteId};
+use kasten_core::ranking::{self, Signals, Weights};
+use kasten_core::{Note, NoteId, period};
 use serde::Serialize;
 
 use crate::{Engine, EngineError};
@@ -38,17 +42,65 @@ pub struct SearchOutput {
     pub timings: SearchTimings,
 }
 
-/// How a search ranks and expands its hits. The default is what `kasten search`, the app
-/// and the MCP server use.
+/// How a search ranks and expands its hits ([`kasten_core::ranking`] explains the
+/// scoring). The default is what `kasten search`, the app and the MCP server use.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SearchOptions {
+    /// Share of the vector score in the fusion with the keyword score, 0–1.
+    pub vector_weight: f64,
+    /// Share of the best adjacent note's score (the note written just before or after,
+    /// in the same source stream) added to a note's own; 0 turns context off.
+    pub context_weight: f64,
+    /// Notes more than this many seconds apart are not each other's context.
+    pub context_max_gap_secs: u64,
+    /// Bonus for notes written in a period the query names ("in July 2023"); 0 turns
+    /// date-aware ranking off.
+    pub date_weight: f64,
     /// Follow accepted links from the best hits.
     pub links: bool,
 }
 
 impl Default for SearchOptions {
     fn default() -> Self {
-        Self { links: true }
+        Self {
+            vector_weight: 0.5,
+            context_weight: 0.5,
+            context_max_gap_secs: 2 * 3600,
+            date_weight: 0.2,
+            links: true,
+        }
+    }
+}
+
+impl SearchOptions {
+    /// Score fusion only: no context, no dates, no links.
+    pub fn fusion_only() -> Self {
+        Self {
+            context_weight: 0.0,
+            date_weight: 0.0,
+            links: false,
+            ..Self::default()
+        }
+    }
+}
+
+/// A note's time may be in another zone than the date a query names: periods are widened
+/// by a day on each side.
+const PERIOD_SLACK_DAYS: i64 = 1;
+/// At most this many notes of a named period are compared with the query.
+const MAX_PERIOD_NOTES: usize = 20_000;
+
+fn cosine(query: &[f32], v: &[f32]) -> f32 {
+    // stored vectors are normalised; the query is normalised by the caller
+    query.iter().zip(v).map(|(a, b)| a * b).sum()
+}
+
+fn normalised(v: &[f32]) -> Vec<f32> {
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if norm > 0.0 && norm.is_finite() {
+        v.iter().map(|x| x / norm).collect()
+    } else {
+        vec![0.0; v.len()]
     }
 }
 
@@ -89,7 +141,8 @@ impl Engine {
         Ok(ix.vector.iter().map(|(_, v)| v.to_vec()).collect())
     }
 
-    /// Vector and keyword ranking fused by reciprocal rank (no store access).
+    /// Vector and keyword ranking fused by reciprocal rank (no store access): the plain
+    /// hybrid baseline, not what [`Engine::search`] uses.
     pub fn rank_hybrid(
         &self,
         query: &str,
@@ -107,7 +160,141 @@ impl Engine {
         ))
     }
 
-    /// Hybrid ranking plus link expansion: the best hits, each followed by notes its
+    /// Kasten's ranking (no store access): vector and keyword scores fused, dates and
+    /// context as `options` say (see [`kasten_core::ranking`]). Links are not followed
+    /// here; [`Engine::rank_expanded`] does that.
+    pub fn rank(
+        &self,
+        query: &str,
+        query_vec: &[f32],
+        k: usize,
+        options: &SearchOptions,
+    ) -> Result<Vec<FusedHit>, EngineError> {
+        if k == 0 {
+            return Ok(Vec::new());
+        }
+        let n = (k * CANDIDATES_PER_HIT).max(MIN_CANDIDATES);
+        let qv = normalised(query_vec);
+        let ix = self.read_indexes()?;
+        let vec_hits = ix.vector.search(&qv, n)?;
+        let kw_hits = ix.text.search(query, n);
+        let max_vector = vec_hits.first().map_or(0.0, |h| h.1);
+        let max_keyword = kw_hits.first().map_or(0.0, |h| h.1);
+
+        // direct candidates, in a deterministic order, with what found them
+        let mut signals: HashMap<NoteId, Signals> = HashMap::new();
+        let mut direct: Vec<NoteId> = Vec::new();
+        let mut add = |id: &NoteId, signals: &mut HashMap<NoteId, Signals>| -> bool {
+            if signals.contains_key(id) {
+                return false;
+            }
+            direct.push(id.clone());
+            signals.insert(id.clone(), Signals::default());
+            true
+        };
+        for (id, score) in &vec_hits {
+            add(id, &mut signals);
+            if let Some(s) = signals.get_mut(id) {
+                s.vector = *score;
+                s.via.push(Via::Vector);
+            }
+        }
+        for (id, score) in &kw_hits {
+            add(id, &mut signals);
+            if let Some(s) = signals.get_mut(id) {
+                s.keyword = *score;
+                s.via.push(Via::Keyword);
+            }
+        }
+        // dates: the notes of a named period most similar to the query are candidates too
+        let ranges: Vec<(i64, i64)> = if options.date_weight > 0.0 {
+            period::periods_in(query)
+                .iter()
+                .map(|p| period::millis_range(p, PERIOD_SLACK_DAYS))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        if !ranges.is_empty() {
+            let mut dated: Vec<(&NoteId, f32)> = ranges
+                .iter()
+                .flat_map(|(a, b)| ix.timeline.between(*a, b - 1, MAX_PERIOD_NOTES))
+                .filter_map(|id| Some((id, cosine(&qv, ix.vector.get(id)?))))
+                .collect();
+            dated.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+            dated.truncate(n);
+            for (id, _) in dated {
+                add(id, &mut signals);
+            }
+        }
+        let direct = direct;
+
+        // context: adjacent notes are candidates, and their neighbours are scored too
+        let gamma = options.context_weight.max(0.0) as f32;
+        let gap_ms =
+            i64::try_from(options.context_max_gap_secs.saturating_mul(1000)).unwrap_or(i64::MAX);
+        let adjacent = |id: &NoteId| -> Vec<NoteId> {
+            if gamma <= 0.0 {
+                return Vec::new();
+            }
+            let (before, after) = ix.timeline.adjacent(id, gap_ms);
+            before.into_iter().chain(after).cloned().collect()
+        };
+        let mut candidates = direct.clone();
+        let mut in_candidates: HashSet<NoteId> = direct.iter().cloned().collect();
+        for id in &direct {
+            for a in adjacent(id) {
+                if in_candidates.insert(a.clone()) {
+                    candidates.push(a);
+                }
+            }
+        }
+        let mut known: Vec<NoteId> = candidates.clone();
+        let mut in_known = in_candidates.clone();
+        for id in &candidates {
+            for a in adjacent(id) {
+                if in_known.insert(a.clone()) {
+                    known.push(a);
+                }
+            }
+        }
+
+        // own scores of everything known; notes outside the keyword top-n count as no match
+        let in_period = |id: &NoteId| {
+            !ranges.is_empty()
+                && ix
+                    .timeline
+                    .time_ms(id)
+                    .is_some_and(|t| ranges.iter().any(|(a, b)| *a <= t && t < *b))
+        };
+        let weights = Weights {
+            vector: options.vector_weight as f32,
+            context: gamma,
+            date: options.date_weight as f32,
+        };
+        let mut own: HashMap<NoteId, (f32, Vec<Via>)> = HashMap::with_capacity(known.len());
+        for id in known {
+            let mut s = signals.remove(&id).unwrap_or_default();
+            if !s.via.contains(&Via::Vector) {
+                s.vector = ix.vector.get(&id).map_or(0.0, |v| cosine(&qv, v));
+            }
+            if in_period(&id) {
+                s.in_period = true;
+                s.via.push(Via::Date);
+            }
+            let score = ranking::own_score(&s, max_vector, max_keyword, &weights);
+            own.insert(id, (score, s.via));
+        }
+        Ok(ranking::rank_in_context(
+            &candidates,
+            &own,
+            &adjacent,
+            gamma,
+            k,
+        ))
+    }
+
+    /// Kasten's ranking plus link expansion: the best hits, each followed by notes its
     /// accepted links reach (marked `link from <id>`), `k` in total. At most a third of
     /// the places go to expansions, so strong direct hits are not crowded out.
     pub fn rank_expanded(
@@ -115,8 +302,12 @@ impl Engine {
         query: &str,
         query_vec: &[f32],
         k: usize,
+        options: &SearchOptions,
     ) -> Result<Vec<FusedHit>, EngineError> {
-        let fused = self.rank_hybrid(query, query_vec, k)?;
+        let fused = self.rank(query, query_vec, k, options)?;
+        if !options.links {
+            return Ok(fused);
+        }
         let ix = self.read_indexes()?;
         if ix.links.is_empty() || k < 2 {
             return Ok(fused);
@@ -178,11 +369,7 @@ impl Engine {
         let qv = self.embed_query(query).await?;
         let embed = t0.elapsed();
         let t1 = Instant::now();
-        let fused = if options.links {
-            self.rank_expanded(query, &qv, k)?
-        } else {
-            self.rank_hybrid(query, &qv, k)?
-        };
+        let fused = self.rank_expanded(query, &qv, k, options)?;
         let rank = t1.elapsed();
         let t2 = Instant::now();
         let ids: Vec<NoteId> = fused.iter().map(|h| h.id.clone()).collect();
@@ -203,5 +390,201 @@ impl Engine {
             hits,
             timings: SearchTimings { embed, rank, fetch },
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::{DateTime, TimeZone, Utc};
+    use kasten_core::{NewNote, Via};
+    use kasten_store::Endpoint;
+
+    use super::SearchOptions;
+    use crate::tests::HashEmbedder;
+    use crate::{Engine, EngineError};
+
+    async fn open(ep: &Endpoint) -> Result<Engine, EngineError> {
+        Engine::open(ep, HashEmbedder::arc("h", 64, 1), &|_| {}).await
+    }
+
+    fn note(text: &str, source: Option<&str>, at: DateTime<Utc>) -> Result<NewNote, EngineError> {
+        Ok(NewNote::new(text)?
+            .at(Some(at))
+            .with_source(source.map(str::to_owned)))
+    }
+
+    fn day(y: i32, m: u32, d: u32) -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(y, m, d, 12, 0, 0)
+            .single()
+            .unwrap_or_default()
+    }
+
+    /// A chat session where the answer ("Last Friday, at the lake!") shares no word with
+    /// the question, and an unrelated note in another stream at the same time.
+    async fn chat(e: &Engine) -> Result<Vec<kasten_core::Note>, EngineError> {
+        let t = day(2023, 5, 8);
+        Ok(e.add_batch(vec![
+            note("Ann: How was your week?", Some("chat:S1:1"), t)?,
+            note(
+                "Ann: When did you paint the sunrise picture?",
+                Some("chat:S1:2"),
+                t,
+            )?,
+            note("Bo: Last Friday, at the lake!", Some("chat:S1:3"), t)?,
+            note("Bo: Also, groceries are expensive.", Some("other:S9:1"), t)?,
+        ])
+        .await?
+        .notes)
+    }
+
+    #[tokio::test]
+    async fn a_hit_brings_its_neighbour_in_the_same_stream() -> Result<(), EngineError> {
+        let e = open(&Endpoint::Mem).await?;
+        let notes = chat(&e).await?;
+        let (question, answer) = (&notes[1], &notes[2]);
+        let out = e.search("paint sunrise picture", 3).await?;
+        let ids: Vec<_> = out.hits.iter().map(|h| &h.note.id).collect();
+        assert_eq!(ids[0], &question.id);
+        // both neighbours follow, the reply with the label that says why
+        assert!(ids.contains(&&answer.id), "{ids:?}");
+        let reply = out.hits.iter().find(|h| h.note.id == answer.id);
+        assert!(
+            reply.is_some_and(|h| h.via.contains(&Via::Context {
+                of: question.id.clone()
+            })),
+            "{:?}",
+            out.hits
+        );
+        // the note of another stream is never context, even at the same time
+        assert!(!ids.contains(&&notes[3].id));
+        let labels: Vec<String> = out.hits[1].via.iter().map(Via::label).collect();
+        assert!(labels.iter().any(|l| l.starts_with("context of ")));
+
+        // without context the reply has nothing to do with the query
+        let plain = SearchOptions {
+            context_weight: 0.0,
+            ..SearchOptions::default()
+        };
+        let out = e.search_with("paint sunrise picture", 3, &plain).await?;
+        assert!(
+            out.hits
+                .iter()
+                .all(|h| !h.via.iter().any(|v| matches!(v, Via::Context { .. })))
+        );
+        e.close().await;
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_time_gap_ends_the_context_and_deleted_notes_leave_it() -> Result<(), EngineError> {
+        let e = open(&Endpoint::Mem).await?;
+        let added = e
+            .add_batch(vec![
+                note(
+                    "planted tomatoes in the garden",
+                    Some("diary.md"),
+                    day(2023, 5, 1),
+                )?,
+                note("it rained all day", Some("diary.md"), day(2023, 5, 2))?,
+            ])
+            .await?
+            .notes;
+        let out = e.search("tomatoes garden", 2).await?;
+        assert!(
+            out.hits
+                .iter()
+                .all(|h| h.via.iter().all(|v| !matches!(v, Via::Context { .. })))
+        );
+        // within the gap they are context
+        let wide = SearchOptions {
+            context_max_gap_secs: 2 * 86_400,
+            ..SearchOptions::default()
+        };
+        let out = e.search_with("tomatoes garden", 2, &wide).await?;
+        assert_eq!(out.hits.len(), 2);
+        assert_eq!(
+            out.hits[1].via,
+            vec![
+                Via::Vector,
+                Via::Context {
+                    of: added[0].id.clone()
+                }
+            ]
+        );
+        e.delete(&added[0].id).await?;
+        let out = e.search_with("tomatoes garden", 2, &wide).await?;
+        assert!(out.hits.iter().all(|h| h.note.id != added[0].id));
+        assert!(
+            out.hits
+                .iter()
+                .all(|h| h.via.iter().all(|v| !matches!(v, Via::Context { .. })))
+        );
+        e.close().await;
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_named_period_ranks_its_notes_first() -> Result<(), EngineError> {
+        let e = open(&Endpoint::Mem).await?;
+        let added = e
+            .add_batch(vec![
+                note("went hiking with the dog", None, day(2023, 3, 1))?,
+                note("went hiking with the dog", None, day(2023, 7, 7))?,
+                note("went hiking with the dog", None, day(2024, 7, 7))?,
+            ])
+            .await?
+            .notes;
+        for q in [
+            "hiking in July 2023",
+            "hiking on 7 July, 2023",
+            "hiking 2023-07-07",
+        ] {
+            let out = e.search(q, 3).await?;
+            assert_eq!(out.hits[0].note.id, added[1].id, "{q}");
+            assert!(out.hits[0].via.contains(&Via::Date), "{q}");
+            assert!(
+                out.hits[1..].iter().all(|h| !h.via.contains(&Via::Date)),
+                "{q}"
+            );
+        }
+        let off = SearchOptions {
+            date_weight: 0.0,
+            ..SearchOptions::default()
+        };
+        let out = e.search_with("hiking in July 2023", 3, &off).await?;
+        assert!(out.hits.iter().all(|h| !h.via.contains(&Via::Date)));
+        e.close().await;
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn the_timeline_is_rebuilt_when_a_memory_is_opened_again() -> Result<(), EngineError> {
+        let dir = tempfile::tempdir().map_err(|e| EngineError::Internal(e.to_string()))?;
+        let ep = Endpoint::SurrealKv(dir.path().join("db"));
+        let e = open(&ep).await?;
+        let notes = chat(&e).await?;
+        e.close().await;
+        let e = open(&ep).await?;
+        let out = e.search("paint sunrise picture", 3).await?;
+        assert!(out.hits.iter().any(|h| h.note.id == notes[2].id
+            && h.via.contains(&Via::Context {
+                of: notes[1].id.clone()
+            })));
+        let ranked = e.rank(
+            "paint sunrise picture",
+            &e.embed_query("paint sunrise picture").await?,
+            0,
+            &SearchOptions::default(),
+        )?;
+        assert!(ranked.is_empty());
+        e.close().await;
+        Ok(())
+    }
+
+    #[test]
+    fn options_serialise_for_reports() {
+        let v = serde_json::to_value(SearchOptions::default()).unwrap_or_default();
+        assert_eq!(v["context_weight"], 0.5);
+        assert!(!SearchOptions::fusion_only().links);
     }
 }

@@ -213,6 +213,9 @@ pub struct IndexRow {
     pub text: String,
     pub embedding: Option<Vec<f32>>,
     pub embed_model: Option<String>,
+    /// The note's time and source, for the timeline (context expansion, dates).
+    pub created_at: DateTime<Utc>,
+    pub source: Option<String>,
 }
 
 #[derive(Debug, SurrealValue)]
@@ -225,6 +228,8 @@ struct IndexRowRaw {
     context: String,
     embedding: Option<Bytes>,
     embed_model: Option<String>,
+    created_at: DateTime<Utc>,
+    source: Option<String>,
 }
 
 #[derive(Debug, SurrealValue)]
@@ -544,7 +549,7 @@ impl Store {
         after: Option<&NoteId>,
         limit: usize,
     ) -> Result<Vec<IndexRow>, StoreError> {
-        let cols = "record::id(id) AS id, content, keywords, tags, context, embedding, embed_model";
+        let cols = "record::id(id) AS id, content, keywords, tags, context, embedding, embed_model, created_at, source";
         let q = match after {
             Some(_) => format!(
                 "SELECT {cols} FROM note WHERE id > type::record('note', $after) AND status = 'active' ORDER BY id LIMIT $limit"
@@ -573,6 +578,8 @@ impl Store {
                     ),
                     embedding: r.embedding.as_ref().map(|b| bytes_to_emb(b)).transpose()?,
                     embed_model: r.embed_model,
+                    created_at: r.created_at,
+                    source: r.source,
                 })
             })
             .collect()

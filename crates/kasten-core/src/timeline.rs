@@ -1,0 +1,248 @@
+//! Where each note sits in time and in its source stream: the derived index behind
+//! context expansion and date-aware ranking.
+//!
+//! A note's `source` names where it came from; by convention its last `:`-separated part
+//! is the note's position in a *stream* named by the rest: `conv-26:D1:3` is turn 3 of
+//! stream `conv-26:D1` (a LoCoMo session), `journal.jsonl:12` is line 12 of
+//! `journal.jsonl`. A source without `:` is a stream of its own name, ordered by time
+//! alone. Within a stream notes are ordered by time, then by position (numerically when it
+//! is a number), then by id. Notes without a source belong to no stream.
+//!
+//! Two notes are *adjacent* when they are next to each other in one stream and no more
+//! than a given gap apart in time: the notes written just before and after a note, in the
+//! same conversation, file or session.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+
+use crate::NoteId;
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Entry {
+    time_ms: i64,
+    /// The position as a number, or `u64::MAX` when it is not one (then `pos` orders).
+    pos_num: u64,
+    pos: Box<str>,
+    id: NoteId,
+}
+
+#[derive(Debug, Clone)]
+struct Placed {
+    time_ms: i64,
+    stream: Option<(Arc<str>, Entry)>,
+}
+
+/// Notes by time, and by position in their source stream.
+#[derive(Debug, Default, Clone)]
+pub struct Timeline {
+    notes: HashMap<NoteId, Placed>,
+    streams: HashMap<Arc<str>, BTreeSet<Entry>>,
+    by_time: BTreeMap<i64, Vec<NoteId>>,
+}
+
+/// The stream a source belongs to and the note's position in it.
+pub fn stream_of(source: &str) -> Option<(&str, &str)> {
+    let source = source.trim();
+    if source.is_empty() {
+        return None;
+    }
+    match source.rsplit_once(':') {
+        Some((stream, pos)) if !stream.is_empty() => Some((stream, pos)),
+        _ => Some((source, "")),
+    }
+}
+
+impl Timeline {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn len(&self) -> usize {
+        self.notes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.notes.is_empty()
+    }
+
+    /// Places (or moves) a note.
+    pub fn upsert(&mut self, id: NoteId, source: Option<&str>, time: DateTime<Utc>) {
+        self.remove(&id);
+        let time_ms = time.timestamp_millis();
+        let stream = source.and_then(stream_of).map(|(stream, pos)| {
+            let key: Arc<str> = match self.streams.get_key_value(stream) {
+                Some((k, _)) => Arc::clone(k),
+                None => Arc::from(stream),
+            };
+            let entry = Entry {
+                time_ms,
+                pos_num: pos.parse().unwrap_or(u64::MAX),
+                pos: pos.into(),
+                id: id.clone(),
+            };
+            self.streams
+                .entry(Arc::clone(&key))
+                .or_default()
+                .insert(entry.clone());
+            (key, entry)
+        });
+        self.by_time.entry(time_ms).or_default().push(id.clone());
+        self.notes.insert(id, Placed { time_ms, stream });
+    }
+
+    /// Forgets a note; returns whether it was there.
+    pub fn remove(&mut self, id: &NoteId) -> bool {
+        let Some(placed) = self.notes.remove(id) else {
+            return false;
+        };
+        if let Some(v) = self.by_time.get_mut(&placed.time_ms) {
+            v.retain(|x| x != id);
+            if v.is_empty() {
+                self.by_time.remove(&placed.time_ms);
+            }
+        }
+        if let Some((key, entry)) = placed.stream
+            && let Some(set) = self.streams.get_mut(&key)
+        {
+            set.remove(&entry);
+            if set.is_empty() {
+                self.streams.remove(&key);
+            }
+        }
+        true
+    }
+
+    /// The note's time, in milliseconds since the epoch.
+    pub fn time_ms(&self, id: &NoteId) -> Option<i64> {
+        self.notes.get(id).map(|p| p.time_ms)
+    }
+
+    /// The notes just before and just after `id` in its stream that are at most
+    /// `max_gap_ms` apart from it in time (none for a note without a stream).
+    pub fn adjacent(&self, id: &NoteId, max_gap_ms: i64) -> (Option<&NoteId>, Option<&NoteId>) {
+        let Some((key, entry)) = self.notes.get(id).and_then(|p| p.stream.as_ref()) else {
+            return (None, None);
+        };
+        let Some(set) = self.streams.get(key) else {
+            return (None, None);
+        };
+        let close = |e: &&Entry| (e.time_ms - entry.time_ms).abs() <= max_gap_ms;
+        let before = set.range(..entry).next_back().filter(close).map(|e| &e.id);
+        let after = set
+            .range((std::ops::Bound::Excluded(entry), std::ops::Bound::Unbounded))
+            .next()
+            .filter(close)
+            .map(|e| &e.id);
+        (before, after)
+    }
+
+    /// Notes whose time lies in `[start_ms, end_ms]`, oldest first, at most `limit`.
+    pub fn between(&self, start_ms: i64, end_ms: i64, limit: usize) -> Vec<&NoteId> {
+        if start_ms > end_ms {
+            return Vec::new();
+        }
+        self.by_time
+            .range(start_ms..=end_ms)
+            .flat_map(|(_, ids)| ids)
+            .take(limit)
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(s: &str) -> NoteId {
+        NoteId::parse(s).unwrap_or_else(|_| NoteId::generate())
+    }
+
+    fn t(mins: i64) -> DateTime<Utc> {
+        DateTime::<Utc>::UNIX_EPOCH + chrono::Duration::minutes(mins)
+    }
+
+    const HOUR: i64 = 3_600_000;
+
+    #[test]
+    fn streams_come_from_sources() {
+        assert_eq!(stream_of("conv-26:D1:3"), Some(("conv-26:D1", "3")));
+        assert_eq!(stream_of("journal.jsonl:12"), Some(("journal.jsonl", "12")));
+        assert_eq!(stream_of("notes.md"), Some(("notes.md", "")));
+        assert_eq!(stream_of(":7"), Some((":7", "")));
+        assert_eq!(stream_of("  "), None);
+    }
+
+    #[test]
+    fn adjacency_follows_position_within_equal_times_and_stays_in_the_stream() {
+        let mut tl = Timeline::new();
+        // a session whose turns share one time; inserted out of order; 10 after 9
+        for (n, pos) in [("a3", 3), ("a1", 1), ("a10", 10), ("a2", 2), ("a9", 9)] {
+            tl.upsert(id(n), Some(&format!("c:D1:{pos}")), t(0));
+        }
+        tl.upsert(id("b1"), Some("c:D2:1"), t(0)); // another session, same time
+        tl.upsert(id("free"), None, t(0));
+        assert_eq!(
+            tl.adjacent(&id("a2"), HOUR),
+            (Some(&id("a1")), Some(&id("a3")))
+        );
+        assert_eq!(tl.adjacent(&id("a1"), HOUR), (None, Some(&id("a2"))));
+        assert_eq!(
+            tl.adjacent(&id("a9"), HOUR),
+            (Some(&id("a3")), Some(&id("a10")))
+        );
+        assert_eq!(tl.adjacent(&id("a10"), HOUR), (Some(&id("a9")), None));
+        assert_eq!(tl.adjacent(&id("b1"), HOUR), (None, None));
+        assert_eq!(tl.adjacent(&id("free"), HOUR), (None, None));
+        assert_eq!(tl.adjacent(&id("unknown"), HOUR), (None, None));
+    }
+
+    #[test]
+    fn time_orders_a_stream_and_a_gap_breaks_adjacency() {
+        let mut tl = Timeline::new();
+        tl.upsert(id("x"), Some("diary.md"), t(0));
+        tl.upsert(id("y"), Some("diary.md"), t(30));
+        tl.upsert(id("z"), Some("diary.md"), t(60 * 24));
+        assert_eq!(tl.adjacent(&id("y"), HOUR), (Some(&id("x")), None));
+        assert_eq!(
+            tl.adjacent(&id("y"), 48 * HOUR),
+            (Some(&id("x")), Some(&id("z")))
+        );
+    }
+
+    #[test]
+    fn removal_and_moves_keep_the_index_consistent() {
+        let mut tl = Timeline::new();
+        for p in 1..=3 {
+            tl.upsert(id(&format!("n{p}")), Some(&format!("s:{p}")), t(p));
+        }
+        assert!(tl.remove(&id("n2")));
+        assert!(!tl.remove(&id("n2")));
+        assert_eq!(tl.adjacent(&id("n1"), HOUR), (None, Some(&id("n3"))));
+        // moved to another stream
+        tl.upsert(id("n3"), Some("other:1"), t(3));
+        assert_eq!(tl.adjacent(&id("n1"), HOUR), (None, None));
+        assert_eq!(tl.len(), 2);
+        assert!(tl.remove(&id("n1")) && tl.remove(&id("n3")));
+        assert!(tl.is_empty() && tl.streams.is_empty() && tl.by_time.is_empty());
+    }
+
+    #[test]
+    fn notes_between_two_times() {
+        let mut tl = Timeline::new();
+        for m in [5, 1, 3, 9] {
+            tl.upsert(id(&format!("m{m}")), None, t(m));
+        }
+        let ms = |m: i64| m * 60_000;
+        let got: Vec<&str> = tl
+            .between(ms(2), ms(5), 10)
+            .into_iter()
+            .map(NoteId::as_str)
+            .collect();
+        assert_eq!(got, ["m3", "m5"]);
+        assert_eq!(tl.between(ms(0), ms(10), 2).len(), 2);
+        assert!(tl.between(ms(6), ms(2), 10).is_empty());
+        assert_eq!(tl.time_ms(&id("m9")), Some(ms(9)));
+    }
+}

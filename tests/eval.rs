@@ -1,0 +1,307 @@
+//! `kasten eval locomo` end to end on a small generated file in the LoCoMo format (the
+//! real MiniLM model, embedded memories under a private cache directory).
+#![allow(clippy::panic)] // test helpers fail loudly
+
+use std::path::{Path, PathBuf};
+
+use kasten_tests::{FakeServer, Home};
+use serde_json::{Value, json};
+
+/// Two short conversations. In `conv-a` the answer to "When did Ann paint the sunrise?"
+/// is Bo's reply, which shares no word with the question.
+fn locomo_file() -> Value {
+    json!([
+        {
+            "sample_id": "conv-a",
+            "conversation": {
+                "speaker_a": "Ann",
+                "speaker_b": "Bo",
+                "session_1_date_time": "1:56 pm on 8 May, 2023",
+                "session_1": [
+                    {"speaker": "Ann", "dia_id": "D1:1", "text": "Hi Bo, how was your week?"},
+                    {"speaker": "Bo", "dia_id": "D1:2", "text": "Busy! Did you ever paint that sunrise over the lake?"},
+                    {"speaker": "Ann", "dia_id": "D1:3", "text": "Yes, last Friday, with my new brushes."},
+                    {"speaker": "Bo", "dia_id": "D1:4", "text": "I adopted a rescue greyhound called Pixel.",
+                     "img_url": ["http://example.invalid/dog.jpg"], "blip_caption": "a photo of a grey dog on a sofa"}
+                ],
+                "session_2_date_time": "10:37 am on 27 June, 2023",
+                "session_2": [
+                    {"speaker": "Ann", "dia_id": "D2:1", "text": "I started a pottery class downtown."},
+                    {"speaker": "Bo", "dia_id": "D2:2", "text": "Pixel learned to fetch the newspaper."},
+                    {"speaker": "Ann", "dia_id": "D2:3", "text": "My sister is moving to Lisbon in August."}
+                ]
+            },
+            "qa": [
+                {"question": "When did Ann paint the sunrise?", "answer": "The Friday before 8 May 2023", "evidence": ["D1:3"], "category": 2},
+                {"question": "What is the name of Bo's dog?", "answer": "Pixel", "evidence": ["D1:4", "D2:2"], "category": 1},
+                {"question": "What class did Ann start?", "answer": "pottery", "evidence": ["D2:1"], "category": 4},
+                {"question": "Where is Ann's sister moving?", "answer": "Lisbon", "evidence": ["D2:3", "D9:99"], "category": 4},
+                {"question": "What did Bo paint?", "adversarial_answer": "a sunrise", "evidence": ["D1:3"], "category": 5}
+            ]
+        },
+        {
+            "sample_id": "conv-b",
+            "conversation": {
+                "speaker_a": "Cy",
+                "speaker_b": "Di",
+                "session_1_date_time": "9:00 am on 3 March, 2023",
+                "session_1": [
+                    {"speaker": "Cy", "dia_id": "D1:1", "text": "I finally fixed my old bicycle."},
+                    {"speaker": "Di", "dia_id": "D1:2", "text": "Nice. I am training for a marathon in Boston."}
+                ]
+            },
+            "qa": [
+                {"question": "What is Di training for?", "answer": "a marathon", "evidence": ["D1:2"], "category": 4},
+                {"question": "What would Cy enjoy?", "answer": "cycling", "evidence": [], "category": 3}
+            ]
+        }
+    ])
+}
+
+fn setup(h: &Home) -> (PathBuf, PathBuf) {
+    let file = h.file(
+        "locomo.json",
+        serde_json::to_string_pretty(&locomo_file())
+            .unwrap_or_default()
+            .as_bytes(),
+    );
+    (file, h.dir.path().join("eval-cache"))
+}
+
+fn eval(h: &Home, file: &Path, cache: &Path, extra: &[&str]) -> Value {
+    let (f, c) = (file.display().to_string(), cache.display().to_string());
+    let mut args = vec!["eval", "locomo", &f, "--no-llm", "--cache", &c];
+    args.extend_from_slice(extra);
+    h.json(&args)
+}
+
+fn num(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+#[test]
+fn recall_per_category_with_baselines_and_a_cached_second_run() {
+    let h = Home::new();
+    let (file, cache) = setup(&h);
+    let r = eval(&h, &file, &cache, &["-k", "3", "--per-question"]);
+
+    // 4 + 1 questions of categories 1-4; the adversarial one and the one without
+    // evidence are counted, not scored; the unknown evidence id is dropped
+    assert_eq!(r["k"], 3, "{r:#}");
+    assert_eq!(r["questions"]["scored"], 5, "{r:#}");
+    assert_eq!(r["questions"]["adversarial_not_scored"], 1);
+    assert_eq!(r["questions"]["without_known_evidence"], 1);
+    assert_eq!(r["questions"]["unknown_evidence_ids_dropped"], 1);
+    for system in [
+        "kasten",
+        "dense",
+        "bm25",
+        "rrf",
+        "score_fusion",
+        "kasten_without_context",
+        "kasten_without_dates",
+    ] {
+        let rec = &r["systems"][system]["recall_at_k"];
+        let overall = num(&rec["overall"]);
+        assert!((0.0..=1.0).contains(&overall), "{system}: {rec}");
+        assert_eq!(rec["questions"], 5, "{system}");
+    }
+    assert_eq!(r["recall_at_k"], r["systems"]["kasten"]["recall_at_k"]);
+    let by = &r["recall_at_k"]["by_category"];
+    assert_eq!(by["multi-hop"]["category"], 1);
+    assert_eq!(by["temporal"]["questions"], 1);
+    assert_eq!(by["single-hop"]["questions"], 3);
+    assert!(
+        by["open-domain"].is_null(),
+        "no scored open-domain question"
+    );
+    assert_eq!(r["systems"]["rrf"]["baseline"], true);
+    assert_eq!(r["systems"]["kasten"]["baseline"], false);
+
+    // Kasten finds the reply that answers the question through its context
+    let questions = r["per_question"].as_array().cloned().unwrap_or_default();
+    assert_eq!(questions.len(), 5);
+    let sunrise = questions
+        .iter()
+        .find(|q| q["question"] == "When did Ann paint the sunrise?")
+        .unwrap_or_else(|| panic!("{r:#}"));
+    assert_eq!(sunrise["systems"]["kasten"]["recall"], 1.0, "{sunrise:#}");
+    for q in &questions {
+        for s in ["kasten", "dense", "bm25", "rrf"] {
+            let got = q["systems"][s]["retrieved"].as_array().map_or(0, Vec::len);
+            assert!(got <= 3, "{q:#}");
+        }
+    }
+
+    // latency, tokens and ingest are reported
+    assert!(num(&r["latency_ms"]["search"]["p50"]) > 0.0);
+    assert!(num(&r["latency_ms"]["search"]["p95"]) >= num(&r["latency_ms"]["search"]["p50"]));
+    assert_eq!(r["tokens"]["ingest_llm"]["in"], 0);
+    assert_eq!(r["tokens"]["query_llm"]["out"], 0);
+    let samples = r["samples"].as_array().cloned().unwrap_or_default();
+    assert_eq!(samples.len(), 2);
+    assert_eq!(samples[0]["notes"], 7);
+    assert_eq!(samples[0]["ingest"]["cached"], false);
+    assert_eq!(r["ingest"]["notes"], 9);
+
+    // a k sweep reuses the memories
+    let again = eval(&h, &file, &cache, &["-k", "3"]);
+    assert_eq!(again["samples"][0]["ingest"]["cached"], true, "{again:#}");
+    assert_eq!(again["samples"][1]["ingest"]["cached"], true);
+    assert_eq!(again["ingest"]["notes"], 0);
+    assert_eq!(again["recall_at_k"], r["recall_at_k"]);
+    let wider = eval(&h, &file, &cache, &["-k", "10"]);
+    assert_eq!(wider["samples"][0]["ingest"]["cached"], true);
+    assert_eq!(num(&wider["recall_at_k"]["overall"]), 1.0, "{wider:#}");
+
+    // the memory is a normal Kasten memory: one note per turn, the session date as its
+    // time, the turn as its source, images with their caption
+    let dir = std::fs::read_dir(&cache)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| p.to_string_lossy().contains("-conv-a-plain-"))
+        .unwrap_or_else(|| panic!("no cached memory for conv-a in {}", cache.display()));
+    let db = format!("surrealkv://{}", dir.display());
+    let list = h.json(&["--db", &db, "list", "--limit", "100"]);
+    let notes = list["notes"].as_array().cloned().unwrap_or_default();
+    assert_eq!(notes.len(), 7);
+    let dog = notes
+        .iter()
+        .find(|n| n["source"] == "conv-a:D1:4")
+        .unwrap_or_else(|| panic!("{list:#}"));
+    assert_eq!(
+        dog["content"],
+        "Bo: [shares a photo of a grey dog on a sofa] I adopted a rescue greyhound called Pixel."
+    );
+    assert!(
+        dog["created_at"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("2023-05-08T13:56")),
+        "{dog:#}"
+    );
+}
+
+#[test]
+fn samples_can_be_chosen_and_mistakes_are_explained() {
+    let h = Home::new();
+    let (file, cache) = setup(&h);
+    let r = eval(&h, &file, &cache, &["--samples", "conv-b"]);
+    assert_eq!(r["samples"].as_array().map(Vec::len), Some(1));
+    assert_eq!(r["samples"][0]["sample_id"], "conv-b");
+    assert_eq!(r["questions"]["scored"], 1);
+
+    let (f, c) = (file.display().to_string(), cache.display().to_string());
+    let out = h.run(&[
+        "eval",
+        "locomo",
+        &f,
+        "--no-llm",
+        "--cache",
+        &c,
+        "--samples",
+        "conv-z",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("conv-z") && err.contains("conv-a, conv-b"),
+        "{err}"
+    );
+
+    let bad = h.file("bad.json", b"{\"not\": \"a list\"}");
+    let out = h.run(&[
+        "eval",
+        "locomo",
+        &bad.display().to_string(),
+        "--no-llm",
+        "--cache",
+        &c,
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a LoCoMo file"));
+
+    let out = h.run(&["eval", "locomo", "/nonexistent/locomo.json", "--no-llm"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read"));
+}
+
+#[test]
+fn without_an_llm_the_eval_says_to_pass_no_llm() {
+    let h = Home::new();
+    let (file, cache) = setup(&h);
+    let (f, c) = (file.display().to_string(), cache.display().to_string());
+    for extra in [&[][..], &["--answer"][..]] {
+        let mut args = vec!["eval", "locomo", &f, "--cache", &c];
+        args.extend_from_slice(extra);
+        let out = h.run(&args);
+        assert_eq!(out.status.code(), Some(1));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("--no-llm") && err.contains("KASTEN_LLM_BASE_URL"),
+            "{err}"
+        );
+    }
+    let out = h.run(&["eval", "locomo", &f, "--no-llm", "--answer"]);
+    assert_eq!(out.status.code(), Some(2), "a usage error");
+}
+
+#[test]
+fn with_an_llm_notes_are_enriched_and_questions_answered_and_scored() {
+    let llm = FakeServer::start("normal");
+    let h = Home::with_llm(&llm.openai_url());
+    let (file, cache) = setup(&h);
+    let (f, c) = (file.display().to_string(), cache.display().to_string());
+    let r = h.json(&[
+        "eval",
+        "locomo",
+        &f,
+        "--answer",
+        "--cache",
+        &c,
+        "-k",
+        "3",
+        "--samples",
+        "conv-a",
+        "--per-question",
+    ]);
+    assert_eq!(r["llm"]["model"], "fake-model", "{r:#}");
+    let ingest = &r["tokens"]["ingest_llm"];
+    assert_eq!(ingest["notes_enriched"], 7, "{r:#}");
+    assert!(ingest["in"].as_u64().unwrap_or(0) > 0 && ingest["out"].as_u64().unwrap_or(0) > 0);
+    // every question is answered, the adversarial one too
+    let a = &r["answers"];
+    assert_eq!(a["questions"], 5, "{r:#}");
+    for key in ["f1", "bleu1", "locomo_f1"] {
+        let overall = num(&a[key]["overall"]);
+        assert!((0.0..=1.0).contains(&overall), "{key}: {a:#}");
+        assert!(a[format!("{key}_categories_1_to_4")].is_number());
+    }
+    assert_eq!(a["f1"]["by_category"]["adversarial"]["questions"], 1);
+    assert!(r["tokens"]["query_llm"]["in"].as_u64().unwrap_or(0) > 0);
+    assert!(num(&r["latency_ms"]["answer"]["p50"]) > 0.0);
+    let q = &r["per_question"][0];
+    assert!(
+        q["answer"]["prediction"]
+            .as_str()
+            .is_some_and(|p| !p.is_empty()),
+        "{q:#}"
+    );
+    // retrieval is still measured, on the enriched memory, and cached apart from plain notes
+    assert_eq!(r["questions"]["scored"], 4);
+    let plain = eval(&h, &file, &cache, &["-k", "3", "--samples", "conv-a"]);
+    assert_eq!(plain["samples"][0]["ingest"]["cached"], false, "{plain:#}");
+    let again = h.json(&[
+        "eval",
+        "locomo",
+        &f,
+        "--cache",
+        &c,
+        "-k",
+        "3",
+        "--samples",
+        "conv-a",
+    ]);
+    assert_eq!(again["samples"][0]["ingest"]["cached"], true, "{again:#}");
+    assert_eq!(again["tokens"]["ingest_llm"], r["tokens"]["ingest_llm"]);
+}
