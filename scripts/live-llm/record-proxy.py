@@ -13,6 +13,8 @@ own account of it.
 
 import http.client
 import json
+import select
+import socket
 import sys
 import threading
 import time
@@ -43,17 +45,29 @@ def main() -> None:
             headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP}
             started = time.monotonic()
             conn = http.client.HTTPConnection(upstream.hostname, upstream.port, timeout=600)
+            finished = threading.Event()
+            abandoned = threading.Event()
             try:
                 conn.request(self.command, self.path, body=body, headers=headers)
+                # If the client gives up (e.g. Kasten's request timeout), hang up upstream too,
+                # so the model server cancels the work instead of finishing it for nobody.
+                threading.Thread(target=self.watch_client, args=(conn, finished, abandoned),
+                                 daemon=True).start()
                 resp = conn.getresponse()
                 data = resp.read()
                 status, resp_headers = resp.status, resp.getheaders()
-            except OSError as e:
+            except (OSError, http.client.HTTPException) as e:
                 data = json.dumps({"error": {"message": f"proxy: upstream failed: {e}"}}).encode()
                 status, resp_headers = 502, [("Content-Type", "application/json")]
             finally:
+                finished.set()
                 conn.close()
             elapsed_ms = (time.monotonic() - started) * 1000
+            if abandoned.is_set():
+                if self.path.rstrip("/").endswith("/chat/completions") and body:
+                    record({**describe(body, 499, b"", elapsed_ms), "abandoned_by_client": True})
+                self.close_connection = True
+                return
             self.send_response(status)
             for k, v in resp_headers:
                 if k.lower() not in HOP_BY_HOP:
@@ -63,6 +77,21 @@ def main() -> None:
             self.wfile.write(data)
             if self.path.rstrip("/").endswith("/chat/completions") and body:
                 record(describe(body, status, data, elapsed_ms))
+
+        def watch_client(self, conn, finished, abandoned) -> None:
+            while not finished.wait(0.2):
+                try:
+                    readable, _, _ = select.select([self.connection], [], [], 0)
+                    closed = bool(readable) and self.connection.recv(1, socket.MSG_PEEK) == b""
+                except OSError:
+                    closed = True
+                if closed:
+                    abandoned.set()
+                    try:
+                        conn.sock.shutdown(socket.SHUT_RDWR)
+                    except (OSError, AttributeError):
+                        pass
+                    return
 
         do_GET = do_POST = do_PUT = do_DELETE = forward
 

@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use crate::NoteId;
 
 /// Changes whenever a template or schema changes; recorded on every event.
-pub const PROMPT_VERSION: &str = "amem-v1";
+pub const PROMPT_VERSION: &str = "amem-v2";
 
 /// Link kinds the LLM may choose from.
 pub const LINK_KINDS: &[&str] = &[
@@ -35,8 +35,14 @@ pub const LINK_KINDS: &[&str] = &[
 
 const MAX_KEYWORDS: usize = 8;
 const MAX_TAGS: usize = 6;
-const MAX_CONTEXT_CHARS: usize = 400;
-const MAX_REASON_CHARS: usize = 200;
+// Lengths are also in the schemas: servers that compile schemas to grammars (llama.cpp)
+// then force strings closed, so a small model cannot loop inside one until max_tokens.
+const MAX_CONTEXT_CHARS: usize = 300;
+const MAX_REASON_CHARS: usize = 120;
+const MAX_TERM_CHARS: usize = 40;
+/// Links and updates per note: bounds the output (a tiny model otherwise links all k).
+const MAX_LINKS: usize = 5;
+const MAX_UPDATES: usize = 3;
 /// Characters of a neighbour's content shown in the link prompt (keeps tokens per note
 /// within the ~1,200 budget at k = 10).
 const NEIGHBOUR_PREVIEW_CHARS: usize = 160;
@@ -104,9 +110,9 @@ pub fn construct(content: &str, time: &str) -> Prompt {
         schema: json!({
             "type": "object",
             "properties": {
-                "keywords": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": MAX_KEYWORDS},
-                "tags": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": MAX_TAGS},
-                "context": {"type": "string"}
+                "keywords": {"type": "array", "items": {"type": "string", "maxLength": MAX_TERM_CHARS}, "minItems": 1, "maxItems": MAX_KEYWORDS},
+                "tags": {"type": "array", "items": {"type": "string", "maxLength": MAX_TERM_CHARS}, "minItems": 1, "maxItems": MAX_TAGS},
+                "context": {"type": "string", "maxLength": MAX_CONTEXT_CHARS}
             },
             "required": ["keywords", "tags", "context"],
             "additionalProperties": false
@@ -260,13 +266,13 @@ pub fn link_evolve(note: &Neighbour, neighbours: &[Neighbour], handles: &Handles
             "properties": {
                 "links": {
                     "type": "array",
-                    "maxItems": hs.len(),
+                    "maxItems": hs.len().min(MAX_LINKS),
                     "items": {
                         "type": "object",
                         "properties": {
                             "target": {"type": "string", "enum": hs},
                             "kind": {"type": "string", "enum": LINK_KINDS},
-                            "reason": {"type": "string"},
+                            "reason": {"type": "string", "maxLength": MAX_REASON_CHARS},
                             "confidence": {"type": "number", "minimum": 0, "maximum": 1}
                         },
                         "required": ["target", "kind", "reason", "confidence"],
@@ -275,14 +281,14 @@ pub fn link_evolve(note: &Neighbour, neighbours: &[Neighbour], handles: &Handles
                 },
                 "updates": {
                     "type": "array",
-                    "maxItems": hs.len(),
+                    "maxItems": hs.len().min(MAX_UPDATES),
                     "items": {
                         "type": "object",
                         "properties": {
                             "target": {"type": "string", "enum": hs},
-                            "context": {"type": "string"},
-                            "tags": {"type": "array", "items": {"type": "string"}, "maxItems": MAX_TAGS},
-                            "keywords": {"type": "array", "items": {"type": "string"}, "maxItems": MAX_KEYWORDS}
+                            "context": {"type": "string", "maxLength": MAX_CONTEXT_CHARS},
+                            "tags": {"type": "array", "items": {"type": "string", "maxLength": MAX_TERM_CHARS}, "maxItems": MAX_TAGS},
+                            "keywords": {"type": "array", "items": {"type": "string", "maxLength": MAX_TERM_CHARS}, "maxItems": MAX_KEYWORDS}
                         },
                         "required": ["target"],
                         "additionalProperties": false
@@ -377,6 +383,13 @@ impl LinkEvolve {
                 reason,
                 confidence,
             });
+        }
+        if out.links.len() > MAX_LINKS {
+            // the schema says so too; servers without schema support may still send more
+            out.links
+                .sort_by(|a, b| b.confidence.total_cmp(&a.confidence));
+            out.dropped += out.links.len() - MAX_LINKS;
+            out.links.truncate(MAX_LINKS);
         }
         let mut updated = BTreeSet::new();
         for u in updates {

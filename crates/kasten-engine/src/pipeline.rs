@@ -488,7 +488,8 @@ impl Engine {
             links,
             updates: writes,
         };
-        self.store.apply_enrichment(&e).await?;
+        // updates of neighbours that changed meanwhile are held for review, not applied
+        let held = self.store.apply_enrichment(&e).await?;
 
         // 7. the indexes follow the committed write
         let mut ix = self.write_indexes()?;
@@ -499,7 +500,7 @@ impl Engine {
             ix.text.upsert(note.id.clone(), &text);
         }
         for (w, t) in e.updates.iter().zip(&texts) {
-            if w.mode == ApplyMode::Apply {
+            if w.mode == ApplyMode::Apply && !held.contains(&w.id) {
                 ix.vector
                     .upsert(w.id.clone(), &w.embedding_after)
                     .map_err(EngineError::from)?;

@@ -118,10 +118,19 @@ async fn every_note_is_constructed_linked_and_evolved_with_exact_records() {
             revs.iter().filter(|r| r.reason == "construction").count(),
             4
         );
-        let evolved: Vec<_> = revs.iter().filter(|r| r.reason == "evolution").collect();
+        // with two workers a neighbour may change under a job: that update is held as a
+        // proposal instead of clobbering; the applied ones must be re-embedded
+        let evolved: Vec<_> = revs
+            .iter()
+            .filter(|r| r.reason == "evolution" && r.status == "applied")
+            .collect();
         assert!(!evolved.is_empty(), "no evolution happened: {revs:?}");
+        assert!(
+            revs.iter()
+                .filter(|r| r.reason == "evolution")
+                .all(|r| r.status == "applied" || r.status == "proposed")
+        );
         for r in &evolved {
-            assert_eq!(r.status, "applied");
             assert_ne!(r.before, r.after);
             let note = &NoteId::parse(&r.note).unwrap();
             let n = e.get(note).await.unwrap().note;

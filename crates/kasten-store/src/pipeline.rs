@@ -7,9 +7,13 @@
 //!   annotations and embedding, the event, the revisions with exact before/after, the
 //!   links, the neighbour updates and the job's completion — in one transaction. The event
 //!   id is the job id, so a second apply of the same job fails instead of doubling links
-//!   or revisions. Neighbours are updated only if their `version` is still the one the
-//!   pipeline read (optimistic concurrency): otherwise the whole apply is refused and the
-//!   job runs again on fresh data.
+//!   or revisions. A neighbour update is applied only if the neighbour's `version` is still
+//!   the one the pipeline read; an update computed from an outdated view (another job or
+//!   the user changed that note meanwhile) is kept as a proposal for review instead, so it
+//!   never clobbers the newer change and the rest of the enrichment still lands. The
+//!   construction revision records the note's annotations and embedding as they are inside
+//!   the transaction (another job may have evolved the note meanwhile), so its rollback is
+//!   exact; a note deleted meanwhile refuses the apply ([`StoreError::Conflict`]).
 
 use chrono::{DateTime, Utc};
 use kasten_core::{JobId, NoteId};
@@ -399,10 +403,11 @@ impl Store {
         b.map(|b| crate::bytes_to_emb(&b)).transpose()
     }
 
-    /// Writes one enrichment in one transaction (see the module docs). A refusal because a
-    /// neighbour changed meanwhile is [`StoreError::Conflict`]; a second apply of the same
-    /// job is refused as well (the event exists).
-    pub async fn apply_enrichment(&self, e: &Enrichment) -> Result<(), StoreError> {
+    /// Writes one enrichment in one transaction (see the module docs). Returns the
+    /// neighbours whose update was held for review because they changed meanwhile. A
+    /// refusal because the note was deleted is [`StoreError::Conflict`]; a second apply of
+    /// the same job is refused as well (the event exists).
+    pub async fn apply_enrichment(&self, e: &Enrichment) -> Result<Vec<NoteId>, StoreError> {
         let links: Vec<LinkParam> = e
             .links
             .iter()
@@ -446,7 +451,8 @@ impl Store {
              LET $now = time::now();
              LET $n = type::record('note', $note);
              LET $ev = type::record('event', $job);
-             IF (SELECT VALUE version FROM ONLY $n) != $nv {{ THROW '{STALE}' }};
+             IF (SELECT VALUE id FROM ONLY $n) = NONE {{ THROW '{STALE}' }};
+             LET $cur = (SELECT keywords, tags, context, embedding FROM ONLY $n);
              CREATE $ev CONTENT {{
                  note: $n, kind: 'enrich', model: $event.model, prompt_version: $event.prompt_version,
                  tokens_in: $event.tokens_in, tokens_out: $event.tokens_out,
@@ -463,7 +469,8 @@ impl Store {
              }};
              CREATE revision CONTENT {{
                  note: $n, event: $ev, actor: 'llm', reason: 'construction',
-                 before: $before, after: $after, embedding_before: $emb_before, embedding_after: $emb,
+                 before: {{ keywords: $cur.keywords, tags: $cur.tags, context: $cur.context }},
+                 after: $after, embedding_before: $cur.embedding, embedding_after: $emb,
                  status: IF $construct_apply {{ 'applied' }} ELSE {{ 'proposed' }}, created_at: $now
              }};
              FOR $l IN $links {{
@@ -478,8 +485,8 @@ impl Store {
              }};
              FOR $u IN $updates {{
                  LET $t = type::record('note', $u.id);
-                 IF (SELECT VALUE version FROM ONLY $t) != $u.version {{ THROW '{STALE}' }};
-                 IF $u.apply {{
+                 LET $fresh = (SELECT VALUE version FROM ONLY $t) = $u.version;
+                 IF $u.apply AND $fresh {{
                      UPDATE $t SET keywords = $u.after.keywords, tags = $u.after.tags,
                          context = $u.after.context, embedding = $u.embedding_after,
                          version += 1, updated_at = $now;
@@ -488,7 +495,7 @@ impl Store {
                      note: $t, event: $ev, actor: 'llm', reason: 'evolution',
                      before: $u.before, after: $u.after,
                      embedding_before: $u.embedding_before, embedding_after: $u.embedding_after,
-                     status: IF $u.apply {{ 'applied' }} ELSE {{ 'proposed' }}, created_at: $now
+                     status: IF $u.apply AND $fresh {{ 'applied' }} ELSE {{ 'proposed' }}, created_at: $now
                  }};
              }};
              UPDATE type::record('job', $job) SET state = 'done', lease_until = NONE, last_error = NONE, updated_at = $now;
@@ -515,9 +522,24 @@ impl Store {
             .await
             .map_err(StoreError::from_db)?;
         match first_real_error(&mut resp) {
-            Err(StoreError::Db(msg)) if msg.contains(STALE) => Err(StoreError::Conflict),
-            other => other,
+            Err(StoreError::Db(msg)) if msg.contains(STALE) => return Err(StoreError::Conflict),
+            other => other?,
         }
+        if !e.updates.iter().any(|u| u.mode == ApplyMode::Apply) {
+            return Ok(Vec::new());
+        }
+        let mut resp = self
+            .db
+            .query("SELECT VALUE record::id(note) FROM revision WHERE event = type::record('event', $job) AND reason = 'evolution' AND status = 'proposed'")
+            .bind(("job", e.job.to_string()))
+            .await
+            .map_err(StoreError::from_db)?;
+        let ids: Vec<String> = resp.take(0).map_err(StoreError::from_db)?;
+        Ok(e.updates
+            .iter()
+            .filter(|u| u.mode == ApplyMode::Apply && ids.iter().any(|i| i == u.id.as_str()))
+            .map(|u| u.id.clone())
+            .collect())
     }
 
     /// Accepted links (from, to) among active notes: the adjacency the engine keeps for

@@ -277,7 +277,7 @@ async fn the_queue_claims_each_job_once_and_apply_happens_once() -> Result<(), S
 }
 
 #[tokio::test]
-async fn a_stale_neighbour_refuses_the_whole_apply() -> Result<(), StoreError> {
+async fn a_stale_neighbour_update_is_held_and_the_rest_applies() -> Result<(), StoreError> {
     let s = mem().await;
     let a = note("new");
     let nb = note("neighbour");
@@ -305,28 +305,53 @@ async fn a_stale_neighbour_refuses_the_whole_apply() -> Result<(), StoreError> {
         embedding_after: vec![0.5, 0.5],
         mode: ApplyMode::Apply,
     });
-    assert!(matches!(
-        s.apply_enrichment(&e).await,
-        Err(StoreError::Conflict)
-    ));
-    // nothing of it landed
+    // the neighbour changed since the pipeline read it: its update is held for review,
+    // everything else lands
+    let held = s.apply_enrichment(&e).await?;
+    assert_eq!(held, vec![nb.id.clone()]);
     assert_eq!(
         s.get_note(&a.id).await?.unwrap().enrich_state,
-        EnrichState::Pending { reason: None }
+        EnrichState::Done
     );
-    assert!(s.links_of(&a.id).await?.is_empty());
-    assert!(s.events(10).await?.is_empty());
-    assert!(s.revisions(None, 10).await?.is_empty());
-    // with the right version it applies, link and revision included
-    e.updates[0].version = 1;
-    s.apply_enrichment(&e).await?;
     assert_eq!(s.links_of(&a.id).await?.len(), 1);
-    assert_eq!(s.get_note(&nb.id).await?.unwrap().context, "changed");
-    assert_eq!(s.embedding_of(&nb.id).await?, Some(vec![0.5, 0.5]));
+    let nbn = s.get_note(&nb.id).await?.unwrap();
+    assert_eq!(
+        nbn.context, "",
+        "the stale update must not clobber the neighbour"
+    );
+    assert_eq!(s.embedding_of(&nb.id).await?, Some(vec![0.0, 1.0]));
+    let revs = s.revisions(Some(&nb.id), 10).await?;
+    assert_eq!(revs.len(), 1);
+    assert_eq!(revs[0].status, "proposed");
     assert_eq!(
         s.accepted_links().await?,
         vec![(a.id.clone(), nb.id.clone())]
     );
+    // the note itself changed meanwhile (another job evolved it): construction still
+    // applies, and its revision records the annotations found inside the transaction
+    let b = note("other");
+    let wb = write(&b, vec![1.0, 1.0]);
+    let jb = wb.job.clone().unwrap();
+    s.insert_notes(&[wb]).await?;
+    let mut stale_self = enrichment(&jb, &b);
+    stale_self.note_version = 9;
+    s.apply_enrichment(&stale_self).await?;
+    let rb = s.revisions(Some(&b.id), 10).await?;
+    assert_eq!(
+        rb[0].before,
+        serde_json::json!({"keywords": [], "tags": [], "context": ""})
+    );
+    // a deleted note refuses
+    let c = note("gone");
+    let wc = write(&c, vec![1.0, 1.0]);
+    let jc = wc.job.clone().unwrap();
+    s.insert_notes(&[wc]).await?;
+    let ec = enrichment(&jc, &c);
+    s.delete_note(&c.id).await?;
+    assert!(matches!(
+        s.apply_enrichment(&ec).await,
+        Err(StoreError::Conflict)
+    ));
     s.close().await;
     Ok(())
 }
