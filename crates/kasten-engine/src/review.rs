@@ -342,26 +342,9 @@ impl Engine {
                     "link {id} is {status:?} and cannot be accepted"
                 ))));
             }
-            let notes = link_notes(&l)?;
-            self.commit_review(&ReviewBatch {
-                link_status: vec![(l.id.clone(), "accepted".into(), true)],
-                audit: vec![audit(
-                    "accept",
-                    id,
-                    &[&notes.0, &notes.1],
-                    actor,
-                    "accepted the link",
-                )],
-                ..ReviewBatch::default()
-            })
-            .await?;
-            return Ok(ReviewOutcome {
-                action: "accept".into(),
-                target: id.into(),
-                notes: vec![l.from, l.to],
-                revisions: 0,
-                links: 1,
-            });
+            return self
+                .set_link_status(&l, "accepted", "accept", "accepted the link", actor)
+                .await;
         }
         Err(EngineError::UnknownItem(id.to_owned()))
     }
@@ -407,26 +390,9 @@ impl Engine {
                     "link {id} is already {status:?}"
                 ))));
             }
-            let notes = link_notes(&l)?;
-            self.commit_review(&ReviewBatch {
-                link_status: vec![(l.id.clone(), "rejected".into(), true)],
-                audit: vec![audit(
-                    "reject",
-                    id,
-                    &[&notes.0, &notes.1],
-                    actor,
-                    "rejected the link",
-                )],
-                ..ReviewBatch::default()
-            })
-            .await?;
-            return Ok(ReviewOutcome {
-                action: "reject".into(),
-                target: id.into(),
-                notes: vec![l.from, l.to],
-                revisions: 0,
-                links: 1,
-            });
+            return self
+                .set_link_status(&l, "rejected", "reject", "rejected the link", actor)
+                .await;
         }
         Err(EngineError::UnknownItem(id.to_owned()))
     }
@@ -455,26 +421,9 @@ impl Engine {
                     l.status
                 ))));
             }
-            let notes = link_notes(&l)?;
-            self.commit_review(&ReviewBatch {
-                link_status: vec![(l.id.clone(), "rolled_back".into(), true)],
-                audit: vec![audit(
-                    "rollback",
-                    id,
-                    &[&notes.0, &notes.1],
-                    actor,
-                    "rolled back the link",
-                )],
-                ..ReviewBatch::default()
-            })
-            .await?;
-            return Ok(ReviewOutcome {
-                action: "rollback".into(),
-                target: id.into(),
-                notes: vec![l.from, l.to],
-                revisions: 0,
-                links: 1,
-            });
+            return self
+                .set_link_status(&l, "rolled_back", "rollback", "rolled back the link", actor)
+                .await;
         }
         if self.store.event_exists(id).await? {
             let revs = self.store.revisions_where(None, Some(id)).await?;
@@ -702,6 +651,31 @@ impl Engine {
         }
         out.sort_by_key(|e| e.at);
         Ok(out)
+    }
+
+    /// Changes a link's review status, with its audit entry, in one transaction.
+    async fn set_link_status(
+        &self,
+        l: &LinkRecord,
+        status: &str,
+        action: &str,
+        reason: &str,
+        actor: &str,
+    ) -> Result<ReviewOutcome, EngineError> {
+        let (from, to) = link_notes(l)?;
+        self.commit_review(&ReviewBatch {
+            link_status: vec![(l.id.clone(), status.into(), true)],
+            audit: vec![audit(action, &l.id, &[&from, &to], actor, reason)],
+            ..ReviewBatch::default()
+        })
+        .await?;
+        Ok(ReviewOutcome {
+            action: action.into(),
+            target: l.id.clone(),
+            notes: vec![l.from.clone(), l.to.clone()],
+            revisions: 0,
+            links: 1,
+        })
     }
 
     async fn current(&self, id: &NoteId) -> Result<kasten_core::Note, EngineError> {
