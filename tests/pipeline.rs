@@ -173,3 +173,28 @@ fn kill_9_during_enrich_then_restart_resumes_without_duplicates() {
         }
     }
 }
+
+#[test]
+fn the_llm_timeout_is_a_setting() {
+    let fake = FakeServer::start("slow:2500");
+    let h = Home::with_llm(&fake.openai_url());
+    let out = h
+        .cmd(&["add", "a slow one", "--wait"])
+        .env("KASTEN_LLM_TIMEOUT", "1")
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("did not answer within 1s"), "{err}");
+    let out = h
+        .cmd(&["enrich"])
+        .env("KASTEN_LLM_TIMEOUT", "soon")
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("whole seconds"));
+    // stored as a setting, it applies too (the environment wins when both are set)
+    h.ok(&["config", "set", "llm.timeout", "10"]);
+    let v = h.json(&["add", "patient enough", "--wait"]);
+    assert_eq!(v["enrich_state"].as_str(), Some("done"), "{v:#}");
+}

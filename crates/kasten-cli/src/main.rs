@@ -330,7 +330,22 @@ async fn configure(engine: &mut Engine, workers: Option<usize>) -> Result<()> {
     })?;
     let llm = match config {
         Some(c) => {
-            Some(LlmClient::new(c, Default::default()).context("cannot set up the LLM client")?)
+            let mut opts = kasten_llm::ClientOptions::default();
+            // seconds per LLM request; slow local models on small machines need more
+            let timeout = env("KASTEN_LLM_TIMEOUT")
+                .filter(|v| !v.is_empty())
+                .or_else(|| {
+                    llm_setting
+                        .get("timeout")
+                        .map(|v| v.to_string().trim_matches('"').to_owned())
+                });
+            if let Some(t) = timeout {
+                let secs: u64 = t.parse().map_err(|_| {
+                    anyhow!("KASTEN_LLM_TIMEOUT / llm.timeout must be whole seconds, not '{t}'")
+                })?;
+                opts.timeout = std::time::Duration::from_secs(secs.clamp(1, 3600));
+            }
+            Some(LlmClient::new(c, opts).context("cannot set up the LLM client")?)
         }
         None => None,
     };
@@ -580,6 +595,7 @@ async fn enrich(engine: &Engine, retry_failed: bool, json: bool) -> Result<()> {
 async fn config(engine: &Engine, action: Option<ConfigAction>, json: bool) -> Result<()> {
     const KEYS: &[&str] = &[
         "llm.provider",
+        "llm.timeout",
         "llm.base_url",
         "llm.model",
         "pipeline.k",
