@@ -319,29 +319,7 @@ fn split_evidence(e: &str) -> Vec<String> {
 }
 
 fn month_number(name: &str) -> Option<u32> {
-    const MONTHS: [&str; 12] = [
-        "january",
-        "february",
-        "march",
-        "april",
-        "may",
-        "june",
-        "july",
-        "august",
-        "september",
-        "october",
-        "november",
-        "december",
-    ];
-    let n = name.to_ascii_lowercase();
-    let n = n.trim_end_matches('.');
-    if n.len() < 3 {
-        return None;
-    }
-    MONTHS
-        .iter()
-        .position(|m| m.starts_with(n) && (n.len() == 3 || *m == n || n == "sept"))
-        .map(|i| i as u32 + 1)
+    crate::period::month_of(name.to_ascii_lowercase().trim_end_matches('.'))
 }
 
 /// Parses a session date as LoCoMo writes it: `1:56 pm on 8 May, 2023` (UTC).
