@@ -462,14 +462,11 @@ impl Engine {
         let e = Enrichment {
             job: job.id.clone(),
             note: note.id.clone(),
-            note_version: note.version,
-            before: fields(&note),
             after: Fields {
                 keywords: c.keywords.clone(),
                 tags: c.tags.clone(),
                 context: c.context.clone(),
             },
-            embedding_before: self.store.embedding_of(&note.id).await?,
             embedding: vector.clone(),
             construction_mode: edit_mode,
             embed_model: self.embedder.model_id().to_owned(),

@@ -84,11 +84,10 @@ pub struct NeighbourWrite {
 pub struct Enrichment {
     pub job: JobId,
     pub note: NoteId,
-    pub note_version: u64,
-    pub before: Fields,
+    /// The construction's annotations; what they replace (and the embedding before) is
+    /// read inside the apply transaction, so the revision is exact even if another job
+    /// evolved the note meanwhile.
     pub after: Fields,
-    /// The note's embedding before construction (content only), for exact rollback.
-    pub embedding_before: Option<Vec<f32>>,
     pub embedding: Vec<f32>,
     /// Whether construction is applied at once or held for review.
     pub construction_mode: ApplyMode,
@@ -381,16 +380,6 @@ impl Store {
         Ok(c)
     }
 
-    /// The version and annotations of notes as stored now (for the pipeline's reads).
-    pub async fn note_versions(&self, ids: &[NoteId]) -> Result<Vec<(NoteId, u64)>, StoreError> {
-        Ok(self
-            .get_notes(ids)
-            .await?
-            .into_iter()
-            .map(|n| (n.id, n.version))
-            .collect())
-    }
-
     /// The stored embedding of a note.
     pub async fn embedding_of(&self, id: &NoteId) -> Result<Option<Vec<f32>>, StoreError> {
         let mut resp = self
@@ -506,14 +495,8 @@ impl Store {
             .query(q)
             .bind(("job", e.job.to_string()))
             .bind(("note", e.note.to_string()))
-            .bind(("nv", e.note_version as i64))
-            .bind(("before", e.before.clone()))
             .bind(("after", e.after.clone()))
             .bind(("emb", emb_to_bytes(&e.embedding)))
-            .bind((
-                "emb_before",
-                e.embedding_before.as_deref().map(emb_to_bytes),
-            ))
             .bind(("construct_apply", e.construction_mode == ApplyMode::Apply))
             .bind(("embed_model", e.embed_model.clone()))
             .bind(("event", event))

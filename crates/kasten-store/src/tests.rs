@@ -203,14 +203,11 @@ fn enrichment(job: &JobId, note: &Note) -> Enrichment {
     Enrichment {
         job: job.clone(),
         note: note.id.clone(),
-        note_version: note.version,
-        before: Fields::default(),
         after: Fields {
             keywords: vec!["k".into()],
             tags: vec!["t".into()],
             context: "c".into(),
         },
-        embedding_before: Some(vec![1.0, 0.0]),
         embedding: vec![1.0, 0.0],
         construction_mode: ApplyMode::Apply,
         embed_model: "m".into(),
@@ -333,9 +330,7 @@ async fn a_stale_neighbour_update_is_held_and_the_rest_applies() -> Result<(), S
     let wb = write(&b, vec![1.0, 1.0]);
     let jb = wb.job.clone().unwrap();
     s.insert_notes(&[wb]).await?;
-    let mut stale_self = enrichment(&jb, &b);
-    stale_self.note_version = 9;
-    s.apply_enrichment(&stale_self).await?;
+    s.apply_enrichment(&enrichment(&jb, &b)).await?;
     let rb = s.revisions(Some(&b.id), 10).await?;
     assert_eq!(
         rb[0].before,
