@@ -10,6 +10,8 @@
 //! - [`timeline`]: notes by time and by position in their source stream.
 //! - [`period`]: calendar periods named in a query, for date-aware ranking.
 //! - [`ranking`]: the default ranking: score fusion, date bonus, context.
+//! - [`transfer`], [`markdown`]: import formats (chat transcripts, Markdown / Obsidian
+//!   vaults) and the Markdown export.
 
 pub mod bm25;
 pub mod error;
@@ -17,12 +19,14 @@ pub mod fusion;
 pub mod id;
 pub mod import;
 pub mod locomo;
+pub mod markdown;
 pub mod note;
 pub mod period;
 pub mod prompts;
 pub mod ranking;
 pub mod text;
 pub mod timeline;
+pub mod transfer;
 pub mod vector;
 
 pub use error::CoreError;

@@ -1,0 +1,255 @@
+use super::*;
+
+fn file(path: &str, text: &str) -> VaultFile {
+    VaultFile {
+        path: path.to_owned(),
+        bytes: Some(text.as_bytes().to_vec()),
+        modified: None,
+    }
+}
+
+fn attachment(path: &str) -> VaultFile {
+    VaultFile {
+        path: path.to_owned(),
+        bytes: None,
+        modified: None,
+    }
+}
+
+#[test]
+fn front_matter_fields_tags_and_wikilinks_are_read() {
+    let text = "---\ntags: [rust, \"#async\"]\nkeywords: runtime, tokio\ncreated: 2024-03-01 09:30\naliases:\n  - Tokio runtime\ncontext: An async runtime\n---\n# Tokio\n\nSee [[Rust]] and [[Futures|the futures crate]] and [[Rust#Ownership]].\nAlso #networking and #2024 and `#not-a-tag` and ![[diagram.png]].\n```\n[[InCode]] #incode\n```\n";
+    let p = parse_file(text.as_bytes()).expect("parses");
+    assert_eq!(p.tags, vec!["rust", "async", "networking"]);
+    assert_eq!(p.keywords, vec!["runtime", "tokio"]);
+    assert_eq!(p.aliases, vec!["Tokio runtime"]);
+    assert_eq!(p.context, "An async runtime");
+    assert_eq!(
+        p.created.map(|t| t.to_rfc3339()),
+        Some("2024-03-01T09:30:00+00:00".into())
+    );
+    let targets: Vec<&str> = p.wikilinks.iter().map(|w| w.target.as_str()).collect();
+    assert_eq!(targets, vec!["Rust", "Futures", "Rust"]);
+    assert_eq!(p.wikilinks[1].alias.as_deref(), Some("the futures crate"));
+    assert!(p.body.starts_with("# Tokio"));
+}
+
+#[test]
+fn malformed_front_matter_is_an_error_for_that_file_only() {
+    let bad_yaml = "---\ntags: [unclosed\nkeywords: x\n---\nbody\n";
+    let unclosed = "---\ntags: [a]\nbody without end\n";
+    let not_a_map = "---\n- a\n- b\n---\nbody\n";
+    for (name, t) in [
+        ("bad", bad_yaml),
+        ("unclosed", unclosed),
+        ("list", not_a_map),
+    ] {
+        assert!(parse_file(t.as_bytes()).is_err(), "{name} accepted");
+    }
+    let vault = plan_vault(
+        "V",
+        &[
+            file("good.md", "---\ntags: [x]\n---\nfine"),
+            file("bad.md", bad_yaml),
+            file("also good.md", "no front matter at all"),
+        ],
+    );
+    assert_eq!(vault.notes.len(), 2);
+    assert_eq!(vault.problems.len(), 1);
+    assert_eq!(vault.problems[0].origin, "bad.md");
+    assert!(
+        vault.problems[0].message.contains("not valid YAML"),
+        "{}",
+        vault.problems[0]
+    );
+}
+
+#[test]
+fn a_bad_date_is_a_warning_not_a_lost_note() {
+    let v = plan_vault("V", &[file("a.md", "---\ndate: next Tuesday\n---\ntext")]);
+    assert_eq!(v.notes.len(), 1);
+    assert_eq!(v.warnings.len(), 1);
+    assert!(v.notes[0].note.created_at.is_none());
+}
+
+#[test]
+fn links_resolve_by_name_path_and_alias_and_attachments_are_counted() {
+    let v = plan_vault(
+        "Vault",
+        &[
+            file("Rust.md", "Systems language. [[Tokio]] [[Missing note]] [[pic.png]]"),
+            file(
+                "libs/Tokio.md",
+                "---\naliases: [tokio-rs]\n---\nUses [[Rust|the language]] and [[libs/Futures]].",
+            ),
+            file("libs/Futures.md", "Futures. Back to [[tokio-rs]]. Self [[Futures]]."),
+            attachment("pic.png"),
+            attachment("docs/paper.pdf"),
+            file(".obsidian/workspace.md", "ignored"),
+            attachment(".obsidian/app.json"),
+        ],
+    );
+    assert_eq!(v.attachments, 2);
+    assert_eq!(v.hidden, 2);
+    let names: Vec<&str> = v.notes.iter().map(|n| n.origin.as_str()).collect();
+    assert_eq!(names, vec!["Rust.md", "libs/Futures.md", "libs/Tokio.md"]);
+    let mut edges: Vec<(&str, &str)> = v
+        .links
+        .iter()
+        .map(|l| (names[l.from], names[l.to]))
+        .collect();
+    edges.sort();
+    assert_eq!(
+        edges,
+        vec![
+            ("Rust.md", "libs/Tokio.md"),
+            ("libs/Futures.md", "libs/Tokio.md"),
+            ("libs/Tokio.md", "Rust.md"),
+            ("libs/Tokio.md", "libs/Futures.md"),
+        ]
+    );
+    assert!(v.links.iter().all(|l| l.status == LinkStatus::Accepted));
+    assert_eq!(v.unresolved.len(), 1, "{:?}", v.unresolved);
+    assert!(v.unresolved[0].message.contains("Missing note"));
+    // the file name is the title when the body has none
+    assert!(v.notes[0].note.content.starts_with("# Rust\n\nSystems language."));
+    assert_eq!(v.notes[0].note.source.as_deref(), Some("Vault/Rust.md"));
+}
+
+struct Owned {
+    id: NoteId,
+    content: String,
+    created_at: DateTime<Utc>,
+    keywords: Vec<String>,
+    tags: Vec<String>,
+    context: String,
+    source: Option<String>,
+}
+
+impl Owned {
+    fn view(&self) -> NoteView<'_> {
+        NoteView {
+            id: &self.id,
+            content: &self.content,
+            created_at: self.created_at,
+            keywords: &self.keywords,
+            tags: &self.tags,
+            context: &self.context,
+            source: self.source.as_deref(),
+            enriched: true,
+        }
+    }
+}
+
+fn note(id: &str, content: &str, source: Option<&str>) -> Owned {
+    let t = DateTime::parse_from_rfc3339("2024-01-02T03:04:05.123456789Z")
+        .map(|d| d.with_timezone(&Utc))
+        .unwrap_or_default();
+    Owned {
+        id: NoteId::parse(id).unwrap_or_else(|_| NoteId::generate()),
+        content: content.to_owned(),
+        created_at: t,
+        keywords: vec!["alpha".into(), "beta \"quoted\"".into()],
+        tags: vec!["support group".into()],
+        context: "A context: with colons\nand a newline".into(),
+        source: source.map(str::to_owned),
+    }
+}
+
+#[test]
+fn an_exported_note_imports_back_to_the_same_note_and_links() {
+    let a = note("01AAAAAAAAAAAAAAAAAAAAAAAA", "# Tokio\n\nAn async runtime. See [[Rust]].", Some("V/Tokio.md"));
+    let b = note("01BBBBBBBBBBBBBBBBBBBBBBBB", "Rust is a language #lang", None);
+    let names = file_names(&[a.view(), b.view()]);
+    assert_eq!(names, vec!["Tokio", "Rust is a language lang"]);
+    let links = vec![RenderLink {
+        target: names[1].clone(),
+        kind: "elaborates".into(),
+        reason: "Tokio: \"is written in\" Rust".into(),
+        confidence: 0.85,
+        status: LinkStatus::Accepted,
+    }];
+    let text_a = render_note(a.view(), &["Rust async".to_owned()], &links);
+    let text_b = render_note(b.view(), &[], &[]);
+    assert!(text_a.contains("[[Rust is a language lang]]"), "{text_a}");
+    assert!(text_a.contains("box: \"Rust async\""), "{text_a}");
+    let v = plan_vault(
+        "Export",
+        &[
+            file(&format!("{}.md", names[0]), &text_a),
+            file(&format!("{}.md", names[1]), &text_b),
+        ],
+    );
+    assert!(v.problems.is_empty(), "{:?}", v.problems);
+    assert_eq!(v.notes.len(), 2);
+    let back_a = v
+        .notes
+        .iter()
+        .find(|n| n.id.as_ref() == Some(&a.id))
+        .expect("a is back");
+    assert_eq!(back_a.note.content, a.content);
+    assert_eq!(back_a.note.created_at, Some(a.created_at));
+    assert_eq!(back_a.note.source, a.source);
+    assert_eq!(back_a.keywords, a.keywords);
+    assert_eq!(back_a.tags, a.tags);
+    assert_eq!(back_a.context, a.context);
+    assert!(back_a.enriched);
+    let back_b = v
+        .notes
+        .iter()
+        .find(|n| n.id.as_ref() == Some(&b.id))
+        .expect("b is back");
+    assert_eq!(back_b.note.content, b.content);
+    assert_eq!(back_b.note.source, None);
+    // the front matter link, once (the body's [[Rust]] names no note of the export)
+    assert_eq!(v.links.len(), 1, "{:?}", v.links);
+    let l = &v.links[0];
+    assert_eq!(v.notes[l.from].id, Some(a.id.clone()));
+    assert_eq!(v.notes[l.to].id, Some(b.id.clone()));
+    assert_eq!(l.kind, "elaborates");
+    assert_eq!(l.reason, "Tokio: \"is written in\" Rust");
+    assert_eq!(l.confidence, 0.85);
+}
+
+#[test]
+fn file_names_are_safe_and_unique() {
+    let a = note("01AAAAAAAAAAAAAAAAAAAAAAAA", "What? a/b: c [x] #y", None);
+    let b = note("01BBBBBBBBBBBBBBBBBBBBBBBB", "what  a b c x y", None);
+    let c = note("01CCCCCCCCCCCCCCCCCCCCCCCC", "...", None);
+    let names = file_names(&[a.view(), b.view(), c.view()]);
+    assert_eq!(names[0], "What a b c x y");
+    assert_eq!(names[1], "what a b c x y 2");
+    assert_eq!(names[2], "note 01CCCCCCCCCCCCCCCCCCCCCCCC");
+}
+
+#[test]
+fn deep_nesting_and_huge_front_matter_are_refused_without_crashing() {
+    let deep = format!("---\nx: {}\n---\nbody", "[".repeat(100_000));
+    assert!(parse_file(deep.as_bytes()).is_err());
+    let dashes = format!("---\nx:\n{}a\n---\nbody", "- ".repeat(100_000));
+    assert!(parse_file(dashes.as_bytes()).is_err());
+    let huge = format!("---\nx: \"{}\"\n---\nbody", "a".repeat(100_000));
+    assert!(parse_file(huge.as_bytes()).is_err());
+}
+
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+        #[test]
+        fn never_panics_on_any_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
+            let _ = parse_file(&bytes);
+            let mut with_fm = b"---\n".to_vec();
+            with_fm.extend_from_slice(&bytes);
+            let _ = parse_file(&with_fm);
+        }
+
+        #[test]
+        fn never_panics_on_markdownish_text(s in "(---\n|\\[\\[|\\]\\]|#|\\||`|\n|[a-z: \\-\\[\\]{}\"'])*") {
+            let v = plan_vault("V", &[file("a.md", &s), file("b.md", &format!("---\n{s}\n---\n{s}"))]);
+            prop_assert!(v.notes.len() + v.problems.len() == 2);
+        }
+    }
+}
