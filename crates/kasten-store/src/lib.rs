@@ -14,6 +14,7 @@ mod endpoint;
 mod pipeline;
 mod review;
 mod schema;
+mod transfer;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -29,6 +30,10 @@ pub use endpoint::Endpoint;
 pub use pipeline::{
     ApplyMode, ClaimedJob, Enrichment, EventSummary, Fields, JobCounts, LinkWrite, ModelUsage,
     NeighbourWrite, RevisionSummary,
+};
+pub use transfer::{
+    BACKUP_FORMAT, BACKUP_VERSION, ImportLinkWrite, RestoreSummary, from_json as backup_value_from_json,
+    to_json as backup_value_to_json,
 };
 pub use review::{AuditEntry, FieldChange, LinkRecord, NewRevision, ReviewBatch, Revision};
 
