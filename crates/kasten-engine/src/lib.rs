@@ -11,6 +11,7 @@
 mod pipeline;
 mod review;
 mod search;
+pub mod views;
 
 use std::sync::{Arc, RwLock};
 use std::time::Instant;

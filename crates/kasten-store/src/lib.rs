@@ -14,6 +14,7 @@ mod endpoint;
 mod pipeline;
 mod review;
 mod schema;
+pub mod views;
 mod transfer;
 
 use std::path::{Path, PathBuf};

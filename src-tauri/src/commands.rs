@@ -1,0 +1,629 @@
+//! The IPC commands. Each is a short delegation to the engine plus a conversion to the
+//! typed shapes in `dto.rs`. Lists are paged: no command returns the whole memory.
+
+use std::collections::HashMap;
+
+use kasten_core::{NewNote, NoteId};
+use kasten_engine::{FieldEdit, ReviewStatus};
+use kasten_store::views::NoteFilter;
+use serde::{Deserialize, Serialize};
+use specta::Type;
+use tauri::{AppHandle, State};
+
+use crate::dto::*;
+use crate::error::{AppError, AppResult};
+use crate::events::StatusEvent;
+use crate::settings::{self, SaveOutcome, SettingsDto, SettingsInput};
+use crate::state::{AppState, Slot};
+
+/// Most items one page may carry.
+pub const MAX_PAGE: u32 = 500;
+/// Most graph elements one page may carry.
+pub const MAX_GRAPH_PAGE: u32 = 5000;
+/// Who the app acts as in the audit history.
+const ACTOR: &str = "user";
+
+fn page(limit: u32, max: u32) -> usize {
+    limit.clamp(1, max) as usize
+}
+
+fn note_id(s: &str) -> AppResult<NoteId> {
+    NoteId::parse(s).map_err(|_| AppError::NotFound(format!("there is no note {s}")))
+}
+
+/// Previews of these notes' content, by id.
+async fn previews(
+    engine: &kasten_engine::Engine,
+    ids: impl IntoIterator<Item = String>,
+) -> AppResult<HashMap<String, String>> {
+    let mut v: Vec<NoteId> = ids
+        .into_iter()
+        .filter_map(|s| NoteId::parse(&s).ok())
+        .collect();
+    v.sort_by_key(|a| a.to_string());
+    v.dedup();
+    let notes = engine
+        .store()
+        .get_notes(&v)
+        .await
+        .map_err(|e| AppError::from(kasten_engine::EngineError::from(e)))?;
+    Ok(notes
+        .into_iter()
+        .map(|n| (n.id.to_string(), preview(&n.content, PREVIEW_CHARS)))
+        .collect())
+}
+
+pub async fn status_of(state: &AppState) -> StatusEvent {
+    let seen = state.llm_seen();
+    let opened_ms = state
+        .opened_ms
+        .lock()
+        .ok()
+        .and_then(|o| *o)
+        .map(clamp_u32);
+    let mut s = StatusEvent {
+        memory: "opening".into(),
+        memory_message: String::new(),
+        notes: 0,
+        llm_configured: false,
+        llm_ok: seen.ok,
+        llm_message: seen.message,
+        jobs_queued: 0,
+        jobs_running: 0,
+        jobs_failed: 0,
+        jobs_done: 0,
+        enriching: state.is_enriching(),
+        opened_ms,
+    };
+    let engine = match &*state.slot.read().await {
+        Slot::Ready(e) => std::sync::Arc::clone(e),
+        Slot::Opening { done, total } => {
+            if *total > 0 {
+                s.memory_message = format!("reading notes: {done} of {total}");
+            }
+            return s;
+        }
+        Slot::Failed(m) => {
+            s.memory = "failed".into();
+            s.memory_message = m.clone();
+            return s;
+        }
+        Slot::Closed => {
+            s.memory = "failed".into();
+            s.memory_message = "Kasten is shutting down".into();
+            return s;
+        }
+    };
+    s.memory = "ready".into();
+    s.llm_configured = engine.llm_client().is_some();
+    if !s.llm_configured {
+        s.llm_ok = None;
+        s.llm_message = "no LLM configured".into();
+    }
+    s.notes = engine.count().await.map(clamp_u32).unwrap_or(0);
+    if let Ok(c) = engine.job_counts().await {
+        s.jobs_queued = clamp_u32(c.queued);
+        s.jobs_running = clamp_u32(c.running);
+        s.jobs_failed = clamp_u32(c.failed);
+        s.jobs_done = clamp_u32(c.done);
+    }
+    s
+}
+
+/// The status bar's figures (the same as the `StatusEvent` pushes).
+#[tauri::command]
+#[specta::specta]
+pub async fn app_status(state: State<'_, AppState>) -> AppResult<StatusEvent> {
+    Ok(status_of(&state).await)
+}
+
+/// Saves a note (embedded and searchable at once) and wakes the enrichment worker.
+#[tauri::command]
+#[specta::specta]
+pub async fn add_note(state: State<'_, AppState>, content: String) -> AppResult<NoteDto> {
+    let note = state
+        .engine()
+        .await?
+        .add(NewNote::new(&content).map_err(|e| AppError::Invalid(e.to_string()))?)
+        .await?;
+    state.kick.notify_one();
+    Ok(note.into())
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, Type)]
+pub struct NoteFilterInput {
+    pub tag: Option<String>,
+    /// `pending`, `done` or `failed`.
+    pub enrich: Option<String>,
+    /// Only the members of this Box.
+    pub box_id: Option<String>,
+}
+
+/// A page of notes, newest first, with filters.
+#[tauri::command]
+#[specta::specta]
+pub async fn list_notes(
+    state: State<'_, AppState>,
+    filter: NoteFilterInput,
+    offset: u32,
+    limit: u32,
+) -> AppResult<NotesPage> {
+    let engine = state.engine().await?;
+    let ids = match &filter.box_id {
+        Some(b) => Some(crate::boxes::members(&engine, b).await?),
+        None => None,
+    };
+    let f = NoteFilter {
+        tag: filter.tag.filter(|t| !t.is_empty()),
+        enrich_state: filter.enrich.filter(|t| !t.is_empty()),
+        ids,
+    };
+    let (total, notes) = engine
+        .notes_page(&f, page(limit, MAX_PAGE), offset as usize)
+        .await?;
+    Ok(NotesPage {
+        total: clamp_u32(total),
+        offset,
+        notes: notes.into_iter().map(Into::into).collect(),
+    })
+}
+
+/// Hybrid search (vector + keyword + links), best first.
+#[tauri::command]
+#[specta::specta]
+pub async fn search_notes(
+    state: State<'_, AppState>,
+    query: String,
+    k: u32,
+) -> AppResult<Vec<HitDto>> {
+    let out = state.engine().await?.search(&query, page(k, 100)).await?;
+    Ok(out.hits.into_iter().map(Into::into).collect())
+}
+
+/// A note with its links (and previews of the notes at their other ends) and its history.
+#[tauri::command]
+#[specta::specta]
+pub async fn get_note(state: State<'_, AppState>, id: String) -> AppResult<NoteDetailDto> {
+    let engine = state.engine().await?;
+    let nid = note_id(&id)?;
+    let detail = engine.get(&nid).await?;
+    let history = engine.history(&nid).await?;
+    let others = detail.links.iter().map(|l| {
+        if l.from == nid {
+            l.to.to_string()
+        } else {
+            l.from.to_string()
+        }
+    });
+    let pv = previews(&engine, others).await?;
+    let links = detail
+        .links
+        .into_iter()
+        .map(|l| {
+            let other = if l.from == nid {
+                l.to.to_string()
+            } else {
+                l.from.to_string()
+            };
+            link_dto(l, pv.get(&other).cloned().unwrap_or_default())
+        })
+        .collect();
+    Ok(NoteDetailDto {
+        note: detail.note.into(),
+        links,
+        history: history.into_iter().map(Into::into).collect(),
+    })
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, Type)]
+pub struct FieldsInput {
+    pub keywords: Option<Vec<String>>,
+    pub tags: Option<Vec<String>>,
+    pub context: Option<String>,
+}
+
+impl From<FieldsInput> for FieldEdit {
+    fn from(f: FieldsInput) -> Self {
+        let clean = |v: Option<Vec<String>>| {
+            v.map(|v| {
+                v.into_iter()
+                    .map(|s| s.trim().to_owned())
+                    .filter(|s| !s.is_empty())
+                    .collect()
+            })
+        };
+        FieldEdit {
+            keywords: clean(f.keywords),
+            tags: clean(f.tags),
+            context: f.context,
+        }
+    }
+}
+
+/// Changes a note's keywords, tags or context (a versioned user edit; content never changes).
+#[tauri::command]
+#[specta::specta]
+pub async fn edit_note(
+    state: State<'_, AppState>,
+    id: String,
+    fields: FieldsInput,
+) -> AppResult<OutcomeDto> {
+    Ok(state
+        .engine()
+        .await?
+        .edit_note(&note_id(&id)?, &fields.into(), ACTOR, "edited in the app")
+        .await?
+        .into())
+}
+
+/// Deletes a note and its links.
+#[tauri::command]
+#[specta::specta]
+pub async fn delete_note(state: State<'_, AppState>, id: String) -> AppResult<()> {
+    Ok(state.engine().await?.delete(&note_id(&id)?).await?)
+}
+
+/// The most used tags (for the filter).
+#[tauri::command]
+#[specta::specta]
+pub async fn list_tags(state: State<'_, AppState>, limit: u32) -> AppResult<Vec<TagCount>> {
+    let tags = state
+        .engine()
+        .await?
+        .tag_counts(page(limit, MAX_PAGE))
+        .await?;
+    Ok(tags
+        .into_iter()
+        .map(|(tag, n)| TagCount {
+            tag,
+            n: clamp_u32(n),
+        })
+        .collect())
+}
+
+/// One page of the whole graph's nodes, in id order after `after`.
+#[tauri::command]
+#[specta::specta]
+pub async fn graph_nodes(
+    state: State<'_, AppState>,
+    after: Option<String>,
+    limit: u32,
+) -> AppResult<GraphPage> {
+    let after = after.map(|a| note_id(&a)).transpose()?;
+    let limit = page(limit, MAX_GRAPH_PAGE);
+    let rows = state
+        .engine()
+        .await?
+        .graph_nodes(after.as_ref(), limit)
+        .await?;
+    let next = (rows.len() == limit)
+        .then(|| rows.last().map(|r| r.id.clone()))
+        .flatten();
+    Ok(GraphPage {
+        nodes: rows.into_iter().map(Into::into).collect(),
+        links: vec![],
+        next,
+    })
+}
+
+/// One page of the whole graph's links (proposed and accepted), after the link id `after`.
+#[tauri::command]
+#[specta::specta]
+pub async fn graph_links(
+    state: State<'_, AppState>,
+    after: Option<String>,
+    limit: u32,
+) -> AppResult<GraphPage> {
+    let limit = page(limit, MAX_GRAPH_PAGE);
+    let rows = state
+        .engine()
+        .await?
+        .graph_links(after.as_deref(), limit)
+        .await?;
+    let next = (rows.len() == limit)
+        .then(|| rows.last().map(|r| r.id.clone()))
+        .flatten();
+    Ok(GraphPage {
+        nodes: vec![],
+        links: rows.into_iter().map(Into::into).collect(),
+        next,
+    })
+}
+
+/// A note's neighbourhood to `depth` (1–3) hops, at most 2,000 notes.
+#[tauri::command]
+#[specta::specta]
+pub async fn local_graph(
+    state: State<'_, AppState>,
+    id: String,
+    depth: u32,
+) -> AppResult<LocalGraphDto> {
+    let g = state
+        .engine()
+        .await?
+        .local_graph(&note_id(&id)?, depth.clamp(1, 3), 2000)
+        .await?;
+    Ok(LocalGraphDto {
+        nodes: g.nodes.into_iter().map(Into::into).collect(),
+        links: g.links.into_iter().map(Into::into).collect(),
+        truncated: g.truncated,
+    })
+}
+
+/// The review queue (default: proposed and applied, newest first), a page at a time.
+#[tauri::command]
+#[specta::specta]
+pub async fn review_queue(
+    state: State<'_, AppState>,
+    statuses: Vec<String>,
+    offset: u32,
+    limit: u32,
+) -> AppResult<ReviewPage> {
+    let engine = state.engine().await?;
+    let wanted = statuses
+        .iter()
+        .map(|s| {
+            ReviewStatus::parse(s)
+                .ok_or_else(|| AppError::Invalid(format!("unknown review status '{s}'")))
+        })
+        .collect::<AppResult<Vec<_>>>()?;
+    let limit = page(limit, MAX_PAGE);
+    let mut items = engine
+        .proposals(&wanted, offset as usize + limit + 1)
+        .await?;
+    let items: Vec<_> = items.drain(..).skip(offset as usize).collect();
+    let more = items.len() > limit;
+    let items: Vec<_> = items.into_iter().take(limit).collect();
+    let pv = previews(
+        &engine,
+        items
+            .iter()
+            .flat_map(|i| std::iter::once(i.note.clone()).chain(i.target.clone())),
+    )
+    .await?;
+    Ok(ReviewPage {
+        items: items
+            .into_iter()
+            .map(|i| {
+                let np = pv.get(&i.note).cloned().unwrap_or_default();
+                let tp = i
+                    .target
+                    .as_ref()
+                    .map(|t| pv.get(t).cloned().unwrap_or_default());
+                review_dto(i, np, tp)
+            })
+            .collect(),
+        more,
+    })
+}
+
+/// Accepts a link or edit (an edit optionally adjusted first).
+#[tauri::command]
+#[specta::specta]
+pub async fn review_accept(
+    state: State<'_, AppState>,
+    id: String,
+    edit: Option<FieldsInput>,
+) -> AppResult<OutcomeDto> {
+    Ok(state
+        .engine()
+        .await?
+        .accept(&id, &edit.unwrap_or_default().into(), ACTOR)
+        .await?
+        .into())
+}
+
+/// Rejects a link or edit (an applied one is rolled back).
+#[tauri::command]
+#[specta::specta]
+pub async fn review_reject(state: State<'_, AppState>, id: String) -> AppResult<OutcomeDto> {
+    Ok(state.engine().await?.reject(&id, ACTOR).await?.into())
+}
+
+/// Rolls back a revision, a link, or a whole event, exactly.
+#[tauri::command]
+#[specta::specta]
+pub async fn review_rollback(state: State<'_, AppState>, id: String) -> AppResult<OutcomeDto> {
+    Ok(state.engine().await?.rollback(&id, ACTOR).await?.into())
+}
+
+/// Applies a rolled-back event again.
+#[tauri::command]
+#[specta::specta]
+pub async fn review_reapply(state: State<'_, AppState>, id: String) -> AppResult<OutcomeDto> {
+    Ok(state.engine().await?.reapply(&id, ACTOR).await?.into())
+}
+
+/// Accepts every waiting link at or above `min_confidence`.
+#[tauri::command]
+#[specta::specta]
+pub async fn review_bulk_accept(
+    state: State<'_, AppState>,
+    min_confidence: f64,
+) -> AppResult<BulkOutcome> {
+    let engine = state.engine().await?;
+    let items = engine.proposals(&[], usize::MAX).await?;
+    let mut out = BulkOutcome {
+        accepted: 0,
+        failed: vec![],
+    };
+    for i in items
+        .iter()
+        .filter(|i| i.kind == "link" && i.confidence.unwrap_or(0.0) >= min_confidence)
+    {
+        match engine.accept(&i.id, &FieldEdit::default(), ACTOR).await {
+            Ok(_) => out.accepted += 1,
+            Err(e) => out.failed.push(format!("{}: {}", i.id, AppError::from(e))),
+        }
+    }
+    Ok(out)
+}
+
+#[derive(Debug, Clone, Serialize, Type)]
+pub struct EventDto {
+    pub id: String,
+    pub note: String,
+    pub note_preview: String,
+    pub model: Option<String>,
+    pub tokens: u32,
+    pub links: u32,
+    pub revisions: u32,
+    pub dropped: u32,
+    pub created_at: String,
+}
+
+/// Recent enrichment events (one per enriched note), newest first.
+#[tauri::command]
+#[specta::specta]
+pub async fn list_events(state: State<'_, AppState>, limit: u32) -> AppResult<Vec<EventDto>> {
+    let engine = state.engine().await?;
+    let evs = engine
+        .store()
+        .events(page(limit, MAX_PAGE))
+        .await
+        .map_err(|e| AppError::from(kasten_engine::EngineError::from(e)))?;
+    let pv = previews(&engine, evs.iter().map(|e| e.note.clone())).await?;
+    let n = |x: i64| u32::try_from(x.max(0)).unwrap_or(u32::MAX);
+    Ok(evs
+        .into_iter()
+        .map(|e| EventDto {
+            note_preview: pv.get(&e.note).cloned().unwrap_or_default(),
+            id: e.id,
+            note: e.note,
+            model: e.model,
+            tokens: n(e.tokens_in + e.tokens_out),
+            links: n(e.links),
+            revisions: n(e.revisions),
+            dropped: n(e.dropped + e.unknown_handles),
+            created_at: e
+                .created_at
+                .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        })
+        .collect())
+}
+
+/// Queues failed enrichment jobs again and wakes the worker.
+#[tauri::command]
+#[specta::specta]
+pub async fn retry_failed(state: State<'_, AppState>) -> AppResult<u32> {
+    let n = state
+        .engine()
+        .await?
+        .store()
+        .retry_failed_jobs()
+        .await
+        .map_err(|e| AppError::from(kasten_engine::EngineError::from(e)))?;
+    state.kick.notify_one();
+    Ok(clamp_u32(n))
+}
+
+/// Imports the sample notebook (a dozen notes) into the memory.
+#[tauri::command]
+#[specta::specta]
+pub async fn load_sample_notebook(state: State<'_, AppState>) -> AppResult<u32> {
+    let (records, _) =
+        kasten_core::import::parse_jsonl(include_str!("../../assets/sample-notes.jsonl"));
+    let notes: Vec<NewNote> = records
+        .into_iter()
+        .map(|r| r.note.with_source(Some("import:sample-notebook".into())))
+        .collect();
+    let added = state.engine().await?.add_batch(notes).await?;
+    state.kick.notify_one();
+    Ok(clamp_u32(added.notes.len() as u64))
+}
+
+#[tauri::command]
+#[specta::specta]
+pub async fn get_settings(state: State<'_, AppState>) -> AppResult<SettingsDto> {
+    settings::load(&*state.engine().await?).await
+}
+
+/// Saves the settings; the LLM client is rebuilt before the next enrichment pass.
+#[tauri::command]
+#[specta::specta]
+pub async fn save_settings(
+    app: AppHandle,
+    state: State<'_, AppState>,
+    input: SettingsInput,
+) -> AppResult<SaveOutcome> {
+    let engine = state.engine().await?;
+    let warning = settings::save(&engine, &input).await?;
+    let settings = settings::load(&engine).await?;
+    drop(engine);
+    state
+        .reconfigure
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    state.kick.notify_one();
+    crate::worker::emit_status(&app).await;
+    Ok(SaveOutcome { settings, warning })
+}
+
+/// Asks the server for its models with these settings (unsaved); returns what it listed.
+#[tauri::command]
+#[specta::specta]
+pub async fn test_connection(
+    state: State<'_, AppState>,
+    input: SettingsInput,
+) -> AppResult<Vec<String>> {
+    settings::validate(&input)?;
+    let key = settings::key_for_test(&*state.engine().await?, input.api_key.clone()).await?;
+    let client = settings::client_for(
+        &input.provider,
+        &input.base_url,
+        &input.model,
+        input.timeout_secs,
+        key,
+    )?
+    .ok_or_else(|| AppError::Invalid("enter a base URL and a model first".into()))?;
+    match client.ping().await {
+        Ok(models) => {
+            state.set_llm(Some(true), "connected");
+            Ok(models)
+        }
+        Err(e) => Err(AppError::Llm(format!(
+            "the server did not answer as expected: {e}"
+        ))),
+    }
+}
+
+/// Charts: notes, links and tokens per day (last 90 days), top tags, Box sizes.
+#[tauri::command]
+#[specta::specta]
+pub async fn insights(state: State<'_, AppState>) -> AppResult<InsightsDto> {
+    let engine = state.engine().await?;
+    let since = chrono::Utc::now() - chrono::Duration::days(90);
+    let d = engine.daily(since).await?;
+    let day = |v: Vec<kasten_store::views::DayCount>| {
+        v.into_iter()
+            .map(|c| DayDto {
+                day: c.day,
+                n: u32::try_from(c.n.max(0)).unwrap_or(u32::MAX),
+                tokens: u32::try_from(c.tokens.max(0)).unwrap_or(u32::MAX),
+            })
+            .collect()
+    };
+    let top_tags = engine
+        .tag_counts(12)
+        .await?
+        .into_iter()
+        .map(|(tag, n)| TagCount {
+            tag,
+            n: clamp_u32(n),
+        })
+        .collect();
+    Ok(InsightsDto {
+        notes_per_day: day(d.notes),
+        links_per_day: day(d.links),
+        tokens_per_day: day(d.tokens),
+        top_tags,
+        boxes: crate::boxes::list(&engine, 12, 0).await?,
+        total_notes: clamp_u32(engine.count().await?),
+    })
+}
+
+/// The Boxes (clusters of linked notes), largest first, with their members (capped).
+#[tauri::command]
+#[specta::specta]
+pub async fn list_boxes(state: State<'_, AppState>, limit: u32) -> AppResult<Vec<BoxDto>> {
+    crate::boxes::list(&*state.engine().await?, page(limit, MAX_PAGE), 2000).await
+}

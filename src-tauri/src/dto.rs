@@ -1,0 +1,378 @@
+//! What crosses IPC: plain, typed (specta) shapes, converted from the engine's types.
+//! Times are RFC 3339 strings; counts are `u32`/`f64` so that TypeScript gets `number`.
+
+use kasten_core::{EnrichState, Link, LinkStatus, Note};
+use kasten_engine::{HistoryEntry, ReviewItem, ReviewOutcome, ReviewStatus, SearchHit};
+use kasten_store::Fields;
+use kasten_store::views::{GraphLinkRow, GraphNodeRow};
+use serde::{Deserialize, Serialize};
+use specta::Type;
+
+/// Characters of content a graph node or list preview carries.
+pub const PREVIEW_CHARS: usize = 120;
+
+pub fn clamp_u32(n: u64) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+fn time(t: chrono::DateTime<chrono::Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+pub fn preview(s: &str, n: usize) -> String {
+    let mut out: String = s.chars().take(n).collect();
+    if s.chars().nth(n).is_some() {
+        out.push('…');
+    }
+    out
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, Type, PartialEq)]
+#[serde(rename_all = "snake_case")]
+pub enum Enrich {
+    Pending,
+    Done,
+    Failed,
+}
+
+#[derive(Debug, Clone, Serialize, Type)]
+pub struct NoteDto {
+    pub id: String,
+    pub content: String,
+    pub created_at: String,
+    pub updated_at: String,
+    pub keywords: Vec<String>,
+    pub tags: Vec<String>,
+    pub context: String,
+    pub enrich: Enrich,
+    /// Why a note is still pending or failed, in words.
+    pub enrich_error: Option<String>,
+    pub source: Option<String>,
+    pub status: String,
+}
+
+impl From<Note> for NoteDto {
+    fn from(n: Note) -> Self {
+        let (enrich, enrich_error) = match n.enrich_state {
+            EnrichState::Pending { reason } => (Enrich::Pending, reason),
+            EnrichState::Done => (Enrich::Done, None),
+            EnrichState::Failed { error } => (Enrich::Failed, Some(error)),
+        };
+        NoteDto {
+            id: n.id.to_string(),
+            content: n.content,
+            created_at: time(n.created_at),
+            updated_at: time(n.updated_at),
+            keywords: n.keywords,
+            tags: n.tags,
+            context: n.context,
+            enrich,
+            enrich_error,
+            source: n.source,
+            status: n.status.as_str().to_owned(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Type)]
+pub struct LinkDto {
+    pub from: String,
+    pub to: String,
+    pub kind: String,
+    pub reason: String,
+    pub confidence: f64,
+    pub created_by: String,
+    pub status: String,
+    pub created_at: String,
+    /// A preview of the note at the other end.
+    pub other_preview: String,
+}
+
+pub fn link_dto(l: Link, other_preview: String) -> LinkDto {
+    LinkDto {
+        from: l.from.to_string(),
+        to: l.to.to_string(),
+        kind: l.kind,
+        reason: l.reason,
+        confidence: l.confidence,
+        created_by: l.created_by,
+        status: match l.status {
+            LinkStatus::Proposed => "proposed",
+            LinkStatus::Accepted => "accepted",
+            LinkStatus::Rejected => "rejected",
+            LinkStatus::RolledBack => "rolled_back",
+        }
+        .into(),
+        created_at: time(l.created_at),
+        other_preview,
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Type)]
+pub struct NoteDetailDto {
+    pub note: NoteDto,
+    pub links: Vec<LinkDto>,
+    pub history: Vec<HistoryDto>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, Type, Default, PartialEq)]
+pub struct FieldsDto {
+    pub keywords: Vec<String>,
+    pub tags: Vec<String>,
+    pub context: String,
+}
+
+impl From<Fields> for FieldsDto {
+    fn from(f: Fields) -> Self {
+        FieldsDto {
+            keywords: f.keywords,
+            tags: f.tags,
+            context: f.context,
+        }
+    }
+}
+
+fn status(s: ReviewStatus) -> String {
+    match s {
+        ReviewStatus::Proposed => "proposed",
+        ReviewStatus::Applied => "applied",
+        ReviewStatus::Accepted => "accepted",
+        ReviewStatus::Rejected => "rejected",
+        ReviewStatus::RolledBack => "rolled_back",
+    }
+    .into()
+}
+
+#[derive(Debug, Clone, Serialize, Type)]
+pub struct HistoryDto {
+    pub at: String,
+    pub actor: String,
+    pub action: String,
+    /// The revision, link or event the entry is about (what "roll back" acts on).
+    pub id: Option<String>,
+    pub status: Option<String>,
+    pub reason: String,
+    pub before: Option<FieldsDto>,
+    pub after: Option<FieldsDto>,
+}
+
+impl From<HistoryEntry> for HistoryDto {
+    fn from(h: HistoryEntry) -> Self {
+        HistoryDto {
+            at: time(h.at),
+            actor: h.actor,
+            action: h.action,
+            id: h.id,
+            status: h.status.map(status),
+            reason: h.reason,
+            before: h.before.map(Into::into),
+            after: h.after.map(Into::into),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Type)]
+pub struct ReviewItemDto {
+    /// `link` or `edit`.
+    pub kind: String,
+    pub id: String,
+    pub note: String,
+    pub note_preview: String,
+    pub target: Option<String>,
+    pub target_preview: Option<String>,
+    pub event: Option<String>,
+    pub label: String,
+    pub reason: String,
+    pub confidence: Option<f64>,
+    pub before: Option<FieldsDto>,
+    pub after: Option<FieldsDto>,
+    pub status: String,
+    pub created_at: String,
+}
+
+pub fn review_dto(
+    r: ReviewItem,
+    note_preview: String,
+    target_preview: Option<String>,
+) -> ReviewItemDto {
+    ReviewItemDto {
+        kind: r.kind.to_owned(),
+        id: r.id,
+        note: r.note,
+        note_preview,
+        target: r.target,
+        target_preview,
+        event: r.event,
+        label: r.label,
+        reason: r.reason,
+        confidence: r.confidence,
+        before: r.before.map(Into::into),
+        after: r.after.map(Into::into),
+        status: status(r.status),
+        created_at: time(r.created_at),
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Type)]
+pub struct ReviewPage {
+    pub items: Vec<ReviewItemDto>,
+    /// Whether more items follow this page.
+    pub more: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Type)]
+pub struct OutcomeDto {
+    pub action: String,
+    pub target: String,
+    pub notes: Vec<String>,
+    pub revisions: u32,
+    pub links: u32,
+}
+
+impl From<ReviewOutcome> for OutcomeDto {
+    fn from(o: ReviewOutcome) -> Self {
+        OutcomeDto {
+            action: o.action,
+            target: o.target,
+            notes: o.notes,
+            revisions: clamp_u32(o.revisions as u64),
+            links: clamp_u32(o.links as u64),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Type)]
+pub struct BulkOutcome {
+    pub accepted: u32,
+    pub failed: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Type)]
+pub struct NotesPage {
+    pub total: u32,
+    pub offset: u32,
+    pub notes: Vec<NoteDto>,
+}
+
+#[derive(Debug, Clone, Serialize, Type)]
+pub struct HitDto {
+    pub note: NoteDto,
+    pub score: f64,
+    /// How the hit was found: `vector`, `keyword`, `link`, `context`, `date`.
+    pub via: Vec<String>,
+}
+
+impl From<SearchHit> for HitDto {
+    fn from(h: SearchHit) -> Self {
+        let via = h
+            .via
+            .iter()
+            .map(|v| {
+                serde_json::to_value(v)
+                    .ok()
+                    .and_then(|v| match v {
+                        serde_json::Value::String(s) => Some(s),
+                        serde_json::Value::Object(m) => m.keys().next().cloned(),
+                        _ => None,
+                    })
+                    .unwrap_or_default()
+                    .to_lowercase()
+            })
+            .collect();
+        HitDto {
+            note: h.note.into(),
+            score: f64::from(h.score),
+            via,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Type)]
+pub struct GraphNodeDto {
+    pub id: String,
+    pub label: String,
+    pub tags: Vec<String>,
+    pub enrich: String,
+}
+
+impl From<GraphNodeRow> for GraphNodeDto {
+    fn from(r: GraphNodeRow) -> Self {
+        GraphNodeDto {
+            id: r.id,
+            label: preview(&r.content, 48),
+            tags: r.tags,
+            enrich: r.enrich_state,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Type)]
+pub struct GraphLinkDto {
+    pub id: String,
+    pub from: String,
+    pub to: String,
+    pub kind: String,
+    pub status: String,
+    pub confidence: f64,
+}
+
+impl From<GraphLinkRow> for GraphLinkDto {
+    fn from(r: GraphLinkRow) -> Self {
+        GraphLinkDto {
+            id: r.id,
+            from: r.from,
+            to: r.to,
+            kind: r.kind,
+            status: r.status,
+            confidence: r.confidence,
+        }
+    }
+}
+
+/// One page of the whole graph: nodes after a cursor, or links after a cursor.
+#[derive(Debug, Clone, Serialize, Type)]
+pub struct GraphPage {
+    pub nodes: Vec<GraphNodeDto>,
+    pub links: Vec<GraphLinkDto>,
+    /// Pass back to get the next page; `null` when this was the last.
+    pub next: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Type)]
+pub struct LocalGraphDto {
+    pub nodes: Vec<GraphNodeDto>,
+    pub links: Vec<GraphLinkDto>,
+    pub truncated: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Type)]
+pub struct BoxDto {
+    pub id: String,
+    pub label: String,
+    pub size: u32,
+    /// Members, capped (the list shows counts; the graph asks for the rest by page).
+    pub members: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Type)]
+pub struct DayDto {
+    pub day: String,
+    pub n: u32,
+    pub tokens: u32,
+}
+
+#[derive(Debug, Clone, Serialize, Type)]
+pub struct InsightsDto {
+    pub notes_per_day: Vec<DayDto>,
+    pub links_per_day: Vec<DayDto>,
+    pub tokens_per_day: Vec<DayDto>,
+    pub top_tags: Vec<TagCount>,
+    pub boxes: Vec<BoxDto>,
+    pub total_notes: u32,
+}
+
+#[derive(Debug, Clone, Serialize, Type)]
+pub struct TagCount {
+    pub tag: String,
+    pub n: u32,
+}

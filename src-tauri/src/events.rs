@@ -1,0 +1,78 @@
+//! Typed events from the shell to the UI (tauri-specta): job outcomes as the enrichment
+//! worker reports them, and the status bar's figures.
+
+use kasten_engine::JobOutcome;
+use serde::{Deserialize, Serialize};
+use specta::Type;
+use tauri_specta::Event;
+
+/// One enrichment job finished an attempt.
+#[derive(Debug, Clone, Serialize, Deserialize, Type, Event)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum JobEvent {
+    /// The note was enriched: annotations, `links` links and `updates` neighbour edits
+    /// (applied or proposed, per the review policy).
+    Done {
+        note: String,
+        links: u32,
+        updates: u32,
+        tokens: u32,
+    },
+    /// The attempt failed and the job will run again.
+    Retrying { note: String, error: String },
+    /// The job gave up after its attempts.
+    Failed { note: String, error: String },
+    /// The note was deleted before its job ran.
+    Gone { note: String },
+}
+
+impl From<&JobOutcome> for JobEvent {
+    fn from(o: &JobOutcome) -> Self {
+        let n = |x: usize| u32::try_from(x).unwrap_or(u32::MAX);
+        match o {
+            JobOutcome::Done {
+                note,
+                links,
+                updates,
+                tokens,
+            } => JobEvent::Done {
+                note: note.to_string(),
+                links: n(*links),
+                updates: n(*updates),
+                tokens: u32::try_from(*tokens).unwrap_or(u32::MAX),
+            },
+            JobOutcome::Retrying { note, error } => JobEvent::Retrying {
+                note: note.to_string(),
+                error: error.clone(),
+            },
+            JobOutcome::Failed { note, error } => JobEvent::Failed {
+                note: note.to_string(),
+                error: error.clone(),
+            },
+            JobOutcome::Gone { note } => JobEvent::Gone {
+                note: note.to_string(),
+            },
+        }
+    }
+}
+
+/// The status bar's figures; sent whenever they change.
+#[derive(Debug, Clone, Serialize, Deserialize, Type, Event, PartialEq)]
+pub struct StatusEvent {
+    /// `opening`, `ready` or `failed`.
+    pub memory: String,
+    /// Why the memory could not be opened, or how far opening got.
+    pub memory_message: String,
+    pub notes: u32,
+    pub llm_configured: bool,
+    /// `null` until the first call; then whether the last call worked.
+    pub llm_ok: Option<bool>,
+    pub llm_message: String,
+    pub jobs_queued: u32,
+    pub jobs_running: u32,
+    pub jobs_failed: u32,
+    pub jobs_done: u32,
+    pub enriching: bool,
+    /// Milliseconds from process start to the memory being open.
+    pub opened_ms: Option<u32>,
+}

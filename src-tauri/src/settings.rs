@@ -1,0 +1,386 @@
+//! LLM and pipeline settings: stored in the memory (`setting:llm`, `setting:pipeline`,
+//! `setting:policy`, the same keys `kasten config` uses), with the environment
+//! (`KASTEN_LLM_*`) winning, and the API key in the OS keyring when there is one.
+
+use kasten_engine::{Engine, LlmClient, LlmConfig, PipelineOptions, Policy, PolicyMode};
+use serde::{Deserialize, Serialize};
+use specta::Type;
+
+use crate::error::{AppError, AppResult};
+
+const KEYRING_SERVICE: &str = "app.kasten.desktop";
+const KEYRING_USER: &str = "llm-api-key";
+
+/// Where the API key is kept.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, Type, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum KeyStorage {
+    None,
+    /// The OS keyring (Secret Service).
+    Keyring,
+    /// In the memory's settings, readable by anyone who can read the data directory.
+    Settings,
+    /// `KASTEN_LLM_API_KEY` in the environment.
+    Environment,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, Type, PartialEq)]
+pub struct SettingsDto {
+    /// `openai` (any OpenAI-compatible server) or `ollama`.
+    pub provider: String,
+    pub base_url: String,
+    pub model: String,
+    pub timeout_secs: u32,
+    pub api_key_storage: KeyStorage,
+    /// Neighbours shown to the LLM per note (A-Mem's k).
+    pub k: u32,
+    /// `auto` (apply at once, keep for review) or `review` (hold until accepted).
+    pub links_policy: String,
+    pub edits_policy: String,
+    pub auto_accept_confidence: Option<f64>,
+    /// Settings fixed by environment variables (they win over what is saved here).
+    pub env_overrides: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, Type)]
+pub struct SettingsInput {
+    pub provider: String,
+    pub base_url: String,
+    pub model: String,
+    pub timeout_secs: u32,
+    /// `null` keeps the stored key, `""` removes it, anything else replaces it.
+    pub api_key: Option<String>,
+    pub k: u32,
+    pub links_policy: String,
+    pub edits_policy: String,
+    pub auto_accept_confidence: Option<f64>,
+}
+
+/// What saving did with the key, for the UI to say plainly.
+#[derive(Debug, Clone, Serialize, Type)]
+pub struct SaveOutcome {
+    pub settings: SettingsDto,
+    /// A warning to show (e.g. the key had to be stored unencrypted).
+    pub warning: Option<String>,
+}
+
+fn env(k: &str) -> Option<String> {
+    std::env::var(k).ok().filter(|v| !v.is_empty())
+}
+
+fn keyring_entry() -> Option<keyring::Entry> {
+    keyring::Entry::new(KEYRING_SERVICE, KEYRING_USER).ok()
+}
+
+/// The key from the OS keyring, if there is a keyring and a key in it.
+async fn keyring_get() -> Option<String> {
+    tokio::task::spawn_blocking(|| keyring_entry()?.get_password().ok())
+        .await
+        .ok()
+        .flatten()
+}
+
+async fn keyring_set(key: String) -> bool {
+    tokio::task::spawn_blocking(move || {
+        keyring_entry().is_some_and(|e| e.set_password(&key).is_ok())
+    })
+    .await
+    .unwrap_or(false)
+}
+
+async fn keyring_delete() {
+    let _ = tokio::task::spawn_blocking(|| keyring_entry().map(|e| e.delete_credential())).await;
+}
+
+fn mode_str(m: PolicyMode) -> String {
+    match m {
+        PolicyMode::Auto => "auto".into(),
+        PolicyMode::Review => "review".into(),
+    }
+}
+
+fn parse_mode(s: &str) -> AppResult<PolicyMode> {
+    match s {
+        "auto" => Ok(PolicyMode::Auto),
+        "review" => Ok(PolicyMode::Review),
+        other => Err(AppError::Invalid(format!(
+            "the review policy is 'auto' or 'review', not '{other}'"
+        ))),
+    }
+}
+
+async fn setting(engine: &Engine, key: &str) -> AppResult<serde_json::Value> {
+    Ok(engine
+        .store()
+        .get_setting(key)
+        .await
+        .map_err(|e| AppError::from(kasten_engine::EngineError::from(e)))?
+        .unwrap_or_default())
+}
+
+fn str_of(v: &serde_json::Value, k: &str) -> Option<String> {
+    v.get(k).and_then(|x| x.as_str()).map(str::to_owned)
+}
+
+pub async fn load(engine: &Engine) -> AppResult<SettingsDto> {
+    let llm = setting(engine, "llm").await?;
+    let pipeline = setting(engine, "pipeline").await?;
+    let policy = engine.policy().await?;
+    let env_overrides: Vec<String> = [
+        "KASTEN_LLM_PROVIDER",
+        "KASTEN_LLM_BASE_URL",
+        "KASTEN_LLM_MODEL",
+        "KASTEN_LLM_API_KEY",
+        "KASTEN_LLM_TIMEOUT",
+    ]
+    .iter()
+    .filter(|k| env(k).is_some())
+    .map(|k| (*k).to_owned())
+    .collect();
+    let api_key_storage = if env("KASTEN_LLM_API_KEY").is_some() {
+        KeyStorage::Environment
+    } else if str_of(&llm, "api_key").is_some() {
+        KeyStorage::Settings
+    } else if keyring_get().await.is_some() {
+        KeyStorage::Keyring
+    } else {
+        KeyStorage::None
+    };
+    let pick = |var: &str, k: &str| env(var).or_else(|| str_of(&llm, k)).unwrap_or_default();
+    let timeout = env("KASTEN_LLM_TIMEOUT")
+        .or_else(|| {
+            llm.get("timeout")
+                .map(|v| v.to_string().trim_matches('"').to_owned())
+        })
+        .and_then(|t| t.parse::<u32>().ok())
+        .unwrap_or(60);
+    Ok(SettingsDto {
+        provider: {
+            let p = pick("KASTEN_LLM_PROVIDER", "provider");
+            if p.is_empty() {
+                "openai".into()
+            } else {
+                p.to_ascii_lowercase()
+            }
+        },
+        base_url: pick("KASTEN_LLM_BASE_URL", "base_url"),
+        model: pick("KASTEN_LLM_MODEL", "model"),
+        timeout_secs: timeout,
+        api_key_storage,
+        k: pipeline
+            .get("k")
+            .and_then(|v| v.as_u64())
+            .map(|k| k.clamp(1, 50) as u32)
+            .unwrap_or(PipelineOptions::default().k as u32),
+        links_policy: mode_str(policy.links),
+        edits_policy: mode_str(policy.edits),
+        auto_accept_confidence: policy.auto_accept_confidence,
+        env_overrides,
+    })
+}
+
+/// Checks input before anything is written.
+pub fn validate(input: &SettingsInput) -> AppResult<()> {
+    if !matches!(input.provider.as_str(), "openai" | "ollama") {
+        return Err(AppError::Invalid(
+            "the provider is 'openai' (any OpenAI-compatible server) or 'ollama'".into(),
+        ));
+    }
+    let url = input.base_url.trim();
+    if !(url.is_empty() || url.starts_with("http://") || url.starts_with("https://")) {
+        return Err(AppError::Invalid(
+            "the base URL starts with http:// or https:// (e.g. http://127.0.0.1:8080/v1)".into(),
+        ));
+    }
+    if !(1..=50).contains(&input.k) {
+        return Err(AppError::Invalid("k is between 1 and 50".into()));
+    }
+    if !(1..=3600).contains(&input.timeout_secs) {
+        return Err(AppError::Invalid(
+            "the timeout is between 1 and 3600 seconds".into(),
+        ));
+    }
+    if let Some(c) = input.auto_accept_confidence
+        && !(0.0..=1.0).contains(&c)
+    {
+        return Err(AppError::Invalid(
+            "the auto-accept confidence is between 0 and 1".into(),
+        ));
+    }
+    parse_mode(&input.links_policy)?;
+    parse_mode(&input.edits_policy)?;
+    Ok(())
+}
+
+pub async fn save(engine: &Engine, input: &SettingsInput) -> AppResult<Option<String>> {
+    validate(input)?;
+    let mut llm = setting(engine, "llm").await?;
+    if !llm.is_object() {
+        llm = serde_json::json!({});
+    }
+    let mut warning = None;
+    if let Some(obj) = llm.as_object_mut() {
+        obj.insert("provider".into(), input.provider.clone().into());
+        obj.insert("base_url".into(), input.base_url.trim().to_owned().into());
+        obj.insert("model".into(), input.model.trim().to_owned().into());
+        obj.insert("timeout".into(), input.timeout_secs.into());
+        match input.api_key.as_deref().map(str::trim) {
+            None => {}
+            Some("") => {
+                obj.remove("api_key");
+                keyring_delete().await;
+            }
+            Some(key) => {
+                if keyring_set(key.to_owned()).await {
+                    obj.remove("api_key");
+                } else {
+                    obj.insert("api_key".into(), key.to_owned().into());
+                    warning = Some(
+                        "No OS keyring is available, so the API key is stored unencrypted in \
+                         the memory's settings: anyone who can read Kasten's data directory \
+                         can read it."
+                            .to_owned(),
+                    );
+                }
+            }
+        }
+    }
+    let store_err = |e| AppError::from(kasten_engine::EngineError::from(e));
+    engine
+        .store()
+        .set_setting("llm", &llm)
+        .await
+        .map_err(store_err)?;
+    let mut pipeline = setting(engine, "pipeline").await?;
+    if !pipeline.is_object() {
+        pipeline = serde_json::json!({});
+    }
+    if let Some(obj) = pipeline.as_object_mut() {
+        obj.insert("k".into(), input.k.into());
+    }
+    engine
+        .store()
+        .set_setting("pipeline", &pipeline)
+        .await
+        .map_err(store_err)?;
+    engine
+        .set_policy(&Policy {
+            links: parse_mode(&input.links_policy)?,
+            edits: parse_mode(&input.edits_policy)?,
+            auto_accept_confidence: input.auto_accept_confidence,
+        })
+        .await?;
+    Ok(warning)
+}
+
+/// The LLM client and pipeline options the stored settings and the environment describe
+/// (the environment wins, as in the CLI).
+pub async fn client_and_pipeline(
+    engine: &Engine,
+) -> AppResult<(Option<LlmClient>, PipelineOptions)> {
+    let s = load(engine).await?;
+    let llm = setting(engine, "llm").await?;
+    let key = match env("KASTEN_LLM_API_KEY") {
+        Some(k) => Some(k),
+        None => match str_of(&llm, "api_key") {
+            Some(k) => Some(k),
+            None => keyring_get().await,
+        },
+    };
+    let client = client_for(&s.provider, &s.base_url, &s.model, s.timeout_secs, key)?;
+    let pipeline = PipelineOptions {
+        k: s.k as usize,
+        ..PipelineOptions::default()
+    };
+    Ok((client, pipeline))
+}
+
+pub fn client_for(
+    provider: &str,
+    base_url: &str,
+    model: &str,
+    timeout_secs: u32,
+    key: Option<String>,
+) -> AppResult<Option<LlmClient>> {
+    let lookup = |k: &str| -> Option<String> {
+        let v = match k {
+            "KASTEN_LLM_PROVIDER" => provider.to_owned(),
+            "KASTEN_LLM_BASE_URL" => base_url.trim().to_owned(),
+            "KASTEN_LLM_MODEL" => model.trim().to_owned(),
+            "KASTEN_LLM_API_KEY" => key.clone().unwrap_or_default(),
+            _ => String::new(),
+        };
+        (!v.is_empty()).then_some(v)
+    };
+    let config = LlmConfig::from_lookup(lookup).map_err(|e| AppError::Invalid(e.to_string()))?;
+    let Some(config) = config else {
+        return Ok(None);
+    };
+    let opts = kasten_llm::ClientOptions {
+        timeout: std::time::Duration::from_secs(u64::from(timeout_secs.clamp(1, 3600))),
+        ..Default::default()
+    };
+    LlmClient::new(config, opts)
+        .map(Some)
+        .map_err(|e| AppError::Invalid(format!("cannot set up the LLM client: {e}")))
+}
+
+/// The key to use for a connection test: the one typed in, else the stored one.
+pub async fn key_for_test(engine: &Engine, typed: Option<String>) -> AppResult<Option<String>> {
+    if let Some(k) = typed.filter(|k| !k.trim().is_empty()) {
+        return Ok(Some(k));
+    }
+    if let Some(k) = env("KASTEN_LLM_API_KEY") {
+        return Ok(Some(k));
+    }
+    let llm = setting(engine, "llm").await?;
+    Ok(match str_of(&llm, "api_key") {
+        Some(k) => Some(k),
+        None => keyring_get().await,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn input() -> SettingsInput {
+        SettingsInput {
+            provider: "openai".into(),
+            base_url: "http://127.0.0.1:8080/v1".into(),
+            model: "m".into(),
+            timeout_secs: 60,
+            api_key: None,
+            k: 10,
+            links_policy: "auto".into(),
+            edits_policy: "review".into(),
+            auto_accept_confidence: Some(0.9),
+        }
+    }
+
+    #[test]
+    fn validation_names_the_bad_field() {
+        assert!(validate(&input()).is_ok());
+        let mut i = input();
+        i.provider = "gpt".into();
+        assert!(matches!(validate(&i), Err(AppError::Invalid(m)) if m.contains("provider")));
+        let mut i = input();
+        i.base_url = "localhost:8080".into();
+        assert!(matches!(validate(&i), Err(AppError::Invalid(m)) if m.contains("http://")));
+        let mut i = input();
+        i.k = 0;
+        assert!(matches!(validate(&i), Err(AppError::Invalid(m)) if m.contains("k is")));
+        let mut i = input();
+        i.links_policy = "sometimes".into();
+        assert!(validate(&i).is_err());
+    }
+
+    #[test]
+    fn a_client_needs_url_and_model() {
+        assert!(matches!(client_for("openai", "", "m", 60, None), Ok(None)));
+        assert!(matches!(
+            client_for("openai", "http://127.0.0.1:1/v1", "m", 60, None),
+            Ok(Some(_))
+        ));
+    }
+}

@@ -1,0 +1,147 @@
+//! Opening the memory and the background enrichment worker.
+//!
+//! The worker wakes when a note is added, settings change, or every 30 s, and runs the
+//! engine's pending jobs (`run_pending`), forwarding each outcome as a [`JobEvent`]. A pass
+//! runs to the end of the queue; settings changes are applied between passes (the engine is
+//! reconfigured only while no pass holds it). On exit the worker is stopped and the engine
+//! closed (see `lib.rs`).
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use kasten_embed::{Embedder, FastEmbedder};
+use kasten_engine::{Engine, Progress};
+use kasten_store::Endpoint;
+use tauri::{AppHandle, Manager};
+use tauri_specta::Event;
+
+use crate::events::JobEvent;
+use crate::state::{AppState, Slot};
+
+pub async fn open(app: AppHandle) {
+    let state = app.state::<AppState>();
+    let result = async {
+        let ep = Endpoint::default_from_env().map_err(|e| e.to_string())?;
+        let embedder: Arc<dyn Embedder> = Arc::new(
+            tokio::task::spawn_blocking(FastEmbedder::load_default)
+                .await
+                .map_err(|e| e.to_string())?
+                .map_err(|e| format!("cannot load the embedding model: {e}"))?,
+        );
+        let progress = |p: Progress| {
+            let (done, total) = match p {
+                Progress::Loading { done, total } | Progress::Reembedding { done, total } => {
+                    (done, total)
+                }
+            };
+            if let Ok(mut s) = state.slot.try_write() {
+                *s = Slot::Opening { done, total };
+            }
+        };
+        let mut engine = Engine::open(&ep, embedder, &progress)
+            .await
+            .map_err(|e| format!("cannot open the memory at {ep}: {e}"))?;
+        match crate::settings::client_and_pipeline(&engine).await {
+            Ok((llm, pipeline)) => engine.configure(llm, pipeline),
+            Err(e) => tracing::warn!("LLM settings not usable: {e}"),
+        }
+        Ok::<_, String>(engine)
+    }
+    .await;
+    match result {
+        Ok(engine) => {
+            let ms = state.started.elapsed().as_millis() as u64;
+            if let Ok(mut o) = state.opened_ms.lock() {
+                *o = Some(ms);
+            }
+            tracing::info!("memory open after {ms} ms");
+            *state.slot.write().await = Slot::Ready(Arc::new(engine));
+        }
+        Err(m) => {
+            tracing::error!("{m}");
+            *state.slot.write().await = Slot::Failed(m);
+        }
+    }
+    emit_status(&app).await;
+    state.kick.notify_one();
+}
+
+pub async fn emit_status(app: &AppHandle) {
+    let status = crate::commands::status_of(&app.state::<AppState>()).await;
+    if let Err(e) = status.emit(app) {
+        tracing::warn!("cannot send the status to the window: {e}");
+    }
+}
+
+/// Rebuilds the LLM client from the settings; waits until nobody else holds the engine.
+async fn reconfigure(state: &AppState) {
+    let mut slot = state.slot.write().await;
+    let Slot::Ready(arc) = &mut *slot else { return };
+    let config = crate::settings::client_and_pipeline(arc).await;
+    for _ in 0..200 {
+        if let Some(engine) = Arc::get_mut(arc) {
+            match config {
+                Ok((llm, pipeline)) => {
+                    engine.configure(llm, pipeline);
+                    state.set_llm(None, "");
+                }
+                Err(e) => state.set_llm(Some(false), e.to_string()),
+            }
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // commands still running: try again on the next wake-up
+    state.reconfigure.store(true, Ordering::SeqCst);
+}
+
+pub async fn run(app: AppHandle) {
+    let state = app.state::<AppState>();
+    loop {
+        tokio::select! {
+            _ = state.kick.notified() => {}
+            _ = tokio::time::sleep(Duration::from_secs(30)) => {}
+        }
+        if state.stop.load(Ordering::SeqCst) {
+            return;
+        }
+        if state.reconfigure.swap(false, Ordering::SeqCst) {
+            reconfigure(&state).await;
+        }
+        let Ok(engine) = state.engine().await else {
+            continue;
+        };
+        if engine.llm_client().is_none() {
+            emit_status(&app).await;
+            continue;
+        }
+        state.enriching.store(true, Ordering::SeqCst);
+        emit_status(&app).await;
+        let handle = app.clone();
+        let on_job = move |o: &kasten_engine::JobOutcome| {
+            let st = handle.state::<AppState>();
+            match o {
+                kasten_engine::JobOutcome::Done { .. } => st.set_llm(Some(true), "connected"),
+                kasten_engine::JobOutcome::Retrying { error, .. }
+                | kasten_engine::JobOutcome::Failed { error, .. } => {
+                    st.set_llm(Some(false), error.clone())
+                }
+                kasten_engine::JobOutcome::Gone { .. } => {}
+            }
+            if let Err(e) = JobEvent::from(o).emit(&handle) {
+                tracing::warn!("cannot send a job event: {e}");
+            }
+            let h = handle.clone();
+            tauri::async_runtime::spawn(async move { emit_status(&h).await });
+        };
+        let result = engine.run_pending(&on_job).await;
+        drop(engine);
+        state.enriching.store(false, Ordering::SeqCst);
+        if let Err(e) = result {
+            tracing::warn!("enrichment pass failed: {e}");
+            state.set_llm(Some(false), crate::error::AppError::from(e).to_string());
+        }
+        emit_status(&app).await;
+    }
+}

@@ -1,0 +1,41 @@
+#!/usr/bin/env node
+// Runs the e2e specs against the real app binary (debug build with ui/dist embedded):
+//   xvfb-run -a node tests/e2e/run.mjs            (scripts/test does this)
+// Environment: CARGO_TARGET_DIR (where the binaries are), KASTEN_SCREENSHOTS=1 to write
+// docs/screenshots/*.png, E2E_ONLY=name to run one spec.
+import { spawnSync } from "node:child_process";
+import { APP, FAKELLM, startFakeLlm, stop, stopAll } from "./harness.mjs";
+import fs from "node:fs";
+import * as specs from "./specs.mjs";
+
+if (!process.env.DISPLAY) {
+  // re-run under a virtual display
+  const r = spawnSync("xvfb-run", ["-a", "-s", "-screen 0 1400x900x24", process.execPath, ...process.argv.slice(1)], { stdio: "inherit" });
+  process.exit(r.status ?? 1);
+}
+
+for (const f of [APP, FAKELLM]) {
+  if (!fs.existsSync(f)) {
+    console.error(`e2e: ${f} is missing: build it with cargo build -p kasten-desktop -p kasten-fakellm`);
+    process.exit(1);
+  }
+}
+
+const only = process.env.E2E_ONLY;
+const order = ["coldStart", "mainFlow"].filter((n) => !only || n === only);
+const fake = await startFakeLlm();
+let failed = 0;
+for (const name of order) {
+  const t0 = Date.now();
+  try {
+    const r = await specs[name]({ llmUrl: fake.url });
+    console.log(`ok   ${name} (${((Date.now() - t0) / 1000).toFixed(1)} s) ${JSON.stringify(r)}`);
+  } catch (e) {
+    failed++;
+    console.log(`FAIL ${name}: ${e && e.stack ? e.stack : e}`);
+  }
+}
+stop(fake.proc);
+stopAll();
+console.log(failed ? `e2e: ${failed} of ${order.length} failed` : `e2e: all ${order.length} passed`);
+process.exit(failed ? 1 : 0);

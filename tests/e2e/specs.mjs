@@ -1,0 +1,158 @@
+// The e2e specs. Each gets a fresh app (new KASTEN_HOME, new driver, new session).
+import { $t, $$t, assert, launch, screenshot } from "./harness.mjs";
+
+const T = 60000;
+
+async function ready(browser) {
+  await browser.waitUntil(async () => (await $t(browser, "status-bar").getAttribute("data-memory")) === "ready", {
+    timeout: 90000,
+    timeoutMsg: "the memory did not open",
+  });
+}
+
+async function nav(browser, view) {
+  await $t(browser, `nav-${view}`).click();
+}
+
+async function enrichedCount(browser) {
+  return (await browser.$$('[data-testid="note-item"][data-enrich="done"]')).length;
+}
+
+/** Cold start: launching the app until it shows the notes view on an open memory. */
+export async function coldStart({ llmUrl }) {
+  const app = await launch({ llmUrl });
+  try {
+    const { browser } = app;
+    await ready(browser);
+    await $t(browser, "note-input").waitForDisplayed({ timeout: T });
+    const interactiveMs = Date.now() - app.startedAt;
+    const opened = await $t(browser, "status-bar").getText();
+    return { interactiveMs, statusBar: opened };
+  } finally {
+    await app.close();
+  }
+}
+
+/** Write a note, see it enriched, open the graph, accept and roll back a proposal, ask. */
+export async function mainFlow({ llmUrl }) {
+  const app = await launch({ llmUrl });
+  const { browser } = app;
+  try {
+    await ready(browser);
+
+    // Settings: the server comes from the environment; hold new links for review.
+    await nav(browser, "settings");
+    await $t(browser, "settings").waitForDisplayed({ timeout: T });
+    const base = await browser.$("#base_url").getValue();
+    assert(base === `${llmUrl}/v1`, `settings show the base URL from the environment (${base})`);
+    await browser.$("#links_policy").selectByAttribute("value", "review");
+    await $t(browser, "settings-save").click();
+    await browser.waitUntil(async () => (await $t(browser, "settings-message").getText()).startsWith("Saved"), {
+      timeout: T,
+      timeoutMsg: "settings were not saved",
+    });
+    await $t(browser, "settings-test").click();
+    await browser.waitUntil(async () => (await $t(browser, "settings-message").getText()).startsWith("Connected"), {
+      timeout: T,
+      timeoutMsg: "test connection did not succeed",
+    });
+    await screenshot(browser, "settings");
+
+    // Notes: Ctrl+Enter saves the first, the button the second; both get enriched.
+    await nav(browser, "notes");
+    const input = $t(browser, "note-input");
+    await input.waitForDisplayed({ timeout: T });
+    await input.setValue("Ada's dog Pixel is a border collie who loves the beach at Brighton.");
+    await browser.keys(["Control", "Enter"]);
+    await browser.waitUntil(async () => (await $$t(browser, "note-item")).length === 1, { timeout: T, timeoutMsg: "the note did not appear" });
+    await browser.waitUntil(async () => (await enrichedCount(browser)) === 1, { timeout: 90000, timeoutMsg: "the first note was not enriched" });
+    const detail = $t(browser, "note-detail");
+    await browser.waitUntil(async () => (await detail.getAttribute("data-enrich")) === "done", { timeout: T, timeoutMsg: "detail not enriched" });
+    const ctx = await $t(browser, "note-context").getText();
+    assert(ctx && ctx !== "—", `the LLM wrote a context (${ctx})`);
+
+    await input.setValue("Pixel the border collie ran along Brighton beach with Ada again on Sunday.");
+    await $t(browser, "note-save").click();
+    await browser.waitUntil(async () => (await enrichedCount(browser)) === 2, { timeout: 90000, timeoutMsg: "the second note was not enriched" });
+    // its link waits for review (policy: review)
+    await browser.waitUntil(async () => (await browser.$$('[data-testid="link-item"][data-status="proposed"]')).length >= 1, {
+      timeout: T,
+      timeoutMsg: "no proposed link on the second note",
+    });
+    const history = await $$t(browser, "history-item");
+    assert(history.length >= 2, `history has creation and construction (${history.length})`);
+    await screenshot(browser, "notes");
+
+    // Search finds by meaning.
+    await $t(browser, "search-input").setValue("pet at the seaside");
+    await browser.waitUntil(async () => /vector|keyword/.test(await browser.$('[data-testid="note-item"]').getText()), {
+      timeout: T,
+      timeoutMsg: "search showed no hits",
+    });
+    await $t(browser, "search-input").clearValue();
+
+    // Graph: two notes, one (proposed, dashed) link, drawn by WebGL.
+    await nav(browser, "graph");
+    const graph = $t(browser, "graph-view");
+    await graph.waitForDisplayed({ timeout: T });
+    await browser.waitUntil(async () => (await graph.getAttribute("data-nodes")) === "2" && (await graph.getAttribute("data-edges")) === "1", {
+      timeout: T,
+      timeoutMsg: "the graph does not show 2 notes and 1 link",
+    });
+    const canvases = await graph.$$("canvas");
+    assert(canvases.length >= 2, `sigma drew its canvases (${canvases.length})`);
+    await browser.pause(1500);
+    await screenshot(browser, "graph");
+
+    // Review: accept the proposed link, then roll it back.
+    await nav(browser, "review");
+    const item = browser.$('[data-testid="review-item"][data-kind="link"][data-status="proposed"]');
+    await item.waitForDisplayed({ timeout: T });
+    const linkId = await item.getAttribute("data-id");
+    await screenshot(browser, "review");
+    await item.$('[data-testid="review-accept"]').click();
+    await browser.waitUntil(async () => !(await browser.$(`[data-testid="review-item"][data-id="${linkId}"]`).isExisting()), {
+      timeout: T,
+      timeoutMsg: "the accepted link stayed in the queue",
+    });
+    await browser.$('select[aria-label="Status"]').selectByAttribute("value", "accepted");
+    const accepted = browser.$(`[data-testid="review-item"][data-id="${linkId}"][data-status="accepted"]`);
+    await accepted.waitForDisplayed({ timeout: T });
+    await accepted.$('[data-testid="rollback"]').click();
+    await browser.$('select[aria-label="Status"]').selectByAttribute("value", "rolled_back");
+    await browser.$(`[data-testid="review-item"][data-id="${linkId}"][data-status="rolled_back"]`).waitForDisplayed({
+      timeout: T,
+      timeoutMsg: "the link was not rolled back",
+    });
+
+    // Chat: the answer streams in with citations; a citation opens its note.
+    await nav(browser, "chat");
+    await $t(browser, "chat-input").setValue("What breed is Pixel?");
+    await $t(browser, "chat-send").click();
+    const answer = browser.$('[data-testid="chat-answer"][data-done="true"]');
+    await answer.waitForDisplayed({ timeout: 90000, timeoutMsg: "no answer" });
+    const cites = await answer.$$('[data-testid="citation"]');
+    assert(cites.length >= 1, `the answer cites notes: ${await answer.getText()}`);
+    await screenshot(browser, "chat");
+    await cites[0].click();
+    await $t(browser, "note-detail").waitForDisplayed({ timeout: T });
+    const cited = await $t(browser, "note-content").getText();
+    assert(/Pixel/.test(cited), `the citation opened a note about Pixel (${cited})`);
+
+    // Something the memory does not hold is said plainly.
+    await nav(browser, "chat");
+    await $t(browser, "chat-input").setValue("Zzyzx qwertyuiop?");
+    await $t(browser, "chat-send").click();
+    await browser.waitUntil(async () => (await browser.$$('[data-testid="chat-answer"][data-done="true"]')).length === 2, { timeout: 90000 });
+    const last = (await browser.$$('[data-testid="chat-answer"]'))[1];
+    const notIn = await last.getAttribute("data-not-in-memory");
+    assert(notIn === "true" || /not in memory/i.test(await last.getText()), "an unanswerable question says not in memory");
+    return { ok: true };
+  } catch (e) {
+    await screenshot(browser, "failure").catch(() => {});
+    console.error("--- app log ---\n" + app.log().slice(-4000));
+    throw e;
+  } finally {
+    await app.close();
+  }
+}

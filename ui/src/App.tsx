@@ -1,0 +1,125 @@
+import { useCallback, useEffect, useMemo, useState } from "react";
+import { Ctx, type AppCtx, type GraphFocus, type View } from "./app-context";
+import { onJob } from "./api";
+import StatusBar from "./components/StatusBar";
+import NotesView from "./features/notes/NotesView";
+import GraphView from "./features/graph/GraphView";
+import BoxesView from "./features/boxes/BoxesView";
+import ReviewView from "./features/review/ReviewView";
+import ChatView from "./features/chat/ChatView";
+import SettingsView from "./features/settings/SettingsView";
+import InsightsView from "./features/insights/InsightsView";
+
+const VIEWS: { id: View; label: string; key: string }[] = [
+  { id: "notes", label: "Notes", key: "1" },
+  { id: "graph", label: "Graph", key: "2" },
+  { id: "boxes", label: "Boxes", key: "3" },
+  { id: "review", label: "Review", key: "4" },
+  { id: "chat", label: "Chat", key: "5" },
+  { id: "insights", label: "Insights", key: "6" },
+  { id: "settings", label: "Settings", key: "7" },
+];
+
+export default function App() {
+  const [view, setView] = useState<View>("notes");
+  const [selected, setSelected] = useState<string | null>(null);
+  const [highlight, setHighlight] = useState<string[]>([]);
+  const [graphFocus, setGraphFocus] = useState<GraphFocus>({ center: null, depth: 1, boxId: null });
+  const [revision, setRevision] = useState(0);
+  const [toastMsg, setToastMsg] = useState<string | null>(null);
+
+  const bump = useCallback(() => setRevision((r) => r + 1), []);
+  const toast = useCallback((m: string) => {
+    setToastMsg(m);
+    window.setTimeout(() => setToastMsg((cur) => (cur === m ? null : cur)), 5000);
+  }, []);
+  const openNote = useCallback((id: string) => {
+    setSelected(id);
+    setView("notes");
+  }, []);
+
+  // Every finished job may change notes, links and the review queue.
+  useEffect(() => {
+    let off: (() => void) | undefined;
+    let gone = false;
+    onJob(() => bump())
+      .then((f) => {
+        if (gone) f();
+        else off = f;
+      })
+      .catch(() => {});
+    return () => {
+      gone = true;
+      off?.();
+    };
+  }, [bump]);
+
+  // Alt+1..7 switch views.
+  useEffect(() => {
+    const onKey = (e: KeyboardEvent) => {
+      if (!e.altKey) return;
+      const v = VIEWS.find((x) => x.key === e.key);
+      if (v) {
+        e.preventDefault();
+        setView(v.id);
+      }
+    };
+    window.addEventListener("keydown", onKey);
+    return () => window.removeEventListener("keydown", onKey);
+  }, []);
+
+  const ctx: AppCtx = useMemo(
+    () => ({
+      view,
+      go: setView,
+      openNote,
+      selected,
+      highlight,
+      setHighlight,
+      graphFocus,
+      setGraphFocus,
+      revision,
+      bump,
+      toast,
+    }),
+    [view, openNote, selected, highlight, graphFocus, revision, bump, toast],
+  );
+
+  return (
+    <Ctx.Provider value={ctx}>
+      <div className="app">
+        <nav className="nav" aria-label="Views">
+          <div className="brand">
+            <img src="/icon.png" width={22} height={22} alt="" /> Kasten
+          </div>
+          {VIEWS.map((v) => (
+            <button
+              key={v.id}
+              className={view === v.id ? "active" : ""}
+              onClick={() => setView(v.id)}
+              data-testid={`nav-${v.id}`}
+              aria-current={view === v.id ? "page" : undefined}
+            >
+              {v.label} <kbd>Alt+{v.key}</kbd>
+            </button>
+          ))}
+        </nav>
+        <main className="main">
+          {view === "notes" && <NotesView />}
+          {view === "graph" && <GraphView />}
+          {view === "boxes" && <BoxesView />}
+          {view === "review" && <ReviewView />}
+          {view === "chat" && <ChatView />}
+          {view === "insights" && <InsightsView />}
+          {view === "settings" && <SettingsView />}
+        </main>
+        <StatusBar />
+      </div>
+      {toastMsg && (
+        <div className="toast" role="status" onClick={() => setToastMsg(null)}>
+          {toastMsg}
+        </div>
+      )}
+    </Ctx.Provider>
+  );
+}

@@ -1,0 +1,83 @@
+// The one place the UI talks to the shell: the generated bindings, with results unwrapped
+// into values or a thrown ApiError (kind + a sentence for the user).
+import { Channel } from "@tauri-apps/api/core";
+import { commands, events } from "./bindings";
+import type {
+  AppError,
+  FieldsInput,
+  NoteFilterInput,
+  SettingsInput,
+  ChatTurnDto,
+  JobEvent,
+  StatusEvent,
+} from "./bindings";
+
+export type * from "./bindings";
+
+export class ApiError extends Error {
+  kind: AppError["kind"];
+  constructor(e: AppError) {
+    super(e.message);
+    this.kind = e.kind;
+  }
+}
+
+type R<T> = { status: "ok"; data: T } | { status: "error"; error: AppError };
+
+async function un<T>(p: Promise<R<T>>): Promise<T> {
+  const r = await p;
+  if (r.status === "ok") return r.data;
+  throw new ApiError(r.error);
+}
+
+/** A message for any error a call can throw. */
+export function errorText(e: unknown): string {
+  if (e instanceof Error) return e.message;
+  return String(e);
+}
+
+export const api = {
+  status: () => un(commands.appStatus()),
+  addNote: (content: string) => un(commands.addNote(content)),
+  listNotes: (filter: NoteFilterInput, offset: number, limit: number) =>
+    un(commands.listNotes(filter, offset, limit)),
+  search: (query: string, k: number) => un(commands.searchNotes(query, k)),
+  getNote: (id: string) => un(commands.getNote(id)),
+  editNote: (id: string, fields: FieldsInput) => un(commands.editNote(id, fields)),
+  deleteNote: (id: string) => un(commands.deleteNote(id)),
+  listTags: (limit: number) => un(commands.listTags(limit)),
+  graphNodes: (after: string | null, limit: number) => un(commands.graphNodes(after, limit)),
+  graphLinks: (after: string | null, limit: number) => un(commands.graphLinks(after, limit)),
+  localGraph: (id: string, depth: number) => un(commands.localGraph(id, depth)),
+  reviewQueue: (statuses: string[], offset: number, limit: number) =>
+    un(commands.reviewQueue(statuses, offset, limit)),
+  accept: (id: string, edit: FieldsInput | null) => un(commands.reviewAccept(id, edit)),
+  reject: (id: string) => un(commands.reviewReject(id)),
+  rollback: (id: string) => un(commands.reviewRollback(id)),
+  reapply: (id: string) => un(commands.reviewReapply(id)),
+  bulkAccept: (minConfidence: number) => un(commands.reviewBulkAccept(minConfidence)),
+  listEvents: (limit: number) => un(commands.listEvents(limit)),
+  retryFailed: () => un(commands.retryFailed()),
+  loadSample: () => un(commands.loadSampleNotebook()),
+  getSettings: () => un(commands.getSettings()),
+  saveSettings: (input: SettingsInput) => un(commands.saveSettings(input)),
+  testConnection: (input: SettingsInput) => un(commands.testConnection(input)),
+  insights: () => un(commands.insights()),
+  listBoxes: (limit: number) => un(commands.listBoxes(limit)),
+  /** Asks the memory; `onToken` receives the answer as it streams. */
+  ask: (question: string, history: ChatTurnDto[], onToken: (t: string) => void) => {
+    const ch = new Channel<string>();
+    ch.onmessage = onToken;
+    return un(commands.ask(question, history, ch));
+  },
+};
+
+export type Api = typeof api;
+
+export function onJob(cb: (e: JobEvent) => void): Promise<() => void> {
+  return events.jobEvent.listen((e) => cb(e.payload));
+}
+
+export function onStatus(cb: (e: StatusEvent) => void): Promise<() => void> {
+  return events.statusEvent.listen((e) => cb(e.payload));
+}

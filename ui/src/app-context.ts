@@ -1,0 +1,36 @@
+import { createContext, useContext } from "react";
+
+export type View = "notes" | "graph" | "boxes" | "review" | "chat" | "insights" | "settings";
+
+export interface GraphFocus {
+  /** Local graph around this note; `null` for the whole memory. */
+  center: string | null;
+  depth: number;
+  /** Only the members of this Box. */
+  boxId: string | null;
+}
+
+export interface AppCtx {
+  view: View;
+  go: (v: View) => void;
+  /** Opens a note in the Notes view. */
+  openNote: (id: string) => void;
+  selected: string | null;
+  /** Notes to highlight in the graph (chat citations, search). */
+  highlight: string[];
+  setHighlight: (ids: string[]) => void;
+  graphFocus: GraphFocus;
+  setGraphFocus: (f: GraphFocus) => void;
+  /** Bumped whenever the memory changed (a job finished, a review action). */
+  revision: number;
+  bump: () => void;
+  toast: (msg: string) => void;
+}
+
+export const Ctx = createContext<AppCtx | null>(null);
+
+export function useApp(): AppCtx {
+  const c = useContext(Ctx);
+  if (!c) throw new Error("useApp outside the app");
+  return c;
+}

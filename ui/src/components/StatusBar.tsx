@@ -1,0 +1,80 @@
+import { useEffect, useState } from "react";
+import { api, onStatus, type StatusEvent } from "../api";
+import { useApp } from "../app-context";
+
+/** The memory, the LLM connection and the job queue, live. */
+export default function StatusBar() {
+  const { go, bump } = useApp();
+  const [s, setS] = useState<StatusEvent | null>(null);
+
+  useEffect(() => {
+    let off: (() => void) | undefined;
+    let gone = false;
+    const poll = () =>
+      api
+        .status()
+        .then((x) => !gone && setS(x))
+        .catch(() => {});
+    poll();
+    onStatus((x) => setS(x))
+      .then((f) => {
+        if (gone) f();
+        else off = f;
+      })
+      .catch(() => {});
+    // The status is pushed on every change; a slow poll covers opening progress.
+    const t = window.setInterval(poll, 3000);
+    return () => {
+      gone = true;
+      off?.();
+      window.clearInterval(t);
+    };
+  }, []);
+
+  if (!s) return <footer className="statusbar" data-testid="status-bar">Starting…</footer>;
+
+  const llmClass = !s.llm_configured ? "warn" : s.llm_ok === false ? "bad" : s.llm_ok ? "ok" : "";
+  const llmText = !s.llm_configured
+    ? "no LLM configured"
+    : s.llm_ok === false
+      ? `LLM error: ${s.llm_message}`
+      : s.llm_ok
+        ? "LLM connected"
+        : "LLM configured";
+  return (
+    <footer className="statusbar" data-testid="status-bar" data-memory={s.memory}>
+      <span title={s.memory_message}>
+        <span className={`dot ${s.memory === "ready" ? "ok" : s.memory === "failed" ? "bad" : "warn"}`} />
+        {s.memory === "ready"
+          ? `${s.notes} notes`
+          : s.memory === "failed"
+            ? `memory unavailable: ${s.memory_message}`
+            : `opening memory… ${s.memory_message}`}
+      </span>
+      <button className="small" style={{ border: "none", background: "none", padding: 0 }} onClick={() => go("settings")} title={s.llm_message}>
+        <span className={`dot ${llmClass}`} />
+        {llmText}
+      </button>
+      <span data-testid="jobs">
+        jobs: {s.jobs_queued} queued · {s.jobs_running} running ·{" "}
+        <span className={s.jobs_failed ? "error" : ""}>{s.jobs_failed} failed</span>
+        {s.enriching && " · enriching…"}
+      </span>
+      {s.jobs_failed > 0 && (
+        <button
+          className="small"
+          onClick={() =>
+            api
+              .retryFailed()
+              .then(bump)
+              .catch(() => {})
+          }
+        >
+          retry failed
+        </button>
+      )}
+      <span className="grow" />
+      {s.opened_ms != null && <span title="process start to memory open">opened in {s.opened_ms} ms</span>}
+    </footer>
+  );
+}

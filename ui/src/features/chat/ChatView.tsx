@@ -1,0 +1,133 @@
+import { Fragment, useEffect, useRef, useState } from "react";
+import { api, errorText, type AnswerDto, type ChatTurnDto } from "../../api";
+import { useApp } from "../../app-context";
+import Empty from "../../components/Empty";
+
+interface Turn {
+  question: string;
+  /** The streamed text so far, then the final answer. */
+  text: string;
+  answer: AnswerDto | null;
+  error: string | null;
+}
+
+/** Splits an answer into text and `[n]` citation buttons. */
+export function withCitations(text: string, count: number, onCite: (n: number) => void) {
+  const parts = text.split(/(\[\d+\])/g);
+  return parts.map((p, i) => {
+    const m = /^\[(\d+)\]$/.exec(p);
+    const n = m ? Number(m[1]) : 0;
+    if (m && n >= 1 && n <= count) {
+      return (
+        <button key={i} className="citation" data-testid="citation" data-n={n} onClick={() => onCite(n)} title="Open the cited note">
+          [{n}]
+        </button>
+      );
+    }
+    return <Fragment key={i}>{p}</Fragment>;
+  });
+}
+
+/** Questions answered from memory, streamed, with citations that open the notes. */
+export default function ChatView() {
+  const { openNote, setHighlight, setGraphFocus, go } = useApp();
+  const [turns, setTurns] = useState<Turn[]>([]);
+  const [q, setQ] = useState("");
+  const [busy, setBusy] = useState(false);
+  const end = useRef<HTMLDivElement>(null);
+
+  useEffect(() => end.current?.scrollIntoView?.({ block: "end" }), [turns]);
+
+  const send = async () => {
+    const question = q.trim();
+    if (!question || busy) return;
+    setQ("");
+    setBusy(true);
+    const history: ChatTurnDto[] = turns
+      .filter((t) => t.answer)
+      .slice(-6)
+      .map((t) => ({ question: t.question, answer: t.answer?.answer ?? "" }));
+    const idx = turns.length;
+    setTurns((ts) => [...ts, { question, text: "", answer: null, error: null }]);
+    const update = (f: (t: Turn) => Turn) => setTurns((ts) => ts.map((t, i) => (i === idx ? f(t) : t)));
+    try {
+      const answer = await api.ask(question, history, (tok) => update((t) => ({ ...t, text: t.text + tok })));
+      update((t) => ({ ...t, text: answer.answer, answer }));
+      setHighlight(answer.citations.map((c) => c.id));
+    } catch (e) {
+      update((t) => ({ ...t, error: errorText(e) }));
+    } finally {
+      setBusy(false);
+    }
+  };
+
+  return (
+    <div className="view" style={{ display: "flex", flexDirection: "column" }}>
+      <h2>Chat</h2>
+      <div className="chat-log grow" style={{ overflow: "auto" }}>
+        {turns.length === 0 && (
+          <Empty title="Ask your memory.">
+            Questions are answered only from your notes: Kasten retrieves the relevant ones (by meaning, by keyword and
+            along their links), the LLM answers, and every claim cites its note as [n] — click it to open the note and
+            see it in the graph. If the notes do not say, you are told so plainly.
+          </Empty>
+        )}
+        {turns.map((t, i) => (
+          <Fragment key={i}>
+            <div className="msg user">{t.question}</div>
+            <div className="msg card" data-testid="chat-answer" data-done={t.answer ? "true" : "false"} data-not-in-memory={t.answer?.not_in_memory ? "true" : "false"}>
+              {t.answer?.not_in_memory && <div className="warning"><strong>Not in memory.</strong> None of your notes answers this.</div>}
+              <div className="content">
+                {withCitations(t.text || (t.error ? "" : "…"), t.answer?.citations.length ?? 0, (n) => {
+                  const c = t.answer?.citations[n - 1];
+                  if (!c) return;
+                  setHighlight([c.id]);
+                  setGraphFocus({ center: null, depth: 1, boxId: null });
+                  openNote(c.id);
+                })}
+              </div>
+              {t.error && <div className="error">{t.error}</div>}
+              {t.answer && t.answer.citations.length > 0 && (
+                <ol className="small muted" style={{ margin: "6px 0 0", paddingLeft: 20 }}>
+                  {t.answer.citations.map((c) => (
+                    <li key={c.n}>
+                      <button className="citation" style={{ fontWeight: 400 }} onClick={() => openNote(c.id)}>
+                        {c.preview}
+                      </button>
+                    </li>
+                  ))}
+                </ol>
+              )}
+              {t.answer && t.answer.citations.length > 0 && (
+                <button className="small" style={{ marginTop: 6 }} onClick={() => go("graph")}>
+                  Show cited notes in the graph
+                </button>
+              )}
+            </div>
+          </Fragment>
+        ))}
+        <div ref={end} />
+      </div>
+      <div className="row" style={{ marginTop: 8 }}>
+        <textarea
+          className="grow"
+          rows={2}
+          data-testid="chat-input"
+          placeholder="Ask a question (Enter sends, Shift+Enter for a new line)"
+          value={q}
+          onChange={(e) => setQ(e.target.value)}
+          onKeyDown={(e) => {
+            if (e.key === "Enter" && !e.shiftKey) {
+              e.preventDefault();
+              void send();
+            }
+          }}
+          aria-label="Question"
+        />
+        <button className="primary" data-testid="chat-send" disabled={busy || !q.trim()} onClick={() => void send()}>
+          {busy ? "Answering…" : "Ask"}
+        </button>
+      </div>
+    </div>
+  );
+}

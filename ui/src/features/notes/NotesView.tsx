@@ -1,0 +1,201 @@
+import { useCallback, useEffect, useState } from "react";
+import { api, errorText, type BoxDto, type HitDto, type NoteDto, type TagCount } from "../../api";
+import { useApp } from "../../app-context";
+import Empty from "../../components/Empty";
+import NoteDetail from "./NoteDetail";
+import NoteEditor from "./NoteEditor";
+import NoteItem from "./NoteItem";
+
+const PAGE = 50;
+
+/** Notes: write, search, filter, open. */
+export default function NotesView() {
+  const { selected, openNote, revision, bump, toast } = useApp();
+  const [query, setQuery] = useState("");
+  const [tag, setTag] = useState("");
+  const [enrich, setEnrich] = useState("");
+  const [boxId, setBoxId] = useState("");
+  const [notes, setNotes] = useState<NoteDto[]>([]);
+  const [total, setTotal] = useState(0);
+  const [hits, setHits] = useState<HitDto[] | null>(null);
+  const [tags, setTags] = useState<TagCount[]>([]);
+  const [boxes, setBoxes] = useState<BoxDto[]>([]);
+  const [err, setErr] = useState<string | null>(null);
+
+  const filtered = !!(tag || enrich || boxId);
+
+  const filter = { tag: tag || null, enrich: enrich || null, box_id: boxId || null };
+  const filterKey = JSON.stringify(filter);
+
+  // The first page is refreshed on every change; pages further down are fetched on demand
+  // and kept (each call carries at most one page).
+  const loadList = useCallback(() => {
+    api
+      .listNotes(JSON.parse(filterKey), 0, PAGE)
+      .then((p) => {
+        setNotes((cur) => {
+          const first = new Set(p.notes.map((n) => n.id));
+          return [...p.notes, ...cur.slice(PAGE).filter((n) => !first.has(n.id))];
+        });
+        setTotal(p.total);
+        setErr(null);
+      })
+      .catch((e) => setErr(errorText(e)));
+  }, [filterKey]);
+
+  useEffect(() => setNotes([]), [filterKey]);
+
+  const more = () =>
+    api
+      .listNotes(filter, notes.length, PAGE)
+      .then((p) => {
+        setNotes((cur) => {
+          const have = new Set(cur.map((n) => n.id));
+          return [...cur, ...p.notes.filter((n) => !have.has(n.id))];
+        });
+        setTotal(p.total);
+      })
+      .catch((e) => setErr(errorText(e)));
+
+  useEffect(() => loadList(), [loadList, revision]);
+
+  useEffect(() => {
+    api.listTags(50).then(setTags).catch(() => {});
+    api.listBoxes(50).then(setBoxes).catch(() => {});
+  }, [revision]);
+
+  // Search as you type (debounced).
+  useEffect(() => {
+    if (!query.trim()) {
+      setHits(null);
+      return;
+    }
+    const t = window.setTimeout(() => {
+      api
+        .search(query, 20)
+        .then((h) => {
+          setHits(h);
+          setErr(null);
+        })
+        .catch((e) => setErr(errorText(e)));
+    }, 200);
+    return () => window.clearTimeout(t);
+  }, [query, revision]);
+
+  // "/" focuses search.
+  useEffect(() => {
+    const onKey = (e: KeyboardEvent) => {
+      const t = e.target as HTMLElement | null;
+      if (e.key === "/" && t && !["INPUT", "TEXTAREA"].includes(t.tagName)) {
+        e.preventDefault();
+        document.querySelector<HTMLInputElement>("[data-testid=search-input]")?.focus();
+      }
+    };
+    window.addEventListener("keydown", onKey);
+    return () => window.removeEventListener("keydown", onKey);
+  }, []);
+
+  const shown: { note: NoteDto; extra?: string }[] = hits
+    ? hits
+        .filter((h) => (!tag || h.note.tags.includes(tag)) && (!enrich || h.note.enrich === enrich))
+        .map((h) => ({ note: h.note, extra: `${h.via.join(" + ")} · ${(h.score ?? 0).toFixed(2)}` }))
+    : notes.map((n) => ({ note: n }));
+
+  const empty = !hits && total === 0 && !filtered;
+
+  return (
+    <div className="view">
+      <div className="split">
+        <div className="col">
+          <NoteEditor
+            onSaved={(id) => {
+              openNote(id);
+              bump();
+            }}
+          />
+          <div className="row" style={{ marginBottom: 8 }}>
+            <input
+              className="grow"
+              data-testid="search-input"
+              placeholder="Search in your own words  ( / )"
+              value={query}
+              onChange={(e) => setQuery(e.target.value)}
+              aria-label="Search notes"
+            />
+          </div>
+          <div className="row small" style={{ marginBottom: 8 }}>
+            <select value={tag} onChange={(e) => setTag(e.target.value)} aria-label="Filter by tag">
+              <option value="">any tag</option>
+              {tags.map((t) => (
+                <option key={t.tag} value={t.tag}>
+                  #{t.tag} ({t.n})
+                </option>
+              ))}
+            </select>
+            <select value={enrich} onChange={(e) => setEnrich(e.target.value)} aria-label="Filter by status">
+              <option value="">any status</option>
+              <option value="pending">pending</option>
+              <option value="done">enriched</option>
+              <option value="failed">failed</option>
+            </select>
+            <select value={boxId} onChange={(e) => setBoxId(e.target.value)} aria-label="Filter by Box">
+              <option value="">any Box</option>
+              {boxes.map((b) => (
+                <option key={b.id} value={b.id}>
+                  {b.label} ({b.size})
+                </option>
+              ))}
+            </select>
+            <span className="muted">{hits ? `${shown.length} hits` : `${total} notes`}</span>
+          </div>
+          {err && <div className="error small">{err}</div>}
+          {empty ? (
+            <Empty title="Your memory is empty.">
+              Write a note above — a fact, a decision, something someone said — and press Ctrl+Enter. Kasten saves it at
+              once; the LLM then adds keywords, tags and context and links it to related notes, and every change it makes
+              waits for you in Review.
+              <div style={{ marginTop: 8 }}>
+                <button
+                  onClick={() =>
+                    api
+                      .loadSample()
+                      .then((n) => {
+                        toast(`Loaded ${n} sample notes`);
+                        bump();
+                      })
+                      .catch((e) => toast(errorText(e)))
+                  }
+                >
+                  Load the sample notebook
+                </button>
+              </div>
+            </Empty>
+          ) : shown.length === 0 ? (
+            <div className="muted small">{hits ? "Nothing in memory matches that." : "No note matches these filters."}</div>
+          ) : (
+            <ul className="list" data-testid="note-list">
+              {shown.map(({ note, extra }) => (
+                <NoteItem key={note.id} note={note} extra={extra} selected={note.id === selected} onOpen={() => openNote(note.id)} />
+              ))}
+            </ul>
+          )}
+          {!hits && notes.length < total && (
+            <button style={{ marginTop: 8 }} onClick={() => void more()}>
+              Show more ({total - notes.length} left)
+            </button>
+          )}
+        </div>
+        <div className="col">
+          {selected ? (
+            <NoteDetail id={selected} />
+          ) : (
+            <Empty title="No note open.">
+              Pick a note on the left to see its keywords, tags, context, links and history — and to roll back anything
+              the LLM changed.
+            </Empty>
+          )}
+        </div>
+      </div>
+    </div>
+  );
+}

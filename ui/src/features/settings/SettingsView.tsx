@@ -1,0 +1,184 @@
+import { useEffect, useState } from "react";
+import { api, errorText, type SettingsDto, type SettingsInput } from "../../api";
+import { useApp } from "../../app-context";
+
+const KEY_TEXT: Record<SettingsDto["api_key_storage"], string> = {
+  none: "no key stored",
+  keyring: "stored in the OS keyring",
+  settings: "stored unencrypted in the memory's settings (no OS keyring was available)",
+  environment: "from KASTEN_LLM_API_KEY",
+};
+
+/** LLM server, model, key, k and review policy; "test connection" tries them unsaved. */
+export default function SettingsView() {
+  const { toast, bump } = useApp();
+  const [s, setS] = useState<SettingsDto | null>(null);
+  const [key, setKey] = useState("");
+  const [msg, setMsg] = useState<{ text: string; bad: boolean } | null>(null);
+  const [warning, setWarning] = useState<string | null>(null);
+  const [busy, setBusy] = useState(false);
+
+  useEffect(() => {
+    api
+      .getSettings()
+      .then(setS)
+      .catch((e) => setMsg({ text: errorText(e), bad: true }));
+  }, []);
+
+  if (!s)
+    return (
+      <div className="view" data-testid="settings">
+        {msg ? <div className="error">{msg.text}</div> : "Loading…"}
+      </div>
+    );
+
+  const input = (): SettingsInput => ({
+    provider: s.provider,
+    base_url: s.base_url,
+    model: s.model,
+    timeout_secs: s.timeout_secs,
+    api_key: key === "" ? null : key,
+    k: s.k,
+    links_policy: s.links_policy,
+    edits_policy: s.edits_policy,
+    auto_accept_confidence: s.auto_accept_confidence,
+  });
+  const env = (v: string) => s.env_overrides.includes(v);
+  const envNote = (v: string) => (env(v) ? <span className="small warning"> set by {v}, which wins</span> : null);
+
+  return (
+    <div className="view" data-testid="settings">
+      <h2>Settings</h2>
+      <form
+        className="card"
+        style={{ maxWidth: 720 }}
+        onSubmit={(e) => {
+          e.preventDefault();
+          setBusy(true);
+          api
+            .saveSettings(input())
+            .then((r) => {
+              setS(r.settings);
+              setKey("");
+              setWarning(r.warning);
+              setMsg({ text: "Saved. Enrichment uses the new settings from its next pass.", bad: false });
+              toast("Settings saved");
+              bump();
+            })
+            .catch((e) => setMsg({ text: errorText(e), bad: true }))
+            .finally(() => setBusy(false));
+        }}
+      >
+        <h3 style={{ marginTop: 0, fontSize: 14 }}>LLM</h3>
+        <div className="field">
+          <label htmlFor="provider">Provider</label>
+          <div>
+            <select id="provider" value={s.provider} onChange={(e) => setS({ ...s, provider: e.target.value })}>
+              <option value="openai">OpenAI-compatible (llama.cpp, vLLM, LM Studio, OpenAI)</option>
+              <option value="ollama">Ollama</option>
+            </select>
+            {envNote("KASTEN_LLM_PROVIDER")}
+          </div>
+        </div>
+        <div className="field">
+          <label htmlFor="base_url">Base URL</label>
+          <div>
+            <input
+              id="base_url"
+              style={{ width: "100%" }}
+              placeholder={s.provider === "ollama" ? "http://127.0.0.1:11434" : "http://127.0.0.1:8080/v1"}
+              value={s.base_url}
+              onChange={(e) => setS({ ...s, base_url: e.target.value })}
+            />
+            {envNote("KASTEN_LLM_BASE_URL")}
+          </div>
+        </div>
+        <div className="field">
+          <label htmlFor="model">Model</label>
+          <div>
+            <input id="model" value={s.model} onChange={(e) => setS({ ...s, model: e.target.value })} />
+            {envNote("KASTEN_LLM_MODEL")}
+          </div>
+        </div>
+        <div className="field">
+          <label htmlFor="key">API key</label>
+          <div>
+            <input id="key" type="password" autoComplete="off" placeholder="leave empty to keep" value={key} onChange={(e) => setKey(e.target.value)} />
+            <div className="small muted">{KEY_TEXT[s.api_key_storage]}</div>
+            {s.api_key_storage === "settings" && (
+              <div className="small warning">Anyone who can read Kasten's data directory can read this key.</div>
+            )}
+          </div>
+        </div>
+        <div className="field">
+          <label htmlFor="timeout">Timeout per request (s)</label>
+          <input id="timeout" type="number" min={1} max={3600} value={s.timeout_secs} onChange={(e) => setS({ ...s, timeout_secs: Number(e.target.value) })} />
+        </div>
+        <h3 style={{ fontSize: 14 }}>Memory</h3>
+        <div className="field">
+          <label htmlFor="k">Neighbours shown to the LLM (k)</label>
+          <input id="k" type="number" min={1} max={50} value={s.k} onChange={(e) => setS({ ...s, k: Number(e.target.value) })} />
+        </div>
+        <div className="field">
+          <label htmlFor="links_policy">New links</label>
+          <select id="links_policy" value={s.links_policy} onChange={(e) => setS({ ...s, links_policy: e.target.value })}>
+            <option value="auto">apply at once, keep for review</option>
+            <option value="review">hold until I accept them</option>
+          </select>
+        </div>
+        <div className="field">
+          <label htmlFor="edits_policy">Edits to older notes</label>
+          <select id="edits_policy" value={s.edits_policy} onChange={(e) => setS({ ...s, edits_policy: e.target.value })}>
+            <option value="auto">apply at once, keep for review</option>
+            <option value="review">hold until I accept them</option>
+          </select>
+        </div>
+        <div className="field">
+          <label htmlFor="auto_conf">Apply held links anyway at confidence ≥</label>
+          <input
+            id="auto_conf"
+            type="number"
+            min={0}
+            max={1}
+            step={0.05}
+            placeholder="never"
+            value={s.auto_accept_confidence ?? ""}
+            onChange={(e) => setS({ ...s, auto_accept_confidence: e.target.value === "" ? null : Number(e.target.value) })}
+          />
+        </div>
+        <div className="row">
+          <button type="submit" className="primary" disabled={busy} data-testid="settings-save">
+            Save
+          </button>
+          <button
+            type="button"
+            disabled={busy}
+            data-testid="settings-test"
+            onClick={() => {
+              setBusy(true);
+              setMsg(null);
+              api
+                .testConnection(input())
+                .then((models) =>
+                  setMsg({
+                    text: `Connected. The server offers ${models.length} model(s)${models.length ? `: ${models.slice(0, 8).join(", ")}` : ""}.`,
+                    bad: false,
+                  }),
+                )
+                .catch((e) => setMsg({ text: errorText(e), bad: true }))
+                .finally(() => setBusy(false));
+            }}
+          >
+            Test connection
+          </button>
+        </div>
+        {msg && (
+          <p className={msg.bad ? "error" : ""} data-testid="settings-message">
+            {msg.text}
+          </p>
+        )}
+        {warning && <p className="warning">{warning}</p>}
+      </form>
+    </div>
+  );
+}

@@ -1,0 +1,114 @@
+import { screen, waitFor } from "@testing-library/react";
+import userEvent from "@testing-library/user-event";
+import { beforeEach, describe, expect, it, vi } from "vitest";
+import { renderWith } from "./util";
+import type { ReviewItemDto } from "../api";
+
+vi.mock("../api", async (orig) => {
+  const real = await orig<typeof import("../api")>();
+  return {
+    ...real,
+    api: {
+      reviewQueue: vi.fn(),
+      listEvents: vi.fn(),
+      accept: vi.fn(),
+      reject: vi.fn(),
+      rollback: vi.fn(),
+      bulkAccept: vi.fn(),
+    },
+  };
+});
+
+import { api } from "../api";
+import ReviewView from "../features/review/ReviewView";
+import Diff from "../components/Diff";
+
+const mocked = api as unknown as Record<string, ReturnType<typeof vi.fn>>;
+
+const link: ReviewItemDto = {
+  kind: "link",
+  id: "link1",
+  note: "A",
+  note_preview: "Pixel ran on the beach",
+  target: "B",
+  target_preview: "Ada's dog Pixel",
+  event: "ev1",
+  label: "same-entity",
+  reason: "both are about Pixel",
+  confidence: 0.8,
+  before: null,
+  after: null,
+  status: "proposed",
+  created_at: "2024-05-01T10:00:00Z",
+};
+const edit: ReviewItemDto = {
+  ...link,
+  kind: "edit",
+  id: "rev1",
+  target: null,
+  target_preview: null,
+  label: "evolution",
+  reason: "Pixel now also goes to the beach",
+  confidence: null,
+  before: { keywords: ["dog"], tags: ["pets"], context: "old" },
+  after: { keywords: ["dog"], tags: ["pets", "beach"], context: "new" },
+  status: "applied",
+};
+
+beforeEach(() => {
+  vi.clearAllMocks();
+  mocked.reviewQueue.mockResolvedValue({ items: [link, edit], more: false });
+  mocked.listEvents.mockResolvedValue([]);
+  mocked.accept.mockResolvedValue({ action: "accept", target: "link1", notes: [], revisions: 0, links: 1 });
+  mocked.reject.mockResolvedValue({ action: "reject", target: "link1", notes: [], revisions: 0, links: 1 });
+  mocked.rollback.mockResolvedValue({ action: "rollback", target: "rev1", notes: [], revisions: 1, links: 0 });
+  mocked.bulkAccept.mockResolvedValue({ accepted: 3, failed: [] });
+});
+
+describe("ReviewView", () => {
+  it("shows reason, confidence and the edit's diff; accept and reject act on the item", async () => {
+    const { ctx } = renderWith(<ReviewView />);
+    const items = await screen.findAllByTestId("review-item");
+    expect(items).toHaveLength(2);
+    expect(screen.getByText("why: both are about Pixel")).toBeTruthy();
+    expect(screen.getByText("confidence 0.80")).toBeTruthy();
+    // the diff lists only changed fields
+    expect(screen.getByText("pets, beach")).toBeTruthy();
+    expect(screen.queryByText("keywords")).toBeNull();
+    await userEvent.click(screen.getAllByTestId("review-accept")[0]);
+    await waitFor(() => expect(mocked.accept).toHaveBeenCalledWith("link1", null));
+    expect(ctx.bump).toHaveBeenCalled();
+    await userEvent.click(screen.getAllByTestId("review-reject")[0]);
+    await waitFor(() => expect(mocked.reject).toHaveBeenCalledWith("link1"));
+    // an applied edit can be rolled back; so can its whole event
+    await userEvent.click(screen.getByTestId("rollback"));
+    await waitFor(() => expect(mocked.rollback).toHaveBeenCalledWith("rev1"));
+    await userEvent.click(screen.getAllByText("Roll back the whole event")[0]);
+    await waitFor(() => expect(mocked.rollback).toHaveBeenCalledWith("ev1"));
+  });
+
+  it("bulk-accepts links above the chosen confidence", async () => {
+    const { ctx } = renderWith(<ReviewView />);
+    await screen.findAllByTestId("review-item");
+    const box = screen.getByLabelText("Minimum confidence");
+    await userEvent.clear(box);
+    await userEvent.type(box, "0.9");
+    await userEvent.click(screen.getByTestId("bulk-accept"));
+    await waitFor(() => expect(mocked.bulkAccept).toHaveBeenCalledWith(0.9));
+    expect(ctx.toast).toHaveBeenCalledWith("Accepted 3 link(s)");
+  });
+
+  it("explains the queue when it is empty", async () => {
+    mocked.reviewQueue.mockResolvedValue({ items: [], more: false });
+    renderWith(<ReviewView />);
+    expect(await screen.findByText("Nothing waits for review.")).toBeTruthy();
+  });
+});
+
+describe("Diff", () => {
+  it("says so when nothing changed", () => {
+    const f = { keywords: ["a"], tags: [], context: "c" };
+    renderWith(<Diff before={f} after={f} />);
+    expect(screen.getByText("no field changed")).toBeTruthy();
+  });
+});

@@ -1,0 +1,43 @@
+import { render } from "@testing-library/react";
+import type { ReactElement } from "react";
+import { vi } from "vitest";
+import { Ctx, type AppCtx } from "../app-context";
+import type { NoteDto } from "../api";
+
+export function ctx(over: Partial<AppCtx> = {}): AppCtx {
+  return {
+    view: "notes",
+    go: vi.fn(),
+    openNote: vi.fn(),
+    selected: null,
+    highlight: [],
+    setHighlight: vi.fn(),
+    graphFocus: { center: null, depth: 1, boxId: null },
+    setGraphFocus: vi.fn(),
+    revision: 0,
+    bump: vi.fn(),
+    toast: vi.fn(),
+    ...over,
+  };
+}
+
+export function renderWith(ui: ReactElement, c: AppCtx = ctx()) {
+  return { ...render(<Ctx.Provider value={c}>{ui}</Ctx.Provider>), ctx: c };
+}
+
+export function note(over: Partial<NoteDto> = {}): NoteDto {
+  return {
+    id: "01JNOTE0000000000000000001",
+    content: "Ada's dog Pixel loves the beach.",
+    created_at: "2024-05-01T10:00:00Z",
+    updated_at: "2024-05-01T10:00:00Z",
+    keywords: ["dog", "beach"],
+    tags: ["pets"],
+    context: "About Ada's dog.",
+    enrich: "done",
+    enrich_error: null,
+    source: null,
+    status: "active",
+    ...over,
+  };
+}
