@@ -6,7 +6,10 @@
 
 mod bench;
 mod eval;
+mod mcp;
+mod memory;
 mod output;
+mod transfer;
 
 use std::io::{IsTerminal, Read};
 use std::path::PathBuf;
@@ -70,8 +73,67 @@ enum Command {
         #[arg(short, default_value_t = 10)]
         k: usize,
     },
-    /// Import notes from a file, in batches, with progress.
+    /// Import notes from a file (JSON Lines, a chat transcript) or a Markdown folder /
+    /// Obsidian vault, in batches, with progress; importing the same source again adds
+    /// nothing twice.
     Import(ImportArgs),
+    /// Export every note as a Markdown vault Obsidian opens (one file per note).
+    Export {
+        /// A new or empty folder.
+        dir: PathBuf,
+        #[arg(long, value_enum, default_value = "markdown")]
+        format: ExportFormat,
+    },
+    /// Write a full backup (every note, link, revision, event, job, audit entry, setting).
+    Backup { file: PathBuf },
+    /// Restore a backup FILE into an empty memory, or an archived note by its ID.
+    Restore {
+        /// A backup file, or a note id.
+        target: String,
+    },
+    /// Serve the memory to LLM agents over MCP (stdio); see docs/MCP.md.
+    Mcp,
+    /// Ask a question: the answer is streamed and cites the notes it used as [n].
+    Ask {
+        question: String,
+        /// Keep a conversation: earlier turns of this session are sent as history.
+        #[arg(long)]
+        session: Option<String>,
+        /// Start the session afresh.
+        #[arg(long, requires = "session")]
+        new: bool,
+        /// Notes retrieved before the relevance check.
+        #[arg(short = 'k', long, default_value_t = 8)]
+        k: usize,
+    },
+    /// The Boxes (clusters of linked, related notes); computed on first use.
+    Boxes {
+        /// Recompute every Box now.
+        #[arg(long)]
+        recompute: bool,
+    },
+    /// Notes whose strength decayed below the archive threshold (for you to review).
+    ArchiveCandidates {
+        /// Strength below which a note is listed (default: setting, else 0.2).
+        #[arg(long)]
+        threshold: Option<f64>,
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+    },
+    /// Archive a note: it leaves retrieval but is kept (`restore ID` brings it back).
+    Archive { id: String },
+    /// Set how fast a note fades: long-term, short-term, or project (with --project).
+    Tier {
+        id: String,
+        tier: String,
+        #[arg(long)]
+        project: Option<String>,
+    },
+    /// Projects: notes of an active project do not fade.
+    Project {
+        #[command(subcommand)]
+        action: memory::ProjectAction,
+    },
     /// Run pending enrichment jobs now (LLM construction, links, evolution), with progress.
     Enrich {
         /// Jobs processed at the same time.
@@ -177,6 +239,7 @@ enum ConfigAction {
 
 #[derive(Args, Debug)]
 struct ImportArgs {
+    /// The file (jsonl, chat) or folder / Markdown file (markdown).
     file: PathBuf,
     #[arg(long, value_enum)]
     format: ImportFormat,
@@ -194,6 +257,15 @@ struct ImportArgs {
 #[derive(ValueEnum, Clone, Copy, Debug)]
 enum ImportFormat {
     Jsonl,
+    /// A Markdown folder or Obsidian vault.
+    Markdown,
+    /// A chat transcript: a JSON list of {role, content, time}.
+    Chat,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+enum ExportFormat {
+    Markdown,
 }
 
 fn main() -> std::process::ExitCode {
@@ -286,6 +358,10 @@ async fn run(cli: Cli) -> Result<()> {
     // `eval` manages its own memories too.
     if let Command::Eval { what } = &cli.command {
         return eval::run(what, cli.json).await;
+    }
+    // `mcp` serves until the client disconnects.
+    if let Command::Mcp = &cli.command {
+        return mcp::run(cli.db.as_deref()).await;
     }
     // Validate what can be validated before opening anything.
     let prepared = prepare(&cli.command)?;
@@ -384,6 +460,11 @@ enum Prepared {
     Delete(NoteId),
     Search(String, usize),
     Import(ImportJob),
+    ImportPlan(transfer::ImportPlan),
+    Export(PathBuf),
+    Backup(PathBuf),
+    Restore(transfer::RestoreTarget),
+    Memory(memory::MemoryCmd),
 }
 
 struct ImportJob {
@@ -422,8 +503,52 @@ fn prepare(cmd: &Command) -> Result<Prepared> {
             }
             Prepared::Search(query.clone(), (*k).max(1))
         }
+        Command::Import(a) if matches!(a.format, ImportFormat::Markdown) => {
+            Prepared::ImportPlan(transfer::plan_markdown(&a.file, a.batch.clamp(1, 10_000))?)
+        }
+        Command::Import(a) if matches!(a.format, ImportFormat::Chat) => {
+            Prepared::ImportPlan(transfer::plan_chat(&a.file, a.batch.clamp(1, 10_000))?)
+        }
+        Command::Export { dir, format } => {
+            let ExportFormat::Markdown = format;
+            Prepared::Export(dir.clone())
+        }
+        Command::Backup { file } => Prepared::Backup(file.clone()),
+        Command::Restore { target } => Prepared::Restore(transfer::restore_target(target)?),
+        Command::Mcp => bail!("mcp is handled separately"),
+        Command::Ask {
+            question,
+            session,
+            new,
+            k,
+        } => {
+            if question.trim().is_empty() {
+                bail!("the question is empty");
+            }
+            Prepared::Memory(memory::MemoryCmd::Ask {
+                question: question.clone(),
+                session: session.clone(),
+                new: *new,
+                k: *k,
+            })
+        }
+        Command::Boxes { recompute } => Prepared::Memory(memory::MemoryCmd::Boxes {
+            recompute: *recompute,
+        }),
+        Command::ArchiveCandidates { threshold, limit } => {
+            Prepared::Memory(memory::MemoryCmd::ArchiveCandidates {
+                threshold: *threshold,
+                limit: *limit,
+            })
+        }
+        Command::Archive { id } => Prepared::Memory(memory::MemoryCmd::Archive(NoteId::parse(id)?)),
+        Command::Tier { id, tier, project } => Prepared::Memory(memory::MemoryCmd::Tier {
+            id: NoteId::parse(id)?,
+            tier: memory::parse_tier(tier)?,
+            project: project.clone(),
+        }),
+        Command::Project { action } => Prepared::Memory(memory::MemoryCmd::Project(action.clone())),
         Command::Import(a) => {
-            let ImportFormat::Jsonl = a.format;
             let bytes = std::fs::read(&a.file)
                 .with_context(|| format!("cannot read {}", a.file.display()))?;
             let (ok, bad) = parse_jsonl_bytes(&bytes);
@@ -488,7 +613,15 @@ fn prepare(cmd: &Command) -> Result<Prepared> {
 async fn execute(engine: &Engine, cmd: Prepared, json: bool) -> Result<()> {
     match cmd {
         Prepared::Add(new, wait) => {
-            let note = engine.add(new).await?;
+            let mut added = engine.add_batch(vec![new]).await?;
+            if let Some(m) = added.merges.first() {
+                memory::merged(json, m);
+                return Ok(());
+            }
+            let note = added
+                .notes
+                .pop()
+                .ok_or_else(|| anyhow!("the saved note went missing"))?;
             if !wait {
                 output::added(json, &note, None);
                 return Ok(());
@@ -548,6 +681,11 @@ async fn execute(engine: &Engine, cmd: Prepared, json: bool) -> Result<()> {
         }
         Prepared::Search(q, k) => output::search(json, &engine.search(&q, k).await?),
         Prepared::Import(job) => import(engine, job, json).await?,
+        Prepared::ImportPlan(plan) => transfer::import(engine, plan, json).await?,
+        Prepared::Export(dir) => transfer::export(engine, &dir, json).await?,
+        Prepared::Backup(file) => transfer::backup(engine, &file, json).await?,
+        Prepared::Restore(target) => transfer::restore(engine, target, json).await?,
+        Prepared::Memory(c) => memory::execute(engine, c, json).await?,
     }
     Ok(())
 }
@@ -603,6 +741,11 @@ async fn config(engine: &Engine, action: Option<ConfigAction>, json: bool) -> Re
         "policy.links",
         "policy.edits",
         "policy.auto_accept_confidence",
+        "retrieval.strength_weight",
+        "lifecycle.archive_threshold",
+        "merge.enabled",
+        "merge.min_cosine",
+        "merge.min_jaccard",
     ];
     let split = |key: &str| -> Result<(String, String)> {
         if !KEYS.contains(&key) {
@@ -647,7 +790,7 @@ async fn config(engine: &Engine, action: Option<ConfigAction>, json: bool) -> Re
         }
     }
     let mut all = serde_json::Map::new();
-    for group in ["llm", "pipeline"] {
+    for group in ["llm", "pipeline", "retrieval", "lifecycle", "merge"] {
         all.insert(
             group.into(),
             engine

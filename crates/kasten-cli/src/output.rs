@@ -12,7 +12,7 @@ use kasten_store::Fields;
 use kasten_store::{EventSummary, JobCounts, ModelUsage};
 use serde_json::{Value, json};
 
-fn print_json(v: &Value) {
+pub fn print_json(v: &Value) {
     println!(
         "{}",
         serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string())
@@ -59,6 +59,9 @@ fn note_json(n: &Note) -> Value {
         "strength": n.strength,
         "access_count": n.access_count,
         "last_accessed": n.last_accessed.map(|t| t.to_rfc3339()),
+        "tier": n.tier.as_str(),
+        "project": n.project,
+        "added_at": n.added_at.to_rfc3339(),
         "version": n.version,
     })
 }

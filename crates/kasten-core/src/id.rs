@@ -70,6 +70,11 @@ id_type!(
     /// The id of an enrichment job in the durable queue.
     JobId
 );
+id_type!(
+    /// The id of a Box (a cluster of notes); kept across recomputations while the Box's
+    /// membership mostly persists.
+    BoxId
+);
 
 #[cfg(test)]
 mod tests {

@@ -4,20 +4,26 @@
 //! - [`note`]: notes, links and their states.
 //! - [`text`]: the tokenizer shared by full-text indexing and queries (CJK-aware).
 //! - [`vector`]: the in-process vector index (int8 scan + f32 rescoring).
+//! - [`boxes`]: Boxes — Louvain communities with overlap, stable ids, labels.
+//! - [`chat`]: answering from memory: small talk, relevance, prompt, citations.
 //! - [`bm25`]: the in-process BM25 full-text index.
 //! - [`fusion`]: reciprocal-rank fusion of ranked lists, keeping provenance.
 //! - [`locomo`]: the LoCoMo benchmark format and its metrics.
 //! - [`timeline`]: notes by time and by position in their source stream.
 //! - [`period`]: calendar periods named in a query, for date-aware ranking.
+//! - [`lifecycle`]: strength, decay, reinforcement, archive candidates.
 //! - [`ranking`]: the default ranking: score fusion, date bonus, context.
 //! - [`transfer`], [`markdown`]: import formats (chat transcripts, Markdown / Obsidian
 //!   vaults) and the Markdown export.
 
 pub mod bm25;
+pub mod boxes;
+pub mod chat;
 pub mod error;
 pub mod fusion;
 pub mod id;
 pub mod import;
+pub mod lifecycle;
 pub mod locomo;
 pub mod markdown;
 pub mod note;
@@ -31,5 +37,5 @@ pub mod vector;
 
 pub use error::CoreError;
 pub use fusion::{FusedHit, Via};
-pub use id::{JobId, NoteId};
+pub use id::{BoxId, JobId, NoteId};
 pub use note::{EnrichState, Link, LinkStatus, NewNote, Note, NoteStatus};

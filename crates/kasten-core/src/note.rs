@@ -3,6 +3,7 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::lifecycle::Tier;
 use crate::{CoreError, NoteId};
 
 /// Whether a note is in the active memory or was archived by the user.
@@ -12,6 +13,9 @@ pub enum NoteStatus {
     #[default]
     Active,
     Archived,
+    /// A near-duplicate held under a `same-entity` link to the note it repeats: not a
+    /// second note in lists and retrieval until the merge is rejected or rolled back.
+    Merged,
 }
 
 impl NoteStatus {
@@ -19,6 +23,7 @@ impl NoteStatus {
         match self {
             NoteStatus::Active => "active",
             NoteStatus::Archived => "archived",
+            NoteStatus::Merged => "merged",
         }
     }
 
@@ -26,6 +31,7 @@ impl NoteStatus {
         match s {
             "active" => Some(NoteStatus::Active),
             "archived" => Some(NoteStatus::Archived),
+            "merged" => Some(NoteStatus::Merged),
             _ => None,
         }
     }
@@ -74,6 +80,13 @@ pub struct Note {
     pub strength: f64,
     pub access_count: u64,
     pub last_accessed: Option<DateTime<Utc>>,
+    /// How fast the note fades (see [`crate::lifecycle`]).
+    pub tier: Tier,
+    /// The project a project-tier note belongs to.
+    pub project: Option<String>,
+    /// When the note entered this memory (decay is counted from here, not from the
+    /// memory's own time, so an imported old conversation does not start out faded).
+    pub added_at: DateTime<Utc>,
     /// Incremented on every change; used for optimistic concurrency and history.
     pub version: u64,
 }

@@ -8,9 +8,14 @@
 //!   model: at open they are rebuilt from the store, and notes embedded by another model
 //!   (or not at all) are re-embedded first, with progress, so vectors are never mixed.
 
+mod boxes;
+mod chat;
+mod lifecycle;
+mod merge;
 mod pipeline;
 mod review;
 mod search;
+mod transfer;
 pub mod views;
 
 use std::sync::{Arc, RwLock};
@@ -26,10 +31,15 @@ use kasten_store::{Endpoint, NoteWrite, Store, StoreError};
 use serde::Serialize;
 use thiserror::Error;
 
+pub use boxes::{BoxInfo, BoxReport};
+pub use chat::{Answer, AnswerNote, AskOptions, ChatTurn, Retrieval};
 pub use kasten_llm::{LlmClient, LlmConfig};
+pub use lifecycle::{ARCHIVE_THRESHOLD_SETTING, ArchiveCandidate, STRENGTH_WEIGHT_SETTING};
+pub use merge::{MERGE_SETTING, MergeInfo, MergeOptions};
 pub use pipeline::{JobOutcome, PipelineOptions, Policy, PolicyMode, RunSummary};
 pub use review::{FieldEdit, HistoryEntry, ReviewItem, ReviewOutcome, ReviewStatus};
 pub use search::{SearchHit, SearchOptions, SearchOutput, SearchTimings};
+pub use transfer::{BoxLabel, ExportFile, ImportProgress, ImportSummary};
 
 /// Errors the engine reports; every variant reads as a sentence for the user.
 #[derive(Debug, Error)]
@@ -50,6 +60,8 @@ pub enum EngineError {
     UnknownItem(String),
     #[error("{0}")]
     Conflict(String),
+    #[error("the language model failed: {0}")]
+    Llm(String),
     #[error("internal error: {0}")]
     Internal(String),
 }
@@ -121,6 +133,22 @@ pub struct Engine {
     indexes: RwLock<Indexes>,
     llm: Option<LlmClient>,
     pipeline: PipelineOptions,
+    /// `retrieval.strength_weight`, read at open (0: off).
+    strength_weight: AtomicF64,
+}
+
+/// An f64 shared without a lock.
+#[derive(Default)]
+struct AtomicF64(std::sync::atomic::AtomicU64);
+
+impl AtomicF64 {
+    fn load(&self) -> f64 {
+        f64::from_bits(self.0.load(std::sync::atomic::Ordering::Relaxed))
+    }
+    fn store(&self, x: f64) {
+        self.0
+            .store(x.to_bits(), std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// Everything [`Engine::open_with`] can be given besides the store and the embedder.
@@ -161,6 +189,7 @@ impl Engine {
             embedder,
             llm: options.llm,
             pipeline: options.pipeline,
+            strength_weight: AtomicF64::default(),
         };
         // One process owns an embedded store (LOCK file), so jobs left `running` there were
         // held by a process that died: they go back to the queue at once. On a server the
@@ -249,6 +278,7 @@ impl Engine {
                 }
             }
         }
+        self.strength_weight.store(self.strength_weight().await?);
         let recorded = serde_json::json!({ "model": model, "dim": self.embedder.dim() });
         if self.store.get_setting(EMBEDDING_SETTING).await?.as_ref() != Some(&recorded) {
             self.store.set_setting(EMBEDDING_SETTING, &recorded).await?;
@@ -314,6 +344,7 @@ impl Engine {
     /// Saves notes in one transaction (all or none) and indexes them.
     pub async fn add_batch(&self, new: Vec<NewNote>) -> Result<AddedBatch, EngineError> {
         let now = Utc::now();
+        let dated: Vec<bool> = new.iter().map(|n| n.created_at.is_some()).collect();
         let notes: Vec<Note> = new
             .into_iter()
             .map(|n| Note {
@@ -331,6 +362,9 @@ impl Engine {
                 access_count: 0,
                 last_accessed: None,
                 version: 1,
+                tier: Default::default(),
+                project: None,
+                added_at: now,
             })
             .collect();
         let texts: Vec<String> = notes.iter().map(Note::index_text).collect();
@@ -348,11 +382,17 @@ impl Engine {
                 job: Some(JobId::generate()),
             })
             .collect();
+        let (notes, writes, merge_writes, merges) = self
+            .find_merges(notes, writes, &vectors, &dated, now)
+            .await?;
         let t1 = Instant::now();
-        self.store.insert_notes(&writes).await?;
+        self.store.insert_notes_with(&writes, &merge_writes).await?;
         let store_time = t1.elapsed();
         let mut ix = self.write_indexes()?;
         for ((n, v), text) in notes.iter().zip(&vectors).zip(&texts) {
+            if n.status != NoteStatus::Active {
+                continue;
+            }
             ix.vector.upsert(n.id.clone(), v)?;
             ix.text.upsert(n.id.clone(), text);
             ix.timeline
@@ -360,6 +400,7 @@ impl Engine {
         }
         Ok(AddedBatch {
             notes,
+            merges,
             embed_time,
             store_time,
         })
@@ -409,10 +450,14 @@ impl Engine {
 #[derive(Debug, Clone)]
 pub struct AddedBatch {
     pub notes: Vec<Note>,
+    /// Notes of the batch that repeat an existing note and were merged into it.
+    pub merges: Vec<MergeInfo>,
     pub embed_time: std::time::Duration,
     pub store_time: std::time::Duration,
 }
 
+#[cfg(test)]
+mod memory_tests;
 #[cfg(test)]
 mod pipeline_tests;
 #[cfg(test)]

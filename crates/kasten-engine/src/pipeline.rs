@@ -507,6 +507,12 @@ impl Engine {
         for l in e.links.iter().filter(|l| l.mode == ApplyMode::Apply) {
             ix.add_link(&note.id, &l.to);
         }
+        drop(ix);
+        // the incremental Box update: the note joins the Box its links lead to (a failure
+        // here only delays it to the next recompute; the enrichment is committed)
+        if let Err(err) = self.place_in_box(&note.id).await {
+            tracing::warn!(note = %note.id, %err, "could not place the note in a Box");
+        }
         Ok(JobOutcome::Done {
             note: note.id,
             links: e.links.len(),

@@ -199,7 +199,7 @@ impl Engine {
         let mut items = Vec::new();
         for l in self.store.links_where(None).await? {
             let status = ReviewStatus::of_link(&l.status, l.reviewed);
-            if l.created_by == "llm" && wanted.contains(&status) {
+            if matches!(l.created_by.as_str(), "llm" | "merge") && wanted.contains(&status) {
                 items.push(ReviewItem {
                     kind: "link",
                     id: l.id,
@@ -834,7 +834,16 @@ impl Engine {
         if let Some(links) = links {
             ix.links.clear();
             for (a, b) in &links {
-                ix.add_link(a, b);
+                if ix.vector.contains(a) && ix.vector.contains(b) {
+                    ix.add_link(a, b);
+                }
+            }
+        }
+        drop(ix);
+        // a merge link whose status changed folds its note in or lets it out
+        for (link, _, _) in &batch.link_status {
+            if let Some(l) = self.store.link(link).await? {
+                self.settle_merge(&l).await?;
             }
         }
         Ok(())

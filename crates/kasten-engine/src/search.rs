@@ -58,6 +58,10 @@ pub struct SearchOptions {
     pub date_weight: f64,
     /// Follow accepted links from the best hits.
     pub links: bool,
+    /// Weight of a note's current strength in its score (`kasten_core::lifecycle::
+    /// retrieval_factor`); 0 turns it off. Off by default: on LoCoMo every note is equally
+    /// fresh, so there is no evidence yet that it helps (setting `retrieval.strength_weight`).
+    pub strength_weight: f64,
 }
 
 impl Default for SearchOptions {
@@ -68,6 +72,7 @@ impl Default for SearchOptions {
             context_max_gap_secs: 2 * 3600,
             date_weight: 0.2,
             links: true,
+            strength_weight: 0.0,
         }
     }
 }
@@ -351,7 +356,11 @@ impl Engine {
 
     /// Hybrid search returning the `k` best notes with how each was found.
     pub async fn search(&self, query: &str, k: usize) -> Result<SearchOutput, EngineError> {
-        self.search_with(query, k, &SearchOptions::default()).await
+        let options = SearchOptions {
+            strength_weight: self.strength_weight.load(),
+            ..SearchOptions::default()
+        };
+        self.search_with(query, k, &options).await
     }
 
     /// [`Engine::search`] with explicit options.
@@ -369,7 +378,21 @@ impl Engine {
         let qv = self.embed_query(query).await?;
         let embed = t0.elapsed();
         let t1 = Instant::now();
-        let fused = self.rank_expanded(query, &qv, k, options)?;
+        let mut fused = self.rank_expanded(query, &qv, k, options)?;
+        if options.strength_weight > 0.0 {
+            let ids: Vec<NoteId> = fused.iter().map(|h| h.id.clone()).collect();
+            let strength = self.strength_now(&ids).await?;
+            for h in fused.iter_mut() {
+                let s = strength.get(&h.id).copied().unwrap_or(1.0);
+                h.score *=
+                    kasten_core::lifecycle::retrieval_factor(options.strength_weight, s) as f32;
+            }
+            fused.sort_by(|a, b| {
+                b.score
+                    .partial_cmp(&a.score)
+                    .unwrap_or(std::cmp::Ordering::Equal)
+            });
+        }
         let rank = t1.elapsed();
         let t2 = Instant::now();
         let ids: Vec<NoteId> = fused.iter().map(|h| h.id.clone()).collect();

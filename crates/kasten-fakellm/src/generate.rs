@@ -6,6 +6,7 @@ use serde_json::{Map, Value, json};
 use crate::{Message, Mode, RequestView};
 
 pub(crate) const NOT_IN_MEMORY: &str = "Not in memory.";
+pub(crate) const SMALL_TALK: &str = "Hello! Ask me anything about your notes.";
 pub(crate) const MALFORMED: &str = "Sure! Here you go: {keywords: [oops";
 pub(crate) const WRONG_SHAPE: &str = r#"{"answer":42}"#;
 pub(crate) const FENCE_PROSE: &str = "Here is the JSON you asked for:";
@@ -79,9 +80,24 @@ pub fn plain_answer(messages: &[Message]) -> String {
         }
     }
     let Some((_, first)) = notes.first() else {
-        return NOT_IN_MEMORY.to_string();
+        let small_talk = messages
+            .iter()
+            .any(|m| m.role == "system" && m.content.contains("small talk"));
+        return if small_talk {
+            SMALL_TALK.to_string()
+        } else {
+            NOT_IN_MEMORY.to_string()
+        };
     };
-    let words: Vec<&str> = first.split_whitespace().take(12).collect();
+    // a leading "(time)" and the <<< >>> fence around note text are not words of the note
+    let mut text: &str = first.trim();
+    if text.starts_with('(')
+        && let Some(end) = text.find(')')
+    {
+        text = text[end + 1..].trim_start();
+    }
+    let text = text.replace("<<<", " ").replace(">>>", " ");
+    let words: Vec<&str> = text.split_whitespace().take(12).collect();
     let words = words.join(" ");
     let words = words.trim_end_matches(['.', ',', ';', ':', '!', '?']);
     let mut answer = String::from("According to my notes");

@@ -50,9 +50,10 @@
 //!
 //! **Plain chat** (not structured): lines starting (after spaces) with `[n]` are numbered
 //! notes. If there are any, the answer is `According to my notes, <first 12 words of the first
-//! note, trailing .,;:!? removed> [a] [b].` citing the first two distinct note numbers found
+//! note (a leading `(…)` and `<<<`/`>>>` fences left out), trailing .,;:!? removed> [a] [b].` citing the first two distinct note numbers found
 //! (only `[a]` if there is one), e.g. `According to my notes, My cat is called Miso [1] [2].`.
-//! Otherwise the answer is exactly `Not in memory.`.
+//! Otherwise the answer is exactly `Not in memory.`, except when a system message mentions
+//! `small talk`: then it is `Hello! Ask me anything about your notes.`.
 //!
 //! **Streams** send the content in pieces: split after each space, and pieces longer than 16
 //! characters cut into 16-character parts; the pieces concatenate to the full content.

@@ -10,33 +10,38 @@
 //! - Ids reach SurrealQL only as bound parameters (`type::record('note', $id)`), never by
 //!   string formatting.
 
+mod boxes;
 mod endpoint;
+mod lifecycle;
 mod pipeline;
 mod review;
 mod schema;
-pub mod views;
 mod transfer;
+pub mod views;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use kasten_core::lifecycle::Tier;
 use kasten_core::{EnrichState, JobId, Link, LinkStatus, Note, NoteId, NoteStatus};
 use surrealdb::Surreal;
 use surrealdb::engine::any::{self, Any};
 use surrealdb::types::{Bytes, QueryError, SurrealValue};
 use thiserror::Error;
 
+pub use boxes::{BoxRecord, ChatRecord};
 pub use endpoint::Endpoint;
+pub use lifecycle::{ProjectState, StrengthRow};
 pub use pipeline::{
     ApplyMode, ClaimedJob, Enrichment, EventSummary, Fields, JobCounts, LinkWrite, ModelUsage,
     NeighbourWrite, RevisionSummary,
 };
-pub use transfer::{
-    BACKUP_FORMAT, BACKUP_VERSION, ImportLinkWrite, RestoreSummary, from_json as backup_value_from_json,
-    to_json as backup_value_to_json,
-};
 pub use review::{AuditEntry, FieldChange, LinkRecord, NewRevision, ReviewBatch, Revision};
+pub use transfer::{
+    BACKUP_FORMAT, BACKUP_VERSION, ImportLinkWrite, RestoreSummary,
+    from_json as backup_value_from_json, to_json as backup_value_to_json,
+};
 
 const NAMESPACE: &str = "kasten";
 const DATABASE: &str = "memory";
@@ -112,7 +117,8 @@ fn bytes_to_emb(b: &[u8]) -> Result<Vec<f32>, StoreError> {
 
 /// Columns of `note` as read back; `record::id(id)` turns the record id into its key.
 const NOTE_COLUMNS: &str = "record::id(id) AS id, content, created_at, updated_at, keywords, tags, context, \
-     status, enrich_state, enrich_error, source, strength, access_count, last_accessed, version";
+     status, enrich_state, enrich_error, source, strength, access_count, last_accessed, version, \
+     tier ?? 'long_term' AS tier, project, added_at ?? updated_at AS added_at";
 
 #[derive(Debug, SurrealValue)]
 #[surreal(crate = "surrealdb::types")]
@@ -132,6 +138,9 @@ struct NoteRow {
     access_count: i64,
     last_accessed: Option<DateTime<Utc>>,
     version: i64,
+    tier: String,
+    project: Option<String>,
+    added_at: DateTime<Utc>,
 }
 
 impl NoteRow {
@@ -169,6 +178,11 @@ impl NoteRow {
             access_count: self.access_count.max(0) as u64,
             last_accessed: self.last_accessed,
             version: self.version.max(0) as u64,
+            tier: Tier::parse(&self.tier).ok_or_else(|| {
+                StoreError::Corrupt(format!("note {} has unknown tier '{}'", self.id, self.tier))
+            })?,
+            project: self.project,
+            added_at: self.added_at,
         })
     }
 }
@@ -202,6 +216,39 @@ struct NoteInsert {
     strength: f64,
     access_count: i64,
     version: i64,
+    tier: String,
+    project: Option<String>,
+    added_at: DateTime<Utc>,
+}
+
+/// A new note that repeats an existing one (see [`Store::insert_notes_with`]). The note
+/// itself is in the same batch with status `merged` and no job.
+#[derive(Debug, Clone)]
+pub struct MergeWrite {
+    pub note: NoteId,
+    pub duplicate_of: NoteId,
+    /// The merge event's id (a job-id-like key; rollback takes it like any event).
+    pub event: String,
+    pub reason: String,
+    pub similarity: f64,
+    /// Applied at once (the link is accepted) or held as a proposal.
+    pub accepted: bool,
+    /// The old note's strength after the reinforcement.
+    pub strength: f64,
+    pub at: DateTime<Utc>,
+}
+
+#[derive(Debug, SurrealValue)]
+#[surreal(crate = "surrealdb::types")]
+struct MergeInsert {
+    note: String,
+    duplicate_of: String,
+    event: String,
+    reason: String,
+    similarity: f64,
+    status: String,
+    strength: f64,
+    at: DateTime<Utc>,
 }
 
 #[derive(Debug, SurrealValue)]
@@ -355,6 +402,18 @@ impl Store {
 
     /// Writes notes (and their jobs) in one transaction: all of them or none.
     pub async fn insert_notes(&self, writes: &[NoteWrite]) -> Result<(), StoreError> {
+        self.insert_notes_with(writes, &[]).await
+    }
+
+    /// [`Store::insert_notes`] where some of the notes are near-duplicates of existing
+    /// ones: each merge records an event, the `same-entity` link from the new (merged)
+    /// note to the one it repeats, and the reinforcement of the old note, in the same
+    /// transaction as the notes.
+    pub async fn insert_notes_with(
+        &self,
+        writes: &[NoteWrite],
+        merges: &[MergeWrite],
+    ) -> Result<(), StoreError> {
         if writes.is_empty() {
             return Ok(());
         }
@@ -384,6 +443,9 @@ impl Store {
                 strength: n.strength,
                 access_count: n.access_count as i64,
                 version: n.version as i64,
+                tier: n.tier.as_str().to_owned(),
+                project: n.project.clone(),
+                added_at: n.added_at,
             });
             if let Some(job) = &w.job {
                 jobs.push(JobInsert {
@@ -400,7 +462,8 @@ impl Store {
                     keywords: $n.keywords, tags: $n.tags, context: $n.context,
                     embedding: $n.embedding, embed_model: $n.embed_model, status: $n.status,
                     enrich_state: $n.enrich_state, enrich_error: $n.enrich_error, source: $n.source,
-                    strength: $n.strength, access_count: $n.access_count, version: $n.version
+                    strength: $n.strength, access_count: $n.access_count, version: $n.version,
+                    tier: $n.tier, project: $n.project, added_at: $n.added_at
                 };
             };
             FOR $j IN $jobs {
@@ -409,12 +472,39 @@ impl Store {
                     attempts: 0, created_at: $j.created_at, updated_at: $j.created_at
                 };
             };
+            FOR $m IN $merges {
+                LET $new = type::record('note', $m.note);
+                LET $old = type::record('note', $m.duplicate_of);
+                LET $ev = type::record('event', $m.event);
+                IF (SELECT VALUE status FROM ONLY $old) != 'active' { THROW 'the note to merge into is gone' };
+                CREATE $ev CONTENT { note: $new, kind: 'merge', llm_calls: 0, created_at: $m.at };
+                RELATE $new->link->$old CONTENT {
+                    kind: 'same-entity', reason: $m.reason, confidence: $m.similarity,
+                    created_by: 'merge', status: $m.status, reviewed: false, event: $ev,
+                    created_at: $m.at
+                };
+                UPDATE $old SET strength = $m.strength, last_accessed = $m.at, access_count += 1;
+            };
             COMMIT TRANSACTION;";
+        let merges: Vec<MergeInsert> = merges
+            .iter()
+            .map(|m| MergeInsert {
+                note: m.note.to_string(),
+                duplicate_of: m.duplicate_of.to_string(),
+                event: m.event.clone(),
+                reason: m.reason.clone(),
+                similarity: m.similarity,
+                status: if m.accepted { "accepted" } else { "proposed" }.to_owned(),
+                strength: m.strength,
+                at: m.at,
+            })
+            .collect();
         let mut resp = self
             .db
             .query(q)
             .bind(("notes", notes))
             .bind(("jobs", jobs))
+            .bind(("merges", merges))
             .await
             .map_err(StoreError::from_db)?;
         first_real_error(&mut resp)
@@ -457,12 +547,13 @@ impl Store {
         Ok(notes)
     }
 
-    /// The most recent notes by memory time, newest first.
+    /// The most recent notes by memory time, newest first. Notes merged into another are
+    /// not listed (they show as that note's `same-entity` link).
     pub async fn list_notes(&self, limit: usize, offset: usize) -> Result<Vec<Note>, StoreError> {
         let mut resp = self
             .db
             .query(format!(
-                "SELECT {NOTE_COLUMNS} FROM note ORDER BY created_at DESC LIMIT $limit START $start"
+                "SELECT {NOTE_COLUMNS} FROM note WHERE status != 'merged' ORDER BY created_at DESC LIMIT $limit START $start"
             ))
             .bind(("limit", limit as i64))
             .bind(("start", offset as i64))

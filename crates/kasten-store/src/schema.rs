@@ -2,7 +2,7 @@
 //! changes go in a new one. `schema_version:current` records the last one applied.
 
 /// (version, SurrealQL). Each runs in its own transaction together with the version bump.
-pub(crate) const MIGRATIONS: &[(u32, &str)] = &[(1, V1)];
+pub(crate) const MIGRATIONS: &[(u32, &str)] = &[(1, V1), (2, V2)];
 
 /// DESIGN.md §4. Embeddings are stored as little-endian f32 bytes (4 bytes per dimension,
 /// 1.5 KB for 384-d) rather than `array<float>`: a quarter of the size on disk, and the
@@ -99,4 +99,36 @@ DEFINE FIELD value ON setting TYPE string;
 DEFINE TABLE schema_version SCHEMAFULL;
 DEFINE FIELD version ON schema_version TYPE int;
 DEFINE FIELD applied_at ON schema_version TYPE datetime;
+"#;
+
+/// The memory lifecycle and Boxes (issue 5): a note's tier (and project), when it entered
+/// the memory (decay is counted from there), the `merged` status of a near-duplicate held
+/// under a `same-entity` link, links created by a merge, project states, Boxes, and chat
+/// sessions.
+const V2: &str = r#"
+DEFINE FIELD tier ON note TYPE string DEFAULT 'long_term' ASSERT $value IN ['long_term', 'short_term', 'project'];
+DEFINE FIELD tier_set_by ON note TYPE string DEFAULT 'default' ASSERT $value IN ['default', 'llm', 'user'];
+DEFINE FIELD project ON note TYPE option<string>;
+DEFINE FIELD added_at ON note TYPE option<datetime>;
+DEFINE FIELD OVERWRITE status ON note TYPE string DEFAULT 'active' ASSERT $value IN ['active', 'archived', 'merged'];
+DEFINE INDEX note_status ON note FIELDS status;
+DEFINE FIELD OVERWRITE created_by ON link TYPE string ASSERT $value IN ['llm', 'user', 'import', 'agent', 'merge'];
+
+DEFINE TABLE project SCHEMAFULL;
+DEFINE FIELD active ON project TYPE bool DEFAULT true;
+DEFINE FIELD changed_at ON project TYPE datetime;
+
+DEFINE TABLE box SCHEMAFULL;
+DEFINE FIELD label ON box TYPE string;
+DEFINE FIELD members ON box TYPE array<string>;
+DEFINE FIELD core ON box TYPE array<string> DEFAULT [];
+DEFINE FIELD updated_at ON box TYPE datetime;
+
+DEFINE TABLE chat SCHEMAFULL;
+DEFINE FIELD session ON chat TYPE string;
+DEFINE FIELD role ON chat TYPE string ASSERT $value IN ['user', 'assistant'];
+DEFINE FIELD content ON chat TYPE string;
+DEFINE FIELD citations ON chat TYPE array<string> DEFAULT [];
+DEFINE FIELD at ON chat TYPE datetime;
+DEFINE INDEX chat_session ON chat FIELDS session, at;
 "#;

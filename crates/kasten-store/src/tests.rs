@@ -17,6 +17,9 @@ fn note(content: &str) -> Note {
         access_count: 0,
         last_accessed: None,
         version: 1,
+        tier: Default::default(),
+        project: None,
+        added_at: now,
     }
 }
 

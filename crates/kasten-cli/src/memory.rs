@@ -1,0 +1,300 @@
+//! `ask`, `boxes`, the lifecycle commands (`archive-candidates`, `archive`, `tier`,
+//! `project`) and how `add` reports a merge.
+
+use std::io::Write;
+
+use anyhow::{Result, bail};
+use clap::Subcommand;
+use kasten_core::NoteId;
+use kasten_core::lifecycle::Tier;
+use kasten_engine::{Answer, Engine, MergeInfo, Retrieval};
+use serde_json::json;
+
+use crate::output::print_json;
+
+const ACTOR: &str = "user";
+
+#[derive(Subcommand, Debug, Clone)]
+pub enum ProjectAction {
+    /// List projects and whether they are active.
+    List,
+    /// Mark a project active again: its notes stop fading.
+    Open { name: String },
+    /// Close a project: its notes start to fade like short-term notes.
+    Close { name: String },
+}
+
+/// A checked memory command.
+pub enum MemoryCmd {
+    Ask {
+        question: String,
+        session: Option<String>,
+        new: bool,
+        k: usize,
+    },
+    Boxes {
+        recompute: bool,
+    },
+    ArchiveCandidates {
+        threshold: Option<f64>,
+        limit: usize,
+    },
+    Archive(NoteId),
+    Tier {
+        id: NoteId,
+        tier: Tier,
+        project: Option<String>,
+    },
+    Project(ProjectAction),
+}
+
+pub fn parse_tier(s: &str) -> Result<Tier> {
+    match Tier::parse(s) {
+        Some(t) => Ok(t),
+        None => bail!("unknown tier '{s}': use long-term, short-term or project"),
+    }
+}
+
+pub async fn execute(engine: &Engine, cmd: MemoryCmd, json: bool) -> Result<()> {
+    match cmd {
+        MemoryCmd::Ask {
+            question,
+            session,
+            new,
+            k,
+        } => ask(engine, &question, session.as_deref(), new, k, json).await,
+        MemoryCmd::Boxes { recompute } => boxes(engine, recompute, json).await,
+        MemoryCmd::ArchiveCandidates { threshold, limit } => {
+            let c = engine.archive_candidates(threshold, limit).await?;
+            if json {
+                print_json(&serde_json::to_value(&c)?);
+            } else if c.is_empty() {
+                eprintln!("no archive candidates: every note is above the archive threshold");
+            } else {
+                for a in &c {
+                    println!(
+                        "{}  strength {:.2}  {:>4.0} days idle  {}  {}",
+                        a.id,
+                        a.strength,
+                        a.idle_days,
+                        a.tier.as_str(),
+                        preview(&a.content, 60)
+                    );
+                }
+                eprintln!("archive one with `kasten archive ID`; nothing is archived without you");
+            }
+            Ok(())
+        }
+        MemoryCmd::Archive(id) => {
+            let n = engine.archive(&id, ACTOR).await?;
+            if json {
+                print_json(&json!({ "id": n.id, "status": n.status.as_str() }));
+            } else {
+                eprintln!("archived {id}; `kasten restore {id}` brings it back");
+            }
+            Ok(())
+        }
+        MemoryCmd::Tier { id, tier, project } => {
+            let n = engine.set_tier(&id, tier, project.as_deref()).await?;
+            if json {
+                print_json(&json!({ "id": n.id, "tier": n.tier, "project": n.project }));
+            } else {
+                eprintln!(
+                    "{id} is now {}{}",
+                    n.tier.as_str(),
+                    n.project
+                        .map(|p| format!(" (project {p})"))
+                        .unwrap_or_default()
+                );
+            }
+            Ok(())
+        }
+        MemoryCmd::Project(action) => {
+            match &action {
+                ProjectAction::List => {}
+                ProjectAction::Open { name } => engine.set_project_active(name, true).await?,
+                ProjectAction::Close { name } => engine.set_project_active(name, false).await?,
+            }
+            let p = engine.projects().await?;
+            if json {
+                print_json(&serde_json::to_value(&p)?);
+            } else if p.is_empty() {
+                eprintln!("no projects; `kasten tier ID project --project NAME` starts one");
+            } else {
+                for s in p {
+                    println!(
+                        "{}  {}  since {}",
+                        s.name,
+                        if s.active { "active" } else { "closed" },
+                        s.changed_at.to_rfc3339()
+                    );
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+fn preview(s: &str, max: usize) -> String {
+    let one_line = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    if one_line.chars().count() <= max {
+        one_line
+    } else {
+        format!("{}…", one_line.chars().take(max - 1).collect::<String>())
+    }
+}
+
+async fn ask(
+    engine: &Engine,
+    question: &str,
+    session: Option<&str>,
+    new: bool,
+    k: usize,
+    json: bool,
+) -> Result<()> {
+    if let Some(s) = session
+        && new
+    {
+        engine.clear_chat(s).await?;
+    }
+    let history = match session {
+        Some(s) => engine.chat_history(s, 6).await?,
+        None => Vec::new(),
+    };
+    let options = kasten_engine::AskOptions {
+        k: k.clamp(1, 50),
+        ..Default::default()
+    };
+    let stream = !json;
+    let on_token = |t: &str| {
+        if stream {
+            let mut out = std::io::stdout().lock();
+            let _ = out.write_all(t.as_bytes());
+            let _ = out.flush();
+        }
+    };
+    let answer = engine
+        .ask_with(question, &history, &options, &on_token)
+        .await?;
+    if let Some(s) = session {
+        engine.record_chat(s, question, &answer).await?;
+    }
+    if json {
+        print_json(&answer_json(&answer));
+    } else {
+        println!();
+        print_sources(&answer);
+    }
+    Ok(())
+}
+
+fn answer_json(a: &Answer) -> serde_json::Value {
+    let notes: Vec<serde_json::Value> = a
+        .notes
+        .iter()
+        .map(|n| {
+            json!({
+                "n": n.n,
+                "id": n.id,
+                "content": n.content,
+                "created_at": n.created_at.to_rfc3339(),
+                "score": n.score,
+                "cosine": n.cosine,
+                "via": n.via,
+                "cited": n.cited,
+            })
+        })
+        .collect();
+    json!({
+        "answer": a.answer,
+        "citations": a.citations,
+        "notes": notes,
+        "not_in_memory": a.not_in_memory,
+        "retrieval": a.retrieval,
+        "invalid_citations": a.invalid_citations,
+        "model": a.model,
+        "usage": a.usage,
+    })
+}
+
+fn print_sources(a: &Answer) {
+    match &a.retrieval {
+        Retrieval::Skipped { reason } => eprintln!("(memory not searched: {reason})"),
+        Retrieval::Used { candidates, shown } => {
+            if a.not_in_memory {
+                eprintln!(
+                    "(searched the memory: {candidates} candidate(s), {shown} about the question)"
+                );
+            }
+        }
+    }
+    for n in a.notes.iter().filter(|n| n.cited) {
+        eprintln!("[{}] {}  {}", n.n, n.id, preview(&n.content, 70));
+    }
+    if a.invalid_citations > 0 {
+        eprintln!(
+            "({} citation(s) named no note shown to the model and were dropped)",
+            a.invalid_citations
+        );
+    }
+}
+
+async fn boxes(engine: &Engine, recompute: bool, json: bool) -> Result<()> {
+    let mut report = None;
+    if recompute || engine.boxes().await?.is_empty() {
+        if !json {
+            eprintln!("computing Boxes…");
+        }
+        report = Some(engine.recompute_boxes().await?);
+    }
+    let boxes = engine.boxes().await?;
+    if json {
+        print_json(&serde_json::to_value(&boxes)?);
+        return Ok(());
+    }
+    if let Some(r) = &report {
+        eprintln!(
+            "{} Box(es) over {} note(s) ({} in a Box), {} edges ({} links, {} similarity), modularity {:.3}",
+            r.boxes,
+            r.notes,
+            r.boxed_notes,
+            r.edges,
+            r.link_edges,
+            r.similarity_edges,
+            r.modularity
+        );
+    }
+    if boxes.is_empty() {
+        eprintln!("no Boxes yet: notes form Boxes once they are linked or similar enough");
+    }
+    for b in boxes {
+        println!("{}  {:>4} notes  {}", b.id, b.members.len(), b.label);
+    }
+    Ok(())
+}
+
+/// How `add` reports a note that was merged into an existing one.
+pub fn merged(json: bool, m: &MergeInfo) {
+    if json {
+        print_json(&json!({
+            "id": m.note,
+            "merged_into": m.duplicate_of,
+            "event": m.event,
+            "status": m.status,
+            "similarity": m.similarity,
+        }));
+    } else {
+        println!("{}", m.note);
+        eprintln!(
+            "repeats note {} (similarity {:.2}): merged into it, not added as a second note ({}); `kasten rollback {}` keeps it separate",
+            m.duplicate_of,
+            m.similarity,
+            if m.status == "accepted" {
+                "applied"
+            } else {
+                "waiting for review"
+            },
+            m.event
+        );
+    }
+}

@@ -1,0 +1,344 @@
+//! Chat: answers from memory with citations (rules in `kasten_core::chat`).
+//!
+//! 1. Small talk (greetings, thanks) is recognised by a word list and answered without
+//!    retrieval; the answer says so (`retrieval: skipped`).
+//! 2. Otherwise the question (with the previous one for short follow-ups) is retrieved
+//!    with the default search: hybrid ranking plus link expansion.
+//! 3. Only notes that pass the relevance gate are shown to the LLM, numbered `[1]..[n]`.
+//!    If none passes, the answer is "Not in memory." — decided by Kasten, without the LLM,
+//!    so it is testable and costs nothing.
+//! 4. The LLM's answer is streamed; `[n]` citations are mapped back to the shown notes
+//!    (numbers naming no shown note are dropped and counted).
+//! 5. Shown notes are reinforced as retrieved, cited ones as cited.
+
+use chrono::{DateTime, Utc};
+use kasten_core::chat::{
+    NOT_IN_MEMORY, ShownNote, Turn, answer_prompt, citations, is_relevant, retrieval_query,
+    says_not_in_memory, small_talk, term_overlap,
+};
+use kasten_core::lifecycle::Reinforce;
+use kasten_core::text::Tokenizer;
+use kasten_core::{NoteId, Via};
+use kasten_llm::{ChatRequest, Message, Role, Usage};
+use serde::Serialize;
+
+use crate::{Engine, EngineError};
+
+pub use kasten_core::chat::Turn as ChatTurn;
+
+/// How [`Engine::ask_with`] retrieves.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AskOptions {
+    /// Notes retrieved (before the relevance gate).
+    pub k: usize,
+    /// Cosine similarity at which a note counts as about the question.
+    pub min_cosine: f32,
+    /// Turns of history sent to the model.
+    pub history_turns: usize,
+}
+
+impl Default for AskOptions {
+    fn default() -> Self {
+        Self {
+            k: 8,
+            min_cosine: 0.35,
+            history_turns: 6,
+        }
+    }
+}
+
+/// A note that was shown to the model.
+#[derive(Debug, Clone, Serialize)]
+pub struct AnswerNote {
+    /// Its number in the prompt (`[n]`).
+    pub n: usize,
+    pub id: NoteId,
+    pub content: String,
+    pub created_at: DateTime<Utc>,
+    pub score: f32,
+    pub cosine: f32,
+    pub via: Vec<String>,
+    pub cited: bool,
+}
+
+/// Whether the answer used retrieval.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "mode", rename_all = "snake_case")]
+pub enum Retrieval {
+    /// Retrieval ran: `candidates` notes came back, `shown` passed the relevance gate.
+    Used { candidates: usize, shown: usize },
+    /// The message needed no memory.
+    Skipped { reason: String },
+}
+
+/// An answer from memory.
+#[derive(Debug, Clone, Serialize)]
+pub struct Answer {
+    pub answer: String,
+    /// Ids of the cited notes, in order of first citation; always notes in `notes`.
+    pub citations: Vec<NoteId>,
+    /// The notes shown to the model, numbered as in the prompt.
+    pub notes: Vec<AnswerNote>,
+    pub not_in_memory: bool,
+    pub retrieval: Retrieval,
+    /// `[n]` in the answer that named no shown note (dropped).
+    pub invalid_citations: usize,
+    pub model: Option<String>,
+    pub usage: Option<Usage>,
+}
+
+const SMALL_TALK_SYSTEM: &str = "You are Kasten, the user's note assistant. The user is making \
+small talk; reply in one short, friendly sentence and offer to answer questions about their \
+notes. Do not invent facts about the user.";
+const SMALL_TALK_OFFLINE: &str = "Hello! Ask me anything about your notes.";
+
+fn to_messages(prompt: Vec<kasten_core::prompts::PromptMessage>) -> Vec<Message> {
+    prompt
+        .into_iter()
+        .map(|m| Message {
+            role: match m.role {
+                "system" => Role::System,
+                "assistant" => Role::Assistant,
+                _ => Role::User,
+            },
+            content: m.content,
+        })
+        .collect()
+}
+
+impl Engine {
+    /// [`Engine::ask_with`] with the default options.
+    pub async fn ask(
+        &self,
+        question: &str,
+        history: &[Turn],
+        on_token: &(dyn Fn(&str) + Send + Sync),
+    ) -> Result<Answer, EngineError> {
+        self.ask_with(question, history, &AskOptions::default(), on_token)
+            .await
+    }
+
+    /// Answers `question` from memory (see the module docs), streaming the answer's text
+    /// to `on_token`.
+    pub async fn ask_with(
+        &self,
+        question: &str,
+        history: &[Turn],
+        options: &AskOptions,
+        on_token: &(dyn Fn(&str) + Send + Sync),
+    ) -> Result<Answer, EngineError> {
+        let question = question.trim();
+        if question.is_empty() {
+            return Err(EngineError::EmptyQuery);
+        }
+        let history = &history[history.len().saturating_sub(options.history_turns)..];
+        if let Some(reason) = small_talk(question) {
+            return self.small_talk(question, history, reason, on_token).await;
+        }
+
+        let query = retrieval_query(question, history);
+        let found = self.search(&query, options.k.max(1)).await?;
+        let candidates = found.hits.len();
+        let qv = self.embed_query(&query).await?;
+        let tokenizer = Tokenizer::default();
+        let mut shown: Vec<AnswerNote> = Vec::new();
+        {
+            let ix = self.read_indexes()?;
+            for h in found.hits {
+                let cosine = ix
+                    .vector
+                    .get(&h.note.id)
+                    .map(|v| qv.iter().zip(v).map(|(a, b)| a * b).sum::<f32>())
+                    .unwrap_or(0.0);
+                let overlap = term_overlap(&tokenizer, &query, &h.note.index_text());
+                // a note reached through a link from a relevant note comes along with it
+                let linked = h.via.iter().any(|v| matches!(v, Via::Link { .. }));
+                if is_relevant(cosine, overlap, options.min_cosine) || (linked && !shown.is_empty())
+                {
+                    shown.push(AnswerNote {
+                        n: shown.len() + 1,
+                        id: h.note.id.clone(),
+                        content: h.note.content.clone(),
+                        created_at: h.note.created_at,
+                        score: h.score,
+                        cosine,
+                        via: h.via.iter().map(Via::label).collect(),
+                        cited: false,
+                    });
+                }
+            }
+        }
+        if shown.is_empty() {
+            on_token(NOT_IN_MEMORY);
+            return Ok(Answer {
+                answer: NOT_IN_MEMORY.to_owned(),
+                citations: Vec::new(),
+                notes: Vec::new(),
+                not_in_memory: true,
+                retrieval: Retrieval::Used {
+                    candidates,
+                    shown: 0,
+                },
+                invalid_citations: 0,
+                model: None,
+                usage: None,
+            });
+        }
+
+        let llm = self.llm_client().ok_or(EngineError::NoLlm)?;
+        let prompt_notes: Vec<ShownNote> = shown
+            .iter()
+            .map(|n| ShownNote {
+                time: n.created_at.format("%Y-%m-%d %H:%M").to_string(),
+                content: n.content.clone(),
+            })
+            .collect();
+        let req = ChatRequest {
+            messages: to_messages(answer_prompt(&prompt_notes, history, question)),
+            temperature: 0.0,
+            max_tokens: Some(600),
+        };
+        let mut sink = |t: &str| on_token(t);
+        let resp = llm
+            .chat_stream(&req, &mut sink)
+            .await
+            .map_err(|e| EngineError::Llm(e.to_string()))?;
+        let not_in_memory = says_not_in_memory(&resp.text);
+        let (numbers, invalid) = if not_in_memory {
+            (Vec::new(), 0)
+        } else {
+            citations(&resp.text, shown.len())
+        };
+        for n in &numbers {
+            if let Some(s) = shown.get_mut(n - 1) {
+                s.cited = true;
+            }
+        }
+        let cited: Vec<NoteId> = numbers
+            .iter()
+            .filter_map(|n| shown.get(n - 1).map(|s| s.id.clone()))
+            .collect();
+        let retrieved: Vec<NoteId> = shown
+            .iter()
+            .filter(|s| !s.cited)
+            .map(|s| s.id.clone())
+            .collect();
+        self.reinforce(&retrieved, Reinforce::Retrieved).await?;
+        self.reinforce(&cited, Reinforce::Cited).await?;
+        let shown_count = shown.len();
+        Ok(Answer {
+            answer: resp.text,
+            citations: cited,
+            notes: shown,
+            not_in_memory,
+            retrieval: Retrieval::Used {
+                candidates,
+                shown: shown_count,
+            },
+            invalid_citations: invalid,
+            model: Some(resp.model),
+            usage: Some(resp.usage),
+        })
+    }
+
+    async fn small_talk(
+        &self,
+        question: &str,
+        history: &[Turn],
+        reason: &str,
+        on_token: &(dyn Fn(&str) + Send + Sync),
+    ) -> Result<Answer, EngineError> {
+        let skipped = Retrieval::Skipped {
+            reason: reason.to_owned(),
+        };
+        let Some(llm) = self.llm_client() else {
+            on_token(SMALL_TALK_OFFLINE);
+            return Ok(Answer {
+                answer: SMALL_TALK_OFFLINE.to_owned(),
+                citations: Vec::new(),
+                notes: Vec::new(),
+                not_in_memory: false,
+                retrieval: skipped,
+                invalid_citations: 0,
+                model: None,
+                usage: None,
+            });
+        };
+        let mut messages = vec![Message::system(SMALL_TALK_SYSTEM)];
+        for t in history {
+            messages.push(if t.role == "assistant" {
+                Message::assistant(t.content.clone())
+            } else {
+                Message::user(t.content.clone())
+            });
+        }
+        messages.push(Message::user(question));
+        let req = ChatRequest {
+            messages,
+            temperature: 0.3,
+            max_tokens: Some(80),
+        };
+        let mut sink = |t: &str| on_token(t);
+        let resp = llm
+            .chat_stream(&req, &mut sink)
+            .await
+            .map_err(|e| EngineError::Llm(e.to_string()))?;
+        Ok(Answer {
+            answer: resp.text,
+            citations: Vec::new(),
+            notes: Vec::new(),
+            not_in_memory: false,
+            retrieval: skipped,
+            invalid_citations: 0,
+            model: Some(resp.model),
+            usage: Some(resp.usage),
+        })
+    }
+
+    /// The stored turns of a chat session (for `kasten ask --session`), oldest first.
+    pub async fn chat_history(
+        &self,
+        session: &str,
+        turns: usize,
+    ) -> Result<Vec<Turn>, EngineError> {
+        Ok(self
+            .store
+            .chat_history(session, turns)
+            .await?
+            .into_iter()
+            .map(|r| Turn {
+                role: r.role,
+                content: r.content,
+            })
+            .collect())
+    }
+
+    /// Appends a question and its answer to a chat session.
+    pub async fn record_chat(
+        &self,
+        session: &str,
+        question: &str,
+        answer: &Answer,
+    ) -> Result<(), EngineError> {
+        let now = Utc::now();
+        let turns = [
+            kasten_store::ChatRecord {
+                role: "user".into(),
+                content: question.to_owned(),
+                citations: Vec::new(),
+                at: now,
+            },
+            kasten_store::ChatRecord {
+                role: "assistant".into(),
+                content: answer.answer.clone(),
+                citations: answer.citations.iter().map(ToString::to_string).collect(),
+                at: now + chrono::Duration::milliseconds(1),
+            },
+        ];
+        Ok(self.store.append_chat(session, &turns).await?)
+    }
+
+    pub async fn clear_chat(&self, session: &str) -> Result<(), EngineError> {
+        Ok(self.store.clear_chat(session).await?)
+    }
+}

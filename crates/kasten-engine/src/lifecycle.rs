@@ -1,0 +1,287 @@
+//! The memory lifecycle in the engine: strength now, reinforcement, archive candidates,
+//! archive and restore, tiers and projects (formulas: `kasten_core::lifecycle`).
+
+use std::collections::HashMap;
+
+use chrono::Utc;
+use kasten_core::lifecycle::{DEFAULT_ARCHIVE_THRESHOLD, Reinforce, Tier};
+use kasten_core::{Note, NoteId, NoteStatus};
+use kasten_store::ProjectState;
+use serde::Serialize;
+
+use crate::{Engine, EngineError};
+
+/// Setting (group `lifecycle`, field `archive_threshold`): below this current strength a
+/// note is an archive candidate.
+pub const ARCHIVE_THRESHOLD_SETTING: &str = "lifecycle.archive_threshold";
+/// Setting (group `retrieval`, field `strength_weight`): weight of strength in retrieval,
+/// 0–1 (0, the default, turns it off).
+pub const STRENGTH_WEIGHT_SETTING: &str = "retrieval.strength_weight";
+
+/// A note the lifecycle suggests archiving.
+#[derive(Debug, Clone, Serialize)]
+pub struct ArchiveCandidate {
+    pub id: NoteId,
+    pub content: String,
+    pub tier: Tier,
+    pub project: Option<String>,
+    /// Current strength.
+    pub strength: f64,
+    /// Days since it entered the memory or was last used, whichever is later.
+    pub idle_days: f64,
+}
+
+const PAGE: usize = 2000;
+
+impl Engine {
+    /// The archive threshold in force (setting, else the default 0.2).
+    pub async fn archive_threshold(&self) -> Result<f64, EngineError> {
+        Ok(self
+            .store
+            .get_setting("lifecycle")
+            .await?
+            .and_then(|v| v.get("archive_threshold").and_then(|x| x.as_f64()))
+            .filter(|x| (0.0..=1.0).contains(x))
+            .unwrap_or(DEFAULT_ARCHIVE_THRESHOLD))
+    }
+
+    /// Current strength of the given notes (missing notes are left out).
+    pub async fn strength_now(&self, ids: &[NoteId]) -> Result<HashMap<NoteId, f64>, EngineError> {
+        let now = Utc::now();
+        Ok(self
+            .store
+            .strength_of(ids)
+            .await?
+            .into_iter()
+            .map(|r| (r.id, r.state.at(now)))
+            .collect())
+    }
+
+    /// Reinforces notes (retrieved for an answer, cited, repeated): each moves part of
+    /// the way back to full strength and its half-life grows.
+    pub async fn reinforce(&self, ids: &[NoteId], why: Reinforce) -> Result<(), EngineError> {
+        let now = Utc::now();
+        let mut seen = std::collections::HashSet::new();
+        let ids: Vec<NoteId> = ids.iter().filter(|i| seen.insert(*i)).cloned().collect();
+        let updates: Vec<(NoteId, f64, chrono::DateTime<Utc>)> = self
+            .store
+            .strength_of(&ids)
+            .await?
+            .into_iter()
+            .map(|r| {
+                let s = r.state.reinforced(why, now);
+                (r.id, s.strength, now)
+            })
+            .collect();
+        Ok(self.store.reinforce(&updates).await?)
+    }
+
+    /// Active notes whose current strength is below the threshold (the setting unless
+    /// given), weakest first. Nothing is archived: the user decides.
+    pub async fn archive_candidates(
+        &self,
+        threshold: Option<f64>,
+        limit: usize,
+    ) -> Result<Vec<ArchiveCandidate>, EngineError> {
+        let threshold = match threshold {
+            Some(t) => t,
+            None => self.archive_threshold().await?,
+        };
+        let now = Utc::now();
+        let mut weak: Vec<(NoteId, f64, f64, Tier, Option<String>)> = Vec::new();
+        let mut after: Option<NoteId> = None;
+        loop {
+            let page = self.store.strength_rows(after.as_ref(), PAGE).await?;
+            let Some(last) = page.last() else { break };
+            after = Some(last.id.clone());
+            for r in page {
+                let s = r.state.at(now);
+                if s < threshold {
+                    let idle = (now - r.state.reference).num_seconds().max(0) as f64 / 86_400.0;
+                    weak.push((r.id, s, idle, r.state.tier, r.project));
+                }
+            }
+        }
+        weak.sort_by(|a, b| a.1.partial_cmp(&b.1).unwrap_or(std::cmp::Ordering::Equal));
+        weak.truncate(limit);
+        let ids: Vec<NoteId> = weak.iter().map(|w| w.0.clone()).collect();
+        let notes: HashMap<NoteId, Note> = self
+            .store
+            .get_notes(&ids)
+            .await?
+            .into_iter()
+            .map(|n| (n.id.clone(), n))
+            .collect();
+        Ok(weak
+            .into_iter()
+            .filter_map(|(id, strength, idle_days, tier, project)| {
+                notes.get(&id).map(|n| ArchiveCandidate {
+                    id,
+                    content: n.content.clone(),
+                    tier,
+                    project,
+                    strength,
+                    idle_days,
+                })
+            })
+            .collect())
+    }
+
+    /// Archives a note: it leaves default retrieval (and the in-memory indexes) but is
+    /// kept, with its links and history, until the user restores or deletes it.
+    pub async fn archive(&self, id: &NoteId, actor: &str) -> Result<Note, EngineError> {
+        let note = self.require(id).await?;
+        if note.status != NoteStatus::Active {
+            return Err(EngineError::Invalid(kasten_core::CoreError::Invalid(
+                format!(
+                    "note {id} is {} and cannot be archived",
+                    note.status.as_str()
+                ),
+            )));
+        }
+        if !self
+            .store
+            .change_status(
+                id,
+                "active",
+                "archived",
+                "archive",
+                actor,
+                "archived by the user",
+            )
+            .await?
+        {
+            return Err(EngineError::Conflict(format!(
+                "note {id} changed while it was being archived; try again"
+            )));
+        }
+        self.write_indexes()?.remove_note(id);
+        self.require(id).await
+    }
+
+    /// Restores an archived note into the active memory and its indexes.
+    pub async fn restore_archived(&self, id: &NoteId, actor: &str) -> Result<Note, EngineError> {
+        let note = self.require(id).await?;
+        if note.status != NoteStatus::Archived {
+            return Err(EngineError::Invalid(kasten_core::CoreError::Invalid(
+                format!(
+                    "note {id} is {}, not archived; nothing to restore",
+                    note.status.as_str()
+                ),
+            )));
+        }
+        if !self
+            .store
+            .change_status(
+                id,
+                "archived",
+                "active",
+                "restore",
+                actor,
+                "restored by the user",
+            )
+            .await?
+        {
+            return Err(EngineError::Conflict(format!(
+                "note {id} changed while it was being restored; try again"
+            )));
+        }
+        self.index_note(id).await?;
+        self.require(id).await
+    }
+
+    /// Sets a note's tier (a project tier needs the project's name).
+    pub async fn set_tier(
+        &self,
+        id: &NoteId,
+        tier: Tier,
+        project: Option<&str>,
+    ) -> Result<Note, EngineError> {
+        let project = project.map(str::trim).filter(|p| !p.is_empty());
+        match (tier, project) {
+            (Tier::Project, None) => {
+                return Err(EngineError::Invalid(kasten_core::CoreError::Invalid(
+                    "a project-tier note needs a project name (--project NAME)".into(),
+                )));
+            }
+            (Tier::LongTerm | Tier::ShortTerm, Some(_)) => {
+                return Err(EngineError::Invalid(kasten_core::CoreError::Invalid(
+                    "only project-tier notes belong to a project".into(),
+                )));
+            }
+            _ => {}
+        }
+        self.require(id).await?;
+        self.store.set_tier(id, tier, project, "user").await?;
+        if let Some(p) = project
+            && !self.store.projects().await?.iter().any(|s| s.name == p)
+        {
+            self.store.set_project_active(p, true, "user").await?;
+        }
+        self.require(id).await
+    }
+
+    /// The retrieval weight of strength in force (setting `retrieval.strength_weight`).
+    pub async fn strength_weight(&self) -> Result<f64, EngineError> {
+        Ok(self
+            .store
+            .get_setting("retrieval")
+            .await?
+            .and_then(|v| v.get("strength_weight").and_then(|x| x.as_f64()))
+            .filter(|x| (0.0..=1.0).contains(x))
+            .unwrap_or(0.0))
+    }
+
+    pub async fn projects(&self) -> Result<Vec<ProjectState>, EngineError> {
+        Ok(self.store.projects().await?)
+    }
+
+    /// Opens or closes a project: notes of a closed project start to fade.
+    pub async fn set_project_active(&self, name: &str, active: bool) -> Result<(), EngineError> {
+        let name = name.trim();
+        if name.is_empty() {
+            return Err(EngineError::Invalid(kasten_core::CoreError::Invalid(
+                "the project name is empty".into(),
+            )));
+        }
+        Ok(self.store.set_project_active(name, active, "user").await?)
+    }
+
+    pub(crate) async fn require(&self, id: &NoteId) -> Result<Note, EngineError> {
+        self.store
+            .get_note(id)
+            .await?
+            .ok_or_else(|| EngineError::NotFound(id.clone()))
+    }
+
+    /// Puts an active note (back) into the in-memory indexes from the store.
+    pub(crate) async fn index_note(&self, id: &NoteId) -> Result<(), EngineError> {
+        let note = self.require(id).await?;
+        let embedding = match self.store.embedding_of(id).await? {
+            Some(v) if v.len() == self.embedder.dim() => v,
+            _ => {
+                let v = self.embed_query(&note.index_text()).await?;
+                self.store
+                    .set_embedding(id, &v, self.embedder.model_id())
+                    .await?;
+                v
+            }
+        };
+        let links = self.store.links_of(id).await?;
+        let mut ix = self.write_indexes()?;
+        ix.vector.upsert(id.clone(), &embedding)?;
+        ix.text.upsert(id.clone(), &note.index_text());
+        ix.timeline
+            .upsert(id.clone(), note.source.as_deref(), note.created_at);
+        for l in links
+            .iter()
+            .filter(|l| l.status == kasten_core::LinkStatus::Accepted)
+        {
+            let other = if &l.from == id { &l.to } else { &l.from };
+            if ix.vector.contains(other) {
+                ix.add_link(&l.from, &l.to);
+            }
+        }
+        Ok(())
+    }
+}

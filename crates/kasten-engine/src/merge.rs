@@ -1,0 +1,241 @@
+//! Merge on write: a new note that repeats an existing one (high cosine similarity *and*
+//! mostly the same words) is not added as a second note. It is saved with status `merged`,
+//! linked to the note it repeats by a `same-entity` link (created by `merge`, applied or
+//! proposed per the review policy for links), and the old note is reinforced. Rejecting or
+//! rolling back the merge turns the new note into a regular one (indexed, enrichment
+//! queued); accepting it keeps it folded in. Nothing is lost either way.
+//!
+//! A note given an explicit time (`--time`, an import, a conversation turn) that lies more
+//! than [`SAME_EVENT_WINDOW_HOURS`] from the other note's time records a repeated event
+//! ("went hiking" in March and in July), not the same fact told twice: it is not merged.
+
+use std::collections::{HashMap, HashSet};
+
+use chrono::{DateTime, Utc};
+use kasten_core::lifecycle::Reinforce;
+use kasten_core::text::Tokenizer;
+use kasten_core::{JobId, Note, NoteId, NoteStatus};
+use kasten_store::{LinkRecord, MergeWrite, NoteWrite};
+use serde::{Deserialize, Serialize};
+
+use crate::pipeline::PolicyMode;
+use crate::{Engine, EngineError};
+
+/// Setting key of [`MergeOptions`].
+pub const MERGE_SETTING: &str = "merge";
+/// Nearest indexed notes considered per new note.
+const MERGE_CANDIDATES: usize = 3;
+/// See the module docs.
+pub const SAME_EVENT_WINDOW_HOURS: i64 = 24;
+/// Link kind of a merge.
+pub const SAME_ENTITY: &str = "same-entity";
+
+/// When a new note counts as a near-duplicate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct MergeOptions {
+    pub enabled: bool,
+    /// Cosine similarity of the embeddings at or above which a note is a candidate.
+    pub min_cosine: f32,
+    /// Lexical confirmation: Jaccard similarity of the two notes' term sets.
+    pub min_jaccard: f64,
+}
+
+impl Default for MergeOptions {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            min_cosine: 0.92,
+            min_jaccard: 0.6,
+        }
+    }
+}
+
+/// A note of a batch merged into an existing one.
+#[derive(Debug, Clone, Serialize)]
+pub struct MergeInfo {
+    pub note: NoteId,
+    pub duplicate_of: NoteId,
+    /// The merge event (roll it back to make the note a separate one).
+    pub event: String,
+    pub similarity: f32,
+    pub jaccard: f64,
+    /// `accepted` (policy auto) or `proposed` (policy review).
+    pub status: String,
+}
+
+fn jaccard(tokenizer: &Tokenizer, a: &str, b: &str) -> f64 {
+    let a: HashSet<String> = tokenizer.tokenize(a).into_iter().collect();
+    let b: HashSet<String> = tokenizer.tokenize(b).into_iter().collect();
+    if a.is_empty() && b.is_empty() {
+        return 1.0;
+    }
+    let inter = a.intersection(&b).count();
+    inter as f64 / (a.len() + b.len() - inter).max(1) as f64
+}
+
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+type Found = (Vec<Note>, Vec<NoteWrite>, Vec<MergeWrite>, Vec<MergeInfo>);
+
+impl Engine {
+    pub async fn merge_options(&self) -> Result<MergeOptions, EngineError> {
+        Ok(match self.store.get_setting(MERGE_SETTING).await? {
+            Some(v) => serde_json::from_value(v).unwrap_or_default(),
+            None => MergeOptions::default(),
+        })
+    }
+
+    pub async fn set_merge_options(&self, o: &MergeOptions) -> Result<(), EngineError> {
+        let v = serde_json::to_value(o).map_err(|e| EngineError::Internal(e.to_string()))?;
+        Ok(self.store.set_setting(MERGE_SETTING, &v).await?)
+    }
+
+    /// Marks the notes of a batch that repeat an existing note (or an earlier note of the
+    /// same batch) and prepares their merge records.
+    pub(crate) async fn find_merges(
+        &self,
+        mut notes: Vec<Note>,
+        mut writes: Vec<NoteWrite>,
+        vectors: &[Vec<f32>],
+        dated: &[bool],
+        now: DateTime<Utc>,
+    ) -> Result<Found, EngineError> {
+        let opts = self.merge_options().await?;
+        if !opts.enabled || notes.is_empty() {
+            return Ok((notes, writes, Vec::new(), Vec::new()));
+        }
+        // candidates: the nearest indexed notes and the earlier notes of this batch at or
+        // above the cosine threshold, best first
+        let mut cands: Vec<(usize, NoteId, f32, Option<usize>)> = Vec::new();
+        {
+            let ix = self.read_indexes()?;
+            for (i, v) in vectors.iter().enumerate() {
+                let mut mine: Vec<(usize, NoteId, f32, Option<usize>)> = ix
+                    .vector
+                    .search(v, MERGE_CANDIDATES)?
+                    .into_iter()
+                    .map(|(id, c)| (i, id, c, None))
+                    .collect();
+                for (j, w) in vectors.iter().enumerate().take(i) {
+                    mine.push((i, notes[j].id.clone(), dot(v, w), Some(j)));
+                }
+                mine.retain(|c| c.2 >= opts.min_cosine);
+                mine.sort_by(|a, b| b.2.partial_cmp(&a.2).unwrap_or(std::cmp::Ordering::Equal));
+                cands.extend(mine);
+            }
+        }
+        if cands.is_empty() {
+            return Ok((notes, writes, Vec::new(), Vec::new()));
+        }
+        let existing: Vec<NoteId> = cands
+            .iter()
+            .filter(|c| c.3.is_none())
+            .map(|c| c.1.clone())
+            .collect();
+        let old: HashMap<NoteId, Note> = self
+            .store
+            .get_notes(&existing)
+            .await?
+            .into_iter()
+            .map(|n| (n.id.clone(), n))
+            .collect();
+        let strength: HashMap<NoteId, f64> = self
+            .store
+            .strength_of(&existing)
+            .await?
+            .into_iter()
+            .map(|r| (r.id, r.state.reinforced(Reinforce::Repeated, now).strength))
+            .collect();
+        let accepted = self.policy().await?.links == PolicyMode::Auto;
+        let tokenizer = Tokenizer::default();
+        let mut merge_writes = Vec::new();
+        let mut infos = Vec::new();
+        let mut merged: HashSet<usize> = HashSet::new();
+        for (i, target, cos, j) in cands {
+            if merged.contains(&i) {
+                continue;
+            }
+            let (target_text, target_time) = match j {
+                // a batch note that was itself merged is not a target
+                Some(j) if notes[j].status != NoteStatus::Active => continue,
+                Some(j) => (notes[j].content.clone(), notes[j].created_at),
+                None => match old.get(&target) {
+                    Some(n) if n.status == NoteStatus::Active => (n.content.clone(), n.created_at),
+                    _ => continue,
+                },
+            };
+            if dated.get(i).copied().unwrap_or(false)
+                && (notes[i].created_at - target_time).num_hours().abs() > SAME_EVENT_WINDOW_HOURS
+            {
+                continue;
+            }
+            let jac = jaccard(&tokenizer, &notes[i].content, &target_text);
+            if jac < opts.min_jaccard {
+                continue;
+            }
+            let event = JobId::generate().to_string();
+            merged.insert(i);
+            notes[i].status = NoteStatus::Merged;
+            writes[i].note.status = NoteStatus::Merged;
+            writes[i].job = None;
+            merge_writes.push(MergeWrite {
+                note: notes[i].id.clone(),
+                duplicate_of: target.clone(),
+                event: event.clone(),
+                reason: format!(
+                    "repeats note {target} (cosine {cos:.2}, {:.0}% of words shared)",
+                    jac * 100.0
+                ),
+                similarity: f64::from(cos),
+                accepted,
+                strength: strength.get(&target).copied().unwrap_or(1.0),
+                at: now,
+            });
+            infos.push(MergeInfo {
+                note: notes[i].id.clone(),
+                duplicate_of: target,
+                event,
+                similarity: cos,
+                jaccard: jac,
+                status: if accepted { "accepted" } else { "proposed" }.into(),
+            });
+        }
+        Ok((notes, writes, merge_writes, infos))
+    }
+
+    /// After a review changed the status of a merge link: a merge that is in force
+    /// (proposed or accepted) keeps the new note folded in; one that was rejected or rolled
+    /// back makes it a regular note again (indexed, enrichment queued).
+    pub(crate) async fn settle_merge(&self, link: &LinkRecord) -> Result<(), EngineError> {
+        if link.kind != SAME_ENTITY || link.created_by != "merge" {
+            return Ok(());
+        }
+        let dup = NoteId::parse(&link.from)?;
+        let Some(note) = self.store.get_note(&dup).await? else {
+            return Ok(());
+        };
+        let in_force = matches!(link.status.as_str(), "proposed" | "accepted");
+        match (in_force, note.status) {
+            (false, NoteStatus::Merged) => {
+                self.store
+                    .change_status(&dup, "merged", "active", "unmerge", "user", &link.id)
+                    .await?;
+                self.index_note(&dup).await?;
+                if !matches!(note.enrich_state, kasten_core::EnrichState::Done) {
+                    self.store.enqueue_job(&dup, &JobId::generate()).await?;
+                }
+            }
+            (true, NoteStatus::Active) => {
+                self.store
+                    .change_status(&dup, "active", "merged", "merge", "user", &link.id)
+                    .await?;
+                self.write_indexes()?.remove_note(&dup);
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
