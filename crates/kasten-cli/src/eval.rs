@@ -404,6 +404,14 @@ async fn eval_sample(
 /// Writes the notes into the (empty) memory. With an LLM each note is enriched before
 /// the next is added, so its links and evolution only see the conversation so far.
 async fn ingest(engine: &Engine, notes: &[NewNote], enrich: bool) -> Result<Value> {
+    // one note per turn, as in the A-Mem protocol: a repeated turn ("Thanks!") stays a
+    // note of its own instead of being merged into the earlier one
+    engine
+        .set_merge_options(&kasten_engine::MergeOptions {
+            enabled: false,
+            ..Default::default()
+        })
+        .await?;
     let t0 = Instant::now();
     let (mut enriched, mut failed) = (0u64, 0u64);
     if enrich {
