@@ -18,8 +18,8 @@
 //! similarity of their core members (greedy, best first); a match of at least
 //! [`BoxParams::keep_id_jaccard`] keeps the old id.
 //!
-//! **Labels**: the members' most distinctive tags (count in the Box × inverse document
-//! frequency over the memory), falling back to keywords or content terms for notes the LLM
+//! **Labels**: the members' most distinctive tags (count in the Box × ln(N/df) over the
+//! memory), falling back to keywords or content terms for notes the LLM
 //! has not annotated.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -405,8 +405,8 @@ pub fn stable_ids(new: &[Community], old: &[(BoxId, Vec<NoteId>)], min_jaccard: 
         .collect()
 }
 
-/// Label terms of a Box: its members' most distinctive terms (count in the Box × ln(1 +
-/// N/df)), at most `max_terms`, each used by at least two members (or by the only one).
+/// Label terms of a Box: its members' most distinctive terms (count in the Box × ln(N/df)),
+/// at most `max_terms`, each used by at least two members (or by the only one).
 /// `terms_of` gives each note's candidate terms (tags; else keywords or content terms);
 /// `df` counts, over the whole memory, the notes each term appears in, and `n` is the
 /// number of notes.
@@ -432,8 +432,10 @@ pub fn label_terms(
         .filter(|(_, c)| *c >= need)
         .map(|(t, c)| {
             let d = df.get(t).copied().unwrap_or(1).max(1) as f64;
-            (c as f64 * (1.0 + n.max(1) as f64 / d).ln(), t)
+            (c as f64 * (n.max(1) as f64 / d).ln(), t)
         })
+        // a term in (nearly) every note names nothing in particular
+        .filter(|(score, _)| *score > 0.0)
         .collect();
     scored.sort_by(|a, b| {
         b.0.partial_cmp(&a.0)

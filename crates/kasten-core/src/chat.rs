@@ -123,7 +123,7 @@ pub fn small_talk(message: &str) -> Option<&'static str> {
         })
         .collect();
     let stripped = stripped.trim();
-    if SMALL_TALK_CJK.iter().any(|w| stripped == *w)
+    if SMALL_TALK_CJK.contains(&stripped)
         || (stripped.chars().count() <= 6
             && SMALL_TALK_CJK.iter().any(|w| stripped.starts_with(w))
             && stripped.chars().all(|c| !c.is_ascii_alphanumeric()))

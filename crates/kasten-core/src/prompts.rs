@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use crate::NoteId;
 
 /// Changes whenever a template or schema changes; recorded on every event.
-pub const PROMPT_VERSION: &str = "amem-v2";
+pub const PROMPT_VERSION: &str = "amem-v3";
 
 /// Link kinds the LLM may choose from.
 pub const LINK_KINDS: &[&str] = &[
@@ -92,7 +92,8 @@ pub fn construct(content: &str, time: &str) -> Prompt {
     let user = format!(
         "Annotate this note (written {time}).\n{}\nReturn: keywords (up to {MAX_KEYWORDS} specific terms, \
          most important first), tags (up to {MAX_TAGS} broad categories), context (one sentence: \
-         topic, people, purpose).",
+         topic, people, purpose), tier (short_term if it matters only for days, e.g. a plan \
+         for today or a passing state; else long_term).",
         fenced(&cut(content, NOTE_CHARS))
     );
     Prompt {
@@ -112,9 +113,10 @@ pub fn construct(content: &str, time: &str) -> Prompt {
             "properties": {
                 "keywords": {"type": "array", "items": {"type": "string", "maxLength": MAX_TERM_CHARS}, "minItems": 1, "maxItems": MAX_KEYWORDS},
                 "tags": {"type": "array", "items": {"type": "string", "maxLength": MAX_TERM_CHARS}, "minItems": 1, "maxItems": MAX_TAGS},
-                "context": {"type": "string", "maxLength": MAX_CONTEXT_CHARS}
+                "context": {"type": "string", "maxLength": MAX_CONTEXT_CHARS},
+                "tier": {"type": "string", "enum": ["long_term", "short_term"]}
             },
-            "required": ["keywords", "tags", "context"],
+            "required": ["keywords", "tags", "context", "tier"],
             "additionalProperties": false
         }),
     }
@@ -126,6 +128,9 @@ pub struct Construction {
     pub keywords: Vec<String>,
     pub tags: Vec<String>,
     pub context: String,
+    /// The tier the model proposes (a missing or unknown tier is no proposal, not an
+    /// error: the note stays long-term).
+    pub tier: Option<crate::lifecycle::Tier>,
 }
 
 fn clean_list(v: &Value, max: usize, lowercase: bool) -> Option<Vec<String>> {
@@ -172,10 +177,16 @@ impl Construction {
         if keywords.is_empty() && tags.is_empty() && context.trim().is_empty() {
             return Err("keywords, tags and context are all empty".into());
         }
+        let tier = obj
+            .get("tier")
+            .and_then(Value::as_str)
+            .and_then(crate::lifecycle::Tier::parse)
+            .filter(|t| *t != crate::lifecycle::Tier::Project);
         Ok(Self {
             keywords,
             tags,
             context: cut(context.trim(), MAX_CONTEXT_CHARS),
+            tier,
         })
     }
 }
@@ -439,6 +450,22 @@ mod tests {
 
     fn id(s: &str) -> NoteId {
         NoteId::parse(s).unwrap()
+    }
+
+    #[test]
+    fn the_proposed_tier_is_optional_and_never_a_project() {
+        let base = json!({"keywords": ["k"], "tags": ["t"], "context": "c"});
+        assert_eq!(Construction::from_value(&base).map(|c| c.tier), Ok(None));
+        let mut v = base.clone();
+        v["tier"] = json!("short_term");
+        assert_eq!(
+            Construction::from_value(&v).map(|c| c.tier),
+            Ok(Some(crate::lifecycle::Tier::ShortTerm))
+        );
+        v["tier"] = json!("project");
+        assert_eq!(Construction::from_value(&v).map(|c| c.tier), Ok(None));
+        v["tier"] = json!(7);
+        assert_eq!(Construction::from_value(&v).map(|c| c.tier), Ok(None));
     }
 
     #[test]

@@ -204,11 +204,25 @@ impl Engine {
     ) -> Vec<String> {
         let tokenizer = Tokenizer::default();
         // candidate terms: the LLM's tags (else keywords); notes it has not annotated fall
-        // back to their content's terms
+        // back to their content's terms, stemmed — and shown as the word most often
+        // written for the stem ("painting", not "paint")
+        let mut surface: HashMap<String, HashMap<String, usize>> = HashMap::new();
         let terms_of: HashMap<NoteId, Vec<String>> = notes
             .into_iter()
             .map(|(id, t, content)| {
                 let t: Vec<String> = if t.is_empty() {
+                    for word in content.split_whitespace() {
+                        let w = word
+                            .trim_matches(|c: char| !c.is_alphanumeric())
+                            .to_lowercase();
+                        if let [stem] = tokenizer.tokenize(&w).as_slice() {
+                            *surface
+                                .entry(stem.clone())
+                                .or_default()
+                                .entry(w)
+                                .or_insert(0) += 1;
+                        }
+                    }
                     tokenizer.tokenize(&content)
                 } else {
                     t.into_iter().map(|x| x.trim().to_lowercase()).collect()
@@ -216,6 +230,16 @@ impl Engine {
                 (id, t)
             })
             .collect();
+        let shown = |term: String| -> String {
+            surface
+                .get(&term)
+                .and_then(|m| {
+                    m.iter()
+                        .max_by(|a, b| a.1.cmp(b.1).then_with(|| b.0.cmp(a.0)))
+                        .map(|(w, _)| w.clone())
+                })
+                .unwrap_or(term)
+        };
         let df = boxes::document_frequency(&terms_of);
         let n = terms_of.len();
         communities
@@ -226,7 +250,7 @@ impl Engine {
                 if t.is_empty() {
                     format!("Box {}", i + 1)
                 } else {
-                    t.join(" · ")
+                    t.into_iter().map(shown).collect::<Vec<_>>().join(" · ")
                 }
             })
             .collect()

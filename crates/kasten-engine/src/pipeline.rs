@@ -469,6 +469,7 @@ impl Engine {
             },
             embedding: vector.clone(),
             construction_mode: edit_mode,
+            tier: c.tier.map(|t| t.as_str().to_owned()),
             embed_model: self.embedder.model_id().to_owned(),
             llm_model: llm.config().model.clone(),
             prompt_version: prompts::PROMPT_VERSION.to_owned(),

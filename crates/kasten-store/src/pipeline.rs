@@ -91,6 +91,9 @@ pub struct Enrichment {
     pub embedding: Vec<f32>,
     /// Whether construction is applied at once or held for review.
     pub construction_mode: ApplyMode,
+    /// The tier construction proposed (`long_term`/`short_term`); applied with the
+    /// construction, never over a tier the user chose.
+    pub tier: Option<String>,
     pub embed_model: String,
     pub llm_model: String,
     pub prompt_version: String,
@@ -453,6 +456,9 @@ impl Store {
                  UPDATE $n SET keywords = $after.keywords, tags = $after.tags, context = $after.context,
                      embedding = $emb, embed_model = $embed_model, enrich_state = 'done',
                      enrich_error = NONE, version += 1, updated_at = $now;
+                 IF $tier != NONE AND ((SELECT VALUE tier_set_by FROM ONLY $n) ?? 'default') != 'user' {{
+                     UPDATE $n SET tier = $tier, tier_set_by = 'llm';
+                 }};
              }} ELSE {{
                  UPDATE $n SET enrich_state = 'done', enrich_error = NONE, version += 1;
              }};
@@ -498,6 +504,7 @@ impl Store {
             .bind(("after", e.after.clone()))
             .bind(("emb", emb_to_bytes(&e.embedding)))
             .bind(("construct_apply", e.construction_mode == ApplyMode::Apply))
+            .bind(("tier", e.tier.clone()))
             .bind(("embed_model", e.embed_model.clone()))
             .bind(("event", event))
             .bind(("links", links))

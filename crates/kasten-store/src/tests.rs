@@ -42,7 +42,8 @@ async fn mem() -> Store {
 #[tokio::test]
 async fn notes_round_trip_with_embeddings_and_jobs() -> Result<(), StoreError> {
     let s = mem().await;
-    assert_eq!(s.schema_version().await?, 1);
+    let latest = crate::schema::MIGRATIONS.last().map_or(0, |m| m.0);
+    assert_eq!(s.schema_version().await?, latest);
     let a = note("first note");
     let b = note("second note");
     s.insert_notes(&[
@@ -168,7 +169,11 @@ async fn on_disk_store_survives_reopen_and_locks_out_a_second_opener() -> Result
         s.get_note(&a.id).await?.map(|n| n.content),
         Some("persisted".into())
     );
-    assert_eq!(s.schema_version().await?, 1, "migrations are not re-run");
+    assert_eq!(
+        s.schema_version().await?,
+        crate::schema::MIGRATIONS.last().map_or(0, |m| m.0),
+        "migrations are not re-run"
+    );
     assert!(s.disk_bytes() > 0);
     s.close().await;
     Ok(())
@@ -213,6 +218,7 @@ fn enrichment(job: &JobId, note: &Note) -> Enrichment {
         },
         embedding: vec![1.0, 0.0],
         construction_mode: ApplyMode::Apply,
+        tier: None,
         embed_model: "m".into(),
         llm_model: "llm".into(),
         prompt_version: "v".into(),
@@ -351,5 +357,27 @@ async fn a_stale_neighbour_update_is_held_and_the_rest_applies() -> Result<(), S
         Err(StoreError::Conflict)
     ));
     s.close().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_proposed_tier_applies_but_never_over_the_users_choice() -> Result<(), StoreError> {
+    use kasten_core::lifecycle::Tier;
+    let s = mem().await;
+    let (a, b) = (note("a"), note("b"));
+    let (wa, wb) = (write(&a, vec![1.0, 0.0]), write(&b, vec![0.0, 1.0]));
+    let (ja, jb) = (wa.job.clone().unwrap(), wb.job.clone().unwrap());
+    s.insert_notes(&[wa, wb]).await?;
+    // the user made b long-term before the LLM got to it
+    assert!(s.set_tier(&b.id, Tier::LongTerm, None, "user").await?);
+    for (job, n) in [(&ja, &a), (&jb, &b)] {
+        let mut e = enrichment(job, n);
+        e.tier = Some("short_term".into());
+        s.apply_enrichment(&e).await?;
+    }
+    assert_eq!(s.get_note(&a.id).await?.unwrap().tier, Tier::ShortTerm);
+    assert_eq!(s.get_note(&b.id).await?.unwrap().tier, Tier::LongTerm);
+    // and the LLM cannot override the user through set_tier either
+    assert!(!s.set_tier(&b.id, Tier::ShortTerm, None, "llm").await?);
     Ok(())
 }
