@@ -1,11 +1,13 @@
 //! Chat over the memory: the question, the streamed answer and its citations.
 
+use kasten_engine::ChatTurn;
 use serde::{Deserialize, Serialize};
 use specta::Type;
 use tauri::State;
 use tauri::ipc::Channel;
 
-use crate::error::{AppError, AppResult};
+use crate::dto::{PREVIEW_CHARS, preview};
+use crate::error::AppResult;
 use crate::state::AppState;
 
 /// One earlier exchange, for follow-up questions.
@@ -15,7 +17,7 @@ pub struct ChatTurnDto {
     pub answer: String,
 }
 
-/// A cited note: `[n]` in the answer is `citations[n - 1]`.
+/// A cited note: `[n]` in the answer is the note with this `n`.
 #[derive(Debug, Clone, Serialize, Type)]
 pub struct CitationDto {
     pub n: u32,
@@ -26,6 +28,7 @@ pub struct CitationDto {
 #[derive(Debug, Clone, Serialize, Type)]
 pub struct AnswerDto {
     pub answer: String,
+    /// The notes shown to the model, by their number in the answer (cited or not).
     pub citations: Vec<CitationDto>,
     /// The memory holds nothing that answers the question.
     pub not_in_memory: bool,
@@ -42,9 +45,37 @@ pub async fn ask(
     history: Vec<ChatTurnDto>,
     on_token: Channel<String>,
 ) -> AppResult<AnswerDto> {
-    let _engine = state.engine().await?;
-    let _ = (question, history, on_token);
-    Err(AppError::Unavailable(
-        "chat is not available in this build yet".into(),
-    ))
+    let turns: Vec<ChatTurn> = history
+        .into_iter()
+        .flat_map(|t| {
+            [
+                ChatTurn {
+                    role: "user".into(),
+                    content: t.question,
+                },
+                ChatTurn {
+                    role: "assistant".into(),
+                    content: t.answer,
+                },
+            ]
+        })
+        .collect();
+    let send = |t: &str| {
+        let _ = on_token.send(t.to_owned());
+    };
+    let a = state.engine().await?.ask(&question, &turns, &send).await?;
+    Ok(AnswerDto {
+        not_in_memory: a.not_in_memory,
+        skipped_retrieval: matches!(a.retrieval, kasten_engine::Retrieval::Skipped { .. }),
+        citations: a
+            .notes
+            .into_iter()
+            .map(|n| CitationDto {
+                n: u32::try_from(n.n).unwrap_or(u32::MAX),
+                id: n.id.to_string(),
+                preview: preview(&n.content, PREVIEW_CHARS),
+            })
+            .collect(),
+        answer: a.answer,
+    })
 }

@@ -123,9 +123,13 @@ pub fn run() -> std::process::ExitCode {
         .setup(move |app| {
             builder.mount_events(app);
             let handle = app.handle().clone();
-            tauri::async_runtime::spawn(async move {
-                worker::open(handle.clone()).await;
-                worker::run(handle).await;
+            // The worker drives the engine's pipeline, whose future is not `Send`: it runs on
+            // a blocking thread of the runtime (see `commands::off_thread`).
+            tauri::async_runtime::spawn_blocking(move || {
+                tauri::async_runtime::block_on(async move {
+                    worker::open(handle.clone()).await;
+                    worker::run(handle).await;
+                })
             });
             Ok(())
         })
@@ -148,3 +152,5 @@ pub fn run() -> std::process::ExitCode {
 
 #[cfg(test)]
 mod bindings_test;
+#[cfg(test)]
+mod perf_memory;

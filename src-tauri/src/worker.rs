@@ -63,6 +63,11 @@ pub async fn open(app: AppHandle) {
             *state.slot.write().await = Slot::Failed(m);
         }
     }
+    if let Ok(engine) = state.engine().await
+        && matches!(engine.count().await, Ok(n) if n > 1)
+    {
+        refresh_boxes(&engine, 1).await; // only if there are none yet
+    }
     emit_status(&app).await;
     state.kick.notify_one();
 }
@@ -94,6 +99,18 @@ async fn reconfigure(state: &AppState) {
     }
     // commands still running: try again on the next wake-up
     state.reconfigure.store(true, Ordering::SeqCst);
+}
+
+/// Each enrichment places its note in a Box as it goes; a full recompute (Louvain over
+/// the link and similarity graph) runs when there are no Boxes yet or after a large pass.
+async fn refresh_boxes(engine: &Engine, enriched: usize) {
+    let none_yet = matches!(engine.boxes().await, Ok(b) if b.is_empty());
+    if (none_yet && enriched > 0) || enriched >= 50 {
+        match engine.recompute_boxes().await {
+            Ok(r) => tracing::info!("{} Boxes over {} notes", r.boxes, r.notes),
+            Err(e) => tracing::warn!("cannot compute the Boxes: {e}"),
+        }
+    }
 }
 
 pub async fn run(app: AppHandle) {
@@ -136,12 +153,15 @@ pub async fn run(app: AppHandle) {
             tauri::async_runtime::spawn(async move { emit_status(&h).await });
         };
         let result = engine.run_pending(&on_job).await;
-        drop(engine);
         state.enriching.store(false, Ordering::SeqCst);
-        if let Err(e) = result {
-            tracing::warn!("enrichment pass failed: {e}");
-            state.set_llm(Some(false), crate::error::AppError::from(e).to_string());
+        match result {
+            Ok(summary) => refresh_boxes(&engine, summary.done).await,
+            Err(e) => {
+                tracing::warn!("enrichment pass failed: {e}");
+                state.set_llm(Some(false), crate::error::AppError::from(e).to_string());
+            }
         }
+        drop(engine);
         emit_status(&app).await;
     }
 }

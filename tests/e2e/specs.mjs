@@ -141,7 +141,7 @@ export async function mainFlow({ llmUrl }) {
 
     // Something the memory does not hold is said plainly.
     await nav(browser, "chat");
-    await $t(browser, "chat-input").setValue("Zzyzx qwertyuiop?");
+    await $t(browser, "chat-input").setValue("Which quarterly tax forms did the accountant ask me to file for the bakery business last spring?");
     await $t(browser, "chat-send").click();
     await browser.waitUntil(async () => (await browser.$$('[data-testid="chat-answer"][data-done="true"]')).length === 2, { timeout: 90000 });
     const last = (await browser.$$('[data-testid="chat-answer"]'))[1];

@@ -109,7 +109,10 @@ export default function App() {
           {view === "graph" && <GraphView />}
           {view === "boxes" && <BoxesView />}
           {view === "review" && <ReviewView />}
-          {view === "chat" && <ChatView />}
+          {/* the conversation survives switching views (a citation opens the Notes view) */}
+          <div style={{ display: view === "chat" ? "contents" : "none" }}>
+            <ChatView />
+          </div>
           {view === "insights" && <InsightsView />}
           {view === "settings" && <SettingsView />}
         </main>

@@ -69,6 +69,7 @@ export const events = {
 /* Types */
 export type AnswerDto = {
 	answer: string,
+	/**  The notes shown to the model, by their number in the answer (cited or not). */
 	citations: CitationDto[],
 	/**  The memory holds nothing that answers the question. */
 	not_in_memory: boolean,
@@ -117,7 +118,7 @@ export type ChatTurnDto = {
 	answer: string,
 };
 
-/**  A cited note: `[n]` in the answer is `citations[n - 1]`. */
+/**  A cited note: `[n]` in the answer is the note with this `n`. */
 export type CitationDto = {
 	n: number,
 	id: string,
