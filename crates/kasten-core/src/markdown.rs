@@ -4,7 +4,8 @@
 //! **In.** Every `.md` file is one note. YAML front matter gives `tags`, `keywords`,
 //! `context` (or `description`), `created` / `date`, `aliases`; inline `#tags` are added to
 //! the tags; `[[target]]`, `[[target|alias]]`, `[[target#heading]]` become *accepted*
-//! links to the notes they name (by file name, path or alias — as Obsidian resolves them).
+//! links of kind `wikilink` to the notes they name (by file name, path or alias — as
+//! Obsidian resolves them).
 //! Embeds (`![[image.png]]`) and links to attachments are not links between notes. A note
 //! without an H1 heading gets its file name as one, since in Obsidian the file name is the
 //! title. A file whose front matter cannot be read is a [`Problem`] for that file and the
@@ -31,8 +32,10 @@ pub const LINKS_MARKER: &str = "%% kasten links: generated on export, ignored on
 const MAX_FRONT_MATTER: usize = 64 * 1024;
 /// Nesting deeper than this in front matter is refused before parsing.
 const MAX_NESTING: usize = 64;
-/// The link kind of a plain `[[wikilink]]`.
-pub const WIKILINK_KIND: &str = "relates";
+/// The link kind of a plain `[[wikilink]]`: the user wrote it, the kind is not said. It is
+/// not one of the kinds the LLM uses, so a note's enrichment never proposes a link that
+/// collides with one its file already had (links are unique per ends and kind).
+pub const WIKILINK_KIND: &str = "wikilink";
 
 /// Whether a path names a Markdown file.
 pub fn is_markdown(path: &str) -> bool {
@@ -104,11 +107,16 @@ pub fn parse_file(bytes: &[u8]) -> Result<ParsedFile, String> {
         None => body,
     };
     p.body = body.trim().to_owned();
-    let scan = scan_body(&p.body);
-    for t in scan.tags {
-        push_unique(&mut p.tags, t);
+    // In a Kasten export the front matter is the whole truth: its tags and links are what
+    // the note had (a `#tag` or `[[link]]` in the content may have been changed or
+    // rejected since).
+    if p.kasten_id.is_none() {
+        let scan = scan_body(&p.body);
+        for t in scan.tags {
+            push_unique(&mut p.tags, t);
+        }
+        p.wikilinks = scan.links;
     }
-    p.wikilinks = scan.links;
     Ok(p)
 }
 
@@ -671,10 +679,7 @@ fn resolve_links(parsed: &[(String, ParsedFile)], out: &mut VaultImport) {
                 return Some(i);
             }
         }
-        by_stem
-            .get(last)
-            .or_else(|| by_alias.get(&key))
-            .copied()
+        by_stem.get(last).or_else(|| by_alias.get(&key)).copied()
     };
     let mut seen: HashSet<(usize, usize, String)> = HashSet::new();
     for (i, (path, p)) in parsed.iter().enumerate() {
@@ -848,7 +853,10 @@ fn q(s: &str) -> String {
 }
 
 fn list(v: &[String]) -> String {
-    format!("[{}]", v.iter().map(|s| q(s)).collect::<Vec<_>>().join(", "))
+    format!(
+        "[{}]",
+        v.iter().map(|s| q(s)).collect::<Vec<_>>().join(", ")
+    )
 }
 
 /// A note as an Obsidian Markdown file (see the module docs).
@@ -879,7 +887,10 @@ pub fn render_note(note: NoteView<'_>, boxes: &[String], links: &[RenderLink]) -
     } else {
         s.push_str("links:\n");
         for l in links {
-            s.push_str(&format!("  - target: {}\n", q(&format!("[[{}]]", l.target))));
+            s.push_str(&format!(
+                "  - target: {}\n",
+                q(&format!("[[{}]]", l.target))
+            ));
             s.push_str(&format!("    kind: {}\n", q(&l.kind)));
             s.push_str(&format!("    reason: {}\n", q(&l.reason)));
             s.push_str(&format!("    confidence: {}\n", yaml_float(l.confidence)));

@@ -112,8 +112,7 @@ pub fn parse_chat(file_name: &str, bytes: &[u8]) -> Result<ChatImport, String> {
                 };
                 match NewNote::new(&text) {
                     Ok(note) => out.notes.push(ImportNote::plain(
-                        note.at(time)
-                            .with_source(Some(format!("{file_name}:{n}"))),
+                        note.at(time).with_source(Some(format!("{file_name}:{n}"))),
                         origin,
                     )),
                     Err(e) => out.problems.push(Problem {
@@ -170,7 +169,11 @@ fn chat_message(m: &serde_json::Value) -> Result<Message, String> {
         Some(serde_json::Value::Number(n)) => {
             // Unix seconds (or milliseconds, when too large to be seconds)
             let secs = n.as_f64().ok_or("\"time\" is not a number")?;
-            let ms = if secs.abs() > 1e11 { secs } else { secs * 1000.0 };
+            let ms = if secs.abs() > 1e11 {
+                secs
+            } else {
+                secs * 1000.0
+            };
             if !ms.is_finite() || ms.abs() > 8.0e15 {
                 return Err(format!("\"time\" {n} is out of range"));
             }

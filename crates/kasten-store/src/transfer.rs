@@ -116,7 +116,8 @@ impl Store {
         let keys: Vec<String> = ids.iter().map(|i| i.to_string()).collect();
         let mut resp = self
             .db
-            .query("SELECT record::id(id) AS id, source, content FROM array::map($ids, |$k| type::record('note', $k))")
+            // a missing record comes back as an empty row: keep only notes that exist
+            .query("SELECT record::id(id) AS id, source, content FROM array::map($ids, |$k| type::record('note', $k)) WHERE content != NONE")
             .bind(("ids", keys))
             .await
             .map_err(StoreError::from_db)?;
@@ -553,7 +554,10 @@ mod tests {
         m.insert("b".into(), Value::Bytes(Bytes::from(vec![0u8, 1, 255])));
         m.insert(
             "r".into(),
-            Value::RecordId(RecordId::new(Table::new("note"), RecordIdKey::from("01ABC"))),
+            Value::RecordId(RecordId::new(
+                Table::new("note"),
+                RecordIdKey::from("01ABC"),
+            )),
         );
         m.insert(
             "n".into(),
@@ -561,7 +565,11 @@ mod tests {
         );
         m.insert(
             "a".into(),
-            Value::Array(Array::from(vec![Value::Null, Value::None, Value::Bool(true)])),
+            Value::Array(Array::from(vec![
+                Value::Null,
+                Value::None,
+                Value::Bool(true),
+            ])),
         );
         let v = Value::Object(Object::from_iter(m));
         let j = to_json(v.clone()).expect("to json");

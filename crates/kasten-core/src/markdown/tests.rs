@@ -77,12 +77,18 @@ fn links_resolve_by_name_path_and_alias_and_attachments_are_counted() {
     let v = plan_vault(
         "Vault",
         &[
-            file("Rust.md", "Systems language. [[Tokio]] [[Missing note]] [[pic.png]]"),
+            file(
+                "Rust.md",
+                "Systems language. [[Tokio]] [[Missing note]] [[pic.png]]",
+            ),
             file(
                 "libs/Tokio.md",
                 "---\naliases: [tokio-rs]\n---\nUses [[Rust|the language]] and [[libs/Futures]].",
             ),
-            file("libs/Futures.md", "Futures. Back to [[tokio-rs]]. Self [[Futures]]."),
+            file(
+                "libs/Futures.md",
+                "Futures. Back to [[tokio-rs]]. Self [[Futures]].",
+            ),
             attachment("pic.png"),
             attachment("docs/paper.pdf"),
             file(".obsidian/workspace.md", "ignored"),
@@ -112,7 +118,12 @@ fn links_resolve_by_name_path_and_alias_and_attachments_are_counted() {
     assert_eq!(v.unresolved.len(), 1, "{:?}", v.unresolved);
     assert!(v.unresolved[0].message.contains("Missing note"));
     // the file name is the title when the body has none
-    assert!(v.notes[0].note.content.starts_with("# Rust\n\nSystems language."));
+    assert!(
+        v.notes[0]
+            .note
+            .content
+            .starts_with("# Rust\n\nSystems language.")
+    );
     assert_eq!(v.notes[0].note.source.as_deref(), Some("Vault/Rust.md"));
 }
 
@@ -158,8 +169,16 @@ fn note(id: &str, content: &str, source: Option<&str>) -> Owned {
 
 #[test]
 fn an_exported_note_imports_back_to_the_same_note_and_links() {
-    let a = note("01AAAAAAAAAAAAAAAAAAAAAAAA", "# Tokio\n\nAn async runtime. See [[Rust]].", Some("V/Tokio.md"));
-    let b = note("01BBBBBBBBBBBBBBBBBBBBBBBB", "Rust is a language #lang", None);
+    let a = note(
+        "01AAAAAAAAAAAAAAAAAAAAAAAA",
+        "# Tokio\n\nAn async runtime. See [[Rust]].",
+        Some("V/Tokio.md"),
+    );
+    let b = note(
+        "01BBBBBBBBBBBBBBBBBBBBBBBB",
+        "Rust is a language #lang",
+        None,
+    );
     let names = file_names(&[a.view(), b.view()]);
     assert_eq!(names, vec!["Tokio", "Rust is a language lang"]);
     let links = vec![RenderLink {

@@ -1,0 +1,388 @@
+//! `kasten import --format markdown|chat`, `kasten export`, `kasten backup`, `kasten restore`.
+//!
+//! Files are read and parsed before the memory is opened (a wrong path or a broken file is
+//! reported without touching anything); the engine then saves what is new. Per-file
+//! problems (malformed front matter, a bad message) are reported and the rest imported.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, anyhow, bail};
+use chrono::{DateTime, Utc};
+use kasten_core::NoteId;
+use kasten_core::markdown::{VaultFile, is_hidden, is_markdown, plan_vault};
+use kasten_core::transfer::{ImportLink, ImportNote, Problem, parse_chat};
+use kasten_engine::{BoxLabel, Engine, ImportProgress, Progress};
+use serde_json::json;
+
+use crate::progress_bar;
+
+/// An import, parsed and ready to save.
+pub struct ImportPlan {
+    pub path: PathBuf,
+    pub format: &'static str,
+    pub notes: Vec<ImportNote>,
+    pub links: Vec<ImportLink>,
+    /// Files or records not imported.
+    pub problems: Vec<Problem>,
+    /// Imported, with something ignored.
+    pub warnings: Vec<Problem>,
+    /// Links whose target is not a note of the import.
+    pub unresolved: Vec<Problem>,
+    pub attachments: usize,
+    pub hidden: usize,
+    pub batch: usize,
+}
+
+/// Reads a Markdown folder or Obsidian vault (`.obsidian/` and other hidden folders are
+/// ignored; files that are not Markdown are counted as attachments and not read).
+pub fn plan_markdown(path: &Path, batch: usize) -> Result<ImportPlan> {
+    let meta =
+        std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let (root, files) = if meta.is_dir() {
+        let mut files = Vec::new();
+        walk(path, path, &mut files)?;
+        (dir_name(path), files)
+    } else {
+        // one Markdown file: a vault of one note, named after its folder
+        let parent = path.parent().unwrap_or(Path::new("."));
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if !is_markdown(&name) {
+            bail!("{} is not a Markdown file or folder", path.display());
+        }
+        let bytes =
+            std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+        (
+            dir_name(parent),
+            vec![VaultFile {
+                path: name,
+                bytes: Some(bytes),
+                modified: mtime(&meta),
+            }],
+        )
+    };
+    let v = plan_vault(&root, &files);
+    Ok(ImportPlan {
+        path: path.to_owned(),
+        format: "markdown",
+        notes: v.notes,
+        links: v.links,
+        problems: v.problems,
+        warnings: v.warnings,
+        unresolved: v.unresolved,
+        attachments: v.attachments,
+        hidden: v.hidden,
+        batch,
+    })
+}
+
+fn dir_name(p: &Path) -> String {
+    let abs = std::fs::canonicalize(p).unwrap_or_else(|_| p.to_owned());
+    abs.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| "vault".into())
+}
+
+fn mtime(m: &std::fs::Metadata) -> Option<DateTime<Utc>> {
+    m.modified().ok().map(DateTime::<Utc>::from)
+}
+
+/// Collects the files under `dir` (relative to `root`, `/`-separated); symbolic links to
+/// folders are not followed (no loops), hidden folders are not entered but counted.
+fn walk(root: &Path, dir: &Path, out: &mut Vec<VaultFile>) -> Result<()> {
+    let rd = std::fs::read_dir(dir).with_context(|| format!("cannot read {}", dir.display()))?;
+    let mut entries: Vec<_> = rd.collect::<std::io::Result<_>>()?;
+    entries.sort_by_key(|e| e.file_name());
+    for e in entries {
+        let p = e.path();
+        let rel = p
+            .strip_prefix(root)
+            .unwrap_or(&p)
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
+            .join("/");
+        let ft = e.file_type()?;
+        if ft.is_dir() {
+            if is_hidden(&rel) {
+                out.push(VaultFile {
+                    path: rel,
+                    bytes: None,
+                    modified: None,
+                });
+                continue;
+            }
+            walk(root, &p, out)?;
+        } else if ft.is_file() || ft.is_symlink() {
+            let meta = match std::fs::metadata(&p) {
+                Ok(m) if m.is_file() => m,
+                _ => continue,
+            };
+            let bytes = if is_markdown(&rel) && !is_hidden(&rel) {
+                Some(std::fs::read(&p).with_context(|| format!("cannot read {}", p.display()))?)
+            } else {
+                None
+            };
+            out.push(VaultFile {
+                path: rel,
+                bytes,
+                modified: mtime(&meta),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Reads a chat transcript (a JSON list of `{role, content, time}`).
+pub fn plan_chat(path: &Path, batch: usize) -> Result<ImportPlan> {
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "chat".into());
+    let c = parse_chat(&name, &bytes).map_err(|e| anyhow!("{}: {e}", path.display()))?;
+    Ok(ImportPlan {
+        path: path.to_owned(),
+        format: "chat",
+        notes: c.notes,
+        links: Vec::new(),
+        problems: c.problems,
+        warnings: Vec::new(),
+        unresolved: Vec::new(),
+        attachments: 0,
+        hidden: 0,
+        batch,
+    })
+}
+
+/// Saves an import with a progress bar and reports what happened.
+pub async fn import(engine: &Engine, plan: ImportPlan, json: bool) -> Result<()> {
+    let pb = progress_bar();
+    for p in plan.problems.iter().chain(&plan.warnings) {
+        pb.println(format!("{p}"));
+    }
+    let report = |p: ImportProgress| {
+        let (msg, done, total) = match p {
+            ImportProgress::Notes { done, total } => ("importing", done, total),
+            ImportProgress::Links { done, total } => ("linking", done, total),
+        };
+        pb.set_message(msg);
+        pb.set_length(total);
+        pb.set_position(done);
+    };
+    let summary = engine
+        .import_notes(&plan.notes, &plan.links, plan.batch, &report)
+        .await
+        .with_context(|| {
+            format!(
+                "the import of {} stopped; batches committed before the error are saved, and importing again skips them",
+                plan.path.display()
+            )
+        })?;
+    pb.finish_and_clear();
+    let problems = |v: &[Problem]| -> Vec<serde_json::Value> {
+        v.iter()
+            .map(|p| json!({"file": p.origin, "message": p.message}))
+            .collect()
+    };
+    if json {
+        let v = json!({
+            "path": plan.path.display().to_string(),
+            "format": plan.format,
+            "created": summary.created,
+            "existing": summary.existing,
+            "links_created": summary.links_created,
+            "links_existing": summary.links_existing,
+            "queued": summary.queued,
+            "attachments_skipped": plan.attachments,
+            "hidden_skipped": plan.hidden,
+            "problems": problems(&plan.problems),
+            "warnings": problems(&plan.warnings),
+            "unresolved_links": problems(&plan.unresolved),
+            "ids": summary.ids,
+        });
+        println!("{v}");
+    } else {
+        println!(
+            "imported {} new note(s) from {} ({} already there), {} new link(s) ({} already there)",
+            summary.created,
+            plan.path.display(),
+            summary.existing,
+            summary.links_created,
+            summary.links_existing
+        );
+        if plan.attachments > 0 {
+            println!("skipped {} attachment(s) (not Markdown)", plan.attachments);
+        }
+        if !plan.problems.is_empty() {
+            println!(
+                "{} file(s)/record(s) not imported (listed above)",
+                plan.problems.len()
+            );
+        }
+        if !plan.unresolved.is_empty() {
+            println!(
+                "{} link(s) name no imported note and were not created",
+                plan.unresolved.len()
+            );
+        }
+        if summary.queued > 0 {
+            println!(
+                "{} note(s) wait for enrichment (`kasten enrich`)",
+                summary.queued
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Writes every note into `dir` (new or empty) as an Obsidian vault.
+pub async fn export(engine: &Engine, dir: &Path, json: bool) -> Result<()> {
+    if dir.exists() {
+        let mut rd =
+            std::fs::read_dir(dir).with_context(|| format!("cannot read {}", dir.display()))?;
+        if rd.next().is_some() {
+            bail!(
+                "{} is not empty; export into a new or empty folder (nothing was written)",
+                dir.display()
+            );
+        }
+    }
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let boxes: Vec<BoxLabel> = engine
+        .boxes()
+        .await?
+        .into_iter()
+        .map(|b| BoxLabel {
+            label: b.label,
+            members: b.members,
+        })
+        .collect();
+    let files = engine.export_vault(&boxes).await?;
+    let pb = progress_bar();
+    pb.set_message("exporting");
+    pb.set_length(files.len() as u64);
+    for f in &files {
+        let p = dir.join(&f.name);
+        std::fs::write(&p, &f.text).with_context(|| format!("cannot write {}", p.display()))?;
+        pb.inc(1);
+    }
+    pb.finish_and_clear();
+    if json {
+        println!(
+            "{}",
+            json!({"dir": dir.display().to_string(), "files": files.len(),
+                   "names": files.iter().map(|f| json!({"file": f.name, "id": f.note})).collect::<Vec<_>>()})
+        );
+    } else {
+        println!("exported {} note(s) to {}", files.len(), dir.display());
+    }
+    Ok(())
+}
+
+/// Writes a full backup to `file` (via a temporary file, so a failure leaves no half file).
+pub async fn backup(engine: &Engine, file: &Path, json: bool) -> Result<()> {
+    let doc = engine.backup().await?;
+    let tmp = file.with_extension("partial");
+    {
+        let f = std::fs::File::create(&tmp)
+            .with_context(|| format!("cannot create {}", tmp.display()))?;
+        let mut w = std::io::BufWriter::new(f);
+        serde_json::to_writer(&mut w, &doc)?;
+        w.flush()?;
+        w.get_ref().sync_all()?;
+    }
+    std::fs::rename(&tmp, file).with_context(|| format!("cannot write {}", file.display()))?;
+    let counts: serde_json::Map<String, serde_json::Value> = doc["tables"]
+        .as_object()
+        .map(|t| {
+            t.iter()
+                .map(|(k, v)| (k.clone(), json!(v.as_array().map_or(0, Vec::len))))
+                .collect()
+        })
+        .unwrap_or_default();
+    if json {
+        println!(
+            "{}",
+            json!({"file": file.display().to_string(), "tables": counts})
+        );
+    } else {
+        let list: Vec<String> = counts.iter().map(|(k, v)| format!("{v} {k}")).collect();
+        println!("backed up to {}: {}", file.display(), list.join(", "));
+    }
+    Ok(())
+}
+
+/// What `kasten restore TARGET` means.
+pub enum RestoreTarget {
+    /// A backup file, read and parsed.
+    Backup(PathBuf, serde_json::Value),
+    /// An archived note.
+    Note(NoteId),
+}
+
+/// A TARGET that is an existing file is a backup; anything else must be a note id.
+pub fn restore_target(target: &str) -> Result<RestoreTarget> {
+    let p = Path::new(target);
+    if p.is_file() {
+        let f = std::fs::File::open(p).with_context(|| format!("cannot read {target}"))?;
+        let doc: serde_json::Value = serde_json::from_reader(std::io::BufReader::new(f))
+            .with_context(|| format!("{target} is not a Kasten backup (not JSON)"))?;
+        if doc.get("format").and_then(|f| f.as_str()) != Some(kasten_store::BACKUP_FORMAT) {
+            bail!("{target} is not a Kasten backup (it has no \"format\": \"kasten-backup\")");
+        }
+        return Ok(RestoreTarget::Backup(p.to_owned(), doc));
+    }
+    match NoteId::parse(target) {
+        Ok(id) => Ok(RestoreTarget::Note(id)),
+        Err(_) => bail!("{target} is neither a backup file nor a note id"),
+    }
+}
+
+pub async fn restore(engine: &Engine, target: RestoreTarget, json: bool) -> Result<()> {
+    match target {
+        RestoreTarget::Backup(path, doc) => {
+            let pb = progress_bar();
+            let report = |p: Progress| {
+                let (msg, done, total) = match p {
+                    Progress::Loading { done, total } => ("indexing", done, total),
+                    Progress::Reembedding { done, total } => ("re-embedding", done, total),
+                };
+                pb.set_message(msg);
+                pb.set_length(total);
+                pb.set_position(done);
+            };
+            let s = engine
+                .restore_backup(&doc, &report)
+                .await
+                .with_context(|| format!("cannot restore {}", path.display()))?;
+            pb.finish_and_clear();
+            if json {
+                println!(
+                    "{}",
+                    json!({"restored": path.display().to_string(), "tables": s.tables, "schema_version": s.schema_version})
+                );
+            } else {
+                let list: Vec<String> = s.tables.iter().map(|(k, v)| format!("{v} {k}")).collect();
+                println!("restored {}: {}", path.display(), list.join(", "));
+            }
+            Ok(())
+        }
+        RestoreTarget::Note(id) => {
+            let note = engine.restore_archived(&id, crate::ACTOR).await?;
+            if json {
+                println!(
+                    "{}",
+                    json!({"restored": note.id, "status": note.status.as_str()})
+                );
+            } else {
+                println!("restored note {} to the active memory", note.id);
+            }
+            Ok(())
+        }
+    }
+}

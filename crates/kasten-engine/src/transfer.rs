@@ -1,0 +1,336 @@
+//! Import (any format, without duplicates), the Markdown vault export, and full backups.
+//!
+//! - [`Engine::import_notes`] saves what a parser of `kasten_core::transfer` /
+//!   `kasten_core::markdown` produced. A note that is already in the memory is not saved
+//!   again: the same `source` with the same content, or the id it carries (a Kasten export)
+//!   with the same content. New notes go in batches, each one transaction with their
+//!   enrichment jobs (none for notes whose annotations are final); then the links, created
+//!   by `import` and accepted, skipping those that exist.
+//! - [`Engine::export_vault`] renders every note as an Obsidian file.
+//! - [`Engine::backup`] / [`Engine::restore_backup`]: every table, exactly; a restore goes
+//!   only into an empty memory and rebuilds the indexes after it.
+
+use std::collections::HashMap;
+
+use chrono::Utc;
+use kasten_core::markdown::{NoteView, RenderLink, file_names, render_note};
+use kasten_core::transfer::{ImportLink, ImportNote};
+use kasten_core::{CoreError, EnrichState, JobId, LinkStatus, Note, NoteId, NoteStatus};
+use kasten_store::{ImportLinkWrite, NoteWrite, RestoreSummary};
+use serde::Serialize;
+
+use crate::{Engine, EngineError, ProgressFn};
+
+/// Links written per transaction.
+const LINK_BATCH: usize = 2000;
+
+/// What an import did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ImportSummary {
+    /// Notes saved now.
+    pub created: u64,
+    /// Notes that were already in the memory (an earlier import of the same source).
+    pub existing: u64,
+    pub links_created: u64,
+    /// Links that were already there (or repeated).
+    pub links_existing: u64,
+    /// Enrichment jobs queued (notes whose annotations were not final).
+    pub queued: u64,
+    /// The note of each imported item, in input order.
+    pub ids: Vec<NoteId>,
+}
+
+/// Where an import stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ImportProgress {
+    Notes { done: u64, total: u64 },
+    Links { done: u64, total: u64 },
+}
+
+/// One file of an exported vault.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExportFile {
+    /// File name, with `.md`.
+    pub name: String,
+    pub text: String,
+    pub note: NoteId,
+}
+
+/// A Box for the export: its label and members.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BoxLabel {
+    pub label: String,
+    pub members: Vec<NoteId>,
+}
+
+impl Engine {
+    /// Saves imported notes and the links between them, skipping what is already there.
+    pub async fn import_notes(
+        &self,
+        items: &[ImportNote],
+        links: &[ImportLink],
+        batch: usize,
+        progress: &(dyn Fn(ImportProgress) + Send + Sync),
+    ) -> Result<ImportSummary, EngineError> {
+        let batch = batch.max(1);
+        let mut summary = ImportSummary::default();
+        let mut ids: Vec<Option<NoteId>> = vec![None; items.len()];
+
+        // 1. What is already there: by id (with the same content), then by source + content.
+        let wanted: Vec<NoteId> = items.iter().filter_map(|i| i.id.clone()).collect();
+        let by_id = self.store.contents_of(&wanted).await?;
+        let mut fresh_id: Vec<bool> = vec![true; items.len()];
+        for (k, item) in items.iter().enumerate() {
+            if let Some(id) = &item.id {
+                match by_id.get(id) {
+                    Some(content) if *content == item.note.content => ids[k] = Some(id.clone()),
+                    Some(_) => fresh_id[k] = false, // the id is taken by another note
+                    None => {}
+                }
+            }
+        }
+        let mut sources: Vec<String> = items
+            .iter()
+            .zip(&ids)
+            .filter(|(_, id)| id.is_none())
+            .filter_map(|(i, _)| i.note.source.clone())
+            .collect();
+        sources.sort();
+        sources.dedup();
+        let mut by_key: HashMap<(Option<String>, String), NoteId> = HashMap::new();
+        for chunk in sources.chunks(1000) {
+            for (id, source, content) in self.store.notes_with_sources(chunk).await? {
+                by_key.entry((source, content)).or_insert(id);
+            }
+        }
+        for (k, item) in items.iter().enumerate() {
+            if ids[k].is_some() {
+                continue;
+            }
+            if item.note.source.is_some()
+                && let Some(id) = by_key.get(&(item.note.source.clone(), item.note.content.clone()))
+            {
+                ids[k] = Some(id.clone());
+            }
+        }
+        summary.existing = ids.iter().filter(|i| i.is_some()).count() as u64;
+
+        // 2. New notes, in batches (the same item twice in one import is saved once).
+        let mut planned: HashMap<(Option<String>, String), NoteId> = HashMap::new();
+        let mut todo: Vec<usize> = Vec::new();
+        for (k, item) in items.iter().enumerate() {
+            if ids[k].is_some() {
+                continue;
+            }
+            let key = (item.note.source.clone(), item.note.content.clone());
+            if item.note.source.is_some()
+                && let Some(id) = planned.get(&key)
+            {
+                ids[k] = Some(id.clone());
+                summary.existing += 1;
+                continue;
+            }
+            let id = match (&item.id, fresh_id[k]) {
+                (Some(id), true) => id.clone(),
+                _ => NoteId::generate(),
+            };
+            if item.note.source.is_some() {
+                planned.insert(key, id.clone());
+            }
+            ids[k] = Some(id);
+            todo.push(k);
+        }
+        let total = todo.len() as u64;
+        progress(ImportProgress::Notes { done: 0, total });
+        let model = self.embedder.model_id().to_owned();
+        let mut done = 0u64;
+        for chunk in todo.chunks(batch) {
+            let now = Utc::now();
+            let notes: Vec<Note> = chunk
+                .iter()
+                .map(|&k| {
+                    let item = &items[k];
+                    Note {
+                        id: ids[k].clone().unwrap_or_else(NoteId::generate),
+                        content: item.note.content.clone(),
+                        created_at: item.note.created_at.unwrap_or(now),
+                        updated_at: now,
+                        keywords: item.keywords.clone(),
+                        tags: item.tags.clone(),
+                        context: item.context.clone(),
+                        status: NoteStatus::Active,
+                        enrich_state: if item.enriched {
+                            EnrichState::Done
+                        } else {
+                            EnrichState::Pending { reason: None }
+                        },
+                        source: item.note.source.clone(),
+                        strength: 1.0,
+                        access_count: 0,
+                        last_accessed: None,
+                        version: 1,
+                        tier: Default::default(),
+                        project: None,
+                        added_at: now,
+                    }
+                })
+                .collect();
+            let texts: Vec<String> = notes.iter().map(Note::index_text).collect();
+            let vectors = self.embed_blocking(texts.clone()).await?;
+            let writes: Vec<NoteWrite> = chunk
+                .iter()
+                .zip(&notes)
+                .zip(&vectors)
+                .map(|((&k, n), v)| NoteWrite {
+                    note: n.clone(),
+                    embedding: Some(v.clone()),
+                    embed_model: Some(model.clone()),
+                    job: (!items[k].enriched).then(JobId::generate),
+                })
+                .collect();
+            summary.queued += writes.iter().filter(|w| w.job.is_some()).count() as u64;
+            self.store.insert_notes(&writes).await?;
+            let mut ix = self.write_indexes()?;
+            for ((n, v), text) in notes.iter().zip(&vectors).zip(&texts) {
+                ix.vector.upsert(n.id.clone(), v)?;
+                ix.text.upsert(n.id.clone(), text);
+                ix.timeline
+                    .upsert(n.id.clone(), n.source.as_deref(), n.created_at);
+            }
+            drop(ix);
+            done += chunk.len() as u64;
+            summary.created += chunk.len() as u64;
+            progress(ImportProgress::Notes { done, total });
+        }
+
+        // 3. Links between imported notes.
+        let id_of = |k: usize| -> Result<NoteId, EngineError> {
+            ids.get(k).cloned().flatten().ok_or_else(|| {
+                EngineError::Invalid(CoreError::Invalid(format!(
+                    "an imported link names item {k}, which is not in the import"
+                )))
+            })
+        };
+        let now = Utc::now();
+        let mut writes = Vec::with_capacity(links.len());
+        for l in links {
+            let (from, to) = (id_of(l.from)?, id_of(l.to)?);
+            if from == to {
+                continue;
+            }
+            writes.push(ImportLinkWrite {
+                from,
+                to,
+                kind: l.kind.clone(),
+                reason: l.reason.clone(),
+                confidence: l.confidence,
+                status: l.status,
+                created_at: now,
+            });
+        }
+        let total = writes.len() as u64;
+        let mut done = 0u64;
+        progress(ImportProgress::Links { done, total });
+        for chunk in writes.chunks(LINK_BATCH) {
+            let created = self.store.insert_import_links(chunk).await?;
+            summary.links_created += created;
+            summary.links_existing += chunk.len() as u64 - created;
+            let mut ix = self.write_indexes()?;
+            for l in chunk.iter().filter(|l| l.status == LinkStatus::Accepted) {
+                if ix.vector.contains(&l.from) && ix.vector.contains(&l.to) {
+                    ix.add_link(&l.from, &l.to);
+                }
+            }
+            drop(ix);
+            done += chunk.len() as u64;
+            progress(ImportProgress::Links { done, total });
+        }
+        summary.ids = ids
+            .into_iter()
+            .map(|i| i.unwrap_or_else(NoteId::generate))
+            .collect();
+        Ok(summary)
+    }
+
+    /// Every note as an Obsidian Markdown file (oldest first), with its accepted outgoing
+    /// links and the Boxes it belongs to.
+    pub async fn export_vault(&self, boxes: &[BoxLabel]) -> Result<Vec<ExportFile>, EngineError> {
+        let total = self.store.count_notes().await? as usize;
+        let mut notes = self.store.list_notes(total.max(1), 0).await?;
+        notes.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
+        let views: Vec<NoteView<'_>> = notes.iter().map(NoteView::from).collect();
+        let names = file_names(&views);
+        let name_of: HashMap<&NoteId, &str> = notes
+            .iter()
+            .zip(&names)
+            .map(|(n, s)| (&n.id, s.as_str()))
+            .collect();
+        let mut out_links: HashMap<String, Vec<RenderLink>> = HashMap::new();
+        for l in self.store.links_where(None).await? {
+            if l.status != "accepted" {
+                continue;
+            }
+            let Ok(to) = NoteId::parse(&l.to) else {
+                continue;
+            };
+            let Some(target) = name_of.get(&to) else {
+                continue;
+            };
+            out_links
+                .entry(l.from.clone())
+                .or_default()
+                .push(RenderLink {
+                    target: (*target).to_owned(),
+                    kind: l.kind,
+                    reason: l.reason,
+                    confidence: l.confidence,
+                    status: LinkStatus::Accepted,
+                });
+        }
+        let mut box_of: HashMap<&NoteId, Vec<String>> = HashMap::new();
+        for b in boxes {
+            for m in &b.members {
+                box_of.entry(m).or_default().push(b.label.clone());
+            }
+        }
+        Ok(notes
+            .iter()
+            .zip(views)
+            .zip(&names)
+            .map(|((n, view), name)| {
+                let links = out_links.remove(n.id.as_str()).unwrap_or_default();
+                let boxes = box_of.get(&n.id).cloned().unwrap_or_default();
+                ExportFile {
+                    name: format!("{name}.md"),
+                    text: render_note(view, &boxes, &links),
+                    note: n.id.clone(),
+                }
+            })
+            .collect())
+    }
+
+    /// Everything in the memory as one JSON document.
+    pub async fn backup(&self) -> Result<serde_json::Value, EngineError> {
+        Ok(self.store.backup().await?)
+    }
+
+    /// Restores a backup into this memory, which must be empty (a memory only opened has
+    /// settings, which the backup's replace), then rebuilds the indexes from it.
+    pub async fn restore_backup(
+        &self,
+        backup: &serde_json::Value,
+        progress: ProgressFn<'_>,
+    ) -> Result<RestoreSummary, EngineError> {
+        let busy = self.store.non_empty_tables().await?;
+        if !busy.is_empty() {
+            let list: Vec<String> = busy.iter().map(|(t, n)| format!("{n} {t}")).collect();
+            return Err(EngineError::Invalid(CoreError::Invalid(format!(
+                "a backup is restored only into an empty memory, and this one holds {}; use a new --db location (or KASTEN_DB) for the restore",
+                list.join(", ")
+            ))));
+        }
+        let summary = self.store.restore(backup).await?;
+        self.load(progress).await?;
+        Ok(summary)
+    }
+}

@@ -1,0 +1,463 @@
+//! Kasten's MCP server: the memory as tools for LLM agents, over stdio.
+//!
+//! Tools: `add_memory` (saved through the engine's pipeline, queued for enrichment, with
+//! the agent's name as its source), `search_memory` (hybrid search with provenance),
+//! `read_note` (a note with its links), `list_recent`, `ask_memory` (an answer with
+//! citations, when an LLM is configured). Nothing destructive: an agent cannot delete or
+//! rewrite notes; what the LLM does with what agents write goes through the review queue
+//! like everything else.
+//!
+//! stdout carries the protocol and nothing else; logs go to stderr (the caller sets up
+//! tracing). Errors are MCP errors whose messages are the engine's sentences.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use chrono::{DateTime, Utc};
+use kasten_core::import::parse_time;
+use kasten_core::{Link, NewNote, Note, NoteId};
+use kasten_engine::{Engine, EngineError};
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{Implementation, ServerCapabilities, ServerConfig};
+use rmcp::service::RequestContext;
+use rmcp::{
+    ErrorData, Json, RoleServer, ServerHandler, ServiceExt, tool, tool_handler, tool_router,
+};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+use tokio::sync::Notify;
+
+/// Largest `k` / `limit` a tool accepts.
+const MAX_RESULTS: usize = 100;
+
+/// What can stop the server.
+#[derive(Debug, Error)]
+pub enum McpError {
+    #[error("the MCP connection could not start: {0}")]
+    Start(String),
+    #[error("the MCP connection failed: {0}")]
+    Run(String),
+}
+
+/// The server: an open engine and the tools over it.
+#[derive(Clone)]
+pub struct KastenMcp {
+    engine: Arc<Engine>,
+    /// Wakes the background enrichment worker after a write.
+    wake: Arc<Notify>,
+    /// Position of the next note in this session's source stream.
+    seq: Arc<AtomicU64>,
+    tool_router: ToolRouter<Self>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct AddMemoryArgs {
+    /// The memory, as one self-contained note (a fact, an event, a decision).
+    pub content: String,
+    /// When it happened, RFC 3339 (e.g. 2024-05-01T14:30:00Z) or YYYY-MM-DD; default now.
+    #[serde(default)]
+    pub time: Option<String>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Added {
+    pub id: String,
+    pub created_at: String,
+    /// Who the note is attributed to (`mcp:<client name>:<n>`).
+    pub source: Option<String>,
+    /// `pending`: saved and searchable; the LLM will annotate and link it.
+    pub enrich_state: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct SearchMemoryArgs {
+    /// What to look for, in words.
+    pub query: String,
+    /// How many notes to return (default 10, at most 100).
+    #[serde(default)]
+    pub k: Option<usize>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Hit {
+    pub id: String,
+    pub content: String,
+    pub score: f32,
+    /// How it was found: vector, keyword, `link from <id>`, `context of <id>`, date.
+    pub via: Vec<String>,
+    pub created_at: String,
+    /// Where the note came from (an agent, an import file, …).
+    pub source: Option<String>,
+    pub tags: Vec<String>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct SearchResult {
+    pub hits: Vec<Hit>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ReadNoteArgs {
+    /// A note id, as search_memory or list_recent return them.
+    pub id: String,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct NoteOut {
+    pub id: String,
+    pub content: String,
+    pub created_at: String,
+    pub keywords: Vec<String>,
+    pub tags: Vec<String>,
+    pub context: String,
+    pub source: Option<String>,
+    /// pending, done or failed.
+    pub enrich_state: String,
+    pub status: String,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct LinkOut {
+    pub from: String,
+    pub to: String,
+    /// relates, supports, contradicts, elaborates, causes, follows, same-entity, …
+    pub kind: String,
+    pub reason: String,
+    pub confidence: f64,
+    /// llm, user, import or agent.
+    pub created_by: String,
+    /// accepted or proposed (waiting for review).
+    pub status: String,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct NoteWithLinks {
+    pub note: NoteOut,
+    /// Links of the note in either direction (rejected and rolled-back ones left out).
+    pub links: Vec<LinkOut>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ListRecentArgs {
+    /// How many notes (default 20, at most 100).
+    #[serde(default)]
+    pub limit: Option<usize>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Recent {
+    /// Newest first (by the memory's own time).
+    pub notes: Vec<NoteOut>,
+    pub total: u64,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct AskMemoryArgs {
+    /// A question to answer from the memory.
+    pub question: String,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Cited {
+    /// The `[n]` the answer uses for this note.
+    pub n: usize,
+    pub id: String,
+    pub content: String,
+    pub created_at: String,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct AnswerOut {
+    /// The answer, citing notes as `[n]`.
+    pub answer: String,
+    /// Ids of the cited notes, in order of first citation.
+    pub citations: Vec<String>,
+    /// The cited notes.
+    pub notes: Vec<Cited>,
+    /// True when the memory does not hold the answer.
+    pub not_in_memory: bool,
+}
+
+fn time_text(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+fn note_out(n: &Note) -> NoteOut {
+    NoteOut {
+        id: n.id.to_string(),
+        content: n.content.clone(),
+        created_at: time_text(n.created_at),
+        keywords: n.keywords.clone(),
+        tags: n.tags.clone(),
+        context: n.context.clone(),
+        source: n.source.clone(),
+        enrich_state: n.enrich_state.label().to_owned(),
+        status: n.status.as_str().to_owned(),
+    }
+}
+
+fn link_out(l: &Link) -> LinkOut {
+    let status = serde_json::to_value(l.status)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default();
+    LinkOut {
+        from: l.from.to_string(),
+        to: l.to.to_string(),
+        kind: l.kind.clone(),
+        reason: l.reason.clone(),
+        confidence: l.confidence,
+        created_by: l.created_by.clone(),
+        status,
+    }
+}
+
+/// An engine error as an MCP error: the user's mistakes are invalid parameters, the
+/// rest internal errors; the message is the engine's sentence either way.
+fn mcp_error(e: EngineError) -> ErrorData {
+    let msg = e.to_string();
+    match e {
+        EngineError::NotFound(_) | EngineError::EmptyQuery | EngineError::Invalid(_) => {
+            ErrorData::invalid_params(msg, None)
+        }
+        EngineError::NoLlm => ErrorData::invalid_request(msg, None),
+        _ => ErrorData::internal_error(msg, None),
+    }
+}
+
+fn bad(msg: impl Into<String>) -> ErrorData {
+    ErrorData::invalid_params(msg.into(), None)
+}
+
+/// The client's name from `initialize`, made safe for a source (`mcp:<name>:<n>`).
+fn client_name(ctx: &RequestContext<RoleServer>) -> String {
+    let raw = ctx
+        .peer
+        .peer_info()
+        .map(|i| i.client_info.name.clone())
+        .unwrap_or_default();
+    let clean: String = raw
+        .chars()
+        .map(|c| {
+            if c.is_alphanumeric() || matches!(c, '-' | '_' | '.' | ' ') {
+                c
+            } else {
+                '-'
+            }
+        })
+        .take(64)
+        .collect();
+    let clean = clean.trim().to_owned();
+    if clean.is_empty() {
+        "agent".into()
+    } else {
+        clean
+    }
+}
+
+#[tool_router]
+impl KastenMcp {
+    pub fn new(engine: Arc<Engine>) -> Self {
+        Self {
+            engine,
+            wake: Arc::new(Notify::new()),
+            seq: Arc::new(AtomicU64::new(1)),
+            tool_router: Self::tool_router(),
+        }
+    }
+
+    #[tool(
+        description = "Save a memory (one self-contained note) in the user's Kasten memory. It is searchable at once; the memory's LLM then annotates it (keywords, tags, context) and links it to related notes. Attributed to this agent. Optional time: when it happened (RFC 3339 or YYYY-MM-DD)."
+    )]
+    async fn add_memory(
+        &self,
+        Parameters(args): Parameters<AddMemoryArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Json<Added>, ErrorData> {
+        let at = match args.time.as_deref().map(str::trim) {
+            None | Some("") => None,
+            Some(t) => Some(parse_time(t).map_err(bad)?),
+        };
+        let n = self.seq.fetch_add(1, Ordering::Relaxed);
+        let source = format!("mcp:{}:{n}", client_name(&ctx));
+        let new = NewNote::new(&args.content)
+            .map_err(|e| bad(e.to_string()))?
+            .at(at)
+            .with_source(Some(source));
+        let note = self.engine.add(new).await.map_err(mcp_error)?;
+        self.wake.notify_one();
+        Ok(Json(Added {
+            id: note.id.to_string(),
+            created_at: time_text(note.created_at),
+            source: note.source.clone(),
+            enrich_state: note.enrich_state.label().to_owned(),
+        }))
+    }
+
+    #[tool(
+        description = "Search the user's Kasten memory (vector + keyword, following links between notes). Returns notes with their id, content, score, how each was found (via), when it was written and where it came from."
+    )]
+    async fn search_memory(
+        &self,
+        Parameters(args): Parameters<SearchMemoryArgs>,
+    ) -> Result<Json<SearchResult>, ErrorData> {
+        if args.query.trim().is_empty() {
+            return Err(bad("the search query is empty"));
+        }
+        let k = args.k.unwrap_or(10).clamp(1, MAX_RESULTS);
+        let out = self
+            .engine
+            .search(&args.query, k)
+            .await
+            .map_err(mcp_error)?;
+        Ok(Json(SearchResult {
+            hits: out
+                .hits
+                .iter()
+                .map(|h| Hit {
+                    id: h.note.id.to_string(),
+                    content: h.note.content.clone(),
+                    score: h.score,
+                    via: h.via.iter().map(|v| v.label()).collect(),
+                    created_at: time_text(h.note.created_at),
+                    source: h.note.source.clone(),
+                    tags: h.note.tags.clone(),
+                })
+                .collect(),
+        }))
+    }
+
+    #[tool(
+        description = "Read one note of the memory by id: content, time, keywords, tags, context, where it came from, and its links to other notes (kind, reason, confidence, status)."
+    )]
+    async fn read_note(
+        &self,
+        Parameters(args): Parameters<ReadNoteArgs>,
+    ) -> Result<Json<NoteWithLinks>, ErrorData> {
+        let id = NoteId::parse(&args.id).map_err(|e| bad(e.to_string()))?;
+        let d = self.engine.get(&id).await.map_err(mcp_error)?;
+        Ok(Json(NoteWithLinks {
+            note: note_out(&d.note),
+            links: d
+                .links
+                .iter()
+                .filter(|l| {
+                    matches!(
+                        l.status,
+                        kasten_core::LinkStatus::Accepted | kasten_core::LinkStatus::Proposed
+                    )
+                })
+                .map(link_out)
+                .collect(),
+        }))
+    }
+
+    #[tool(
+        description = "Answer a question from the memory with the memory's LLM: the answer cites the notes it used as [n] (listed with ids), or says the memory does not hold the answer. Needs an LLM configured for Kasten."
+    )]
+    async fn ask_memory(
+        &self,
+        Parameters(args): Parameters<AskMemoryArgs>,
+    ) -> Result<Json<AnswerOut>, ErrorData> {
+        if args.question.trim().is_empty() {
+            return Err(bad("the question is empty"));
+        }
+        if self.engine.llm_client().is_none() {
+            return Err(mcp_error(EngineError::NoLlm));
+        }
+        let a = self
+            .engine
+            .ask(&args.question, &[], &|_| {})
+            .await
+            .map_err(mcp_error)?;
+        Ok(Json(AnswerOut {
+            notes: a
+                .notes
+                .iter()
+                .filter(|n| a.citations.contains(&n.id))
+                .map(|n| Cited {
+                    n: n.n,
+                    id: n.id.to_string(),
+                    content: n.content.clone(),
+                    created_at: time_text(n.created_at),
+                })
+                .collect(),
+            citations: a.citations.iter().map(|c| c.to_string()).collect(),
+            answer: a.answer,
+            not_in_memory: a.not_in_memory,
+        }))
+    }
+
+    #[tool(description = "The most recent notes of the memory, newest first.")]
+    async fn list_recent(
+        &self,
+        Parameters(args): Parameters<ListRecentArgs>,
+    ) -> Result<Json<Recent>, ErrorData> {
+        let limit = args.limit.unwrap_or(20).clamp(1, MAX_RESULTS);
+        let notes = self.engine.list(limit, 0).await.map_err(mcp_error)?;
+        let total = self.engine.count().await.map_err(mcp_error)?;
+        Ok(Json(Recent {
+            notes: notes.iter().map(note_out).collect(),
+            total,
+        }))
+    }
+}
+
+#[tool_handler(router = self.tool_router)]
+impl ServerHandler for KastenMcp {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("kasten", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "Kasten is the user's long-term memory. Use search_memory before answering \
+                 questions about the user's past, people, projects or decisions; read_note \
+                 for a note's details and links; add_memory to remember something new (one \
+                 fact or event per note, self-contained); ask_memory for an answer with \
+                 citations. Notes are never deleted or rewritten through this server.",
+            )
+    }
+}
+
+/// Serves the tools over stdin/stdout until the client disconnects. While it runs,
+/// notes added by agents are enriched in the background when an LLM is configured.
+pub async fn serve_stdio(engine: Arc<Engine>) -> Result<(), McpError> {
+    let server = KastenMcp::new(Arc::clone(&engine));
+    let wake = Arc::clone(&server.wake);
+    let serve = async {
+        let running = server
+            .serve(rmcp::transport::stdio())
+            .await
+            .map_err(|e| McpError::Start(e.to_string()))?;
+        running
+            .waiting()
+            .await
+            .map_err(|e| McpError::Run(e.to_string()))?;
+        Ok(())
+    };
+    if engine.llm_client().is_none() {
+        return serve.await;
+    }
+    // The worker runs beside the server in this task and stops with it; a job cut off
+    // there is requeued when the memory is next opened (see the pipeline).
+    tokio::select! {
+        r = serve => r,
+        () = enrich_worker(&engine, &wake) => Ok(()),
+    }
+}
+
+/// Runs pending enrichment jobs after each write (and every minute, for jobs waiting to
+/// be retried).
+async fn enrich_worker(engine: &Engine, wake: &Notify) {
+    loop {
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(60), wake.notified()).await;
+        match engine.run_pending(&|_| {}).await {
+            Ok(s) if s.failed > 0 || s.retrying > 0 => {
+                tracing::warn!(errors = ?s.errors, "some notes could not be enriched yet")
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!("enrichment failed: {e}"),
+        }
+    }
+}

@@ -1,0 +1,241 @@
+//! `kasten mcp` driven by a real MCP client (the official Rust SDK, `rmcp`) over stdio:
+//! initialize, tools/list and every tool, with `ask_memory` answered by the deterministic
+//! LLM server (`kasten-fakellm`).
+#![allow(clippy::panic)] // test code fails loudly
+
+use kasten_tests::{FakeServer, Home};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, Implementation,
+};
+use rmcp::service::{RoleClient, RunningService, ServiceExt};
+use rmcp::transport::TokioChildProcess;
+use serde_json::{Value, json};
+
+type Client = RunningService<RoleClient, ClientConfig>;
+
+async fn connect(h: &Home, name: &str) -> Client {
+    let mut cmd = h.cmd(&["mcp"]);
+    cmd.stdin(std::process::Stdio::piped());
+    let (transport, _stderr) = TokioChildProcess::builder(tokio::process::Command::from(cmd))
+        .stderr(std::process::Stdio::inherit())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start kasten mcp: {e}"));
+    ClientConfig::new(
+        ClientCapabilities::default(),
+        Implementation::new(name, "1.0"),
+    )
+    .serve(transport)
+    .await
+    .unwrap_or_else(|e| panic!("initialize failed: {e}"))
+}
+
+async fn call(c: &Client, tool: &str, args: Value) -> Result<CallToolResult, String> {
+    let Value::Object(map) = args else {
+        panic!("arguments must be an object")
+    };
+    c.call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(map))
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// The structured result of a successful call.
+async fn ok(c: &Client, tool: &str, args: Value) -> Value {
+    let r = call(c, tool, args.clone())
+        .await
+        .unwrap_or_else(|e| panic!("{tool} {args} failed: {e}"));
+    assert_ne!(r.is_error, Some(true), "{tool} {args}: {r:?}");
+    match r.structured_content {
+        Some(v) => v,
+        None => panic!("{tool} returned no structured content: {:?}", r.content),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_uses_every_tool_through_a_real_mcp_client() {
+    let fake = FakeServer::start("normal");
+    let h = Home::with_llm(&fake.openai_url());
+    // a note written by the user through the CLI, before the agent connects
+    h.ok(&[
+        "add",
+        "Caroline is researching adoption agencies for her future family",
+        "--time",
+        "2023-05-08T13:00:00Z",
+    ]);
+
+    let c = connect(&h, "test-agent").await;
+    let info = c.peer_info().unwrap_or_else(|| panic!("no server info"));
+    assert_eq!(
+        info.server_info.as_ref().map(|s| s.name.as_str()),
+        Some("kasten")
+    );
+
+    let tools = c
+        .list_all_tools()
+        .await
+        .unwrap_or_else(|e| panic!("tools/list: {e}"));
+    let mut names: Vec<String> = tools.iter().map(|t| t.name.to_string()).collect();
+    names.sort();
+    assert_eq!(
+        names,
+        vec![
+            "add_memory",
+            "ask_memory",
+            "list_recent",
+            "read_note",
+            "search_memory"
+        ]
+    );
+    for t in &tools {
+        assert!(
+            t.description.as_deref().is_some_and(|d| d.len() > 20),
+            "{} lacks a description",
+            t.name
+        );
+    }
+
+    // add_memory: saved, queued for enrichment, attributed to the client
+    let added = ok(
+        &c,
+        "add_memory",
+        json!({"content": "Melanie painted a sunrise over the lake with her kids", "time": "2023-07-02"}),
+    )
+    .await;
+    let id = added["id"].as_str().unwrap_or_default().to_owned();
+    assert_eq!(
+        added["source"].as_str(),
+        Some("mcp:test-agent:1"),
+        "{added}"
+    );
+    assert_eq!(added["created_at"].as_str(), Some("2023-07-02T00:00:00Z"));
+    ok(
+        &c,
+        "add_memory",
+        json!({"content": "Melanie signed up for a pottery class in August"}),
+    )
+    .await;
+
+    // search_memory: hits with provenance
+    let found = ok(
+        &c,
+        "search_memory",
+        json!({"query": "painting at the lake", "k": 3}),
+    )
+    .await;
+    let hits = found["hits"].as_array().cloned().unwrap_or_default();
+    assert!(!hits.is_empty() && hits.len() <= 3, "{found}");
+    let top = &hits[0];
+    assert_eq!(top["id"].as_str(), Some(id.as_str()), "{found}");
+    assert_eq!(top["source"].as_str(), Some("mcp:test-agent:1"));
+    assert!(top["via"].as_array().is_some_and(|v| !v.is_empty()));
+    for field in ["content", "score", "created_at"] {
+        assert!(top.get(field).is_some(), "hit lacks {field}: {top}");
+    }
+
+    // read_note: the note with its links
+    let note = ok(&c, "read_note", json!({"id": id})).await;
+    assert_eq!(
+        note["note"]["content"].as_str(),
+        Some("Melanie painted a sunrise over the lake with her kids")
+    );
+    assert!(note["links"].is_array(), "{note}");
+
+    // list_recent: newest first, all three notes
+    let recent = ok(&c, "list_recent", json!({"limit": 10})).await;
+    assert_eq!(recent["total"].as_u64(), Some(3), "{recent}");
+    assert_eq!(recent["notes"].as_array().map(Vec::len), Some(3));
+
+    // ask_memory: an answer with citations from the fake LLM
+    let answer = ok(
+        &c,
+        "ask_memory",
+        json!({"question": "What did Melanie paint?"}),
+    )
+    .await;
+    assert!(
+        answer["answer"].as_str().is_some_and(|a| !a.is_empty()),
+        "{answer}"
+    );
+    let cited = answer["citations"].as_array().cloned().unwrap_or_default();
+    assert!(!cited.is_empty(), "no citations: {answer}");
+    let all_ids: Vec<String> = recent["notes"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|n| n["id"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    for c in &cited {
+        assert!(
+            all_ids.iter().any(|i| Some(i.as_str()) == c.as_str()),
+            "cited a note that does not exist: {c}"
+        );
+    }
+
+    // errors are MCP errors with readable messages
+    let e = call(&c, "read_note", json!({"id": "01ZZZZZZZZZZZZZZZZZZZZZZZZ"}))
+        .await
+        .expect_err("an unknown id is an error");
+    assert!(e.contains("no note with id"), "{e}");
+    let e = call(&c, "add_memory", json!({"content": "   "}))
+        .await
+        .expect_err("empty content is an error");
+    assert!(e.contains("empty"), "{e}");
+    let e = call(
+        &c,
+        "add_memory",
+        json!({"content": "x", "time": "yesterday"}),
+    )
+    .await
+    .expect_err("a bad time is an error");
+    assert!(e.contains("yesterday"), "{e}");
+    let e = call(&c, "search_memory", json!({"query": " "}))
+        .await
+        .expect_err("an empty query is an error");
+    assert!(e.contains("empty"), "{e}");
+
+    c.cancel().await.unwrap_or_else(|e| panic!("close: {e}"));
+    // the server released the memory: the CLI can open it and sees the agent's notes
+    let mut ok_after = false;
+    for _ in 0..100 {
+        let out = h.run(&["--json", "show", &id]);
+        if out.status.success() {
+            let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+            assert_eq!(v["source"].as_str(), Some("mcp:test-agent:1"));
+            ok_after = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(
+        ok_after,
+        "the memory stayed locked after the MCP client left"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_an_llm_ask_memory_says_why_and_the_rest_works() {
+    let h = Home::new();
+    let c = connect(&h, "agent two").await;
+    ok(
+        &c,
+        "add_memory",
+        json!({"content": "The deploy key lives in the vault"}),
+    )
+    .await;
+    let e = call(
+        &c,
+        "ask_memory",
+        json!({"question": "Where is the deploy key?"}),
+    )
+    .await
+    .expect_err("no LLM");
+    assert!(e.to_lowercase().contains("llm"), "{e}");
+    let found = ok(&c, "search_memory", json!({"query": "deploy key"})).await;
+    assert_eq!(
+        found["hits"][0]["source"].as_str(),
+        Some("mcp:agent two:1"),
+        "{found}"
+    );
+    c.cancel().await.unwrap_or_else(|e| panic!("close: {e}"));
+}

@@ -1,0 +1,497 @@
+//! Import, export, backup and restore through the real `kasten` binary:
+//! a Markdown vault in and out and in again, re-imports without duplicates, chat
+//! transcripts, a generated 1,000-note vault with malformed files, and backup → restore
+//! compared table by table.
+#![allow(clippy::panic)] // test code fails loudly
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use kasten_tests::{FakeServer, Home, kasten_bin};
+use serde_json::Value;
+
+fn write(root: &Path, rel: &str, text: &str) {
+    let p = root.join(rel);
+    if let Some(d) = p.parent() {
+        std::fs::create_dir_all(d).unwrap_or_else(|e| panic!("mkdir {}: {e}", d.display()));
+    }
+    std::fs::write(&p, text).unwrap_or_else(|e| panic!("write {}: {e}", p.display()));
+}
+
+/// A small Obsidian vault: front matter, aliases, folders, #tags, [[links]], an
+/// attachment, the .obsidian folder and one file with broken front matter.
+fn sample_vault(root: &Path) {
+    write(
+        root,
+        "Rust.md",
+        "---\ntags: [language]\naliases: [RustLang]\ncreated: 2024-02-01\n---\nA systems programming language without a garbage collector. See [[Tokio]] and [[Ownership|how memory works]].\n",
+    );
+    write(
+        root,
+        "libs/Tokio.md",
+        "---\nkeywords: [runtime, async]\n---\n# Tokio\n\nAn asynchronous runtime for [[RustLang]]. #async\n![[diagram.png]]\n",
+    );
+    write(
+        root,
+        "concepts/Ownership.md",
+        "Every value has one owner; borrowing is checked at compile time. Related: [[libs/Tokio]], [[Nowhere]].\n",
+    );
+    write(
+        root,
+        "journal/2024-03-02.md",
+        "---\ndate: 2024-03-02T09:15:00Z\n---\nStarted reading the Tokio tutorial with #rust friends.\n",
+    );
+    write(
+        root,
+        "Broken.md",
+        "---\ntags: [unclosed\ncontext: oops\n---\nThis file's front matter is not YAML.\n",
+    );
+    write(root, "diagram.png", "\u{89}PNG not really");
+    write(root, ".obsidian/app.json", "{}");
+    write(root, ".obsidian/workspace.md", "not a note");
+}
+
+/// Notes by content: (time, tags, keywords, context, source).
+fn notes_by_content(h: &Home) -> BTreeMap<String, Value> {
+    let mut out = BTreeMap::new();
+    for id in h.all_ids() {
+        let n = h.json(&["show", &id]);
+        let content = n["content"].as_str().unwrap_or_default().to_owned();
+        out.insert(
+            content,
+            serde_json::json!({
+                "id": n["id"], "created_at": n["created_at"], "tags": n["tags"],
+                "keywords": n["keywords"], "context": n["context"], "source": n["source"],
+            }),
+        );
+    }
+    out
+}
+
+/// Accepted links as (from content, to content, kind, reason).
+fn links_by_content(h: &Home) -> BTreeSet<(String, String, String, String)> {
+    let mut content = BTreeMap::new();
+    let mut links = BTreeSet::new();
+    let ids = h.all_ids();
+    let shown: Vec<Value> = ids.iter().map(|id| h.json(&["show", id])).collect();
+    for n in &shown {
+        content.insert(
+            n["id"].as_str().unwrap_or_default().to_owned(),
+            n["content"].as_str().unwrap_or_default().to_owned(),
+        );
+    }
+    for n in &shown {
+        for l in n["links"].as_array().cloned().unwrap_or_default() {
+            if l["status"].as_str() != Some("accepted") {
+                continue;
+            }
+            let end = |k: &str| {
+                content
+                    .get(l[k].as_str().unwrap_or_default())
+                    .cloned()
+                    .unwrap_or_default()
+            };
+            links.insert((
+                end("from"),
+                end("to"),
+                l["kind"].as_str().unwrap_or_default().to_owned(),
+                l["reason"].as_str().unwrap_or_default().to_owned(),
+            ));
+        }
+    }
+    links
+}
+
+fn import_json(h: &Home, path: &Path, format: &str) -> Value {
+    h.json(&[
+        "import",
+        path.to_str().unwrap_or_default(),
+        "--format",
+        format,
+    ])
+}
+
+#[test]
+fn markdown_vault_imports_once_and_export_imports_back_to_the_same_notes_and_links() {
+    let fake = FakeServer::start("normal");
+    let a = Home::with_llm(&fake.openai_url());
+    let vault = a.dir.path().join("My Vault");
+    sample_vault(&vault);
+
+    let v = import_json(&a, &vault, "markdown");
+    assert_eq!(v["created"].as_u64(), Some(4), "{v:#}");
+    assert_eq!(v["attachments_skipped"].as_u64(), Some(1), "{v:#}");
+    assert_eq!(v["hidden_skipped"].as_u64(), Some(1), "{v:#}"); // the .obsidian folder
+    let problems = v["problems"].as_array().cloned().unwrap_or_default();
+    assert_eq!(problems.len(), 1, "{v:#}");
+    assert_eq!(problems[0]["file"].as_str(), Some("Broken.md"));
+    assert!(
+        problems[0]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("YAML")),
+        "{v:#}"
+    );
+    // Rust→Tokio, Rust→Ownership, Tokio→Rust (alias), Ownership→Tokio (path), journal none
+    assert_eq!(v["links_created"].as_u64(), Some(4), "{v:#}");
+    assert_eq!(
+        v["unresolved_links"].as_array().map(Vec::len),
+        Some(1),
+        "{v:#}"
+    );
+
+    // the front matter and inline tags reached the notes; links are accepted import links
+    let by_content = notes_by_content(&a);
+    let rust = by_content
+        .iter()
+        .find(|(c, _)| c.starts_with("# Rust\n\nA systems"))
+        .map(|(_, n)| n.clone())
+        .unwrap_or_else(|| panic!("Rust note missing: {by_content:#?}"));
+    assert_eq!(rust["tags"], serde_json::json!(["language"]));
+    assert_eq!(
+        rust["created_at"].as_str(),
+        Some("2024-02-01T00:00:00+00:00")
+    );
+    assert_eq!(rust["source"].as_str(), Some("My Vault/Rust.md"));
+    let tokio_note = by_content
+        .iter()
+        .find(|(c, _)| c.starts_with("# Tokio"))
+        .map(|(_, n)| n.clone())
+        .unwrap_or_default();
+    assert_eq!(
+        tokio_note["keywords"],
+        serde_json::json!(["runtime", "async"])
+    );
+    assert_eq!(tokio_note["tags"], serde_json::json!(["async"]));
+    let rust_id = rust["id"].as_str().unwrap_or_default().to_owned();
+    let shown = a.json(&["show", &rust_id]);
+    let out_links: Vec<&Value> = shown["links"]
+        .as_array()
+        .map(|l| l.iter().filter(|l| l["from"] == rust["id"]).collect())
+        .unwrap_or_default();
+    assert_eq!(out_links.len(), 2, "{shown:#}");
+    for l in out_links {
+        assert_eq!(l["created_by"].as_str(), Some("import"));
+        assert_eq!(l["status"].as_str(), Some("accepted"));
+    }
+
+    // importing the same vault again creates nothing
+    let again = import_json(&a, &vault, "markdown");
+    assert_eq!(again["created"].as_u64(), Some(0), "{again:#}");
+    assert_eq!(again["existing"].as_u64(), Some(4));
+    assert_eq!(again["links_created"].as_u64(), Some(0));
+    assert_eq!(a.all_ids().len(), 4);
+
+    // the LLM annotates and links; then export
+    a.ok(&["enrich"]);
+    let before_notes = notes_by_content(&a);
+    let before_links = links_by_content(&a);
+    assert!(
+        before_links.len() > 4,
+        "enrichment should have added links: {before_links:#?}"
+    );
+    let out = a.dir.path().join("export");
+    let e = a.json(&["export", out.to_str().unwrap_or_default()]);
+    assert_eq!(e["files"].as_u64(), Some(4), "{e:#}");
+    let rust_file = std::fs::read_to_string(out.join("Rust.md"))
+        .unwrap_or_else(|e| panic!("Rust.md was not exported: {e}"));
+    for field in [
+        "kasten_id:",
+        "created: 2024-02-01T00:00:00Z",
+        "keywords: [",
+        "tags: [",
+        "context: ",
+        "links:",
+        "kind: ",
+        "reason: ",
+        "[[Tokio]]",
+    ] {
+        assert!(rust_file.contains(field), "{field} missing:\n{rust_file}");
+    }
+    // exporting into a folder that is not empty is refused
+    let refused = a.run(&["export", out.to_str().unwrap_or_default()]);
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("not empty"));
+
+    // a fresh memory imports the export: the same notes (ids too) and the same links
+    let b = Home::new();
+    let v = import_json(&b, &out, "markdown");
+    assert_eq!(v["created"].as_u64(), Some(4), "{v:#}");
+    assert_eq!(
+        v["queued"].as_u64(),
+        Some(0),
+        "enriched notes need no enrichment"
+    );
+    assert!(v["problems"].as_array().is_some_and(Vec::is_empty), "{v:#}");
+    assert_eq!(notes_by_content(&b), before_notes);
+    assert_eq!(links_by_content(&b), before_links);
+    // and the export imported into the memory it came from adds nothing
+    let back = import_json(&a, &out, "markdown");
+    assert_eq!(back["created"].as_u64(), Some(0), "{back:#}");
+    assert_eq!(back["links_created"].as_u64(), Some(0), "{back:#}");
+}
+
+#[test]
+fn chat_transcripts_import_once_with_problems_reported() {
+    let h = Home::new();
+    let f = h.file(
+        "talk.json",
+        br#"[
+            {"role": "user", "content": "We moved the launch to the 14th of June", "time": "2024-05-03T10:00:00Z"},
+            {"role": "assistant", "content": "Noted: launch on June 14.", "time": "2024-05-03T10:00:04Z"},
+            {"role": "user", "content": ""},
+            {"role": "user", "content": "Sam owns the release notes", "time": "2024-05-03T10:01:00Z"}
+        ]"#,
+    );
+    let v = import_json(&h, &f, "chat");
+    assert_eq!(v["created"].as_u64(), Some(3), "{v:#}");
+    assert_eq!(v["problems"].as_array().map(Vec::len), Some(1), "{v:#}");
+    let again = import_json(&h, &f, "chat");
+    assert_eq!(again["created"].as_u64(), Some(0), "{again:#}");
+    assert_eq!(h.all_ids().len(), 3);
+    let hits = h.json(&["search", "who writes the release notes", "-k", "1"]);
+    let top = &hits["hits"][0];
+    assert_eq!(
+        top["content"].as_str(),
+        Some("user: Sam owns the release notes")
+    );
+    let shown = h.json(&["show", top["id"].as_str().unwrap_or_default()]);
+    assert_eq!(shown["source"].as_str(), Some("talk.json:4"));
+    assert_eq!(
+        shown["created_at"].as_str(),
+        Some("2024-05-03T10:01:00+00:00")
+    );
+    let bad = h.file("bad.json", b"{\"not\": \"a transcript\"}");
+    let out = h.run(&[
+        "import",
+        bad.to_str().unwrap_or_default(),
+        "--format",
+        "chat",
+    ]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a chat transcript"));
+}
+
+/// A vault of `n` notes, each linking to the next and to one further away, with
+/// attachments and `bad` files whose front matter is malformed.
+fn generated_vault(root: &Path, n: usize, bad: usize) -> usize {
+    let mut links = 0;
+    for i in 0..n {
+        let next = (i + 1) % n;
+        let far = (i * 7 + 3) % n;
+        let mut body = format!(
+            "---\ntags: [generated, topic-{}]\ncreated: 2024-01-01T00:{:02}:{:02}Z\n---\nNote {i} about topic {} and the number {}. Next: [[note-{next:04}]].",
+            i % 13,
+            (i / 60) % 60,
+            i % 60,
+            i % 13,
+            i * i
+        );
+        links += 1;
+        if far != i && far != next {
+            body.push_str(&format!(" See also [[note-{far:04}|a far note]]."));
+            links += 1;
+        }
+        write(root, &format!("d{}/note-{i:04}.md", i % 10), &body);
+        if i % 100 == 0 {
+            write(root, &format!("d{}/attachment-{i}.pdf", i % 10), "%PDF");
+        }
+    }
+    for j in 0..bad {
+        write(
+            root,
+            &format!("bad/broken-{j}.md"),
+            "---\ntitle: \"unterminated\ntags: [x\n---\nbody\n",
+        );
+    }
+    links
+}
+
+#[test]
+fn a_generated_vault_of_1000_notes_imports_with_progress_and_nothing_lost() {
+    let h = Home::new();
+    let vault = h.dir.path().join("big");
+    let expected_links = generated_vault(&vault, 1000, 3);
+
+    // under a terminal the import draws a progress bar (stderr)
+    let script_cmd = format!(
+        "{} import {} --format markdown",
+        kasten_bin().display(),
+        vault.display()
+    );
+    let shown = std::process::Command::new("script")
+        .args(["-qec", &script_cmd, "/dev/null"])
+        .env("KASTEN_DB", h.db())
+        .env("COLUMNS", "120")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("script: {e}"));
+    let text = String::from_utf8_lossy(&shown.stdout);
+    assert!(
+        shown.status.success(),
+        "import under a terminal failed: {text}"
+    );
+    assert!(
+        text.contains("importing") && text.contains("/1000"),
+        "no progress bar:\n{text}"
+    );
+    for j in 0..3 {
+        assert!(
+            text.contains(&format!("bad/broken-{j}.md")),
+            "broken-{j} not reported:\n{text}"
+        );
+    }
+    assert!(text.contains("imported 1000 new note(s)"), "{text}");
+    assert!(text.contains("skipped 10 attachment(s)"), "{text}");
+
+    // nothing lost: every note, with its time and tags, and every link
+    let ids = h.all_ids();
+    assert_eq!(ids.len(), 1000);
+    let again = import_json(&h, &vault, "markdown");
+    assert_eq!(again["created"].as_u64(), Some(0), "{again}");
+    assert_eq!(again["existing"].as_u64(), Some(1000));
+    assert_eq!(
+        again["links_existing"].as_u64(),
+        Some(expected_links as u64)
+    );
+    assert_eq!(again["problems"].as_array().map(Vec::len), Some(3));
+    let hits = h.json(&["search", "Note 617 about topic 6", "-k", "1"]);
+    let top = &hits["hits"][0];
+    assert!(
+        top["content"]
+            .as_str()
+            .is_some_and(|c| c.starts_with("# note-0617\n\nNote 617 about topic 6")),
+        "{hits:#}"
+    );
+    let n = h.json(&["show", top["id"].as_str().unwrap_or_default()]);
+    assert_eq!(n["created_at"].as_str(), Some("2024-01-01T00:10:17+00:00"));
+    assert_eq!(n["tags"], serde_json::json!(["generated", "topic-6"]));
+    let links = n["links"].as_array().cloned().unwrap_or_default();
+    // out: 618 and 7*617+3 mod 1000 = 322; in: from 616 and from the notes whose far is 617
+    let outgoing = links.iter().filter(|l| l["from"] == n["id"]).count();
+    assert_eq!(outgoing, 2, "{n:#}");
+    assert!(links.len() >= 3, "{n:#}");
+}
+
+/// Every table of a backup except the schema record (written by the migrations, with
+/// its own time), as JSON text per table.
+fn tables(file: &PathBuf) -> BTreeMap<String, Value> {
+    let v: Value = serde_json::from_slice(
+        &std::fs::read(file).unwrap_or_else(|e| panic!("read {}: {e}", file.display())),
+    )
+    .unwrap_or_else(|e| panic!("backup is not JSON: {e}"));
+    assert_eq!(v["format"].as_str(), Some("kasten-backup"));
+    v["tables"]
+        .as_object()
+        .map(|t| {
+            t.iter()
+                .filter(|(k, _)| k.as_str() != "schema_version")
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn backup_then_restore_reproduces_the_memory_exactly() {
+    let fake = FakeServer::start("normal");
+    let a = Home::with_llm(&fake.openai_url());
+    for (i, t) in [
+        "Caroline went to the LGBTQ support group and felt accepted",
+        "Caroline is researching adoption agencies for her future family",
+        "Melanie painted a sunrise over the lake with her kids",
+        "Melanie and Caroline talked about adoption and painting classes",
+        "Jon lost his banking job and wants to open a dance studio",
+    ]
+    .iter()
+    .enumerate()
+    {
+        a.ok(&["add", t, "--time", &format!("2023-05-0{}T10:00:00Z", i + 1)]);
+    }
+    a.ok(&["enrich"]);
+    // user edits, a rejected proposal and a rolled-back event: revisions, audit, statuses
+    let events = a.json(&["events"]);
+    let rolled = events["events"][0]["id"].as_str().is_some();
+    assert!(rolled, "{events:#}");
+    if let Some(ev) = events["events"].as_array().and_then(|e| e.first()) {
+        a.ok(&["rollback", ev["id"].as_str().unwrap_or_default()]);
+    }
+    let ids = a.all_ids();
+    a.ok(&["edit", &ids[0], "--tags", "family,adoption"]);
+    let props = a.json(&["proposals"]);
+    let items = props["items"]
+        .as_array()
+        .or_else(|| props.as_array())
+        .cloned()
+        .unwrap_or_default();
+    if let Some(link) = items.iter().find(|i| i["kind"].as_str() == Some("link")) {
+        a.ok(&["reject", link["id"].as_str().unwrap_or_default()]);
+    }
+    a.ok(&["add", "A note still waiting for the LLM"]);
+
+    let b1 = a.dir.path().join("backup.json");
+    let v = a.json(&["backup", b1.to_str().unwrap_or_default()]);
+    for t in [
+        "note", "link", "revision", "event", "job", "audit", "setting",
+    ] {
+        assert!(
+            v["tables"][t].as_u64().is_some_and(|n| n > 0),
+            "{t} is empty in the backup: {v:#}"
+        );
+    }
+
+    // restore into a new memory, back it up again: every table is identical
+    let b = Home::new();
+    let r = b.json(&["restore", b1.to_str().unwrap_or_default()]);
+    assert_eq!(r["tables"]["note"].as_u64(), Some(6), "{r:#}");
+    let b2 = b.dir.path().join("backup2.json");
+    b.ok(&["backup", b2.to_str().unwrap_or_default()]);
+    let (ta, tb) = (tables(&b1), tables(&b2));
+    assert_eq!(ta.keys().collect::<Vec<_>>(), tb.keys().collect::<Vec<_>>());
+    for (name, rows) in &ta {
+        assert!(
+            tb.get(name) == Some(rows),
+            "table {name} differs after restore"
+        );
+    }
+    // and what the commands show is the same
+    for args in [
+        vec!["list", "--limit", "100"],
+        vec!["events", "--limit", "100"],
+        vec!["proposals", "--status", "rejected"],
+        vec!["proposals", "--status", "rolled_back"],
+        vec!["usage"],
+    ] {
+        assert_eq!(a.json(&args), b.json(&args), "{args:?} differs");
+    }
+    for id in &ids {
+        assert_eq!(a.json(&["show", id]), b.json(&["show", id]), "show {id}");
+        assert_eq!(
+            a.json(&["history", id]),
+            b.json(&["history", id]),
+            "history {id}"
+        );
+    }
+    // search works on the restored memory (the indexes were rebuilt)
+    let hits = b.json(&["search", "adoption agencies", "-k", "1"]);
+    assert!(
+        hits["hits"][0]["content"]
+            .as_str()
+            .is_some_and(|c| c.contains("adoption agencies")),
+        "{hits:#}"
+    );
+
+    // a memory that is not empty is refused, and nothing changes
+    let refused = a.run(&["restore", b1.to_str().unwrap_or_default()]);
+    assert!(!refused.status.success());
+    let msg = String::from_utf8_lossy(&refused.stderr);
+    assert!(msg.contains("only into an empty memory"), "{msg}");
+    assert_eq!(a.all_ids().len(), 6);
+    // something that is not a backup is refused before anything is opened
+    let junk = a.file("junk.json", b"[1, 2, 3]");
+    let out = a.run(&["restore", junk.to_str().unwrap_or_default()]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a Kasten backup"));
+    let out = a.run(&["restore", "no/such/file.json"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("neither a backup file nor a note id"));
+}
