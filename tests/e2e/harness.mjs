@@ -106,7 +106,7 @@ export async function launch({ llmUrl, home, extraEnv = {} } = {}) {
     KASTEN_HOME: home,
     KASTEN_MODEL_DIR: process.env.KASTEN_MODEL_DIR || path.join(installed, "models/all-minilm-l6-v2-int8"),
     ORT_DYLIB_PATH: process.env.ORT_DYLIB_PATH || path.join(installed, "lib/libonnxruntime.so.1.31.1"),
-    WEBKIT_DISABLE_COMPOSITING_MODE: "1",
+    // (WEBKIT_DISABLE_COMPOSITING_MODE=1 would keep WebGL out of screenshots)
     KASTEN_LOG: process.env.KASTEN_LOG || "warn,kasten_desktop=info",
     ...extraEnv,
   };

@@ -156,3 +156,80 @@ export async function mainFlow({ llmUrl }) {
     await app.close();
   }
 }
+
+/** The README's screenshots: the sample notebook, enriched, in every main view. */
+export async function screenshots({ llmUrl }) {
+  process.env.KASTEN_SCREENSHOTS = "1";
+  const app = await launch({ llmUrl });
+  const { browser } = app;
+  try {
+    await ready(browser);
+    await browser.pause(500);
+    await screenshot(browser, "first-run");
+    await browser.$("button=Load the sample notebook").click();
+    await browser.waitUntil(async () => (await enrichedCount(browser)) >= 12, { timeout: 180000, timeoutMsg: "sample not enriched" });
+    await browser.waitUntil(async () => /0 queued · 0 running/.test(await $t(browser, "status-bar").getText()), { timeout: T });
+    // a note with links and history
+    const items = await $$t(browser, "note-item");
+    await items[items.length - 1].click();
+    await browser.pause(800);
+    await screenshot(browser, "notes");
+    await nav(browser, "graph");
+    await $t(browser, "graph-view").waitForDisplayed({ timeout: T });
+    await browser.pause(2500);
+    await screenshot(browser, "graph");
+    await nav(browser, "boxes");
+    await browser.pause(800);
+    await screenshot(browser, "boxes");
+    await nav(browser, "review");
+    await $t(browser, "review-list").waitForDisplayed({ timeout: T });
+    await screenshot(browser, "review");
+    await nav(browser, "chat");
+    await $t(browser, "chat-input").setValue("Who paints to relax after work?");
+    await $t(browser, "chat-send").click();
+    await browser.$('[data-testid="chat-answer"][data-done="true"]').waitForDisplayed({ timeout: 90000 });
+    await screenshot(browser, "chat");
+    await nav(browser, "insights");
+    await browser.pause(800);
+    await screenshot(browser, "insights");
+    await nav(browser, "settings");
+    await browser.pause(800);
+    await screenshot(browser, "settings");
+    return { ok: true };
+  } finally {
+    await app.close();
+  }
+}
+
+/**
+ * Graph performance on a generated memory (KASTEN_PERF_HOME, see src-tauri/src/perf_memory.rs):
+ * cold start, paged load, and frame times while the camera moves.
+ */
+export async function graphPerf() {
+  const home = process.env.KASTEN_PERF_HOME;
+  if (!home) throw new Error("set KASTEN_PERF_HOME to a memory made by perf_memory");
+  const app = await launch({ home });
+  const { browser } = app;
+  try {
+    await ready(browser);
+    await $t(browser, "note-input").waitForDisplayed({ timeout: T });
+    const interactiveMs = Date.now() - app.startedAt;
+    const t0 = Date.now();
+    await nav(browser, "graph");
+    const graph = $t(browser, "graph-view");
+    await browser.waitUntil(async () => Number(await graph.getAttribute("data-nodes")) > 0, { timeout: 300000, interval: 250 });
+    const firstDrawMs = Date.now() - t0;
+    const stats = await browser.execute(() => window.__kastenGraph?.stats);
+    await browser.waitUntil(async () => !(await browser.execute(() => window.__kastenGraph?.layoutRunning())), { timeout: 60000 });
+    const layoutDoneMs = Date.now() - t0;
+    const frames = await browser.executeAsync((done) => {
+      window.__kastenGraph?.measureFrames(120).then(done);
+    });
+    const sorted = [...frames].sort((a, b) => a - b);
+    const pct = (p) => Math.round(sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))] * 10) / 10;
+    if (process.env.KASTEN_SCREENSHOTS) await screenshot(browser, "graph-10k");
+    return { interactiveMs, firstDrawMs, layoutDoneMs, stats, frameMs: { p50: pct(0.5), p95: pct(0.95), max: pct(0.999) }, frames: frames.length };
+  } finally {
+    await app.close();
+  }
+}

@@ -130,3 +130,189 @@ impl Engine {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tests::HashEmbedder;
+    use kasten_core::NewNote;
+    use kasten_store::{ApplyMode, Endpoint, Enrichment, Fields, LinkWrite};
+
+    async fn engine() -> Result<Engine, EngineError> {
+        let ep = Endpoint::parse("mem://").map_err(EngineError::from)?;
+        Engine::open(&ep, HashEmbedder::arc("hash", 32, 1), &|_| {}).await
+    }
+
+    /// Writes an enrichment the way the pipeline does: tags, and links to `to`.
+    async fn enrich(
+        e: &Engine,
+        note: &NoteId,
+        tag: &str,
+        to: &[(&NoteId, ApplyMode)],
+    ) -> Result<(), EngineError> {
+        let until = chrono::Utc::now() + chrono::Duration::minutes(5);
+        let Some(job) = e.store.claim_job_for_note("t", note, until).await? else {
+            return Err(EngineError::Internal("no job".into()));
+        };
+        let embedding = e.store.embedding_of(note).await?.unwrap_or_default();
+        let en = Enrichment {
+            job: job.id,
+            note: note.clone(),
+            after: Fields {
+                keywords: vec![],
+                tags: vec![tag.into()],
+                context: String::new(),
+            },
+            embedding,
+            construction_mode: ApplyMode::Apply,
+            tier: None,
+            embed_model: "hash".into(),
+            llm_model: "test".into(),
+            prompt_version: "test".into(),
+            tokens_in: 10,
+            tokens_out: 5,
+            tokens_estimated: false,
+            llm_calls: 2,
+            unknown_handles: 0,
+            dropped: 0,
+            timings_ms: serde_json::json!({}),
+            links: to
+                .iter()
+                .map(|(id, mode)| LinkWrite {
+                    to: (*id).clone(),
+                    kind: "relates".into(),
+                    reason: "test".into(),
+                    confidence: 0.8,
+                    mode: *mode,
+                })
+                .collect(),
+            updates: vec![],
+        };
+        e.store.apply_enrichment(&en).await?;
+        Ok(())
+    }
+
+    async fn chain(e: &Engine) -> Result<Vec<NoteId>, EngineError> {
+        let mut ids = Vec::new();
+        for w in ["alpha", "bravo", "charlie", "delta", "echo"] {
+            ids.push(e.add(NewNote::new(&format!("note {w}"))?).await?.id);
+        }
+        // a - b - c - d accepted, d - e proposed
+        enrich(e, &ids[1], "x", &[(&ids[0], ApplyMode::Apply)]).await?;
+        enrich(e, &ids[2], "x", &[(&ids[1], ApplyMode::Apply)]).await?;
+        enrich(e, &ids[3], "y", &[(&ids[2], ApplyMode::Apply)]).await?;
+        enrich(e, &ids[4], "y", &[(&ids[3], ApplyMode::Hold)]).await?;
+        Ok(ids)
+    }
+
+    #[tokio::test]
+    async fn notes_page_filters_and_pages() -> Result<(), EngineError> {
+        let e = engine().await?;
+        let ids = chain(&e).await?;
+        let tag_x = NoteFilter {
+            tag: Some("x".into()),
+            ..Default::default()
+        };
+        let (n, page) = e.notes_page(&tag_x, 10, 0).await?;
+        assert_eq!(n, 2);
+        assert!(page.iter().all(|p| p.tags == ["x"]));
+        let pending = NoteFilter {
+            enrich_state: Some("pending".into()),
+            ..Default::default()
+        };
+        let (n, page) = e.notes_page(&pending, 10, 0).await?;
+        assert_eq!((n, page.len()), (1, 1));
+        assert_eq!(page[0].id, ids[0]);
+        let only = NoteFilter {
+            ids: Some(vec![ids[1].clone(), ids[3].clone()]),
+            ..Default::default()
+        };
+        assert_eq!(e.notes_page(&only, 10, 0).await?.0, 2);
+        // pages of 2 cover the five notes once each
+        let mut seen = Vec::new();
+        for off in [0, 2, 4] {
+            let (n, p) = e.notes_page(&NoteFilter::default(), 2, off).await?;
+            assert_eq!(n, 5);
+            seen.extend(p.into_iter().map(|x| x.id));
+        }
+        seen.sort();
+        let mut all = ids.clone();
+        all.sort();
+        assert_eq!(seen, all);
+        e.close().await;
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn graph_pages_and_neighbourhoods() -> Result<(), EngineError> {
+        let e = engine().await?;
+        let ids = chain(&e).await?;
+        // nodes by cursor, two at a time: all five, once each
+        let mut nodes = Vec::new();
+        let mut after: Option<NoteId> = None;
+        loop {
+            let p = e.graph_nodes(after.as_ref(), 2).await?;
+            let Some(last) = p.last() else { break };
+            after = Some(NoteId::parse(&last.id)?);
+            nodes.extend(p.into_iter().map(|n| n.id));
+        }
+        assert_eq!(nodes.len(), 5);
+        // links: three accepted and one proposed
+        let mut links = Vec::new();
+        let mut after: Option<String> = None;
+        loop {
+            let p = e.graph_links(after.as_deref(), 1).await?;
+            let Some(last) = p.last() else { break };
+            after = Some(last.id.clone());
+            links.extend(p);
+        }
+        assert_eq!(links.len(), 4);
+        assert_eq!(links.iter().filter(|l| l.status == "proposed").count(), 1);
+
+        // depth 1 around b: a, b, c; depth 2: + d; depth 3: + e (over the proposed link)
+        let ids_of = |g: &LocalGraph| {
+            let mut v: Vec<String> = g.nodes.iter().map(|n| n.id.clone()).collect();
+            v.sort();
+            v
+        };
+        let sorted = |v: &[&NoteId]| {
+            let mut v: Vec<String> = v.iter().map(|i| i.to_string()).collect();
+            v.sort();
+            v
+        };
+        let g1 = e.local_graph(&ids[1], 1, 100).await?;
+        assert_eq!(ids_of(&g1), sorted(&[&ids[0], &ids[1], &ids[2]]));
+        assert_eq!(g1.links.len(), 2);
+        let g2 = e.local_graph(&ids[1], 2, 100).await?;
+        assert_eq!(ids_of(&g2), sorted(&[&ids[0], &ids[1], &ids[2], &ids[3]]));
+        let g3 = e.local_graph(&ids[1], 3, 100).await?;
+        assert_eq!(g3.nodes.len(), 5);
+        assert_eq!(g3.links.len(), 4);
+        assert!(!g3.truncated);
+        // the cap cuts the neighbourhood and says so
+        let capped = e.local_graph(&ids[1], 3, 2).await?;
+        assert_eq!(capped.nodes.len(), 2);
+        assert!(capped.truncated);
+
+        // a rejected link leaves the graph
+        let proposed = links
+            .iter()
+            .find(|l| l.status == "proposed")
+            .map(|l| l.id.clone())
+            .unwrap_or_default();
+        e.reject(&proposed, "user").await?;
+        assert_eq!(e.local_graph(&ids[1], 3, 100).await?.nodes.len(), 4);
+        assert_eq!(e.graph_links(None, 100).await?.len(), 3);
+
+        // per-day figures and tags
+        let d = e
+            .daily(chrono::Utc::now() - chrono::Duration::days(1))
+            .await?;
+        assert_eq!(d.notes.iter().map(|x| x.n).sum::<i64>(), 5);
+        assert_eq!(d.tokens.iter().map(|x| x.tokens).sum::<i64>(), 4 * 15);
+        let tags = e.tag_counts(10).await?;
+        assert_eq!(tags, vec![("x".to_owned(), 2), ("y".to_owned(), 2)]);
+        e.close().await;
+        Ok(())
+    }
+}

@@ -218,8 +218,8 @@ impl Store {
         let mut resp = self
             .db
             .query(
-                "SELECT day, count() AS n, 0 AS tokens FROM (SELECT time::format(created_at, '%Y-%m-%d') AS day FROM note WHERE created_at >= $since) GROUP BY day ORDER BY day;
-                 SELECT day, count() AS n, 0 AS tokens FROM (SELECT time::format(created_at, '%Y-%m-%d') AS day FROM link WHERE created_at >= $since) GROUP BY day ORDER BY day;
+                "SELECT day, count() AS n, math::sum(t) AS tokens FROM (SELECT time::format(created_at, '%Y-%m-%d') AS day, 0 AS t FROM note WHERE created_at >= $since) GROUP BY day ORDER BY day;
+                 SELECT day, count() AS n, math::sum(t) AS tokens FROM (SELECT time::format(created_at, '%Y-%m-%d') AS day, 0 AS t FROM link WHERE created_at >= $since) GROUP BY day ORDER BY day;
                  SELECT day, count() AS n, math::sum(t) AS tokens FROM (SELECT time::format(created_at, '%Y-%m-%d') AS day, tokens_in + tokens_out AS t FROM event WHERE created_at >= $since) GROUP BY day ORDER BY day;",
             )
             .bind(("since", since))

@@ -75,7 +75,7 @@ export function buildGraph(data: GraphData, boxes: BoxDto[]): Graph {
       label: n.label,
       x: cx + r * Math.cos(a),
       y: cy + r * Math.sin(a),
-      size: 3,
+      size: 5,
       color: b === undefined ? NO_BOX : PALETTE[b % PALETTE.length],
       tags: n.tags,
       box: b ?? -1,
@@ -93,7 +93,7 @@ export function buildGraph(data: GraphData, boxes: BoxDto[]): Graph {
     g.addEdgeWithKey(l.id, l.from, l.to, { proposed, kind: l.kind, size: 1, color: "#b6bdcc" });
   }
   g.forEachNode((id) => {
-    g.setNodeAttribute(id, "size", Math.min(3 + Math.sqrt(g.degree(id)) * 1.5, 14));
+    g.setNodeAttribute(id, "size", Math.min(5 + Math.sqrt(g.degree(id)) * 2, 16));
   });
   return g;
 }
