@@ -2,7 +2,7 @@
 // Runs the e2e specs against the real app binary (debug build with ui/dist embedded):
 //   xvfb-run -a node tests/e2e/run.mjs            (scripts/test does this)
 // Environment: CARGO_TARGET_DIR (where the binaries are), KASTEN_SCREENSHOTS=1 to write
-// docs/screenshots/*.png, E2E_ONLY=name to run one spec.
+// docs/screenshots/*.png (sampleNotebook, mainFlow), E2E_ONLY=name to run one spec.
 import { spawnSync } from "node:child_process";
 import { APP, FAKELLM, startFakeLlm, stop, stopAll } from "./harness.mjs";
 import fs from "node:fs";
@@ -22,8 +22,8 @@ for (const f of [APP, FAKELLM]) {
 }
 
 const only = process.env.E2E_ONLY;
-// screenshots and graphPerf are run by hand (E2E_ONLY=screenshots / graphPerf)
-const order = (only ? [only] : ["coldStart", "mainFlow"]).filter((n) => n in specs);
+// graphPerf is run by hand (E2E_ONLY=graphPerf, with KASTEN_PERF_HOME)
+const order = (only ? [only] : ["coldStart", "mainFlow", "sampleNotebook"]).filter((n) => n in specs);
 const fake = await startFakeLlm();
 let failed = 0;
 for (const name of order) {

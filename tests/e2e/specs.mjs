@@ -157,9 +157,11 @@ export async function mainFlow({ llmUrl }) {
   }
 }
 
-/** The README's screenshots: the sample notebook, enriched, in every main view. */
-export async function screenshots({ llmUrl }) {
-  process.env.KASTEN_SCREENSHOTS = "1";
+/**
+ * The first-run path: the sample notebook, enriched; Boxes form and choosing one focuses the
+ * graph; every main view renders. With KASTEN_SCREENSHOTS=1 it writes the README's screenshots.
+ */
+export async function sampleNotebook({ llmUrl }) {
   const app = await launch({ llmUrl });
   const { browser } = app;
   try {
@@ -178,9 +180,19 @@ export async function screenshots({ llmUrl }) {
     await $t(browser, "graph-view").waitForDisplayed({ timeout: T });
     await browser.pause(2500);
     await screenshot(browser, "graph");
+    const total = Number(await $t(browser, "graph-view").getAttribute("data-nodes"));
+    assert(total === 12, `the graph shows the 12 notes (${total})`);
     await nav(browser, "boxes");
-    await browser.pause(800);
+    await $t(browser, "box-list").waitForDisplayed({ timeout: T });
+    await browser.waitUntil(async () => (await $$t(browser, "box-item")).length >= 1, { timeout: T, timeoutMsg: "no Boxes formed" });
     await screenshot(browser, "boxes");
+    // choosing a Box focuses the graph on its members
+    await (await $$t(browser, "box-item"))[0].click();
+    await $t(browser, "graph-view").waitForDisplayed({ timeout: T });
+    await browser.waitUntil(async () => (await browser.$(".chip*=Box:").isExisting()), { timeout: T, timeoutMsg: "the graph is not focused on the Box" });
+    await browser.pause(1000);
+    const visible = await browser.execute(() => window.__kastenGraph?.visibleNodes());
+    assert(visible > 0 && visible < total, `the Box shows part of the memory (${visible} of ${total})`);
     await nav(browser, "review");
     await $t(browser, "review-list").waitForDisplayed({ timeout: T });
     await screenshot(browser, "review");
@@ -225,10 +237,23 @@ export async function graphPerf() {
     const frames = await browser.executeAsync((done) => {
       window.__kastenGraph?.measureFrames(120).then(done);
     });
+    // payload sizes of one page of each paged command (bytes of JSON)
+    const payloads = await browser.executeAsync((done) => {
+      const inv = window.__TAURI_INTERNALS__.invoke;
+      const size = (x) => JSON.stringify(x).length;
+      Promise.all([
+        inv("graph_nodes", { after: null, limit: 5000 }),
+        inv("graph_links", { after: null, limit: 5000 }),
+        inv("list_notes", { filter: { tag: null, enrich: null, box_id: null }, offset: 0, limit: 50 }),
+        inv("review_queue", { statuses: [], offset: 0, limit: 50 }),
+      ]).then(([n, l, notes, review]) =>
+        done({ graphNodesPage: size(n), graphLinksPage: size(l), notesPage: size(notes), reviewPage: size(review) }),
+      );
+    });
     const sorted = [...frames].sort((a, b) => a - b);
     const pct = (p) => Math.round(sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))] * 10) / 10;
     if (process.env.KASTEN_SCREENSHOTS) await screenshot(browser, "graph-10k");
-    return { interactiveMs, firstDrawMs, layoutDoneMs, stats, frameMs: { p50: pct(0.5), p95: pct(0.95), max: pct(0.999) }, frames: frames.length };
+    return { interactiveMs, firstDrawMs, layoutDoneMs, stats, payloads, frameMs: { p50: pct(0.5), p95: pct(0.95), max: pct(0.999) }, frames: frames.length };
   } finally {
     await app.close();
   }

@@ -24,6 +24,8 @@ declare global {
       /** Animates the camera for `frames` frames; resolves to per-frame times in ms. */
       measureFrames: (frames: number) => Promise<number[]>;
       nodeIds: () => string[];
+      /** Nodes the current filters (Box, tag) leave visible. */
+      visibleNodes: () => number;
       clickNode: (id: string) => void;
     };
   }
@@ -198,6 +200,7 @@ export default function GraphView() {
       stats: { nodes: graph.order, edges: graph.size, loadMs: 0, pages: 0 },
       layoutRunning: () => !!layout?.isRunning(),
       nodeIds: () => graph.nodes(),
+      visibleNodes: () => graph.filterNodes((id, a) => visible(id, a)).length,
       clickNode: (id: string) => openNote(id),
       measureFrames: (frames: number) =>
         new Promise((resolve) => {
