@@ -1,14 +1,30 @@
 //! Boxes (clusters of linked notes) as the UI shows them: the engine's Boxes as last
 //! computed; the enrichment worker recomputes them after a pass that changed links.
 
+use std::collections::HashMap;
+
 use kasten_core::NoteId;
 use kasten_engine::Engine;
 
 use crate::dto::{BoxDto, clamp_u32};
 use crate::error::{AppError, AppResult};
 
-/// Boxes largest first, `members` capped at `max_members` per Box.
-pub async fn list(engine: &Engine, limit: usize, max_members: usize) -> AppResult<Vec<BoxDto>> {
+/// Note id → the ids of the Boxes it is in, largest Box first.
+pub type Membership = HashMap<String, Vec<String>>;
+
+pub async fn membership(engine: &Engine) -> AppResult<Membership> {
+    let mut m: Membership = HashMap::new();
+    for b in engine.boxes().await? {
+        let id = b.id.to_string();
+        for n in b.members {
+            m.entry(n.to_string()).or_default().push(id.clone());
+        }
+    }
+    Ok(m)
+}
+
+/// Boxes largest first, with their sizes (members travel with the graph's nodes).
+pub async fn list(engine: &Engine, limit: usize) -> AppResult<Vec<BoxDto>> {
     Ok(engine
         .boxes()
         .await?
@@ -18,12 +34,6 @@ pub async fn list(engine: &Engine, limit: usize, max_members: usize) -> AppResul
             id: b.id.to_string(),
             label: b.label,
             size: clamp_u32(b.members.len() as u64),
-            members: b
-                .members
-                .iter()
-                .take(max_members)
-                .map(ToString::to_string)
-                .collect(),
         })
         .collect())
 }

@@ -304,16 +304,14 @@ pub async fn graph_nodes(
 ) -> AppResult<GraphPage> {
     let after = after.map(|a| note_id(&a)).transpose()?;
     let limit = page(limit, MAX_GRAPH_PAGE);
-    let rows = state
-        .engine()
-        .await?
-        .graph_nodes(after.as_ref(), limit)
-        .await?;
+    let engine = state.engine().await?;
+    let rows = engine.graph_nodes(after.as_ref(), limit).await?;
+    let boxes = crate::boxes::membership(&engine).await?;
     let next = (rows.len() == limit)
         .then(|| rows.last().map(|r| r.id.clone()))
         .flatten();
     Ok(GraphPage {
-        nodes: rows.into_iter().map(Into::into).collect(),
+        nodes: rows.into_iter().map(|r| graph_node(r, &boxes)).collect(),
         links: vec![],
         next,
     })
@@ -351,13 +349,13 @@ pub async fn local_graph(
     id: String,
     depth: u32,
 ) -> AppResult<LocalGraphDto> {
-    let g = state
-        .engine()
-        .await?
+    let engine = state.engine().await?;
+    let g = engine
         .local_graph(&note_id(&id)?, depth.clamp(1, 3), 2000)
         .await?;
+    let boxes = crate::boxes::membership(&engine).await?;
     Ok(LocalGraphDto {
-        nodes: g.nodes.into_iter().map(Into::into).collect(),
+        nodes: g.nodes.into_iter().map(|r| graph_node(r, &boxes)).collect(),
         links: g.links.into_iter().map(Into::into).collect(),
         truncated: g.truncated,
     })
@@ -637,14 +635,14 @@ pub async fn insights(state: State<'_, AppState>) -> AppResult<InsightsDto> {
         links_per_day: day(d.links),
         tokens_per_day: day(d.tokens),
         top_tags,
-        boxes: crate::boxes::list(&engine, 12, 0).await?,
+        boxes: crate::boxes::list(&engine, 12).await?,
         total_notes: clamp_u32(engine.count().await?),
     })
 }
 
-/// The Boxes (clusters of linked notes), largest first, with their members (capped).
+/// The Boxes (clusters of linked notes), largest first, with their sizes.
 #[tauri::command]
 #[specta::specta]
 pub async fn list_boxes(state: State<'_, AppState>, limit: u32) -> AppResult<Vec<BoxDto>> {
-    crate::boxes::list(&*state.engine().await?, page(limit, MAX_PAGE), 2000).await
+    crate::boxes::list(&*state.engine().await?, page(limit, MAX_PAGE)).await
 }

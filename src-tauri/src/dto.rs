@@ -293,16 +293,17 @@ pub struct GraphNodeDto {
     pub label: String,
     pub tags: Vec<String>,
     pub enrich: String,
+    /// The Boxes the note is in, largest first (the graph colours by the first).
+    pub boxes: Vec<String>,
 }
 
-impl From<GraphNodeRow> for GraphNodeDto {
-    fn from(r: GraphNodeRow) -> Self {
-        GraphNodeDto {
-            id: r.id,
-            label: preview(&r.content, 48),
-            tags: r.tags,
-            enrich: r.enrich_state,
-        }
+pub fn graph_node(r: GraphNodeRow, boxes: &crate::boxes::Membership) -> GraphNodeDto {
+    GraphNodeDto {
+        boxes: boxes.get(&r.id).cloned().unwrap_or_default(),
+        id: r.id,
+        label: preview(&r.content, 48),
+        tags: r.tags,
+        enrich: r.enrich_state,
     }
 }
 
@@ -350,8 +351,6 @@ pub struct BoxDto {
     pub id: String,
     pub label: String,
     pub size: u32,
-    /// Members, capped (the list shows counts; the graph asks for the rest by page).
-    pub members: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Type)]

@@ -54,7 +54,7 @@ export const commands = {
 	testConnection: (input: SettingsInput) => typedError<string[], AppError>(__TAURI_INVOKE("test_connection", { input })),
 	/**  Charts: notes, links and tokens per day (last 90 days), top tags, Box sizes. */
 	insights: () => typedError<InsightsDto, AppError>(__TAURI_INVOKE("insights")),
-	/**  The Boxes (clusters of linked notes), largest first, with their members (capped). */
+	/**  The Boxes (clusters of linked notes), largest first, with their sizes. */
 	listBoxes: (limit: number) => typedError<BoxDto[], AppError>(__TAURI_INVOKE("list_boxes", { limit })),
 	/**  Answers from memory, streaming the answer's tokens to `on_token` as they arrive. */
 	ask: (question: string, history: ChatTurnDto[], onToken: Channel<string>) => typedError<AnswerDto, AppError>(__TAURI_INVOKE("ask", { question, history, onToken })),
@@ -103,8 +103,6 @@ export type BoxDto = {
 	id: string,
 	label: string,
 	size: number,
-	/**  Members, capped (the list shows counts; the graph asks for the rest by page). */
-	members: string[],
 };
 
 export type BulkOutcome = {
@@ -171,6 +169,8 @@ export type GraphNodeDto = {
 	label: string,
 	tags: string[],
 	enrich: string,
+	/**  The Boxes the note is in, largest first (the graph colours by the first). */
+	boxes: string[],
 };
 
 /**  One page of the whole graph: nodes after a cursor, or links after a cursor. */

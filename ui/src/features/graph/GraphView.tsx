@@ -98,10 +98,10 @@ export default function GraphView() {
   const graph: Graph | null = useMemo(() => (data ? buildGraph(data, boxes) : null), [data, boxes]);
   const highlightSet = useMemo(() => new Set(highlight), [highlight]);
   const boxMembers = useMemo(() => {
-    if (!graphFocus.boxId) return null;
-    const b = boxes.find((x) => x.id === graphFocus.boxId);
-    return new Set(b?.members ?? []);
-  }, [boxes, graphFocus.boxId]);
+    const id = graphFocus.boxId;
+    if (!id) return null;
+    return new Set((data?.nodes ?? []).filter((n) => n.boxes.includes(id)).map((n) => n.id));
+  }, [data, graphFocus.boxId]);
   const tags = useMemo(() => {
     const c = new Map<string, number>();
     data?.nodes.forEach((n) => n.tags.forEach((t) => c.set(t, (c.get(t) ?? 0) + 1)));

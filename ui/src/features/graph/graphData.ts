@@ -37,13 +37,9 @@ export const PALETTE = [
 ];
 export const NO_BOX = "#9aa3b5";
 
-/** The first Box each note is in (Boxes are listed largest first). */
-export function boxOf(boxes: BoxDto[]): Map<string, number> {
-  const m = new Map<string, number>();
-  boxes.forEach((b, i) => {
-    for (const id of b.members) if (!m.has(id)) m.set(id, i);
-  });
-  return m;
+/** A Box's position in the list (largest first), which picks its colour. */
+export function boxIndex(boxes: BoxDto[]): Map<string, number> {
+  return new Map(boxes.map((b, i) => [b.id, i]));
 }
 
 function hash(s: string): number {
@@ -62,10 +58,11 @@ function hash(s: string): number {
  */
 export function buildGraph(data: GraphData, boxes: BoxDto[]): Graph {
   const g = new Graph({ type: "undirected", multi: false, allowSelfLoops: false });
-  const box = boxOf(boxes);
+  const index = boxIndex(boxes);
   const nb = Math.max(boxes.length, 1);
   for (const n of data.nodes) {
-    const b = box.get(n.id);
+    // the largest Box the note is in
+    const b = n.boxes.map((id) => index.get(id)).find((i) => i !== undefined);
     const angle = 2 * Math.PI * ((b ?? nb) / (nb + 1));
     const cx = b === undefined ? 0 : Math.cos(angle) * 10;
     const cy = b === undefined ? 0 : Math.sin(angle) * 10;
@@ -79,6 +76,7 @@ export function buildGraph(data: GraphData, boxes: BoxDto[]): Graph {
       color: b === undefined ? NO_BOX : PALETTE[b % PALETTE.length],
       tags: n.tags,
       box: b ?? -1,
+      boxes: n.boxes,
       enrich: n.enrich,
     });
   }
