@@ -161,10 +161,14 @@ pub fn plan_chat(path: &Path, batch: usize) -> Result<ImportPlan> {
 
 /// Saves an import with a progress bar and reports what happened.
 pub async fn import(engine: &Engine, plan: ImportPlan, json: bool) -> Result<()> {
-    let pb = progress_bar();
-    for p in plan.problems.iter().chain(&plan.warnings) {
-        pb.println(format!("{p}"));
+    // per-file problems first, on stderr (before the bar, which is hidden without a terminal)
+    for p in &plan.problems {
+        eprintln!("not imported: {p}");
     }
+    for p in &plan.warnings {
+        eprintln!("warning: {p}");
+    }
+    let pb = progress_bar();
     let report = |p: ImportProgress| {
         let (msg, done, total) = match p {
             ImportProgress::Notes { done, total } => ("importing", done, total),

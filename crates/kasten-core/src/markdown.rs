@@ -559,9 +559,11 @@ pub fn plan_vault(root: &str, files: &[VaultFile]) -> VaultImport {
             }
         };
         let stem = file_stem(&path);
-        let content = if p.kasten_id.is_some() || p.kasten_source.is_some() {
-            p.body.clone()
-        } else if p.body.lines().next().is_some_and(|l| l.starts_with("# ")) {
+        // a Kasten export's body is the content; a note with its own H1 keeps it
+        let content = if p.kasten_id.is_some()
+            || p.kasten_source.is_some()
+            || p.body.lines().next().is_some_and(|l| l.starts_with("# "))
+        {
             p.body.clone()
         } else if p.body.is_empty() {
             format!("# {stem}")

@@ -73,6 +73,7 @@ impl Engine {
         progress: &(dyn Fn(ImportProgress) + Send + Sync),
     ) -> Result<ImportSummary, EngineError> {
         let batch = batch.max(1);
+        let t0 = std::time::Instant::now();
         let mut summary = ImportSummary::default();
         let mut ids: Vec<Option<NoteId>> = vec![None; items.len()];
 
@@ -141,7 +142,14 @@ impl Engine {
             todo.push(k);
         }
         let total = todo.len() as u64;
+        tracing::info!(
+            existing = summary.existing,
+            new = total,
+            ms = t0.elapsed().as_millis() as u64,
+            "import: matched existing notes"
+        );
         progress(ImportProgress::Notes { done: 0, total });
+        let (mut embed_ms, mut store_ms) = (0u128, 0u128);
         let model = self.embedder.model_id().to_owned();
         let mut done = 0u64;
         for chunk in todo.chunks(batch) {
@@ -176,7 +184,9 @@ impl Engine {
                 })
                 .collect();
             let texts: Vec<String> = notes.iter().map(Note::index_text).collect();
+            let te = std::time::Instant::now();
             let vectors = self.embed_blocking(texts.clone()).await?;
+            embed_ms += te.elapsed().as_millis();
             let writes: Vec<NoteWrite> = chunk
                 .iter()
                 .zip(&notes)
@@ -189,7 +199,9 @@ impl Engine {
                 })
                 .collect();
             summary.queued += writes.iter().filter(|w| w.job.is_some()).count() as u64;
+            let ts = std::time::Instant::now();
             self.store.insert_notes(&writes).await?;
+            store_ms += ts.elapsed().as_millis();
             let mut ix = self.write_indexes()?;
             for ((n, v), text) in notes.iter().zip(&vectors).zip(&texts) {
                 ix.vector.upsert(n.id.clone(), v)?;
@@ -203,6 +215,12 @@ impl Engine {
             progress(ImportProgress::Notes { done, total });
         }
 
+        tracing::info!(
+            embed_ms,
+            store_ms,
+            ms = t0.elapsed().as_millis() as u64,
+            "import: notes saved"
+        );
         // 3. Links between imported notes.
         let id_of = |k: usize| -> Result<NoteId, EngineError> {
             ids.get(k).cloned().flatten().ok_or_else(|| {
@@ -245,6 +263,7 @@ impl Engine {
             done += chunk.len() as u64;
             progress(ImportProgress::Links { done, total });
         }
+        tracing::info!(ms = t0.elapsed().as_millis() as u64, "import: links saved");
         summary.ids = ids
             .into_iter()
             .map(|i| i.unwrap_or_else(NoteId::generate))

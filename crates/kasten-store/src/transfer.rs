@@ -92,7 +92,8 @@ impl Store {
         }
         let mut resp = self
             .db
-            .query("SELECT record::id(id) AS id, source, content FROM note WHERE source IN $s")
+            // one indexed lookup per source (`note_source`), not a scan per batch
+            .query("RETURN array::flatten(array::map($s, |$x| (SELECT record::id(id) AS id, source, content FROM note WHERE source = $x)))")
             .bind(("s", sources.to_vec()))
             .await
             .map_err(StoreError::from_db)?;
@@ -146,7 +147,8 @@ impl Store {
             .collect();
         let mut resp = self
             .db
-            .query("SELECT record::id(in) AS from, record::id(out) AS to, kind FROM link WHERE in IN array::map($f, |$k| type::record('note', $k))")
+            // the links leaving each note, through the graph edges (no scan of `link`)
+            .query("RETURN array::flatten(array::map($f, |$k| (SELECT record::id(in) AS from, record::id(out) AS to, kind FROM type::record('note', $k)->link)))")
             .bind(("f", froms))
             .await
             .map_err(StoreError::from_db)?;
