@@ -62,6 +62,7 @@ fn notes_by_content(h: &Home) -> BTreeMap<String, Value> {
             serde_json::json!({
                 "id": n["id"], "created_at": n["created_at"], "tags": n["tags"],
                 "keywords": n["keywords"], "context": n["context"], "source": n["source"],
+                "status": n["status"], "enrich_state": n["enrich_state"],
             }),
         );
     }
@@ -181,8 +182,14 @@ fn markdown_vault_imports_once_and_export_imports_back_to_the_same_notes_and_lin
     assert_eq!(again["links_created"].as_u64(), Some(0));
     assert_eq!(a.all_ids().len(), 4);
 
-    // the LLM annotates and links; then export
+    // the LLM annotates and links; one note is archived; then export
     a.ok(&["enrich"]);
+    let journal = by_content
+        .iter()
+        .find(|(c, _)| c.starts_with("# 2024-03-02"))
+        .and_then(|(_, n)| n["id"].as_str().map(str::to_owned))
+        .unwrap_or_default();
+    a.ok(&["archive", &journal]);
     let before_notes = notes_by_content(&a);
     let before_links = links_by_content(&a);
     assert!(

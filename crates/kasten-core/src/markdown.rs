@@ -12,10 +12,11 @@
 //! rest of the vault is imported.
 //!
 //! **Out.** [`render_note`] writes a note as a file Obsidian opens: front matter with
-//! `kasten_id`, `created`, `keywords`, `tags`, `context`, `box` and `links` (target, kind,
-//! reason, confidence, status), the content, and the links again as `[[wikilinks]]` below a
-//! marker line that import recognises (that section is generated, not content). Importing
-//! such a file restores the note: same content, time, annotations, source and links.
+//! `kasten_id` (and `kasten_source`, `kasten_enriched`, `kasten_archived`), `created`,
+//! `keywords`, `tags`, `context`, `box` and `links` (target, kind, reason, confidence),
+//! the content, and the links again as `[[wikilinks]]` below a marker line that import
+//! recognises (that section is generated, not content). Importing such a file restores the
+//! note: same id, content, time, annotations, source, state and accepted links.
 
 use std::collections::{HashMap, HashSet};
 
@@ -81,6 +82,7 @@ pub struct ParsedFile {
     pub kasten_id: Option<NoteId>,
     pub kasten_source: Option<String>,
     pub kasten_enriched: bool,
+    pub kasten_archived: bool,
     pub links: Vec<FrontMatterLink>,
     pub wikilinks: Vec<WikiLink>,
     /// Fields that were present but unusable (the note is still imported).
@@ -224,6 +226,7 @@ fn read_front_matter(front: &str, p: &mut ParsedFile) -> Result<(), String> {
             },
             "kasten_source" => p.kasten_source = scalar(v).filter(|s| !s.trim().is_empty()),
             "kasten_enriched" => p.kasten_enriched = matches!(v, Yaml::Boolean(true)),
+            "kasten_archived" => p.kasten_archived = matches!(v, Yaml::Boolean(true)),
             "links" => read_links(v, p),
             _ => {}
         }
@@ -599,6 +602,7 @@ pub fn plan_vault(root: &str, files: &[VaultFile]) -> VaultImport {
             tags: p.tags.clone(),
             context: p.context.clone(),
             enriched: p.kasten_enriched,
+            archived: p.kasten_archived,
             origin: path.clone(),
         });
         parsed.push((path, p));
@@ -767,6 +771,8 @@ pub struct NoteView<'a> {
     pub source: Option<&'a str>,
     /// The LLM's enrichment is done (the annotations are final).
     pub enriched: bool,
+    /// Archived: kept, out of retrieval.
+    pub archived: bool,
 }
 
 impl<'a> From<&'a Note> for NoteView<'a> {
@@ -780,6 +786,7 @@ impl<'a> From<&'a Note> for NoteView<'a> {
             context: &n.context,
             source: n.source.as_deref(),
             enriched: n.enrich_state == EnrichState::Done,
+            archived: n.status == crate::NoteStatus::Archived,
         }
     }
 }
@@ -871,6 +878,9 @@ pub fn render_note(note: NoteView<'_>, boxes: &[String], links: &[RenderLink]) -
     }
     if note.enriched {
         s.push_str("kasten_enriched: true\n");
+    }
+    if note.archived {
+        s.push_str("kasten_archived: true\n");
     }
     s.push_str(&format!(
         "created: {}\n",

@@ -24,6 +24,8 @@ pub struct ImportNote {
     pub context: String,
     /// The annotations are final (a Kasten export of an enriched note): no enrichment job.
     pub enriched: bool,
+    /// Archived in the memory it was exported from: kept, but out of retrieval.
+    pub archived: bool,
     /// Where it came from, for messages (`notes/a.md`, `chat.json message 3`).
     pub origin: String,
 }
@@ -38,6 +40,7 @@ impl ImportNote {
             tags: Vec::new(),
             context: String::new(),
             enriched: false,
+            archived: false,
             origin: origin.into(),
         }
     }

@@ -166,7 +166,11 @@ impl Engine {
                         keywords: item.keywords.clone(),
                         tags: item.tags.clone(),
                         context: item.context.clone(),
-                        status: NoteStatus::Active,
+                        status: if item.archived {
+                            NoteStatus::Archived
+                        } else {
+                            NoteStatus::Active
+                        },
                         enrich_state: if item.enriched {
                             EnrichState::Done
                         } else {
@@ -204,6 +208,9 @@ impl Engine {
             store_ms += ts.elapsed().as_millis();
             let mut ix = self.write_indexes()?;
             for ((n, v), text) in notes.iter().zip(&vectors).zip(&texts) {
+                if n.status != NoteStatus::Active {
+                    continue; // the indexes hold the active notes only
+                }
                 ix.vector.upsert(n.id.clone(), v)?;
                 ix.text.upsert(n.id.clone(), text);
                 ix.timeline

@@ -148,6 +148,7 @@ impl Owned {
             context: &self.context,
             source: self.source.as_deref(),
             enriched: true,
+            archived: self.id.as_str().starts_with("01B"),
         }
     }
 }
@@ -220,6 +221,7 @@ fn an_exported_note_imports_back_to_the_same_note_and_links() {
         .expect("b is back");
     assert_eq!(back_b.note.content, b.content);
     assert_eq!(back_b.note.source, None);
+    assert!(back_b.archived && !back_a.archived);
     // the front matter link, once (the body's [[Rust]] names no note of the export)
     assert_eq!(v.links.len(), 1, "{:?}", v.links);
     let l = &v.links[0];
