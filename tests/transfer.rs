@@ -214,6 +214,31 @@ fn markdown_vault_imports_once_and_export_imports_back_to_the_same_notes_and_lin
     ] {
         assert!(rust_file.contains(field), "{field} missing:\n{rust_file}");
     }
+    // every note in a Box carries its label(s) in the front matter
+    let boxes = a.json(&["boxes", "--recompute"]);
+    let boxes = boxes.as_array().cloned().unwrap_or_default();
+    assert!(!boxes.is_empty(), "the linked vault should form a Box");
+    let names = e["names"].as_array().cloned().unwrap_or_default();
+    let out2 = a.dir.path().join("export2");
+    let e2 = a.json(&["export", out2.to_str().unwrap_or_default()]);
+    assert_eq!(e2["files"].as_u64(), Some(4));
+    for b in &boxes {
+        let label = b["label"].as_str().unwrap_or_default();
+        for m in b["members"].as_array().cloned().unwrap_or_default() {
+            let file = names
+                .iter()
+                .find(|f| f["id"] == m)
+                .and_then(|f| f["file"].as_str())
+                .unwrap_or_else(|| panic!("member {m} was not exported"));
+            let text = std::fs::read_to_string(out2.join(file)).unwrap_or_default();
+            assert!(
+                text.contains(&format!("box: \"{label}\""))
+                    || text.contains(&format!("\"{label}\", "))
+                    || text.contains(&format!(", \"{label}\"")),
+                "{file} lacks its Box {label}:\n{text}"
+            );
+        }
+    }
     // exporting into a folder that is not empty is refused
     let refused = a.run(&["export", out.to_str().unwrap_or_default()]);
     assert!(!refused.status.success());
