@@ -303,6 +303,40 @@ fn chat_transcripts_import_once_with_problems_reported() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a chat transcript"));
 }
 
+#[test]
+fn json_lines_imported_twice_are_saved_once() {
+    let h = Home::new();
+    let f = h.file(
+        "journal.jsonl",
+        b"{\"content\": \"Bought a bike\", \"time\": \"2024-04-01\"}\n{\"content\": \"Rode to the lake\"}\n{\"content\": \"Made pancakes for breakfast with blueberries\"}\n{\"content\": \"turn 3\", \"source\": \"conv-1:D1:3\"}\n",
+    );
+    let v = import_json(&h, &f, "jsonl");
+    assert_eq!(v["imported"].as_u64(), Some(4), "{v:#}");
+    let again = import_json(&h, &f, "jsonl");
+    assert_eq!(again["imported"].as_u64(), Some(0), "{again:#}");
+    assert_eq!(h.all_ids().len(), 4);
+    let sources: BTreeSet<String> = h
+        .all_ids()
+        .iter()
+        .map(|id| {
+            h.json(&["show", id])["source"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect();
+    let want: BTreeSet<String> = [
+        "journal.jsonl:1",
+        "journal.jsonl:2",
+        "journal.jsonl:3",
+        "conv-1:D1:3",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    assert_eq!(sources, want);
+}
+
 /// A vault of `n` notes, each linking to the next and to one further away, with
 /// attachments and `bad` files whose front matter is malformed.
 fn generated_vault(root: &Path, n: usize, bad: usize) -> usize {

@@ -815,10 +815,17 @@ async fn import(engine: &Engine, job: ImportJob, json: bool) -> Result<()> {
     pb.set_message("importing");
     pb.set_length(total);
     let mut imported = 0u64;
+    let mut existing = 0u64;
     let mut stdout = std::io::stdout().lock();
     for chunk in job.notes.chunks(job.batch) {
         let first_line = chunk.first().map_or(0, |c| c.0);
-        let notes: Vec<NewNote> = chunk.iter().map(|(_, n)| n.clone()).collect();
+        // lines already imported (same source and content) are skipped
+        let notes = transfer::not_yet_imported(engine, &job.file, chunk).await?;
+        existing += (chunk.len() - notes.len()) as u64;
+        if notes.is_empty() {
+            pb.set_position(imported + existing);
+            continue;
+        }
         let saved = engine.add_batch(notes).await.with_context(|| {
             format!(
                 "import stopped at line {first_line} of {}: {imported} note(s) before it were saved, this batch and the rest were not",
@@ -832,9 +839,12 @@ async fn import(engine: &Engine, job: ImportJob, json: bool) -> Result<()> {
             }
             stdout.flush()?;
         }
-        pb.set_position(imported);
+        pb.set_position(imported + existing);
     }
     pb.finish_and_clear();
+    if existing > 0 && !json {
+        eprintln!("{existing} line(s) were already imported earlier and were skipped");
+    }
     output::imported(json, &job.file, imported, &job.skipped);
     Ok(())
 }

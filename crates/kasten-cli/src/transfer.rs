@@ -9,9 +9,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, anyhow, bail};
 use chrono::{DateTime, Utc};
-use kasten_core::NoteId;
 use kasten_core::markdown::{VaultFile, is_hidden, is_markdown, plan_vault};
 use kasten_core::transfer::{ImportLink, ImportNote, Problem, parse_chat};
+use kasten_core::{NewNote, NoteId};
 use kasten_engine::{BoxLabel, Engine, ImportProgress, Progress};
 use serde_json::json;
 
@@ -157,6 +157,42 @@ pub fn plan_chat(path: &Path, batch: usize) -> Result<ImportPlan> {
         hidden: 0,
         batch,
     })
+}
+
+/// The JSON Lines records of one batch that are not in the memory yet. A line without a
+/// `source` gets `FILE:LINE` (the stream convention of `kasten_core::timeline`), so
+/// importing the same file again — after a crash, say — adds only what is missing.
+pub async fn not_yet_imported(
+    engine: &Engine,
+    file: &Path,
+    chunk: &[(usize, NewNote)],
+) -> Result<Vec<NewNote>> {
+    let name = file
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "import".into());
+    let notes: Vec<NewNote> = chunk
+        .iter()
+        .map(|(line, n)| {
+            let mut n = n.clone();
+            if n.source.is_none() {
+                n.source = Some(format!("{name}:{line}"));
+            }
+            n
+        })
+        .collect();
+    let sources: Vec<String> = notes.iter().filter_map(|n| n.source.clone()).collect();
+    let there: std::collections::HashSet<(Option<String>, String)> = engine
+        .store()
+        .notes_with_sources(&sources)
+        .await?
+        .into_iter()
+        .map(|(_, s, c)| (s, c))
+        .collect();
+    Ok(notes
+        .into_iter()
+        .filter(|n| !there.contains(&(n.source.clone(), n.content.clone())))
+        .collect())
 }
 
 /// Saves an import with a progress bar and reports what happened.
