@@ -227,6 +227,26 @@ fn mcp_error(e: EngineError) -> ErrorData {
     }
 }
 
+/// Runs `f` again (up to three times in all) when the store reports a write conflict: the
+/// background enrichment may commit at the same moment, and the attempt that lost wrote
+/// nothing.
+async fn retrying<T, F, Fut>(f: F) -> Result<T, EngineError>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<T, EngineError>>,
+{
+    let mut attempt = 0;
+    loop {
+        match f().await {
+            Err(EngineError::Store(kasten_store::StoreError::Conflict)) if attempt < 2 => {
+                attempt += 1;
+                tokio::time::sleep(std::time::Duration::from_millis(20 * attempt)).await;
+            }
+            other => return other,
+        }
+    }
+}
+
 fn bad(msg: impl Into<String>) -> ErrorData {
     ErrorData::invalid_params(msg.into(), None)
 }
@@ -286,7 +306,9 @@ impl KastenMcp {
             .map_err(|e| bad(e.to_string()))?
             .at(at)
             .with_source(Some(source));
-        let note = self.engine.add(new).await.map_err(mcp_error)?;
+        let note = retrying(|| self.engine.add(new.clone()))
+            .await
+            .map_err(mcp_error)?;
         self.wake.notify_one();
         Ok(Json(Added {
             id: note.id.to_string(),
@@ -307,9 +329,7 @@ impl KastenMcp {
             return Err(bad("the search query is empty"));
         }
         let k = args.k.unwrap_or(10).clamp(1, MAX_RESULTS);
-        let out = self
-            .engine
-            .search(&args.query, k)
+        let out = retrying(|| self.engine.search(&args.query, k))
             .await
             .map_err(mcp_error)?;
         Ok(Json(SearchResult {
@@ -367,9 +387,7 @@ impl KastenMcp {
         if self.engine.llm_client().is_none() {
             return Err(mcp_error(EngineError::NoLlm));
         }
-        let a = self
-            .engine
-            .ask(&args.question, &[], &|_| {})
+        let a = retrying(|| self.engine.ask(&args.question, &[], &|_| {}))
             .await
             .map_err(mcp_error)?;
         Ok(Json(AnswerOut {
