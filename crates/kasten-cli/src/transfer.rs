@@ -396,10 +396,20 @@ pub async fn restore(engine: &Engine, target: RestoreTarget, json: bool) -> Resu
                 pb.set_length(total);
                 pb.set_position(done);
             };
+            let busy = !engine.store().non_empty_tables().await?.is_empty();
             let s = engine
                 .restore_backup(&doc, &report)
                 .await
-                .with_context(|| format!("cannot restore {}", path.display()))?;
+                .with_context(|| {
+                    if busy {
+                        format!("cannot restore {}", path.display())
+                    } else {
+                        format!(
+                            "cannot restore {}; what was written so far is incomplete: delete this memory and restore into a new one",
+                            path.display()
+                        )
+                    }
+                })?;
             pb.finish_and_clear();
             if json {
                 println!(

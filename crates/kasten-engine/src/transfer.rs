@@ -271,10 +271,8 @@ impl Engine {
             progress(ImportProgress::Links { done, total });
         }
         tracing::info!(ms = t0.elapsed().as_millis() as u64, "import: links saved");
-        summary.ids = ids
-            .into_iter()
-            .map(|i| i.unwrap_or_else(NoteId::generate))
-            .collect();
+        // every item has its note by now (found, or created above)
+        summary.ids = ids.into_iter().flatten().collect();
         Ok(summary)
     }
 
