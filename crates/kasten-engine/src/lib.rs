@@ -464,3 +464,5 @@ mod pipeline_tests;
 mod review_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod transfer_tests;

@@ -1,0 +1,181 @@
+//! `import_notes`, `export_vault` and backup/restore on an in-memory store.
+#![allow(clippy::panic)]
+
+use kasten_core::LinkStatus;
+use kasten_core::markdown::{VaultFile, plan_vault};
+use kasten_core::transfer::{ImportLink, ImportNote};
+
+use super::*;
+use crate::tests::HashEmbedder;
+
+async fn open_mem() -> Engine {
+    match Engine::open(&Endpoint::Mem, HashEmbedder::arc("h", 64, 1), &|_| {}).await {
+        Ok(e) => e,
+        Err(err) => panic!("open: {err}"),
+    }
+}
+
+fn item(content: &str, source: Option<&str>, id: Option<&NoteId>) -> ImportNote {
+    let n = NewNote::new(content)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .with_source(source.map(str::to_owned));
+    ImportNote {
+        id: id.cloned(),
+        ..ImportNote::plain(n, content)
+    }
+}
+
+fn link(from: usize, to: usize) -> ImportLink {
+    ImportLink {
+        from,
+        to,
+        kind: "wikilink".into(),
+        reason: "test".into(),
+        confidence: 1.0,
+        status: LinkStatus::Accepted,
+    }
+}
+
+#[tokio::test]
+async fn an_import_skips_what_is_there_and_never_reuses_a_taken_id() -> Result<(), EngineError> {
+    let e = open_mem().await;
+    let items = vec![
+        item("alpha note", Some("v/a.md"), None),
+        item("beta note", Some("v/b.md"), None),
+        // the same source and content twice in one import: saved once
+        item("alpha note", Some("v/a.md"), None),
+    ];
+    let s = e
+        .import_notes(&items, &[link(0, 1), link(1, 0)], 1, &|_| {})
+        .await?;
+    assert_eq!((s.created, s.existing, s.links_created), (2, 1, 2));
+    assert_eq!(s.ids[0], s.ids[2]);
+    assert_eq!(s.queued, 2);
+
+    // again: nothing new, the links are recognised
+    let again = e
+        .import_notes(&items, &[link(0, 1), link(1, 0)], 10, &|_| {})
+        .await?;
+    assert_eq!((again.created, again.existing), (0, 3));
+    assert_eq!((again.links_created, again.links_existing), (0, 2));
+    assert_eq!(again.ids, s.ids);
+
+    // an id that is free is kept; one taken by a different note is not
+    let free = NoteId::generate();
+    let taken = s.ids[1].clone();
+    let third = e
+        .import_notes(
+            &[
+                item("gamma note", None, Some(&free)),
+                item("not the beta note", None, Some(&taken)),
+                item("beta note", Some("elsewhere"), Some(&taken)),
+            ],
+            &[],
+            10,
+            &|_| {},
+        )
+        .await?;
+    assert_eq!(third.ids[0], free);
+    assert_ne!(third.ids[1], taken);
+    assert_eq!(third.ids[2], taken, "same id and content: the same note");
+    assert_eq!((third.created, third.existing), (2, 1));
+    assert_eq!(e.count().await?, 4);
+    // imported links take part in link expansion
+    let hits = e.search("alpha", 2).await?;
+    assert!(hits.hits.iter().any(|h| h.note.id == s.ids[1]), "{hits:?}");
+    e.close().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_export_imports_into_a_new_memory_as_the_same_notes() -> Result<(), EngineError> {
+    let a = open_mem().await;
+    let items = vec![
+        item(
+            "# Rust\n\nA language. See [[Tokio]].",
+            Some("v/Rust.md"),
+            None,
+        ),
+        item("# Tokio\n\nA runtime.", Some("v/Tokio.md"), None),
+        item("archived thought", None, None),
+    ];
+    let mut items = items;
+    items[2].archived = true;
+    let s = a.import_notes(&items, &[link(0, 1)], 10, &|_| {}).await?;
+    let files = a.export_vault(&[]).await?;
+    assert_eq!(files.len(), 3);
+    assert!(
+        files
+            .iter()
+            .any(|f| f.name == "Rust.md" && f.text.contains("[[Tokio]]"))
+    );
+
+    let vault: Vec<VaultFile> = files
+        .iter()
+        .map(|f| VaultFile {
+            path: f.name.clone(),
+            bytes: Some(f.text.clone().into_bytes()),
+            modified: None,
+        })
+        .collect();
+    let plan = plan_vault("export", &vault);
+    assert!(plan.problems.is_empty(), "{:?}", plan.problems);
+    let b = open_mem().await;
+    let t = b
+        .import_notes(&plan.notes, &plan.links, 10, &|_| {})
+        .await?;
+    assert_eq!((t.created, t.links_created), (3, 1));
+    for id in &s.ids {
+        let (x, y) = (a.get(id).await?, b.get(id).await?);
+        assert_eq!(x.note.content, y.note.content);
+        assert_eq!(x.note.created_at, y.note.created_at);
+        assert_eq!(x.note.source, y.note.source);
+        assert_eq!(x.note.status, y.note.status);
+        let ends = |d: &NoteDetail| {
+            d.links
+                .iter()
+                .map(|l| (l.from.clone(), l.to.clone(), l.kind.clone()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(ends(&x), ends(&y));
+    }
+    // the archived note stays out of search
+    let hits = b.search("archived thought", 3).await?;
+    assert!(hits.hits.iter().all(|h| h.note.id != s.ids[2]));
+    a.close().await;
+    b.close().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn restore_needs_an_empty_memory_and_rebuilds_the_indexes() -> Result<(), EngineError> {
+    let a = open_mem().await;
+    let s = a
+        .import_notes(
+            &[
+                item("backup me", Some("x:1"), None),
+                item("and me", Some("x:2"), None),
+            ],
+            &[link(0, 1)],
+            10,
+            &|_| {},
+        )
+        .await?;
+    let doc = a.backup().await?;
+    let refused = a.restore_backup(&doc, &|_| {}).await;
+    assert!(
+        refused
+            .as_ref()
+            .is_err_and(|e| e.to_string().contains("only into an empty memory")),
+        "{refused:?}"
+    );
+    let b = open_mem().await;
+    let r = b.restore_backup(&doc, &|_| {}).await?;
+    assert_eq!(r.tables.get("note"), Some(&2));
+    let hits = b.search("backup me", 1).await?;
+    assert_eq!(hits.hits.first().map(|h| &h.note.id), Some(&s.ids[0]));
+    assert_eq!(b.backup().await?["tables"]["note"], doc["tables"]["note"]);
+    a.close().await;
+    b.close().await;
+    Ok(())
+}
