@@ -106,6 +106,21 @@ async fn shutdown(state: &AppState) {
     drop(arc);
 }
 
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+}
+
 /// Runs the app until its window is closed.
 pub fn run() -> std::process::ExitCode {
     let started = std::time::Instant::now();
@@ -123,6 +138,13 @@ pub fn run() -> std::process::ExitCode {
         .setup(move |app| {
             builder.mount_events(app);
             let handle = app.handle().clone();
+            // Ctrl-C / SIGTERM end the app like closing its window: the memory is closed.
+            let h = app.handle().clone();
+            tauri::async_runtime::spawn(async move {
+                wait_for_signal().await;
+                tracing::info!("signal received: closing");
+                h.exit(0);
+            });
             // The worker drives the engine's pipeline, whose future is not `Send`: it runs on
             // a blocking thread of the runtime (see `commands::off_thread`).
             tauri::async_runtime::spawn_blocking(move || {

@@ -142,7 +142,47 @@ export async function launch({ llmUrl, home, extraEnv = {} } = {}) {
     stop(driver);
     await new Promise((r) => setTimeout(r, 500));
   };
-  return { browser, home, close, startedAt, log: () => fs.readFileSync(path.join(home, "app.log"), "utf8") };
+  /**
+   * SIGTERM to the app itself (found below tauri-driver → WebKitWebDriver), as a session
+   * manager sends at logout; resolves once it has exited. Returns whether it exited.
+   */
+  const terminate = async () => {
+    const app = descendants(driver.pid).find((p) => p.comm.startsWith("kasten-desktop"));
+    if (!app) return false;
+    process.kill(app.pid, "SIGTERM");
+    for (let i = 0; i < 100; i++) {
+      if (!fs.existsSync(`/proc/${app.pid}`)) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const exited = !fs.existsSync(`/proc/${app.pid}`);
+    stop(driver);
+    return exited;
+  };
+  return { browser, home, close, terminate, startedAt, log: () => fs.readFileSync(path.join(home, "app.log"), "utf8") };
+}
+
+/** The processes below `pid` (from /proc), with their command names. */
+function descendants(pid) {
+  const all = [];
+  for (const d of fs.readdirSync("/proc")) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      const stat = fs.readFileSync(`/proc/${d}/stat`, "utf8");
+      const m = /^(\d+) \((.*)\) \S+ (\d+)/.exec(stat);
+      if (m) all.push({ pid: Number(m[1]), comm: m[2], ppid: Number(m[3]) });
+    } catch {
+      /* gone */
+    }
+  }
+  const out = [];
+  const walk = (p) => {
+    for (const c of all.filter((x) => x.ppid === p)) {
+      out.push(c);
+      walk(c.pid);
+    }
+  };
+  walk(pid);
+  return out;
 }
 
 export const $t = (browser, id) => browser.$(`[data-testid="${id}"]`);

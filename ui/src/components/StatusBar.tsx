@@ -1,4 +1,4 @@
-import { useEffect, useState } from "react";
+import { useEffect, useRef, useState } from "react";
 import { api, onStatus, type StatusEvent } from "../api";
 import { useApp } from "../app-context";
 
@@ -6,6 +6,13 @@ import { useApp } from "../app-context";
 export default function StatusBar() {
   const { go, bump } = useApp();
   const [s, setS] = useState<StatusEvent | null>(null);
+  // Views asked for data while the memory was opening: refresh them once it is open.
+  const wasReady = useRef(false);
+  useEffect(() => {
+    const ready = s?.memory === "ready";
+    if (ready && !wasReady.current) bump();
+    wasReady.current = ready;
+  }, [s?.memory, bump]);
 
   useEffect(() => {
     let off: (() => void) | undefined;

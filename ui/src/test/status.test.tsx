@@ -1,0 +1,61 @@
+import { screen, waitFor } from "@testing-library/react";
+import { beforeEach, describe, expect, it, vi } from "vitest";
+import { renderWith } from "./util";
+import type { StatusEvent } from "../api";
+
+let push: ((s: StatusEvent) => void) | null = null;
+vi.mock("../api", async (orig) => {
+  const real = await orig<typeof import("../api")>();
+  return {
+    ...real,
+    api: { status: vi.fn(), retryFailed: vi.fn() },
+    onStatus: vi.fn((cb: (s: StatusEvent) => void) => {
+      push = cb;
+      return Promise.resolve(() => {});
+    }),
+  };
+});
+
+import { act } from "react";
+import { api } from "../api";
+import StatusBar from "../components/StatusBar";
+
+const status = (over: Partial<StatusEvent> = {}): StatusEvent => ({
+  memory: "ready",
+  memory_message: "",
+  notes: 12,
+  llm_configured: true,
+  llm_ok: true,
+  llm_message: "connected",
+  jobs_queued: 3,
+  jobs_running: 1,
+  jobs_failed: 2,
+  jobs_done: 9,
+  enriching: true,
+  opened_ms: 1500,
+  ...over,
+});
+
+beforeEach(() => vi.clearAllMocks());
+
+describe("StatusBar", () => {
+  it("shows the memory, the LLM and the job queue, and offers to retry failures", async () => {
+    (api.status as ReturnType<typeof vi.fn>).mockResolvedValue(status());
+    renderWith(<StatusBar />);
+    expect(await screen.findByText("12 notes")).toBeTruthy();
+    expect(screen.getByText("LLM connected")).toBeTruthy();
+    expect(screen.getByTestId("jobs").textContent).toContain("3 queued · 1 running · 2 failed · enriching…");
+    expect(screen.getByText("retry failed")).toBeTruthy();
+  });
+
+  it("refreshes the views once the memory has opened", async () => {
+    (api.status as ReturnType<typeof vi.fn>).mockResolvedValue(status({ memory: "opening", memory_message: "reading notes: 10 of 100" }));
+    const { ctx } = renderWith(<StatusBar />);
+    expect(await screen.findByText(/opening memory… reading notes: 10 of 100/)).toBeTruthy();
+    expect(ctx.bump).not.toHaveBeenCalled();
+    await waitFor(() => expect(push).not.toBeNull());
+    act(() => push?.(status({ llm_ok: false, llm_message: "connection refused" })));
+    await waitFor(() => expect(ctx.bump).toHaveBeenCalledTimes(1));
+    expect(screen.getByText("LLM error: connection refused")).toBeTruthy();
+  });
+});
