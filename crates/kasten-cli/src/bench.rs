@@ -17,6 +17,9 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::json;
 
+/// Links per note in the bench memory (see `measure`).
+const LINKS_PER_NOTE: usize = 3;
+
 #[derive(Subcommand, Debug)]
 pub enum BenchCommand {
     /// Search latency and ingest throughput on a memory of N notes.
@@ -228,6 +231,14 @@ async fn measure(
     open_time: Duration,
     log: &dyn Fn(String),
 ) -> Result<serde_json::Value> {
+    // the corpus is exactly N notes: generated sentences that happen to repeat each other
+    // are not merged
+    engine
+        .set_merge_options(&kasten_engine::MergeOptions {
+            enabled: false,
+            ..Default::default()
+        })
+        .await?;
     let have = engine.count().await? as usize;
     if have > n {
         bail!(
@@ -268,6 +279,47 @@ async fn measure(
         log(format!("bench: ingested {done} notes in {total:.1} s"));
     }
 
+    // Links, as an enriched memory has them (A-Mem links a note to a few neighbours): each
+    // note to its LINKS_PER_NOTE nearest notes, accepted, so link expansion has work to do.
+    let mut links_built = json!(null);
+    if engine.store().accepted_links().await?.is_empty() {
+        let t0 = Instant::now();
+        let ids = engine.indexed_ids()?;
+        let pb = crate::progress_bar();
+        pb.set_message("linking");
+        pb.set_length(ids.len() as u64);
+        let mut total = 0u64;
+        for chunk in ids.chunks(512) {
+            let mut writes = Vec::new();
+            for id in chunk {
+                let Some(v) = engine.vector_of(id)? else {
+                    continue;
+                };
+                for (other, cos) in engine.rank_vector(&v, LINKS_PER_NOTE + 1)? {
+                    if &other != id {
+                        writes.push(kasten_store::ImportLinkWrite {
+                            from: id.clone(),
+                            to: other,
+                            kind: "related".into(),
+                            reason: "bench: nearest neighbour".into(),
+                            confidence: f64::from(cos.clamp(0.0, 1.0)),
+                            status: kasten_core::LinkStatus::Accepted,
+                            created_at: chrono::Utc::now(),
+                        });
+                    }
+                }
+            }
+            total += engine.store().insert_import_links(&writes).await?;
+            pb.inc(chunk.len() as u64);
+        }
+        pb.finish_and_clear();
+        links_built = json!({ "links": total, "seconds": t0.elapsed().as_secs_f64() });
+        log(format!(
+            "bench: linked each note to its {LINKS_PER_NOTE} nearest ({total} links)"
+        ));
+    }
+    let expansion_links = engine.reload_links().await?;
+
     // Queries: fresh sentences from another seed (same vocabulary, different combinations).
     let mut rng = StdRng::seed_from_u64(0x0071_7565_7279);
     let texts: Vec<String> = (0..q).map(|_| sentence(&mut rng)).collect();
@@ -283,6 +335,11 @@ async fn measure(
         engine.rank_vector(v, k)?;
     }
     let (mut vec_lat, mut hyb_lat, mut full_lat, mut fetch_lat) = (vec![], vec![], vec![], vec![]);
+    let mut unexpanded_lat = vec![];
+    let no_links = SearchOptions {
+        links: false,
+        ..SearchOptions::default()
+    };
     let mut recall_hits = 0usize;
     let mut recall_total = 0usize;
     for (t, v) in texts.iter().zip(&vectors) {
@@ -296,6 +353,12 @@ async fn measure(
             .filter(|(id, _)| hits.iter().any(|(h, _)| h == id))
             .count();
 
+        // with and without link expansion, both timed second (warm) so the difference is
+        // the expansion's cost and not the cache
+        engine.rank_expanded(t, v, k, &SearchOptions::default())?;
+        let t1 = Instant::now();
+        engine.rank_expanded(t, v, k, &no_links)?;
+        unexpanded_lat.push(t1.elapsed());
         let t1 = Instant::now();
         let fused = engine.rank_expanded(t, v, k, &SearchOptions::default())?;
         hyb_lat.push(t1.elapsed());
@@ -315,6 +378,16 @@ async fn measure(
     let count = engine.count().await?;
     let disk = engine.store().disk_bytes();
     let (rss, hwm) = rss_mib();
+
+    // a full Box recompute (similarity graph for weakly linked notes + Louvain), which the
+    // app runs off its UI thread
+    let t0 = Instant::now();
+    let boxes = engine.recompute_boxes().await?;
+    let boxes_seconds = t0.elapsed().as_secs_f64();
+    log(format!(
+        "bench: {} Boxes in {boxes_seconds:.2} s (modularity {:.3})",
+        boxes.boxes, boxes.modularity
+    ));
 
     if let Some(dir) = export {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
@@ -345,6 +418,18 @@ async fn measure(
         "vector_search": stats(vec_lat),
         "vector_recall_vs_exact": recall_hits as f64 / recall_total.max(1) as f64,
         "hybrid_rank": stats(hyb_lat),
+        "hybrid_rank_without_links": stats(unexpanded_lat),
+        "links": { "built": links_built, "in_expansion_index": expansion_links },
+        "boxes": {
+            "seconds": boxes_seconds,
+            "boxes": boxes.boxes,
+            "boxed_notes": boxes.boxed_notes,
+            "edges": boxes.edges,
+            "modularity": boxes.modularity,
+            "graph_ms": boxes.graph_ms,
+            "cluster_ms": boxes.cluster_ms,
+            "largest": boxes.sizes.first().copied().unwrap_or(0),
+        },
         "note_fetch": stats(fetch_lat),
         "hybrid_search_with_fetch": stats(full_lat),
         "rss_mib": rss,
@@ -375,6 +460,7 @@ fn print_report(r: &serde_json::Value) {
     for (label, key) in [
         ("query embedding", "query_embedding"),
         ("vector top-k", "vector_search"),
+        ("rank, no links", "hybrid_rank_without_links"),
         ("hybrid rank", "hybrid_rank"),
         ("note fetch", "note_fetch"),
         ("hybrid + fetch", "hybrid_search_with_fetch"),
@@ -385,6 +471,16 @@ fn print_report(r: &serde_json::Value) {
             ms(key, "p95_ms")
         );
     }
+    let b = &r["boxes"];
+    println!(
+        "boxes:                {} Boxes over {} notes in {:.2} s (graph {} ms, clustering {} ms), modularity {:.3}",
+        b["boxes"],
+        b["boxed_notes"],
+        b["seconds"].as_f64().unwrap_or(0.0),
+        b["graph_ms"],
+        b["cluster_ms"],
+        b["modularity"].as_f64().unwrap_or(0.0)
+    );
     println!(
         "vector recall vs exact: {:.4}",
         r["vector_recall_vs_exact"].as_f64().unwrap_or(0.0)

@@ -613,7 +613,7 @@ fn prepare(cmd: &Command) -> Result<Prepared> {
 async fn execute(engine: &Engine, cmd: Prepared, json: bool) -> Result<()> {
     match cmd {
         Prepared::Add(new, wait) => {
-            let mut added = engine.add_batch(vec![new]).await?;
+            let mut added = engine.add_batch_merging(vec![new]).await?;
             if let Some(m) = added.merges.first() {
                 memory::merged(json, m);
                 return Ok(());

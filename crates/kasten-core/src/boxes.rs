@@ -589,8 +589,8 @@ mod tests {
         // one more note joins the first clique
         let mut g2 = g.clone();
         let extra = NoteId::parse("n9999").unwrap_or_else(|_| NoteId::generate());
-        for i in 0..5 {
-            g2.add_edge(&extra, &v[i], 1.0);
+        for n in &v[0..5] {
+            g2.add_edge(&extra, n, 1.0);
         }
         let d2 = detect(&g2, &BoxParams::default());
         let second = stable_ids(&d2.communities, &old, 0.5);

@@ -140,9 +140,10 @@ impl Engine {
         let found = self.search(&query, options.k.max(1)).await?;
         let candidates = found.hits.len();
         let qv = self.embed_query(&query).await?;
-        let tokenizer = Tokenizer::default();
         let mut shown: Vec<AnswerNote> = Vec::new();
         {
+            // the tokenizer (its stemmer) is not Send: it must not live across an await
+            let tokenizer = Tokenizer::default();
             let ix = self.read_indexes()?;
             for h in found.hits {
                 let cosine = ix

@@ -333,16 +333,29 @@ impl Engine {
         .map_err(EngineError::from)
     }
 
-    /// Saves one note (durably, with its enrichment job) and indexes it.
+    /// Saves one note (durably, with its enrichment job) and indexes it — or, if it repeats
+    /// an existing note, merges it into that one (see `merge.rs`; the returned note then
+    /// has status `merged`).
     pub async fn add(&self, new: NewNote) -> Result<Note, EngineError> {
-        let mut notes = self.add_batch(vec![new]).await?.notes;
+        let mut notes = self.save_batch(vec![new], true).await?.notes;
         notes
             .pop()
             .ok_or_else(|| EngineError::Internal("a saved note went missing".into()))
     }
 
-    /// Saves notes in one transaction (all or none) and indexes them.
+    /// Saves notes in one transaction (all or none) and indexes them: every note is kept as
+    /// given (a bulk import of records; imports have their own duplicate check by source).
     pub async fn add_batch(&self, new: Vec<NewNote>) -> Result<AddedBatch, EngineError> {
+        self.save_batch(new, false).await
+    }
+
+    /// [`Engine::add_batch`] with merge on write: notes that repeat an existing note (or an
+    /// earlier one of the batch) are merged into it ([`AddedBatch::merges`]).
+    pub async fn add_batch_merging(&self, new: Vec<NewNote>) -> Result<AddedBatch, EngineError> {
+        self.save_batch(new, true).await
+    }
+
+    async fn save_batch(&self, new: Vec<NewNote>, merge: bool) -> Result<AddedBatch, EngineError> {
         let now = Utc::now();
         let dated: Vec<bool> = new.iter().map(|n| n.created_at.is_some()).collect();
         let notes: Vec<Note> = new
@@ -382,9 +395,12 @@ impl Engine {
                 job: Some(JobId::generate()),
             })
             .collect();
-        let (notes, writes, merge_writes, merges) = self
-            .find_merges(notes, writes, &vectors, &dated, now)
-            .await?;
+        let (notes, writes, merge_writes, merges) = if merge {
+            self.find_merges(notes, writes, &vectors, &dated, now)
+                .await?
+        } else {
+            (notes, writes, Vec::new(), Vec::new())
+        };
         let t1 = Instant::now();
         self.store.insert_notes_with(&writes, &merge_writes).await?;
         let store_time = t1.elapsed();
@@ -432,6 +448,37 @@ impl Engine {
         }
         self.write_indexes()?.remove_note(id);
         Ok(())
+    }
+
+    /// Rebuilds the link-expansion index from the accepted links in the store (after links
+    /// were written outside the pipeline and review, e.g. by an import or a benchmark).
+    pub async fn reload_links(&self) -> Result<usize, EngineError> {
+        let links = self.store.accepted_links().await?;
+        let mut ix = self.write_indexes()?;
+        ix.links.clear();
+        let mut n = 0;
+        for (a, b) in &links {
+            if ix.vector.contains(a) && ix.vector.contains(b) {
+                ix.add_link(a, b);
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
+    /// The indexed vector of a note (None if it is not in the index).
+    pub fn vector_of(&self, id: &NoteId) -> Result<Option<Vec<f32>>, EngineError> {
+        Ok(self.read_indexes()?.vector.get(id).map(<[f32]>::to_vec))
+    }
+
+    /// Ids of the notes in the in-memory indexes (the active notes), in no set order.
+    pub fn indexed_ids(&self) -> Result<Vec<NoteId>, EngineError> {
+        Ok(self
+            .read_indexes()?
+            .vector
+            .iter()
+            .map(|(id, _)| id.clone())
+            .collect())
     }
 
     /// Notes held by the in-memory indexes (vector, text).

@@ -165,7 +165,7 @@ async fn near_duplicates_become_merge_proposals_under_both_policies() {
         let ids = add_all(&e).await;
         let count = e.count().await.unwrap();
         let b = e
-            .add_batch(vec![
+            .add_batch_merging(vec![
                 NewNote::new("My cat is called Miso, and she loves tuna!").unwrap(),
             ])
             .await
@@ -214,7 +214,7 @@ async fn the_same_words_at_different_times_are_different_events() {
             .with_timezone(&chrono::Utc)
     };
     let b = e
-        .add_batch(vec![
+        .add_batch_merging(vec![
             NewNote::new("went hiking with the dog")
                 .unwrap()
                 .at(Some(day(1))),
@@ -229,6 +229,17 @@ async fn the_same_words_at_different_times_are_different_events() {
         .unwrap();
     assert_eq!(b.merges.len(), 1);
     assert_eq!(b.merges[0].duplicate_of, b.notes[1].id);
+    // a bulk import keeps every record
+    let b = e
+        .add_batch(vec![
+            NewNote::new("went hiking with the dog")
+                .unwrap()
+                .at(Some(day(9))),
+        ])
+        .await
+        .unwrap();
+    assert!(b.merges.is_empty());
+    assert_eq!(b.notes[0].status, NoteStatus::Active);
     e.close().await;
 }
 
@@ -323,4 +334,20 @@ async fn boxes_group_linked_notes_and_keep_their_ids() {
     b.sort();
     assert_eq!(a, b);
     e.close().await;
+}
+
+/// The app and the MCP server run these on a multi-threaded runtime: their futures must be
+/// Send (checked at compile time).
+#[allow(dead_code)]
+fn engine_futures_are_send(e: &Engine) {
+    fn assert_send<T: Send>(_: &T) {}
+    assert_send(&e.ask("q", &[], &|_| {}));
+    assert_send(&e.recompute_boxes());
+    assert_send(&e.place_in_box(&NoteId::generate()));
+    assert_send(&e.add_batch(Vec::new()));
+    assert_send(&e.archive(&NoteId::generate(), "user"));
+    assert_send(&e.restore_archived(&NoteId::generate(), "user"));
+    assert_send(&e.archive_candidates(None, 1));
+    assert_send(&e.run_pending(&|_| {}));
+    assert_send(&e.search("q", 1));
 }

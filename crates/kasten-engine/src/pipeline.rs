@@ -490,25 +490,26 @@ impl Engine {
         let held = self.store.apply_enrichment(&e).await?;
 
         // 7. the indexes follow the committed write
-        let mut ix = self.write_indexes()?;
-        if e.construction_mode == ApplyMode::Apply {
-            ix.vector
-                .upsert(note.id.clone(), &vector)
-                .map_err(EngineError::from)?;
-            ix.text.upsert(note.id.clone(), &text);
-        }
-        for (w, t) in e.updates.iter().zip(&texts) {
-            if w.mode == ApplyMode::Apply && !held.contains(&w.id) {
+        {
+            let mut ix = self.write_indexes()?;
+            if e.construction_mode == ApplyMode::Apply {
                 ix.vector
-                    .upsert(w.id.clone(), &w.embedding_after)
+                    .upsert(note.id.clone(), &vector)
                     .map_err(EngineError::from)?;
-                ix.text.upsert(w.id.clone(), t);
+                ix.text.upsert(note.id.clone(), &text);
+            }
+            for (w, t) in e.updates.iter().zip(&texts) {
+                if w.mode == ApplyMode::Apply && !held.contains(&w.id) {
+                    ix.vector
+                        .upsert(w.id.clone(), &w.embedding_after)
+                        .map_err(EngineError::from)?;
+                    ix.text.upsert(w.id.clone(), t);
+                }
+            }
+            for l in e.links.iter().filter(|l| l.mode == ApplyMode::Apply) {
+                ix.add_link(&note.id, &l.to);
             }
         }
-        for l in e.links.iter().filter(|l| l.mode == ApplyMode::Apply) {
-            ix.add_link(&note.id, &l.to);
-        }
-        drop(ix);
         // the incremental Box update: the note joins the Box its links lead to (a failure
         // here only delays it to the next recompute; the enrichment is committed)
         if let Err(err) = self.place_in_box(&note.id).await {

@@ -822,24 +822,25 @@ impl Engine {
         } else {
             Some(self.store.accepted_links().await?)
         };
-        let mut ix = self.write_indexes()?;
-        for (c, n) in batch
-            .field_changes
-            .iter()
-            .filter_map(|c| notes.iter().find(|n| n.id == c.note).map(|n| (c, n)))
         {
-            ix.vector.upsert(n.id.clone(), &c.embedding)?;
-            ix.text.upsert(n.id.clone(), &n.index_text());
-        }
-        if let Some(links) = links {
-            ix.links.clear();
-            for (a, b) in &links {
-                if ix.vector.contains(a) && ix.vector.contains(b) {
-                    ix.add_link(a, b);
+            let mut ix = self.write_indexes()?;
+            for (c, n) in batch
+                .field_changes
+                .iter()
+                .filter_map(|c| notes.iter().find(|n| n.id == c.note).map(|n| (c, n)))
+            {
+                ix.vector.upsert(n.id.clone(), &c.embedding)?;
+                ix.text.upsert(n.id.clone(), &n.index_text());
+            }
+            if let Some(links) = links {
+                ix.links.clear();
+                for (a, b) in &links {
+                    if ix.vector.contains(a) && ix.vector.contains(b) {
+                        ix.add_link(a, b);
+                    }
                 }
             }
         }
-        drop(ix);
         // a merge link whose status changed folds its note in or lets it out
         for (link, _, _) in &batch.link_status {
             if let Some(l) = self.store.link(link).await? {

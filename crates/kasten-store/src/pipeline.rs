@@ -438,6 +438,9 @@ impl Store {
             dropped: e.dropped as i64,
             timings: e.timings_ms.to_string(),
         };
+        // A proposed link whose ends and kind already have a link (imported, or rejected
+        // by the user before) is skipped: the existing one stays as it is, instead of the
+        // unique index failing the whole apply on every retry.
         let q = format!(
             "BEGIN TRANSACTION;
              LET $now = time::now();
@@ -470,7 +473,7 @@ impl Store {
              }};
              FOR $l IN $links {{
                  LET $to = type::record('note', $l.to);
-                 IF record::exists($to) {{
+                 IF record::exists($to) AND array::len(SELECT VALUE id FROM link WHERE in = $n AND out = $to AND kind = $l.kind) = 0 {{
                      RELATE $n->link->$to CONTENT {{
                          kind: $l.kind, reason: $l.reason, confidence: $l.confidence,
                          created_by: 'llm', status: $l.status, reviewed: false,

@@ -381,3 +381,40 @@ async fn the_proposed_tier_applies_but_never_over_the_users_choice() -> Result<(
     assert!(!s.set_tier(&b.id, Tier::ShortTerm, None, "llm").await?);
     Ok(())
 }
+
+#[tokio::test]
+async fn a_proposed_link_that_already_exists_is_skipped_not_fatal() -> Result<(), StoreError> {
+    let s = mem().await;
+    let (a, b) = (note("a"), note("b"));
+    let (wa, wb) = (write(&a, vec![1.0, 0.0]), write(&b, vec![0.0, 1.0]));
+    let ja = wa.job.clone().unwrap();
+    s.insert_notes(&[wa, wb]).await?;
+    s.insert_import_links(&[crate::ImportLinkWrite {
+        from: a.id.clone(),
+        to: b.id.clone(),
+        kind: "relates".into(),
+        reason: "imported".into(),
+        confidence: 1.0,
+        status: LinkStatus::Proposed,
+        created_at: Utc::now(),
+    }])
+    .await?;
+    let mut e = enrichment(&ja, &a);
+    e.links.push(LinkWrite {
+        to: b.id.clone(),
+        kind: "relates".into(),
+        reason: "llm".into(),
+        confidence: 0.9,
+        mode: ApplyMode::Apply,
+    });
+    s.apply_enrichment(&e).await?;
+    let links = s.links_of(&a.id).await?;
+    assert_eq!(links.len(), 1);
+    assert_eq!(links[0].reason, "imported", "the existing link stands");
+    assert_eq!(links[0].status, LinkStatus::Proposed);
+    assert_eq!(
+        s.get_note(&a.id).await?.unwrap().enrich_state,
+        EnrichState::Done
+    );
+    Ok(())
+}
