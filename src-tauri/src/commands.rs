@@ -53,22 +53,6 @@ async fn previews(
         .collect())
 }
 
-/// Runs engine work whose future is not `Send` on a blocking thread, driven by the runtime's
-/// handle. (The review actions and the pipeline of kasten-engine hold a `std` lock guard
-/// across an `.await`, so their futures cannot be spawned on the async runtime; Tauri needs
-/// `Send` command futures.)
-pub async fn off_thread<T, F, Fut>(f: F) -> AppResult<T>
-where
-    F: FnOnce() -> Fut + Send + 'static,
-    Fut: std::future::Future<Output = AppResult<T>>,
-    T: Send + 'static,
-{
-    let h = tokio::runtime::Handle::current();
-    tokio::task::spawn_blocking(move || h.block_on(f()))
-        .await
-        .map_err(|e| AppError::internal("a background task stopped", e))?
-}
-
 pub async fn status_of(state: &AppState) -> StatusEvent {
     let seen = state.llm_seen();
     let opened_ms = state.opened_ms.lock().ok().and_then(|o| *o).map(clamp_u32);
@@ -259,14 +243,11 @@ pub async fn edit_note(
     id: String,
     fields: FieldsInput,
 ) -> AppResult<OutcomeDto> {
-    let (engine, nid) = (state.engine().await?, note_id(&id)?);
-    off_thread(move || async move {
-        Ok(engine
-            .edit_note(&nid, &fields.into(), ACTOR, "edited in the app")
-            .await?
-            .into())
-    })
-    .await
+    let engine = state.engine().await?;
+    Ok(engine
+        .edit_note(&note_id(&id)?, &fields.into(), ACTOR, "edited in the app")
+        .await?
+        .into())
 }
 
 /// Deletes a note and its links.
@@ -417,37 +398,31 @@ pub async fn review_accept(
     edit: Option<FieldsInput>,
 ) -> AppResult<OutcomeDto> {
     let engine = state.engine().await?;
-    off_thread(move || async move {
-        Ok(engine
-            .accept(&id, &edit.unwrap_or_default().into(), ACTOR)
-            .await?
-            .into())
-    })
-    .await
+    Ok(engine
+        .accept(&id, &edit.unwrap_or_default().into(), ACTOR)
+        .await?
+        .into())
 }
 
 /// Rejects a link or edit (an applied one is rolled back).
 #[tauri::command]
 #[specta::specta]
 pub async fn review_reject(state: State<'_, AppState>, id: String) -> AppResult<OutcomeDto> {
-    let engine = state.engine().await?;
-    off_thread(move || async move { Ok(engine.reject(&id, ACTOR).await?.into()) }).await
+    Ok(state.engine().await?.reject(&id, ACTOR).await?.into())
 }
 
 /// Rolls back a revision, a link, or a whole event, exactly.
 #[tauri::command]
 #[specta::specta]
 pub async fn review_rollback(state: State<'_, AppState>, id: String) -> AppResult<OutcomeDto> {
-    let engine = state.engine().await?;
-    off_thread(move || async move { Ok(engine.rollback(&id, ACTOR).await?.into()) }).await
+    Ok(state.engine().await?.rollback(&id, ACTOR).await?.into())
 }
 
 /// Applies a rolled-back event again.
 #[tauri::command]
 #[specta::specta]
 pub async fn review_reapply(state: State<'_, AppState>, id: String) -> AppResult<OutcomeDto> {
-    let engine = state.engine().await?;
-    off_thread(move || async move { Ok(engine.reapply(&id, ACTOR).await?.into()) }).await
+    Ok(state.engine().await?.reapply(&id, ACTOR).await?.into())
 }
 
 /// Accepts every waiting link at or above `min_confidence`.
@@ -458,24 +433,21 @@ pub async fn review_bulk_accept(
     min_confidence: f64,
 ) -> AppResult<BulkOutcome> {
     let engine = state.engine().await?;
-    off_thread(move || async move {
-        let items = engine.proposals(&[], usize::MAX).await?;
-        let mut out = BulkOutcome {
-            accepted: 0,
-            failed: vec![],
-        };
-        for i in items
-            .iter()
-            .filter(|i| i.kind == "link" && i.confidence.unwrap_or(0.0) >= min_confidence)
-        {
-            match engine.accept(&i.id, &FieldEdit::default(), ACTOR).await {
-                Ok(_) => out.accepted += 1,
-                Err(e) => out.failed.push(format!("{}: {}", i.id, AppError::from(e))),
-            }
+    let items = engine.proposals(&[], usize::MAX).await?;
+    let mut out = BulkOutcome {
+        accepted: 0,
+        failed: vec![],
+    };
+    for i in items
+        .iter()
+        .filter(|i| i.kind == "link" && i.confidence.unwrap_or(0.0) >= min_confidence)
+    {
+        match engine.accept(&i.id, &FieldEdit::default(), ACTOR).await {
+            Ok(_) => out.accepted += 1,
+            Err(e) => out.failed.push(format!("{}: {}", i.id, AppError::from(e))),
         }
-        Ok(out)
-    })
-    .await
+    }
+    Ok(out)
 }
 
 #[derive(Debug, Clone, Serialize, Type)]

@@ -145,13 +145,9 @@ pub fn run() -> std::process::ExitCode {
                 tracing::info!("signal received: closing");
                 h.exit(0);
             });
-            // The worker drives the engine's pipeline, whose future is not `Send`: it runs on
-            // a blocking thread of the runtime (see `commands::off_thread`).
-            tauri::async_runtime::spawn_blocking(move || {
-                tauri::async_runtime::block_on(async move {
-                    worker::open(handle.clone()).await;
-                    worker::run(handle).await;
-                })
+            tauri::async_runtime::spawn(async move {
+                worker::open(handle.clone()).await;
+                worker::run(handle).await;
             });
             Ok(())
         })
