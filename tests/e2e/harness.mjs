@@ -15,7 +15,8 @@ const target = process.env.CARGO_TARGET_DIR || path.join(root, "target");
 export const APP = process.env.KASTEN_APP || path.join(target, "debug/kasten-desktop");
 export const FAKELLM = process.env.KASTEN_FAKELLM || path.join(target, "debug/kasten-fakellm");
 const dataHome = process.env.XDG_DATA_HOME || path.join(os.homedir(), ".local/share");
-const installed = process.env.KASTEN_INSTALLED_HOME || path.join(dataHome, "kasten");
+// where scripts/setup put the model and ONNX Runtime ($KASTEN_HOME, else the data dir)
+const installed = process.env.KASTEN_INSTALLED_HOME || process.env.KASTEN_HOME || path.join(dataHome, "kasten");
 
 function which(cmd) {
   const dirs = [...(process.env.PATH || "").split(":"), path.join(os.homedir(), ".cache/kasten-tools/bin"), path.join(os.homedir(), ".cargo/bin")];

@@ -296,3 +296,24 @@ export async function reopen() {
     await second.close();
   }
 }
+
+/** Dark mode follows the system (GTK_THEME=Adwaita:dark here): a screenshot of the notes view. */
+export async function darkMode({ llmUrl }) {
+  const app = await launch({ llmUrl, extraEnv: { GTK_THEME: "Adwaita:dark" } });
+  const { browser } = app;
+  try {
+    await ready(browser);
+    const dark = await browser.execute(() => window.matchMedia("(prefers-color-scheme: dark)").matches);
+    assert(dark, "the app sees the dark system theme");
+    const bg = await browser.execute(() => getComputedStyle(document.body).backgroundColor);
+    await browser.$("button=Load the sample notebook").click();
+    await browser.waitUntil(async () => (await enrichedCount(browser)) >= 12, { timeout: 180000 });
+    const items = await $$t(browser, "note-item");
+    await items[2].click();
+    await browser.pause(800);
+    await screenshot(browser, "notes-dark");
+    return { dark, bg };
+  } finally {
+    await app.close();
+  }
+}
