@@ -26,6 +26,8 @@ declare global {
       measureFrames: (frames: number) => Promise<number[]>;
       /** Milliseconds of one full refresh (reducers re-run, as when a filter changes). */
       measureRefresh: () => number;
+      /** Milliseconds of one synchronous render (no reprocessing), as a camera move needs. */
+      measureRender: () => number;
       /** Changes a sigma setting (for measurements). */
       setSetting: (key: string, value: unknown) => void;
       nodeIds: () => string[];
@@ -213,6 +215,12 @@ export default function GraphView() {
       setSetting: (key: string, value: unknown) => {
         // eslint-disable-next-line @typescript-eslint/no-explicit-any
         renderer.setSetting(key as any, value as any);
+      },
+      measureRender: () => {
+        const t = performance.now();
+        // eslint-disable-next-line @typescript-eslint/no-explicit-any
+        (renderer as any).render();
+        return performance.now() - t;
       },
       measureRefresh: () => {
         const t = performance.now();
