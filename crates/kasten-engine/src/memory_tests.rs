@@ -350,4 +350,12 @@ fn engine_futures_are_send(e: &Engine) {
     assert_send(&e.archive_candidates(None, 1));
     assert_send(&e.run_pending(&|_| {}));
     assert_send(&e.search("q", 1));
+    let edit = crate::FieldEdit::default();
+    assert_send(&e.accept("x", &edit, "user"));
+    assert_send(&e.reject("x", "user"));
+    assert_send(&e.rollback("x", "user"));
+    assert_send(&e.reapply("x", "user"));
+    assert_send(&e.edit_note(&NoteId::generate(), &edit, "user", "r"));
+    assert_send(&e.proposals(&[], 1));
+    assert_send(&e.history(&NoteId::generate()));
 }
