@@ -508,6 +508,77 @@ pub async fn retry_failed(state: State<'_, AppState>) -> AppResult<u32> {
     Ok(clamp_u32(n))
 }
 
+/// Progress of an import, sent over its channel.
+#[derive(Debug, Clone, Serialize, Type)]
+pub struct ImportProgressDto {
+    /// `notes` while saving notes, `links` while creating links.
+    pub phase: String,
+    pub done: u32,
+    pub total: u32,
+}
+
+/// What an import did.
+#[derive(Debug, Clone, Serialize, Type)]
+pub struct ImportResultDto {
+    pub created: u32,
+    pub existing: u32,
+    pub links_created: u32,
+    pub attachments_skipped: u32,
+    /// Files or records not imported, each with why (`file: message`).
+    pub problems: Vec<String>,
+    pub warnings: Vec<String>,
+}
+
+/// Imports a Markdown folder or Obsidian vault, one Markdown file, a chat transcript
+/// (`chat`: a JSON list of `{role, content, time}`) or JSON Lines (`jsonl`) from a path on
+/// this computer. Importing the same source again adds nothing.
+#[tauri::command]
+#[specta::specta]
+pub async fn import_path(
+    state: State<'_, AppState>,
+    path: String,
+    format: String,
+    on_progress: tauri::ipc::Channel<ImportProgressDto>,
+) -> AppResult<ImportResultDto> {
+    let path = std::path::PathBuf::from(path.trim());
+    let plan = match format.as_str() {
+        "markdown" => kasten_engine::files::plan_markdown(&path, 256)?,
+        "chat" => kasten_engine::files::plan_chat(&path, 256)?,
+        "jsonl" => kasten_engine::files::plan_jsonl(&path, 256)?,
+        other => {
+            return Err(AppError::Invalid(format!(
+                "unknown import format '{other}': use markdown, chat or jsonl"
+            )));
+        }
+    };
+    let report = |p: kasten_engine::ImportProgress| {
+        let (phase, done, total) = match p {
+            kasten_engine::ImportProgress::Notes { done, total } => ("notes", done, total),
+            kasten_engine::ImportProgress::Links { done, total } => ("links", done, total),
+        };
+        let _ = on_progress.send(ImportProgressDto {
+            phase: phase.into(),
+            done: clamp_u32(done),
+            total: clamp_u32(total),
+        });
+    };
+    let summary = state
+        .engine()
+        .await?
+        .import_notes(&plan.notes, &plan.links, plan.batch, &report)
+        .await?;
+    state.kick.notify_one();
+    let said = |v: &[kasten_core::transfer::Problem]| v.iter().map(ToString::to_string).collect();
+    Ok(ImportResultDto {
+        created: clamp_u32(summary.created),
+        existing: clamp_u32(summary.existing),
+        links_created: clamp_u32(summary.links_created),
+        attachments_skipped: clamp_u32(plan.attachments as u64),
+        problems: said(&plan.problems),
+        warnings: said(&plan.warnings),
+    })
+}
+
 /// Imports the sample notebook (a dozen notes) into the memory.
 #[tauri::command]
 #[specta::specta]

@@ -65,6 +65,7 @@ impl From<EngineError> for AppError {
             ),
             EngineError::Store(s @ StoreError::Locked(_)) => AppError::Unavailable(s.to_string()),
             EngineError::Embed(e) => AppError::internal("the embedding model failed", e),
+            EngineError::File(m) => AppError::Invalid(m),
             other => AppError::internal("the memory could not do that", other),
         }
     }

@@ -47,6 +47,7 @@ pub fn specta_builder() -> tauri_specta::Builder<tauri::Wry> {
             list_events,
             retry_failed,
             load_sample_notebook,
+            import_path,
             get_settings,
             save_settings,
             test_connection,

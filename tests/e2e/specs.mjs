@@ -1,4 +1,7 @@
 // The e2e specs. Each gets a fresh app (new KASTEN_HOME, new driver, new session).
+import { mkdtempSync, mkdirSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { $t, $$t, assert, launch, screenshot } from "./harness.mjs";
 
 const T = 60000;
@@ -313,6 +316,45 @@ export async function darkMode({ llmUrl }) {
     await browser.pause(800);
     await screenshot(browser, "notes-dark");
     return { dark, bg };
+  } finally {
+    await app.close();
+  }
+}
+
+/** Import a small Obsidian vault from Settings: progress, per-file problems, notes and
+ *  links in the memory; importing it again adds nothing. */
+export async function importVault({ llmUrl }) {
+  const vault = mkdtempSync(join(tmpdir(), "kasten-e2e-vault-"));
+  mkdirSync(join(vault, ".obsidian"));
+  writeFileSync(join(vault, ".obsidian", "app.json"), "{}");
+  writeFileSync(join(vault, "Pixel.md"), "---\ntags: [pets]\n---\nAda's dog Pixel loves the beach. See [[Beach trips]].\n");
+  writeFileSync(join(vault, "Beach trips.md"), "We go to the beach every #summer with [[Pixel|the dog]].\n");
+  writeFileSync(join(vault, "Broken.md"), "---\ntags: [unclosed\n---\nbody\n");
+  writeFileSync(join(vault, "photo.png"), "not really a png");
+  const app = await launch({ llmUrl });
+  const { browser } = app;
+  try {
+    await ready(browser);
+    await nav(browser, "settings");
+    await $t(browser, "import-path").waitForDisplayed({ timeout: T });
+    await $t(browser, "import-path").setValue(vault);
+    await $t(browser, "import-run").click();
+    await $t(browser, "import-result").waitForDisplayed({ timeout: 120000 });
+    const first = await $t(browser, "import-result").getText();
+    assert(/2 new note\(s\)/.test(first), `two notes imported: ${first}`);
+    assert(/2 new link\(s\)/.test(first), `both wikilinks became links: ${first}`);
+    assert(first.includes("Broken.md"), `the broken file is listed: ${first}`);
+    assert(first.includes("1 attachment"), `the attachment is counted: ${first}`);
+    await screenshot(browser, "import");
+    // again: nothing new
+    await $t(browser, "import-run").click();
+    await browser.waitUntil(async () => /0 new note\(s\), 2 already there/.test(await $t(browser, "import-result").getText()), {
+      timeout: 120000,
+      timeoutMsg: "a second import added notes",
+    });
+    await nav(browser, "notes");
+    await browser.waitUntil(async () => (await $$t(browser, "note-item")).length === 2, { timeout: T, timeoutMsg: "the notes list does not show the 2 imported notes" });
+    return { first };
   } finally {
     await app.close();
   }

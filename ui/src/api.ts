@@ -8,6 +8,7 @@ import type {
   NoteFilterInput,
   SettingsInput,
   ChatTurnDto,
+  ImportProgressDto,
   JobEvent,
   StatusEvent,
 } from "./bindings";
@@ -64,6 +65,12 @@ export const api = {
   testConnection: (input: SettingsInput) => un(commands.testConnection(input)),
   insights: () => un(commands.insights()),
   listBoxes: (limit: number) => un(commands.listBoxes(limit)),
+  /** Imports a folder or file from this computer; `onProgress` receives the progress. */
+  importPath: (path: string, format: string, onProgress: (p: ImportProgressDto) => void) => {
+    const ch = new Channel<ImportProgressDto>();
+    ch.onmessage = onProgress;
+    return un(commands.importPath(path, format, ch));
+  },
   /** Asks the memory; `onToken` receives the answer as it streams. */
   ask: (question: string, history: ChatTurnDto[], onToken: (t: string) => void) => {
     const ch = new Channel<string>();

@@ -47,6 +47,12 @@ export const commands = {
 	retryFailed: () => typedError<number, AppError>(__TAURI_INVOKE("retry_failed")),
 	/**  Imports the sample notebook (a dozen notes) into the memory. */
 	loadSampleNotebook: () => typedError<number, AppError>(__TAURI_INVOKE("load_sample_notebook")),
+	/**
+	 *  Imports a Markdown folder or Obsidian vault, one Markdown file, a chat transcript
+	 *  (`chat`: a JSON list of `{role, content, time}`) or JSON Lines (`jsonl`) from a path on
+	 *  this computer. Importing the same source again adds nothing.
+	 */
+	importPath: (path: string, format: string, onProgress: Channel<ImportProgressDto>) => typedError<ImportResultDto, AppError>(__TAURI_INVOKE("import_path", { path, format, onProgress })),
 	getSettings: () => typedError<SettingsDto, AppError>(__TAURI_INVOKE("get_settings")),
 	/**  Saves the settings; the LLM client is rebuilt before the next enrichment pass. */
 	saveSettings: (input: SettingsInput) => typedError<SaveOutcome, AppError>(__TAURI_INVOKE("save_settings", { input })),
@@ -198,6 +204,25 @@ export type HitDto = {
 	score: number | null,
 	/**  How the hit was found: `vector`, `keyword`, `link`, `context`, `date`. */
 	via: string[],
+};
+
+/**  Progress of an import, sent over its channel. */
+export type ImportProgressDto = {
+	/**  `notes` while saving notes, `links` while creating links. */
+	phase: string,
+	done: number,
+	total: number,
+};
+
+/**  What an import did. */
+export type ImportResultDto = {
+	created: number,
+	existing: number,
+	links_created: number,
+	attachments_skipped: number,
+	/**  Files or records not imported, each with why (`file: message`). */
+	problems: string[],
+	warnings: string[],
 };
 
 export type InsightsDto = {

@@ -10,6 +10,7 @@
 
 mod boxes;
 mod chat;
+pub mod files;
 mod lifecycle;
 mod merge;
 mod pipeline;
@@ -62,6 +63,9 @@ pub enum EngineError {
     Conflict(String),
     #[error("the language model failed: {0}")]
     Llm(String),
+    /// A file or folder to import could not be read (the message names it).
+    #[error("{0}")]
+    File(String),
     #[error("internal error: {0}")]
     Internal(String),
 }

@@ -1,6 +1,7 @@
 import { useEffect, useState } from "react";
 import { api, errorText, type SettingsDto, type SettingsInput } from "../../api";
 import { useApp } from "../../app-context";
+import ImportPanel from "./ImportPanel";
 
 const KEY_TEXT: Record<SettingsDto["api_key_storage"], string> = {
   none: "no key stored",
@@ -179,6 +180,7 @@ export default function SettingsView() {
         )}
         {warning && <p className="warning">{warning}</p>}
       </form>
+      <ImportPanel />
     </div>
   );
 }
