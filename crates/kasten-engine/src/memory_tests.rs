@@ -7,26 +7,14 @@ use std::time::Duration;
 use kasten_core::lifecycle::{Reinforce, Tier};
 use kasten_core::{NewNote, NoteId, NoteStatus};
 use kasten_fakellm::{FakeLlm, Mode};
-use kasten_llm::{ClientOptions, LlmClient, LlmConfig, Provider};
+use kasten_llm::{LlmClient, Provider};
 use kasten_store::Endpoint;
 
 use crate::tests::HashEmbedder;
 use crate::{Engine, EngineOptions, PipelineOptions, Policy, PolicyMode, Retrieval};
 
 fn client(fake: &FakeLlm) -> LlmClient {
-    let config = LlmConfig {
-        provider: Provider::Openai,
-        base_url: fake.openai_base_url(),
-        model: "fake-model".into(),
-        api_key: None,
-    };
-    let opts = ClientOptions {
-        timeout: Duration::from_secs(10),
-        max_retries: 1,
-        backoff: Duration::from_millis(5),
-        ..ClientOptions::default()
-    };
-    LlmClient::new(config, opts).unwrap()
+    crate::pipeline_tests::client(fake, Provider::Openai, Duration::from_secs(10))
 }
 
 async fn engine(fake: Option<&FakeLlm>) -> Engine {

@@ -11,7 +11,8 @@ use kasten_store::Endpoint;
 use crate::tests::HashEmbedder;
 use crate::{Engine, EngineOptions, JobOutcome, PipelineOptions};
 
-fn client(fake: &FakeLlm, provider: Provider, timeout: Duration) -> LlmClient {
+/// The production client against the fake server (shared with `memory_tests`).
+pub(crate) fn client(fake: &FakeLlm, provider: Provider, timeout: Duration) -> LlmClient {
     let base_url = match provider {
         Provider::Openai => fake.openai_base_url(),
         Provider::Ollama => fake.ollama_base_url(),
