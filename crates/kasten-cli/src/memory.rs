@@ -10,7 +10,7 @@ use kasten_core::lifecycle::Tier;
 use kasten_engine::{Answer, Engine, MergeInfo, Retrieval};
 use serde_json::json;
 
-use crate::output::print_json;
+use crate::output::{preview, print_json};
 
 const ACTOR: &str = "user";
 
@@ -132,15 +132,6 @@ pub async fn execute(engine: &Engine, cmd: MemoryCmd, json: bool) -> Result<()> 
             }
             Ok(())
         }
-    }
-}
-
-fn preview(s: &str, max: usize) -> String {
-    let one_line = s.split_whitespace().collect::<Vec<_>>().join(" ");
-    if one_line.chars().count() <= max {
-        one_line
-    } else {
-        format!("{}…", one_line.chars().take(max - 1).collect::<String>())
     }
 }
 

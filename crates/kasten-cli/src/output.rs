@@ -66,7 +66,7 @@ fn note_json(n: &Note) -> Value {
     })
 }
 
-fn preview(s: &str, max: usize) -> String {
+pub fn preview(s: &str, max: usize) -> String {
     let one_line = s.split_whitespace().collect::<Vec<_>>().join(" ");
     if one_line.chars().count() <= max {
         one_line

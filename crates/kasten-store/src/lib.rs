@@ -95,6 +95,17 @@ fn first_real_error(resp: &mut surrealdb::IndexedResults) -> Result<(), StoreErr
     Err(StoreError::from_db(errs.swap_remove(pick).1))
 }
 
+/// The boolean a `BEGIN … RETURN $x; COMMIT` query returned (the statement before the
+/// commit), after checking the response for errors; `false` if it returned nothing.
+fn returned_bool(resp: &mut surrealdb::IndexedResults) -> Result<bool, StoreError> {
+    first_real_error(resp)?;
+    let n = resp.num_statements();
+    let v: Option<bool> = resp
+        .take(n.saturating_sub(2))
+        .map_err(StoreError::from_db)?;
+    Ok(v.unwrap_or(false))
+}
+
 fn emb_to_bytes(v: &[f32]) -> Bytes {
     let mut b = Vec::with_capacity(v.len() * 4);
     for x in v {
@@ -590,12 +601,7 @@ impl Store {
             .bind(("id", id.to_string()))
             .await
             .map_err(StoreError::from_db)?;
-        first_real_error(&mut resp)?;
-        let n = resp.num_statements();
-        let existed: Option<bool> = resp
-            .take(n.saturating_sub(2))
-            .map_err(StoreError::from_db)?;
-        Ok(existed.unwrap_or(false))
+        returned_bool(&mut resp)
     }
 
     /// Links touching a note, in either direction.

@@ -9,7 +9,7 @@ use kasten_core::NoteId;
 use kasten_core::lifecycle::{StrengthState, Tier};
 use surrealdb::types::SurrealValue;
 
-use crate::{Store, StoreError, first_real_error};
+use crate::{Store, StoreError, first_real_error, returned_bool};
 
 /// What the current strength of one note is computed from.
 #[derive(Debug, Clone)]
@@ -244,12 +244,7 @@ impl Store {
             .bind(("reason", reason.to_owned()))
             .await
             .map_err(StoreError::from_db)?;
-        first_real_error(&mut resp)?;
-        let n = resp.num_statements();
-        let ok: Option<bool> = resp
-            .take(n.saturating_sub(2))
-            .map_err(StoreError::from_db)?;
-        Ok(ok.unwrap_or(false))
+        returned_bool(&mut resp)
     }
 
     /// Sets a note's tier (and project). `by` is `llm` (the construction step's proposal,
@@ -283,12 +278,7 @@ impl Store {
             .bind(("by", by.to_owned()))
             .await
             .map_err(StoreError::from_db)?;
-        first_real_error(&mut resp)?;
-        let n = resp.num_statements();
-        let ok: Option<bool> = resp
-            .take(n.saturating_sub(2))
-            .map_err(StoreError::from_db)?;
-        Ok(ok.unwrap_or(false))
+        returned_bool(&mut resp)
     }
 }
 
