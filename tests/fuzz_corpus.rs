@@ -1,0 +1,1 @@
+//! Replays the committed fuzz corpus through the parsers on stable Rust (issue 9).
