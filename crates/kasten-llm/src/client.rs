@@ -329,7 +329,7 @@ impl LlmClient {
         let mut stream = resp.bytes_stream();
         let mut buf: Vec<u8> = Vec::new();
         let mut st = StreamState::default();
-        'read: loop {
+        while !st.done {
             let deadline = Instant::now() + self.opts.timeout;
             let next =
                 timeout_at(deadline, stream.next())
@@ -338,17 +338,69 @@ impl LlmClient {
                         after: self.opts.timeout,
                     })?;
             let Some(chunk) = next else { break };
-            buf.extend_from_slice(&chunk.map_err(|e| self.transport_error(&e))?);
-            while let Some(pos) = buf.iter().position(|&b| b == b'\n') {
-                let line: Vec<u8> = buf.drain(..=pos).collect();
-                self.stream_line(&String::from_utf8_lossy(&line), &mut st, on_token)?;
-                if st.done {
-                    break 'read;
-                }
+            let chunk = chunk.map_err(|e| self.transport_error(&e))?;
+            self.stream_chunk(&mut buf, &chunk, &mut st, on_token)?;
+        }
+        self.stream_end(&buf, st, &req.messages, on_token)
+    }
+
+    /// Parses a whole streamed response body that arrived in `chunks`, exactly as
+    /// [`LlmClient::chat_stream`] does while reading it. For the fuzz targets and tests:
+    /// the result must not depend on where the chunks are cut.
+    #[doc(hidden)]
+    pub fn parse_stream_body(
+        &self,
+        chunks: &[&[u8]],
+        on_token: &mut (dyn FnMut(&str) + Send),
+    ) -> Result<ChatResponse, LlmError> {
+        let (mut buf, mut st) = (Vec::new(), StreamState::default());
+        for chunk in chunks {
+            if st.done {
+                break;
+            }
+            self.stream_chunk(&mut buf, chunk, &mut st, on_token)?;
+        }
+        self.stream_end(&buf, st, &[], on_token)
+    }
+
+    /// Parses a non-streaming response body as [`LlmClient::chat`] does (for the fuzz
+    /// targets and tests).
+    #[doc(hidden)]
+    pub fn parse_response_body(&self, body: &str) -> Result<ChatResponse, LlmError> {
+        self.parse_completion(body, &[])
+    }
+
+    /// Adds one piece of a stream to `buf` and handles every complete line in it (up to
+    /// the end of the answer).
+    fn stream_chunk(
+        &self,
+        buf: &mut Vec<u8>,
+        chunk: &[u8],
+        st: &mut StreamState,
+        on_token: &mut (dyn FnMut(&str) + Send),
+    ) -> Result<(), LlmError> {
+        buf.extend_from_slice(chunk);
+        while let Some(pos) = buf.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = buf.drain(..=pos).collect();
+            self.stream_line(&String::from_utf8_lossy(&line), st, on_token)?;
+            if st.done {
+                break;
             }
         }
+        Ok(())
+    }
+
+    /// The stream has ended: handles a last line without a newline and checks that the
+    /// answer was complete.
+    fn stream_end(
+        &self,
+        buf: &[u8],
+        mut st: StreamState,
+        messages: &[Message],
+        on_token: &mut (dyn FnMut(&str) + Send),
+    ) -> Result<ChatResponse, LlmError> {
         if !st.done && !buf.is_empty() {
-            self.stream_line(&String::from_utf8_lossy(&buf), &mut st, on_token)?;
+            self.stream_line(&String::from_utf8_lossy(buf), &mut st, on_token)?;
         }
         if !(st.done || st.finished) {
             return Err(LlmError::Protocol(
@@ -356,7 +408,7 @@ impl LlmClient {
             ));
         }
         Ok(ChatResponse {
-            usage: Usage::from_counts(st.prompt, st.completion, &req.messages, &st.text),
+            usage: Usage::from_counts(st.prompt, st.completion, messages, &st.text),
             model: st.model.unwrap_or_else(|| self.config.model.clone()),
             text: st.text,
         })
@@ -766,6 +818,30 @@ mod tests {
             (s.prompt_tokens, s.completion_tokens, s.estimated, s.total()),
             (13, 12, true, 25)
         );
+    }
+
+    #[test]
+    fn streams_parse_the_same_however_they_are_cut() {
+        let c = client(Provider::Openai);
+        let body = "data: {\"choices\":[{\"delta\":{\"content\":\"Grüße\"}}]}\n\n\
+                    data: {\"choices\":[{\"delta\":{\"content\":\" [1]\"},\"finish_reason\":\"stop\"}]}\n\
+                    data: [DONE]\n"
+            .as_bytes();
+        let whole = c.parse_stream_body(&[body], &mut |_| {}).unwrap();
+        assert_eq!(whole.text, "Grüße [1]");
+        for cut in 0..body.len() {
+            let (a, b) = body.split_at(cut);
+            let mut pieces = String::new();
+            let r = c
+                .parse_stream_body(&[a, b], &mut |p| pieces.push_str(p))
+                .unwrap();
+            assert_eq!(
+                (r.text.as_str(), pieces.as_str()),
+                ("Grüße [1]", "Grüße [1]")
+            );
+        }
+        let cut_off = &body[..40];
+        assert!(c.parse_stream_body(&[cut_off], &mut |_| {}).is_err());
     }
 
     #[test]
