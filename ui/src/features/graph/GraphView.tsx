@@ -1,42 +1,10 @@
 import { useEffect, useMemo, useRef, useState } from "react";
-import Sigma from "sigma";
-import { EdgeLineProgram } from "sigma/rendering";
 import type Graph from "graphology";
-import FA2Layout from "graphology-layout-forceatlas2/worker";
-import forceAtlas2 from "graphology-layout-forceatlas2";
 import { api, errorText, type BoxDto } from "../../api";
 import { useApp } from "../../app-context";
 import Empty from "../../components/Empty";
 import { buildGraph, loadWhole, PALETTE, type GraphData } from "./graphData";
-
-interface Stats {
-  nodes: number;
-  edges: number;
-  loadMs: number;
-  pages: number;
-}
-
-declare global {
-  interface Window {
-    /** Figures for the e2e suite and the performance note. */
-    __kastenGraph?: {
-      stats: Stats;
-      layoutRunning: () => boolean;
-      /** Animates the camera for `frames` frames; resolves to per-frame times in ms. */
-      measureFrames: (frames: number) => Promise<number[]>;
-      /** Milliseconds of one full refresh (reducers re-run, as when a filter changes). */
-      measureRefresh: () => number;
-      /** Milliseconds of one synchronous render (no reprocessing), as a camera move needs. */
-      measureRender: () => number;
-      /** Changes a sigma setting (for measurements). */
-      setSetting: (key: string, value: unknown) => void;
-      nodeIds: () => string[];
-      /** Nodes the current filters (Box, tag) leave visible. */
-      visibleNodes: () => number;
-      clickNode: (id: string) => void;
-    };
-  }
-}
+import { mountGraph, type GraphStats as Stats, type Mounted } from "./mountGraph";
 
 function useDark(): boolean {
   const q = typeof window !== "undefined" && window.matchMedia ? window.matchMedia("(prefers-color-scheme: dark)") : null;
@@ -118,144 +86,26 @@ export default function GraphView() {
   // The renderer; rebuilt with the graph, reducers read the filters through a ref.
   const filters = useRef({ search: "", tag: "", showProposed: true, highlightSet, boxMembers, center: graphFocus.center });
   filters.current = { search: search.trim().toLowerCase(), tag, showProposed, highlightSet, boxMembers, center: graphFocus.center };
-  const sigmaRef = useRef<Sigma | null>(null);
+  const mounted = useRef<Mounted | null>(null);
 
   useEffect(() => {
-    if (!graph || !container.current || graph.order === 0) return;
-    const fg = dark ? "#e5e7ee" : "#1d2230";
-    const visible = (id: string, a: Record<string, unknown>) => {
-      const f = filters.current;
-      if (f.boxMembers && !f.boxMembers.has(id)) return false;
-      if (f.tag && !(a.tags as string[]).includes(f.tag)) return false;
-      return true;
-    };
-    const big = graph.order > 2000;
-    const renderer = new Sigma(graph, container.current, {
-      renderEdgeLabels: false,
-      // large graphs: 1-pixel GL lines instead of quads, and no edges/labels while dragging
-      ...(big ? { edgeProgramClasses: { line: EdgeLineProgram }, hideEdgesOnMove: true, hideLabelsOnMove: true } : {}),
-      labelColor: { color: fg },
-      labelRenderedSizeThreshold: graph.order > 2000 ? 12 : 6,
-      defaultEdgeColor: dark ? "#465069" : "#c3c9d6",
-      zIndex: true,
-      nodeReducer: (id, a) => {
-        const f = filters.current;
-        if (!visible(id, a)) return { ...a, hidden: true };
-        const hit =
-          f.highlightSet.has(id) || (f.search !== "" && String(a.label ?? "").toLowerCase().includes(f.search));
-        if (hit || id === f.center) return { ...a, size: (a.size as number) * 1.8, highlighted: true, zIndex: 2 };
-        if (f.search !== "" || f.highlightSet.size > 0) return { ...a, color: dark ? "#3a4152" : "#dfe3ea", label: "", zIndex: 0 };
-        return a;
-      },
-      edgeReducer: (id, a) => {
-        const [s, t] = graph.extremities(id);
-        if (!visible(s, graph.getNodeAttributes(s)) || !visible(t, graph.getNodeAttributes(t))) return { ...a, hidden: true };
-        // proposed links are drawn dashed on the overlay instead
-        if (a.proposed) return { ...a, hidden: true };
-        return a;
-      },
+    if (!graph || !container.current || !overlay.current || graph.order === 0) return;
+    const m = mountGraph({
+      graph,
+      container: container.current,
+      overlay: overlay.current,
+      dark,
+      filters: () => filters.current,
+      onClickNode: openNote,
+      whole: graphFocus.center === null,
     });
-    sigmaRef.current = renderer;
-    renderer.on("clickNode", ({ node }) => openNote(node));
-    renderer.on("enterNode", () => container.current && (container.current.style.cursor = "pointer"));
-    renderer.on("leaveNode", () => container.current && (container.current.style.cursor = "default"));
-
-    // Dashed proposed links on a 2D overlay, redrawn after each frame.
-    const drawOverlay = () => {
-      const c = overlay.current;
-      const box = container.current;
-      if (!c || !box) return;
-      const dpr = window.devicePixelRatio || 1;
-      const w = box.clientWidth;
-      const h = box.clientHeight;
-      if (c.width !== w * dpr || c.height !== h * dpr) {
-        c.width = w * dpr;
-        c.height = h * dpr;
-      }
-      const ctx = c.getContext("2d");
-      if (!ctx) return;
-      ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
-      ctx.clearRect(0, 0, w, h);
-      if (!filters.current.showProposed) return;
-      ctx.setLineDash([5, 4]);
-      ctx.strokeStyle = dark ? "#e0a84a" : "#c0841a";
-      ctx.lineWidth = 1.2;
-      ctx.beginPath();
-      graph.forEachEdge((_e, a, s, t, sa, ta) => {
-        if (!a.proposed || !visible(s, sa) || !visible(t, ta)) return;
-        const p = renderer.graphToViewport({ x: sa.x as number, y: sa.y as number });
-        const q = renderer.graphToViewport({ x: ta.x as number, y: ta.y as number });
-        if ((p.x < 0 && q.x < 0) || (p.y < 0 && q.y < 0) || (p.x > w && q.x > w) || (p.y > h && q.y > h)) return;
-        ctx.moveTo(p.x, p.y);
-        ctx.lineTo(q.x, q.y);
-      });
-      ctx.stroke();
-    };
-    renderer.on("afterRender", drawOverlay);
-
-    // Layout: a few seconds of ForceAtlas2 in a worker (small graphs: synchronously).
-    let layout: FA2Layout | null = null;
-    let stopTimer = 0;
-    if (graph.order <= 300) {
-      forceAtlas2.assign(graph, { iterations: 150, settings: forceAtlas2.inferSettings(graph) });
-    } else {
-      layout = new FA2Layout(graph, {
-        settings: { ...forceAtlas2.inferSettings(graph), barnesHutOptimize: graph.order > 1000 },
-      });
-      layout.start();
-      stopTimer = window.setTimeout(() => layout?.stop(), Math.min(2000 + graph.order / 4, 8000));
-    }
-
-    window.__kastenGraph = {
-      stats: { nodes: graph.order, edges: graph.size, loadMs: 0, pages: 0 },
-      layoutRunning: () => !!layout?.isRunning(),
-      nodeIds: () => graph.nodes(),
-      visibleNodes: () => graph.filterNodes((id, a) => visible(id, a)).length,
-      clickNode: (id: string) => openNote(id),
-      setSetting: (key: string, value: unknown) => {
-        // eslint-disable-next-line @typescript-eslint/no-explicit-any
-        renderer.setSetting(key as any, value as any);
-      },
-      measureRender: () => {
-        const t = performance.now();
-        // eslint-disable-next-line @typescript-eslint/no-explicit-any
-        (renderer as any).render();
-        return performance.now() - t;
-      },
-      measureRefresh: () => {
-        const t = performance.now();
-        renderer.refresh();
-        return performance.now() - t;
-      },
-      measureFrames: (frames: number) =>
-        new Promise((resolve) => {
-          const times: number[] = [];
-          const cam = renderer.getCamera();
-          let last = performance.now();
-          let i = 0;
-          const step = () => {
-            const now = performance.now();
-            if (i > 0) times.push(now - last);
-            last = now;
-            if (i++ >= frames) {
-              cam.setState({ ratio: 1, angle: 0 });
-              resolve(times);
-              return;
-            }
-            // zoom and rotate a little every frame: sigma redraws every node and edge
-            cam.setState({ ratio: 1 + 0.3 * Math.sin(i / 10), angle: i / 200 });
-            requestAnimationFrame(step);
-          };
-          requestAnimationFrame(step);
-        }),
-    };
-
+    mounted.current = m;
     return () => {
-      window.clearTimeout(stopTimer);
-      layout?.kill();
-      renderer.kill();
-      sigmaRef.current = null;
+      m.kill();
+      mounted.current = null;
     };
+    // graphFocus.center changes only together with `graph` (a new load)
+    // eslint-disable-next-line react-hooks/exhaustive-deps
   }, [graph, dark, openNote]);
 
   useEffect(() => {
@@ -264,7 +114,7 @@ export default function GraphView() {
 
   // Filters change: re-run the reducers.
   useEffect(() => {
-    sigmaRef.current?.refresh();
+    mounted.current?.refresh();
   }, [search, tag, showProposed, highlightSet, boxMembers]);
 
   const box = graphFocus.boxId ? boxes.find((b) => b.id === graphFocus.boxId) : null;
