@@ -193,3 +193,88 @@ impl Drop for FakeServer {
         let _ = self.child.wait();
     }
 }
+
+/// A small seeded random generator (splitmix64) for the crash and fault suites, so a
+/// failing run can be repeated with the seed it printed.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Self(seed)
+    }
+
+    /// The seed in `$var` if set, else one from the clock; printed either way (`cargo test`
+    /// shows it when the test fails).
+    pub fn from_env(var: &str) -> Self {
+        let seed = std::env::var(var)
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or_else(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_nanos() as u64)
+                    .unwrap_or(1)
+            });
+        eprintln!("seed {seed} (repeat with {var}={seed})");
+        Self(seed)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `lo..=hi`.
+    pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.next_u64() % (hi - lo + 1)
+    }
+}
+
+/// The key of a backup's tagged record id (`{"$record": {"table", "key"}}`).
+pub fn record_key(v: &serde_json::Value) -> Option<String> {
+    let k = &v["$record"]["key"];
+    k.as_str()
+        .map(str::to_owned)
+        .or_else(|| k.as_i64().map(|n| n.to_string()))
+}
+
+impl Home {
+    /// Every table of the memory, as `kasten backup` writes them (`{table: [rows]}`).
+    pub fn dump(&self) -> serde_json::Value {
+        let f = self.dir.path().join("dump.json");
+        let _ = std::fs::remove_file(&f);
+        self.ok(&["backup", f.to_str().unwrap_or_default()]);
+        let text = std::fs::read_to_string(&f).unwrap_or_else(|e| panic!("read backup: {e}"));
+        let mut v: serde_json::Value =
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("backup is not JSON: {e}"));
+        let _ = std::fs::remove_file(&f);
+        v["tables"].take()
+    }
+}
+
+impl FakeServer {
+    /// Switches the running server to another fault mode (`POST /_fake/mode`); `mode` is
+    /// the JSON form, e.g. `{"mode": "normal"}`.
+    pub fn set_mode(&self, mode_json: &str) {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.port))
+            .unwrap_or_else(|e| panic!("connect to kasten-fakellm: {e}"));
+        let req = format!(
+            "POST /_fake/mode HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{mode_json}",
+            mode_json.len()
+        );
+        s.write_all(req.as_bytes())
+            .unwrap_or_else(|e| panic!("set mode: {e}"));
+        let mut resp = String::new();
+        let _ = s.read_to_string(&mut resp);
+        assert!(resp.starts_with("HTTP/1.1 200"), "set mode: {resp}");
+    }
+
+    /// The id of the server process (to find its sockets, say).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
