@@ -66,8 +66,8 @@
 //!
 //! See [`Mode`]. Status faults (`http500`, `flaky`, `fail_first`, `rate_limited`) apply to the
 //! chat routes only and count chat requests from the moment the mode was set. Content faults
-//! (`malformed`, `truncated`, `wrong_shape`, `unknown_handles`, `fenced`) apply to structured
-//! requests only; plain chat is answered as in `normal`.
+//! (`malformed`, `truncated`, `wrong_shape`, `unknown_handles`, `fenced`, `injection`) apply to
+//! structured requests only; plain chat is answered as in `normal`.
 
 mod generate;
 mod server;
@@ -113,14 +113,23 @@ pub enum Mode {
     FailFirst { n: usize },
     /// Every other chat request gets 429 with `Retry-After: 0`, starting with the first.
     RateLimited,
+    /// A model that obeys prompt injection: when any message contains
+    /// [`INJECTION_MARKER`] (case-insensitive), a structured answer is the normal one plus
+    /// everything a hostile note asks for — `content` rewrites, `delete` flags and `ops`
+    /// (`delete`, `rewrite`, `drop_table`) on every handle shown and on handles never shown
+    /// (`N999`), at the top level and in every link and update. Otherwise normal.
+    Injection,
 }
+
+/// The text that makes [`Mode::Injection`] misbehave.
+pub const INJECTION_MARKER: &str = "ignore previous instructions";
 
 /// A `--mode` value that could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum ModeError {
     #[error(
         "unknown fault mode `{0}`; expected normal, http500, slow[:MS], malformed, truncated, \
-         wrong_shape, unknown_handles, fenced, flaky, fail_first[:N] or rate_limited"
+         wrong_shape, unknown_handles, fenced, flaky, fail_first[:N], rate_limited or injection"
     )]
     Unknown(String),
     #[error("`{0}` is not a whole number")]

@@ -17,7 +17,7 @@ struct Args {
     #[arg(long, default_value_t = 0)]
     port: u16,
     /// Fault mode: normal, http500, slow[:MS], malformed, truncated, wrong_shape,
-    /// unknown_handles, fenced, flaky, fail_first[:N], rate_limited, or its JSON form.
+    /// unknown_handles, fenced, flaky, fail_first[:N], rate_limited, injection, or its JSON form.
     #[arg(long, default_value = "normal")]
     mode: Mode,
     /// Model name listed by /v1/models and /api/tags.
