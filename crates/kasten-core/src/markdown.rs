@@ -21,7 +21,9 @@
 use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, NaiveDate, NaiveDateTime, SecondsFormat, Utc};
-use yaml_rust2::{Yaml, YamlLoader};
+use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser};
+use yaml_rust2::scanner::Marker;
+use yaml_rust2::{ScanError, Yaml, YamlLoader};
 
 use crate::transfer::{ImportLink, ImportNote, Problem};
 use crate::{EnrichState, LinkStatus, NewNote, Note, NoteId};
@@ -33,6 +35,8 @@ pub const LINKS_MARKER: &str = "%% kasten links: generated on export, ignored on
 const MAX_FRONT_MATTER: usize = 64 * 1024;
 /// Nesting deeper than this in front matter is refused before parsing.
 const MAX_NESTING: usize = 64;
+/// Front matter that grows beyond this when its YAML aliases are expanded is refused.
+const MAX_EXPANDED: usize = 1024 * 1024;
 /// The link kind of a plain `[[wikilink]]`: the user wrote it, the kind is not said. It is
 /// not one of the kinds the LLM uses, so a note's enrichment never proposes a link that
 /// collides with one its file already had (links are unique per ends and kind).
@@ -167,7 +171,7 @@ fn read_front_matter(front: &str, p: &mut ParsedFile) -> Result<(), String> {
     if nesting_estimate(front) > MAX_NESTING {
         return Err("front matter is nested too deeply to be note properties".into());
     }
-    let docs = YamlLoader::load_from_str(front).map_err(|e| {
+    let yaml_error = |e: ScanError| {
         let m = e.marker();
         format!(
             "front matter is not valid YAML: {} (line {}, column {} of the front matter)",
@@ -175,7 +179,20 @@ fn read_front_matter(front: &str, p: &mut ParsedFile) -> Result<(), String> {
             m.line() + 1,
             m.col() + 1
         )
-    })?;
+    };
+    // YAML aliases are copied where they are used: a few hundred bytes of nested `*a`
+    // expand to gigabytes ("billion laughs"). Measure the expansion before building it.
+    let mut size = ExpandedSize::default();
+    Parser::new_from_str(front)
+        .load(&mut size, true)
+        .map_err(yaml_error)?;
+    if size.total > MAX_EXPANDED {
+        return Err(format!(
+            "front matter expands to more than {} KB through YAML aliases (*name); not read",
+            MAX_EXPANDED / 1024
+        ));
+    }
+    let docs = YamlLoader::load_from_str(front).map_err(yaml_error)?;
     let map = match docs.into_iter().next() {
         None | Some(Yaml::Null) => return Ok(()),
         Some(Yaml::Hash(h)) => h,
@@ -232,6 +249,50 @@ fn read_front_matter(front: &str, p: &mut ParsedFile) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// The size of a YAML stream as the loader builds it, every alias expanded: the bytes of
+/// each scalar plus one per node. Anchors are measured when they close; an alias adds the
+/// size of its anchor again.
+#[derive(Default)]
+struct ExpandedSize {
+    /// Open sequences and mappings: their anchor id (0: none) and size so far.
+    open: Vec<(usize, usize)>,
+    anchors: HashMap<usize, usize>,
+    total: usize,
+}
+
+impl MarkedEventReceiver for ExpandedSize {
+    fn on_event(&mut self, ev: Event, _mark: Marker) {
+        let size = match ev {
+            Event::SequenceStart(anchor, _) | Event::MappingStart(anchor, _) => {
+                self.open.push((anchor, 1));
+                return;
+            }
+            Event::SequenceEnd | Event::MappingEnd => {
+                let Some((anchor, size)) = self.open.pop() else {
+                    return;
+                };
+                if anchor > 0 {
+                    self.anchors.insert(anchor, size);
+                }
+                size
+            }
+            Event::Scalar(value, _, anchor, _) => {
+                let size = value.len().saturating_add(1);
+                if anchor > 0 {
+                    self.anchors.insert(anchor, size);
+                }
+                size
+            }
+            Event::Alias(anchor) => self.anchors.get(&anchor).copied().unwrap_or(1),
+            _ => return,
+        };
+        match self.open.last_mut() {
+            Some((_, parent)) => *parent = parent.saturating_add(size),
+            None => self.total = self.total.saturating_add(size),
+        }
+    }
 }
 
 fn read_links(v: &Yaml, p: &mut ParsedFile) {

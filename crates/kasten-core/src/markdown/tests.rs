@@ -253,6 +253,24 @@ fn deep_nesting_and_huge_front_matter_are_refused_without_crashing() {
     assert!(parse_file(huge.as_bytes()).is_err());
 }
 
+#[test]
+fn yaml_aliases_cannot_blow_up_front_matter() {
+    // found by fuzzing (fuzz/regressions/import_markdown): 445 bytes that the YAML loader
+    // expanded to gigabytes, one alias level at a time
+    let mut fm = String::from("a0: &a0 [x, y, z, w, v, u, t, s]\n");
+    for i in 1..9 {
+        let refs = vec![format!("*a{}", i - 1); 8].join(", ");
+        fm.push_str(&format!("a{i}: &a{i} [{refs}]\n"));
+    }
+    let err = parse_file(format!("---\n{fm}---\nbody").as_bytes()).unwrap_err();
+    assert!(err.contains("aliases"), "{err}");
+    let v = plan_vault("V", &[file("lol.md", &format!("---\n{fm}---\nbody"))]);
+    assert_eq!((v.notes.len(), v.problems.len()), (0, 1));
+    // an alias used as intended still works
+    let p = parse_file(b"---\ntags: &t [rust, async]\nkeywords: *t\n---\nbody").unwrap();
+    assert_eq!(p.keywords, vec!["rust", "async"]);
+}
+
 mod props {
     use super::*;
     use proptest::prelude::*;
