@@ -14,6 +14,16 @@
 //!   construction revision records the note's annotations and embedding as they are inside
 //!   the transaction (another job may have evolved the note meanwhile), so its rollback is
 //!   exact; a note deleted meanwhile refuses the apply ([`StoreError::Conflict`]).
+//! - Several processes may share one store on a SurrealDB server (docs/SERVER.md). Its
+//!   transactions are optimistic (snapshot isolation): two that write the same record
+//!   cannot both commit, and the loser fails with a transaction conflict instead of
+//!   waiting. The claim, the apply and a failed attempt's bookkeeping are each one
+//!   transaction that is safe to run again from the start, so a conflict is retried here
+//!   a few times with a short random pause ([`retry_conflicts`]) — the LLM's work is not
+//!   thrown away — and only then reported as [`StoreError::Conflict`].
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use kasten_core::{JobId, NoteId};
@@ -108,7 +118,7 @@ pub struct Enrichment {
     pub updates: Vec<NeighbourWrite>,
 }
 
-#[derive(Debug, SurrealValue)]
+#[derive(Debug, Clone, SurrealValue)]
 #[surreal(crate = "surrealdb::types")]
 struct LinkParam {
     to: String,
@@ -118,7 +128,7 @@ struct LinkParam {
     status: String,
 }
 
-#[derive(Debug, SurrealValue)]
+#[derive(Debug, Clone, SurrealValue)]
 #[surreal(crate = "surrealdb::types")]
 struct UpdateParam {
     id: String,
@@ -130,7 +140,7 @@ struct UpdateParam {
     embedding_after: Bytes,
 }
 
-#[derive(Debug, SurrealValue)]
+#[derive(Debug, Clone, SurrealValue)]
 #[surreal(crate = "surrealdb::types")]
 struct EventParam {
     model: String,
@@ -198,8 +208,48 @@ pub struct JobCounts {
     pub failed: u64,
 }
 
-/// Thrown inside the apply transaction when a neighbour changed under us.
+/// Thrown inside the apply transaction when the note was deleted under us.
 const STALE: &str = "kasten:stale-version";
+
+/// How many times a transaction that lost a write conflict is run in all.
+const CONFLICT_TRIES: u32 = 6;
+
+/// Transactions this process ran again after a write conflict (see [`Store::conflict_retries`]).
+static CONFLICT_RETRIES: AtomicU64 = AtomicU64::new(0);
+
+/// Runs `op` (one whole transaction) again while it fails with a transaction conflict, at
+/// most [`CONFLICT_TRIES`] times in all, pausing 10–40 ms × the attempt number (random,
+/// so two losers do not collide again in step). Anything else is returned at once.
+///
+/// `op` is a plain closure returning a future (not an async closure), so the future stays
+/// `Send` (the engine's futures must be).
+pub(crate) async fn retry_conflicts<T, F, Fut>(what: &str, mut op: F) -> Result<T, StoreError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, StoreError>>,
+{
+    let mut attempt = 1;
+    loop {
+        match op().await {
+            Err(StoreError::Conflict) if attempt < CONFLICT_TRIES => {
+                CONFLICT_RETRIES.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(attempt, "{what}: transaction conflict, running it again");
+                tokio::time::sleep(jitter(attempt)).await;
+                attempt += 1;
+            }
+            other => return other,
+        }
+    }
+}
+
+fn jitter(attempt: u32) -> Duration {
+    // no RNG dependency for this: the clock's nanoseconds are random enough to desync
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    Duration::from_millis(u64::from(attempt) * (10 + u64::from(nanos % 31)))
+}
 
 impl Store {
     /// Claims up to `max` runnable jobs (queued, or running with an expired lease), oldest
@@ -251,32 +301,40 @@ impl Store {
         } else {
             ""
         };
+        // The update repeats the runnable condition, so a job is taken only if it is still
+        // runnable when written (not merely when selected), and only the rows this worker
+        // actually took are returned. Two claims of the same job conflict on its record:
+        // one commits, the other is retried and then finds it taken.
         let q = format!(
             "BEGIN TRANSACTION;
              LET $ids = SELECT VALUE id FROM job
                  WHERE (state = 'queued' OR (state = 'running' AND lease_until < $now)) {filter}
                    AND record::id(id) NOT IN $exclude
                  ORDER BY created_at LIMIT $max;
-             UPDATE $ids SET state = 'running', lease_until = $until, attempts += 1, worker = $worker, updated_at = $now;
-             SELECT record::id(id) AS id, record::id(note) AS note, attempts FROM $ids;
+             LET $won = (UPDATE $ids SET state = 'running', lease_until = $until, attempts += 1, worker = $worker, updated_at = $now
+                 WHERE state = 'queued' OR (state = 'running' AND lease_until < $now)
+                 RETURN VALUE id);
+             SELECT record::id(id) AS id, record::id(note) AS note, attempts FROM $won WHERE worker = $worker;
              COMMIT TRANSACTION;"
         );
-        let mut resp = self
-            .db
-            .query(q)
-            .bind(("now", Utc::now()))
-            .bind(("until", lease_until))
-            .bind(("max", max as i64))
-            .bind(("worker", worker.to_owned()))
-            .bind(("note", note.map(|n| n.to_string()).unwrap_or_default()))
-            .bind((
-                "exclude",
-                exclude.iter().map(|j| j.to_string()).collect::<Vec<_>>(),
-            ))
-            .await
-            .map_err(StoreError::from_db)?;
-        first_real_error(&mut resp)?;
-        let rows: Vec<ClaimRow> = resp.take(3).map_err(StoreError::from_db)?;
+        let note = note.map(|n| n.to_string()).unwrap_or_default();
+        let exclude: Vec<String> = exclude.iter().map(|j| j.to_string()).collect();
+        let (db, q, note, exclude) = (&self.db, q.as_str(), &note, &exclude);
+        let rows: Vec<ClaimRow> = retry_conflicts("claim a job", || async move {
+            let mut resp = db
+                .query(q)
+                .bind(("now", Utc::now()))
+                .bind(("until", lease_until))
+                .bind(("max", max as i64))
+                .bind(("worker", worker.to_owned()))
+                .bind(("note", note.clone()))
+                .bind(("exclude", exclude.clone()))
+                .await
+                .map_err(StoreError::from_db)?;
+            first_real_error(&mut resp)?;
+            resp.take(3).map_err(StoreError::from_db)
+        })
+        .await?;
         rows.into_iter()
             .map(|r| {
                 Ok(ClaimedJob {
@@ -286,6 +344,13 @@ impl Store {
                 })
             })
             .collect()
+    }
+
+    /// Transactions this process has run again after losing a write conflict to another
+    /// writer (only a server shared by several processes produces them; see
+    /// docs/SERVER.md). A figure for reports and tests.
+    pub fn conflict_retries() -> u64 {
+        CONFLICT_RETRIES.load(Ordering::Relaxed)
     }
 
     /// Records a failed attempt. With `give_up` the job ends `failed` and the note shows
@@ -306,17 +371,20 @@ impl Store {
         } else {
             ("queued", "pending")
         };
-        let mut resp = self
-            .db
-            .query(q)
-            .bind(("job", job.to_string()))
-            .bind(("note", note.to_string()))
-            .bind(("state", state))
-            .bind(("nstate", nstate))
-            .bind(("err", error.to_owned()))
-            .await
-            .map_err(StoreError::from_db)?;
-        first_real_error(&mut resp)
+        let db = &self.db;
+        retry_conflicts("record a failed attempt", || async move {
+            let mut resp = db
+                .query(q)
+                .bind(("job", job.to_string()))
+                .bind(("note", note.to_string()))
+                .bind(("state", state))
+                .bind(("nstate", nstate))
+                .bind(("err", error.to_owned()))
+                .await
+                .map_err(StoreError::from_db)?;
+            first_real_error(&mut resp)
+        })
+        .await
     }
 
     /// Puts every `running` job back in the queue (their worker is gone). Returns how many.
@@ -499,25 +567,38 @@ impl Store {
              UPDATE type::record('job', $job) SET state = 'done', lease_until = NONE, last_error = NONE, updated_at = $now;
              COMMIT TRANSACTION;"
         );
-        let mut resp = self
-            .db
-            .query(q)
-            .bind(("job", e.job.to_string()))
-            .bind(("note", e.note.to_string()))
-            .bind(("after", e.after.clone()))
-            .bind(("emb", emb_to_bytes(&e.embedding)))
-            .bind(("construct_apply", e.construction_mode == ApplyMode::Apply))
-            .bind(("tier", e.tier.clone()))
-            .bind(("embed_model", e.embed_model.clone()))
-            .bind(("event", event))
-            .bind(("links", links))
-            .bind(("updates", updates))
-            .await
-            .map_err(StoreError::from_db)?;
-        match first_real_error(&mut resp) {
-            Err(StoreError::Db(msg)) if msg.contains(STALE) => return Err(StoreError::Conflict),
-            other => other?,
-        }
+        let emb = emb_to_bytes(&e.embedding);
+        // A conflict with another writer is retried as a whole (the transaction wrote
+        // nothing); the version checks then see the winner's changes. A deleted note is
+        // not a conflict to retry: it comes back as Ok(Err(..)).
+        let (db, q, emb, event, links, updates) =
+            (&self.db, q.as_str(), &emb, &event, &links, &updates);
+        let applied: Result<(), StoreError> =
+            retry_conflicts("apply an enrichment", || async move {
+                let mut resp = db
+                    .query(q)
+                    .bind(("job", e.job.to_string()))
+                    .bind(("note", e.note.to_string()))
+                    .bind(("after", e.after.clone()))
+                    .bind(("emb", emb.clone()))
+                    .bind(("construct_apply", e.construction_mode == ApplyMode::Apply))
+                    .bind(("tier", e.tier.clone()))
+                    .bind(("embed_model", e.embed_model.clone()))
+                    .bind(("event", event.clone()))
+                    .bind(("links", links.clone()))
+                    .bind(("updates", updates.clone()))
+                    .await
+                    .map_err(StoreError::from_db)?;
+                match first_real_error(&mut resp) {
+                    Err(StoreError::Db(msg)) if msg.contains(STALE) => {
+                        Ok(Err(StoreError::Conflict))
+                    }
+                    Err(other) => Err(other),
+                    Ok(()) => Ok(Ok(())),
+                }
+            })
+            .await?;
+        applied?;
         if !e.updates.iter().any(|u| u.mode == ApplyMode::Apply) {
             return Ok(Vec::new());
         }

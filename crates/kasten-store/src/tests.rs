@@ -418,3 +418,47 @@ async fn a_proposed_link_that_already_exists_is_skipped_not_fatal() -> Result<()
     );
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_claims_take_each_job_exactly_once() -> Result<(), StoreError> {
+    // Eight claimers on one store race for 40 jobs: the claim's conditional update and the
+    // conflict retry must hand every job to exactly one of them.
+    let s = std::sync::Arc::new(mem().await);
+    let notes: Vec<Note> = (0..40).map(|i| note(&format!("job note {i}"))).collect();
+    let writes: Vec<NoteWrite> = notes.iter().map(|n| write(n, vec![1.0, 0.0])).collect();
+    s.insert_notes(&writes).await?;
+    let until = Utc::now() + chrono::Duration::minutes(5);
+    let mut tasks = Vec::new();
+    for w in 0..8 {
+        let s = std::sync::Arc::clone(&s);
+        tasks.push(tokio::spawn(async move {
+            let mut mine = Vec::new();
+            loop {
+                match s.claim_jobs(&format!("w{w}"), 1, until).await {
+                    Ok(v) if v.is_empty() => break,
+                    Ok(v) => mine.extend(v.into_iter().map(|j| j.id)),
+                    // the bounded retry gave up: try again, as the engine's workers do
+                    Err(StoreError::Conflict) => continue,
+                    Err(e) => return Err(e),
+                }
+            }
+            Ok(mine)
+        }));
+    }
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.map_err(|e| StoreError::Db(e.to_string()))??);
+    }
+    let unique: std::collections::HashSet<_> = all.iter().cloned().collect();
+    assert_eq!(all.len(), 40, "a job was claimed twice or not at all");
+    assert_eq!(unique.len(), 40);
+    assert_eq!(s.job_counts().await?.running, 40);
+    eprintln!(
+        "40 jobs, 8 claimers: {} transaction(s) retried after a conflict",
+        Store::conflict_retries()
+    );
+    if let Ok(s) = std::sync::Arc::try_unwrap(s) {
+        s.close().await;
+    }
+    Ok(())
+}
