@@ -66,6 +66,9 @@ impl From<EngineError> for AppError {
             EngineError::Store(s @ StoreError::Locked(_)) => AppError::Unavailable(s.to_string()),
             EngineError::Embed(e) => AppError::internal("the embedding model failed", e),
             EngineError::File(m) => AppError::Invalid(m),
+            // already a sentence about the LLM server ("the language model failed: the LLM
+            // server at … is not reachable: …"), which the user can act on
+            e @ EngineError::Llm(_) => AppError::Llm(e.to_string()),
             other => AppError::internal("the memory could not do that", other),
         }
     }
@@ -89,5 +92,55 @@ mod tests {
             serde_json::to_value(&e).unwrap_or_default()["kind"],
             "no_llm"
         );
+    }
+
+    /// Every LLM failure the engine reports reaches the app as `llm` with the reason in
+    /// words, not as an internal error that hides it in the log.
+    #[test]
+    fn llm_failures_are_llm_errors_in_words() {
+        use kasten_llm::LlmError;
+        use std::time::Duration;
+        let faults = [
+            (
+                LlmError::Unreachable {
+                    url: "http://127.0.0.1:9/v1".into(),
+                    message: "connection refused".into(),
+                },
+                "not reachable",
+            ),
+            (
+                LlmError::Timeout {
+                    after: Duration::from_secs(1),
+                },
+                "did not answer within 1s",
+            ),
+            (
+                LlmError::Http {
+                    status: 500,
+                    body: "injected server error".into(),
+                },
+                "HTTP 500",
+            ),
+            (
+                LlmError::BadOutput {
+                    reason: "the JSON is cut off".into(),
+                    raw: "{\"keywords\": [".into(),
+                },
+                "not usable",
+            ),
+            (LlmError::Protocol("no choices".into()), "not understood"),
+            (LlmError::RateLimited, "rate-limiting"),
+        ];
+        for (fault, words) in faults {
+            // how the engine wraps them (chat.rs: `EngineError::Llm(e.to_string())`)
+            let e: AppError = EngineError::Llm(fault.to_string()).into();
+            let json = serde_json::to_value(&e).unwrap_or_default();
+            assert_eq!(json["kind"], "llm", "{fault:?}");
+            let msg = json["message"].as_str().unwrap_or_default();
+            assert!(msg.contains(words), "{msg}");
+            for internal in ["LlmError", "EngineError", "Unreachable {", "Http {", "src/"] {
+                assert!(!msg.contains(internal), "{msg}");
+            }
+        }
     }
 }
