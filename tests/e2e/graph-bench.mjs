@@ -5,6 +5,7 @@
 //
 //   node tests/e2e/graph-bench.mjs [100 1000 10000]
 //
+// BENCH_QUERY=search=garden adds page parameters (search: highlight notes matching it).
 // Needs Debian's `chromium` (CHROMIUM=/path to use another) and ui's dev dependencies.
 // Prints one JSON line per size: build + first draw, layout, synchronous render and full
 // refresh (ms of JS), overlay redraw, and requestAnimationFrame deltas (p50/p95) while the
@@ -61,7 +62,7 @@ try {
   for (const n of sizes) {
     const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
     const t0 = Date.now();
-    await page.goto(`${base}/graph.html?n=${n}`);
+    await page.goto(`${base}/graph.html?n=${n}${process.env.BENCH_QUERY ? `&${process.env.BENCH_QUERY}` : ""}`);
     await page.waitForFunction(() => window.__benchInfo?.().layoutDone, null, { timeout: 120000, polling: 250 });
     const layoutDoneMs = Date.now() - t0;
     const info = await page.evaluate(() => window.__benchInfo());

@@ -87,6 +87,7 @@ export default function GraphView() {
   const filters = useRef({ search: "", tag: "", showProposed: true, highlightSet, boxMembers, center: graphFocus.center });
   filters.current = { search: search.trim().toLowerCase(), tag, showProposed, highlightSet, boxMembers, center: graphFocus.center };
   const mounted = useRef<Mounted | null>(null);
+  const [dashed, setDashed] = useState(true);
 
   useEffect(() => {
     if (!graph || !container.current || !overlay.current || graph.order === 0) return;
@@ -100,6 +101,7 @@ export default function GraphView() {
       whole: graphFocus.center === null,
     });
     mounted.current = m;
+    setDashed(m.dashed);
     return () => {
       m.kill();
       mounted.current = null;
@@ -195,7 +197,9 @@ export default function GraphView() {
                 {b.label}
               </span>
             ))}
-            <span className="muted">– – proposed</span>
+            <span className="muted" data-testid="graph-proposed-legend">
+              {dashed ? "– – proposed" : "amber lines: proposed"}
+            </span>
           </div>
         </div>
       )}

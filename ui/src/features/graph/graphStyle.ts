@@ -5,10 +5,11 @@ import type { Attributes } from "graphology-types";
 /** Above this many notes the graph is drawn in its cheap mode (see `sigmaSettings`). */
 export const BIG = 2000;
 /**
- * Proposed links are drawn dashed on a 2D overlay up to this many visible ones; beyond
- * that (a dashed 2D stroke is slow in software rendering) they are drawn as amber GL lines.
+ * Proposed links are drawn dashed on a 2D overlay up to this many; beyond that they are
+ * drawn as amber GL lines: a dashed 2D stroke of ~1,000 lines cost 250-500 ms per frame in
+ * WebKitGTK's software canvas (10k notes), against ~1 ms in Chromium.
  */
-export const DASHED_MAX = 1500;
+export const DASHED_MAX = 300;
 
 export interface Filters {
   /** Lower-cased highlight text, "" for none. */

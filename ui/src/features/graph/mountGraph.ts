@@ -65,6 +65,8 @@ export interface MountOptions {
 }
 
 export interface Mounted {
+  /** Proposed links are drawn dashed (few of them), else as amber lines. */
+  dashed: boolean;
   /** Re-runs the reducers (after a filter change). */
   refresh: () => void;
   kill: () => void;
@@ -80,7 +82,8 @@ export function mountGraph(o: MountOptions): Mounted {
   });
   // the overlay's list of visible proposed links, rebuilt at each refresh
   let dashedPairs: string[] = [];
-  const filters = (): Filters => ({ ...o.filters(), dashed: proposed <= DASHED_MAX });
+  const dashed = proposed <= DASHED_MAX;
+  const filters = (): Filters => ({ ...o.filters(), dashed });
   let current = filters();
   const renderer = new Sigma(graph, container, {
     ...sigmaSettings(graph.order),
@@ -216,6 +219,7 @@ export function mountGraph(o: MountOptions): Mounted {
   };
 
   return {
+    dashed,
     refresh: () => renderer.refresh(),
     kill: () => {
       onLayoutDone = () => {};
