@@ -22,7 +22,8 @@ use std::collections::HashSet;
 use chrono::{DateTime, Utc};
 use kasten_core::{NoteId, note::index_text};
 use kasten_store::{
-    AuditEntry, FieldChange, Fields, LinkRecord, NewRevision, ReviewBatch, Revision, StoreError,
+    AuditEntry, FieldChange, Fields, LinkRecord, NewRevision, QueueStates, ReviewBatch, Revision,
+    StoreError,
 };
 use serde::Serialize;
 
@@ -196,44 +197,48 @@ impl Engine {
         } else {
             statuses.to_vec()
         };
+        let states = QueueStates {
+            proposed: wanted.contains(&ReviewStatus::Proposed),
+            applied: wanted.contains(&ReviewStatus::Applied),
+            accepted: wanted.contains(&ReviewStatus::Accepted),
+            rejected: wanted.contains(&ReviewStatus::Rejected),
+            rolled_back: wanted.contains(&ReviewStatus::RolledBack),
+        };
+        // Each table gives its newest `limit`; the newest `limit` of both are among them.
         let mut items = Vec::new();
-        for l in self.store.links_where(None).await? {
+        for l in self.store.queue_links(states, limit).await? {
             let status = ReviewStatus::of_link(&l.status, l.reviewed);
-            if matches!(l.created_by.as_str(), "llm" | "merge") && wanted.contains(&status) {
-                items.push(ReviewItem {
-                    kind: "link",
-                    id: l.id,
-                    note: l.from,
-                    target: Some(l.to),
-                    event: l.event,
-                    label: l.kind,
-                    reason: l.reason,
-                    confidence: Some(l.confidence),
-                    before: None,
-                    after: None,
-                    status,
-                    created_at: l.created_at,
-                });
-            }
+            items.push(ReviewItem {
+                kind: "link",
+                id: l.id,
+                note: l.from,
+                target: Some(l.to),
+                event: l.event,
+                label: l.kind,
+                reason: l.reason,
+                confidence: Some(l.confidence),
+                before: None,
+                after: None,
+                status,
+                created_at: l.created_at,
+            });
         }
-        for r in self.store.revisions_where(None, None).await? {
+        for r in self.store.queue_revisions(states, limit).await? {
             let status = ReviewStatus::of_revision(&r.status, r.reviewed);
-            if r.actor == "llm" && wanted.contains(&status) {
-                items.push(ReviewItem {
-                    kind: "edit",
-                    id: r.id,
-                    note: r.note.to_string(),
-                    target: None,
-                    event: r.event,
-                    label: r.reason.clone(),
-                    reason: r.reason,
-                    confidence: None,
-                    before: Some(r.before),
-                    after: Some(r.after),
-                    status,
-                    created_at: r.created_at,
-                });
-            }
+            items.push(ReviewItem {
+                kind: "edit",
+                id: r.id,
+                note: r.note.to_string(),
+                target: None,
+                event: r.event,
+                label: r.reason.clone(),
+                reason: r.reason,
+                confidence: None,
+                before: Some(r.before),
+                after: Some(r.after),
+                status,
+                created_at: r.created_at,
+            });
         }
         items.sort_by(|a, b| {
             b.created_at

@@ -441,3 +441,69 @@ proptest! {
         });
     }
 }
+
+#[tokio::test]
+async fn queue_pages_are_filtered_and_ordered_by_the_store() {
+    let fake = FakeLlm::start(Mode::Normal).await.unwrap();
+    let e = engine(&fake).await;
+    add(&e, "Mia adopted a grey cat named Pixel").await;
+    add(&e, "Mia's cat Pixel likes the window seat").await;
+    add(&e, "Pixel the cat went to the vet with Mia").await;
+    let all_states = [
+        ReviewStatus::Proposed,
+        ReviewStatus::Applied,
+        ReviewStatus::Accepted,
+        ReviewStatus::Rejected,
+        ReviewStatus::RolledBack,
+    ];
+    let everything = e.proposals(&all_states, usize::MAX).await.unwrap();
+    assert!(
+        everything.len() >= 2,
+        "the fake LLM proposes links and edits"
+    );
+    // one state moves to each other state, so every filter has something to find
+    e.reject(&everything[0].id, "user").await.unwrap();
+    e.accept(&everything[1].id, &FieldEdit::default(), "user")
+        .await
+        .unwrap();
+    let everything = e.proposals(&all_states, usize::MAX).await.unwrap();
+    // newest first, ties by id
+    assert!(everything.windows(2).all(|w| {
+        w[0].created_at > w[1].created_at
+            || (w[0].created_at == w[1].created_at && w[0].id <= w[1].id)
+    }));
+    // a short page is the head of the long one
+    for n in 1..=everything.len() {
+        let page: Vec<_> = e
+            .proposals(&all_states, n)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|i| i.id)
+            .collect();
+        let head: Vec<_> = everything.iter().take(n).map(|i| i.id.clone()).collect();
+        assert_eq!(page, head);
+    }
+    // each state filter returns exactly the items in that state
+    for s in all_states {
+        let got: Vec<_> = e
+            .proposals(&[s], usize::MAX)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|i| i.id)
+            .collect();
+        let want: Vec<_> = everything
+            .iter()
+            .filter(|i| i.status == s)
+            .map(|i| i.id.clone())
+            .collect();
+        assert_eq!(got, want, "state {s:?}");
+    }
+    assert!(
+        everything
+            .iter()
+            .any(|i| i.status == ReviewStatus::Rejected)
+    );
+    e.close().await;
+}

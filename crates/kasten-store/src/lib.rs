@@ -37,7 +37,9 @@ pub use pipeline::{
     ApplyMode, ClaimedJob, Enrichment, EventSummary, Fields, JobCounts, LinkWrite, ModelUsage,
     NeighbourWrite, RevisionSummary,
 };
-pub use review::{AuditEntry, FieldChange, LinkRecord, NewRevision, ReviewBatch, Revision};
+pub use review::{
+    AuditEntry, FieldChange, LinkRecord, NewRevision, QueueStates, ReviewBatch, Revision,
+};
 pub use transfer::{
     BACKUP_FORMAT, BACKUP_VERSION, ImportLinkWrite, RestoreSummary,
     from_json as backup_value_from_json, to_json as backup_value_to_json,

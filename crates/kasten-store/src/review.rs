@@ -185,6 +185,48 @@ struct AuditParam {
     reason: String,
 }
 
+/// Review states a queue page holds. A change the LLM made takes effect at once under the
+/// auto policy (stored status `accepted` for a link, `applied` for a revision); `reviewed`
+/// tells whether a person has since confirmed it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QueueStates {
+    /// Waiting for a decision (stored status `proposed`).
+    pub proposed: bool,
+    /// In effect, not yet confirmed by a person.
+    pub applied: bool,
+    /// In effect and confirmed by a person.
+    pub accepted: bool,
+    pub rejected: bool,
+    /// Anything else: rolled back.
+    pub rolled_back: bool,
+}
+
+impl QueueStates {
+    /// The WHERE fragment selecting these states; `in_effect` is the stored status of a
+    /// change in effect. Only fixed text: nothing from the caller reaches the query.
+    fn filter(self, in_effect: &str) -> Option<String> {
+        let mut parts = Vec::new();
+        if self.proposed {
+            parts.push("status = 'proposed'".to_owned());
+        }
+        if self.applied {
+            parts.push(format!("(status = '{in_effect}' AND reviewed = false)"));
+        }
+        if self.accepted {
+            parts.push(format!("(status = '{in_effect}' AND reviewed = true)"));
+        }
+        if self.rejected {
+            parts.push("status = 'rejected'".to_owned());
+        }
+        if self.rolled_back {
+            parts.push(format!(
+                "status NOT IN ['proposed', '{in_effect}', 'rejected']"
+            ));
+        }
+        (!parts.is_empty()).then(|| parts.join(" OR "))
+    }
+}
+
 const CHANGED: &str = "kasten:note-changed";
 
 impl Store {
@@ -199,6 +241,52 @@ impl Store {
             .map_err(StoreError::from_db)?;
         let row: Option<RevisionRow> = resp.take(0).map_err(StoreError::from_db)?;
         row.map(RevisionRow::into_revision).transpose()
+    }
+
+    /// The newest LLM-made links (created by `llm` or `merge`) in the given review states,
+    /// newest first, at most `limit`: one page of the review queue, filtered and ordered in
+    /// the database so a page never reads the whole link table into memory.
+    pub async fn queue_links(
+        &self,
+        states: QueueStates,
+        limit: usize,
+    ) -> Result<Vec<LinkRecord>, StoreError> {
+        let Some(filter) = states.filter("accepted") else {
+            return Ok(Vec::new());
+        };
+        let mut resp = self
+            .db
+            .query(format!(
+                "SELECT {LINK_COLUMNS} FROM link WHERE created_by IN ['llm', 'merge'] AND ({filter}) \
+                 ORDER BY created_at DESC, id LIMIT $limit"
+            ))
+            .bind(("limit", i64::try_from(limit).unwrap_or(i64::MAX)))
+            .await
+            .map_err(StoreError::from_db)?;
+        resp.take(0).map_err(StoreError::from_db)
+    }
+
+    /// The newest LLM-made revisions in the given review states, newest first, at most
+    /// `limit` (see [`Store::queue_links`]).
+    pub async fn queue_revisions(
+        &self,
+        states: QueueStates,
+        limit: usize,
+    ) -> Result<Vec<Revision>, StoreError> {
+        let Some(filter) = states.filter("applied") else {
+            return Ok(Vec::new());
+        };
+        let mut resp = self
+            .db
+            .query(format!(
+                "SELECT {REVISION_COLUMNS} FROM revision WHERE actor = 'llm' AND ({filter}) \
+                 ORDER BY created_at DESC, id LIMIT $limit"
+            ))
+            .bind(("limit", i64::try_from(limit).unwrap_or(i64::MAX)))
+            .await
+            .map_err(StoreError::from_db)?;
+        let rows: Vec<RevisionRow> = resp.take(0).map_err(StoreError::from_db)?;
+        rows.into_iter().map(RevisionRow::into_revision).collect()
     }
 
     /// Revisions of a note (oldest first), or of an event.
