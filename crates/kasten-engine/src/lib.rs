@@ -155,6 +155,23 @@ impl AtomicF64 {
     }
 }
 
+/// Opens the store, again if the open lost a race: processes starting together on a new
+/// memory on a SurrealDB server all try its migrations, and the transactions that lose
+/// fail with a conflict; opening again finds the migrations applied (docs/SERVER.md).
+async fn open_store(endpoint: &Endpoint) -> Result<Store, StoreError> {
+    let mut tries = 1u64;
+    loop {
+        match Store::open(endpoint).await {
+            Err(StoreError::Conflict) if tries < 6 => {
+                tracing::debug!(tries, "opening the memory lost a race with another process");
+                tokio::time::sleep(std::time::Duration::from_millis(40 * tries)).await;
+                tries += 1;
+            }
+            other => return other,
+        }
+    }
+}
+
 /// Everything [`Engine::open_with`] can be given besides the store and the embedder.
 #[derive(Default)]
 pub struct EngineOptions {
@@ -181,7 +198,7 @@ impl Engine {
         options: EngineOptions,
         progress: ProgressFn<'_>,
     ) -> Result<Self, EngineError> {
-        let store = Store::open(endpoint).await?;
+        let store = open_store(endpoint).await?;
         let engine = Engine {
             store,
             indexes: RwLock::new(Indexes {

@@ -108,6 +108,9 @@ pub struct RunSummary {
     pub failed: usize,
     pub tokens: u64,
     pub errors: Vec<String>,
+    /// Store transactions run again after losing a write conflict to another writer
+    /// (several processes on one SurrealDB server; see docs/SERVER.md). Not failures.
+    pub conflict_retries: u64,
 }
 
 /// The setting key for the review policy.
@@ -193,6 +196,7 @@ impl Engine {
         on_job: &(dyn Fn(&JobOutcome) + Send + Sync),
     ) -> Result<RunSummary, EngineError> {
         self.llm()?;
+        let retries_before = kasten_store::Store::conflict_retries();
         let worker_name = format!("{}-{}", std::process::id(), Utc::now().timestamp_millis());
         let attempted: std::sync::Mutex<Vec<kasten_core::JobId>> =
             std::sync::Mutex::new(Vec::new());
@@ -219,8 +223,19 @@ impl Engine {
                         Err(StoreError::Conflict) => continue,
                         Err(e) => return Err(EngineError::Store(e)),
                     };
-                    if let Ok(mut v) = attempted.lock() {
-                        v.push(job.id.clone());
+                    // Another worker may have attempted this job and put it back in the
+                    // queue after our exclusion list was read: give it back untouched.
+                    let first_attempt = match attempted.lock() {
+                        Ok(v) if v.contains(&job.id) => false,
+                        Ok(mut v) => {
+                            v.push(job.id.clone());
+                            true
+                        }
+                        Err(_) => true,
+                    };
+                    if !first_attempt {
+                        self.store.release_job(&job.id).await?;
+                        continue;
                     }
                     let outcome = self.process(&job).await?;
                     on_job(&outcome);
@@ -249,6 +264,8 @@ impl Engine {
                 }
             }
         }
+        summary.conflict_retries =
+            kasten_store::Store::conflict_retries().saturating_sub(retries_before);
         Ok(summary)
     }
 
