@@ -8,7 +8,12 @@ use specta::Type;
 
 use crate::error::{AppError, AppResult};
 
-const KEYRING_SERVICE: &str = "app.kasten.desktop";
+// Tests use their own keyring entry so that running them never touches a real key.
+const KEYRING_SERVICE: &str = if cfg!(test) {
+    "app.kasten.desktop.test"
+} else {
+    "app.kasten.desktop"
+};
 const KEYRING_USER: &str = "llm-api-key";
 
 /// Where the API key is kept.
@@ -373,6 +378,77 @@ mod tests {
         let mut i = input();
         i.links_policy = "sometimes".into();
         assert!(validate(&i).is_err());
+    }
+
+    /// A constant embedder: the settings code never embeds, but an engine needs one.
+    struct Flat;
+    impl kasten_embed::Embedder for Flat {
+        fn model_id(&self) -> &str {
+            "flat"
+        }
+        fn dim(&self) -> usize {
+            4
+        }
+        fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, kasten_embed::EmbedError> {
+            Ok(texts.iter().map(|_| vec![1.0, 0.0, 0.0, 0.0]).collect())
+        }
+    }
+
+    /// Whichever way the key goes (the OS keyring where there is one, else the settings
+    /// with a warning), it is used afterwards, the UI is told where it is, and removing it
+    /// removes it from both places.
+    #[tokio::test]
+    async fn the_api_key_goes_to_the_keyring_or_to_the_settings_with_a_warning() {
+        if env("KASTEN_LLM_API_KEY").is_some() {
+            return; // the environment would win over both places; nothing to observe here
+        }
+        let engine = Engine::open(
+            &kasten_store::Endpoint::Mem,
+            std::sync::Arc::new(Flat),
+            &|_| {},
+        )
+        .await
+        .unwrap();
+        let key = "sk-test-0123456789";
+        let mut i = input();
+        i.api_key = Some(key.into());
+        let warning = save(&engine, &i).await.unwrap();
+        let llm = setting(&engine, "llm").await.unwrap();
+        let stored = load(&engine).await.unwrap().api_key_storage;
+        match warning {
+            Some(w) => {
+                // no keyring (a headless machine, CI): kept in the settings, said plainly
+                assert!(w.contains("unencrypted"), "{w}");
+                assert_eq!(str_of(&llm, "api_key").as_deref(), Some(key));
+                assert_eq!(stored, KeyStorage::Settings);
+            }
+            None => {
+                // a keyring took it: the settings hold no copy
+                assert_eq!(str_of(&llm, "api_key"), None);
+                assert_eq!(keyring_get().await.as_deref(), Some(key));
+                assert_eq!(stored, KeyStorage::Keyring);
+            }
+        }
+        // the stored key is the one a connection test uses
+        assert_eq!(
+            key_for_test(&engine, None).await.unwrap().as_deref(),
+            Some(key)
+        );
+        // saving without a key keeps it; an empty key removes it everywhere
+        i.api_key = None;
+        assert!(save(&engine, &i).await.unwrap().is_none());
+        assert_eq!(
+            key_for_test(&engine, None).await.unwrap().as_deref(),
+            Some(key)
+        );
+        i.api_key = Some(String::new());
+        save(&engine, &i).await.unwrap();
+        assert_eq!(key_for_test(&engine, None).await.unwrap(), None);
+        assert_eq!(
+            load(&engine).await.unwrap().api_key_storage,
+            KeyStorage::None
+        );
+        engine.close().await;
     }
 
     #[test]
