@@ -83,9 +83,11 @@ export function edgeReducer(filters: () => Filters, colours: Colours) {
 }
 
 /**
- * Sigma settings by graph size. Large graphs: 1-pixel GL lines, no edges and labels while
- * the camera moves, fewer and larger-only labels, no z-ordering (highlighted nodes are
- * drawn on top by sigma anyway), no edge picking.
+ * Sigma settings by graph size. Large graphs: fewer and larger-only labels, no z-ordering
+ * (highlighted nodes are drawn on top by sigma anyway); no edge picking for any. (Large
+ * graphs also draw 1-pixel GL lines and do not redraw while the camera moves: mountGraph.)
+ * Edges and labels stay on while moving: `hideEdgesOnMove` would make sigma reprocess the
+ * whole graph after every drag.
  */
 export function sigmaSettings(order: number) {
   const big = order > BIG;
@@ -93,8 +95,8 @@ export function sigmaSettings(order: number) {
     renderEdgeLabels: false,
     enableEdgeEvents: false,
     zIndex: !big,
-    hideEdgesOnMove: big,
-    hideLabelsOnMove: big,
+    hideEdgesOnMove: false,
+    hideLabelsOnMove: false,
     labelRenderedSizeThreshold: big ? 12 : 6,
     labelDensity: big ? 0.5 : 1,
     labelGridCellSize: big ? 150 : 100,

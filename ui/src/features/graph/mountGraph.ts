@@ -17,9 +17,9 @@ export interface GraphStats {
 /** Frame times (ms between animation frames) while the camera moves. */
 export interface FrameOptions {
   /**
-   * "animate" (default): camera animations, as wheel zoom and panning are — large graphs
-   * drop edges and labels while they run. "redraw": the camera is set every frame, so
-   * every frame draws everything (the worst case).
+   * "animate" (default): camera animations, as wheel zoom and inertia panning are (large
+   * graphs move their last frame meanwhile and redraw once still). "redraw": the camera is
+   * set and the graph drawn in full every frame (the worst case).
    */
   mode?: "animate" | "redraw";
 }
@@ -49,6 +49,9 @@ declare global {
     };
   }
 }
+
+/** Large graphs are redrawn once the camera has been still this long (ms). */
+export const STILL_MS = 120;
 
 export interface MountOptions {
   graph: Graph;
@@ -106,8 +109,7 @@ export function mountGraph(o: MountOptions): Mounted {
   renderer.on("enterNode", () => (container.style.cursor = "pointer"));
   renderer.on("leaveNode", () => (container.style.cursor = "default"));
 
-  // Dashed proposed links on the 2D overlay, redrawn after each frame (large graphs: not
-  // while the camera moves, like their edges).
+  // Dashed proposed links on the 2D overlay, redrawn after each frame.
   let overlayDrawn = false;
   const drawOverlay = () => {
     const dpr = window.devicePixelRatio || 1;
@@ -120,16 +122,17 @@ export function mountGraph(o: MountOptions): Mounted {
     }
     const ctx = overlay.getContext("2d");
     if (!ctx) return;
-    const moving = big && (renderer.getCamera().isAnimated() || renderer.getMouseCaptor().isMoving);
-    if (dashedPairs.length === 0 || moving) {
-      // nothing to draw: leave a clear canvas alone (no redraw for the compositor)
+    if (dashedPairs.length === 0) {
+      // nothing to draw: an empty layer is left out of compositing
       if (overlayDrawn) {
         ctx.setTransform(1, 0, 0, 1, 0, 0);
         ctx.clearRect(0, 0, overlay.width, overlay.height);
         overlayDrawn = false;
       }
+      overlay.style.display = "none";
       return;
     }
+    overlay.style.display = "";
     ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
     ctx.clearRect(0, 0, w, h);
     ctx.setLineDash([5, 4]);
@@ -150,6 +153,66 @@ export function mountGraph(o: MountOptions): Mounted {
     overlayDrawn = true;
   };
   renderer.on("afterRender", drawOverlay);
+
+  // Large graphs: while the camera moves, the last full frame is moved, scaled and turned
+  // with a CSS transform (as maps do) instead of being redrawn: a full frame of 10k notes
+  // costs 0.3-1 s in software rendering; a transform costs the compositor only, and the
+  // layers with nothing to show meanwhile (hover layers) are taken out of it. Sigma draws
+  // the new view once the camera has been still for `STILL_MS` and one more frame.
+  const camera = renderer.getCamera();
+  const layer = (name: string) => container.querySelector<HTMLCanvasElement>(`canvas.sigma-${name}`);
+  // edge labels are never drawn: one layer less to composite
+  const edgeLabels = layer("edgeLabels");
+  if (edgeLabels) edgeLabels.style.display = "none";
+  let drawnState = camera.getState();
+  let following = false;
+  const moved = () => [layer("edges"), layer("nodes"), layer("labels"), overlay];
+  const paused = () => [layer("hovers"), layer("hoverNodes")];
+  renderer.on("afterRender", () => {
+    drawnState = camera.getState();
+    if (!following) return;
+    following = false;
+    for (const el of moved()) if (el) el.style.transform = "";
+    for (const el of paused()) if (el) el.style.display = "";
+  });
+  let stillTimer = 0;
+  if (big) {
+    const scheduleRender = renderer.scheduleRender.bind(renderer);
+    const follow = () => {
+      const w = container.clientWidth;
+      const h = container.clientHeight;
+      if (w === 0 || h === 0) return;
+      const now = camera.getState();
+      // where three corners of the drawn frame are now
+      const [o, px, py] = [
+        { x: 0, y: 0 },
+        { x: w, y: 0 },
+        { x: 0, y: h },
+      ].map((p) => renderer.framedGraphToViewport(renderer.viewportToFramedGraph(p, { cameraState: drawnState }), { cameraState: now }));
+      const m = `matrix(${(px.x - o.x) / w}, ${(px.y - o.y) / w}, ${(py.x - o.x) / h}, ${(py.y - o.y) / h}, ${o.x}, ${o.y})`;
+      for (const el of moved()) {
+        if (!el) continue;
+        el.style.transformOrigin = "0 0";
+        el.style.transform = m;
+      }
+      if (!following) for (const el of paused()) if (el) el.style.display = "none";
+      following = true;
+    };
+    let updates = 0;
+    const whenStill = () => {
+      const seen = updates;
+      requestAnimationFrame(() => {
+        if (updates === seen) scheduleRender();
+      });
+    };
+    renderer.scheduleRender = () => {
+      follow();
+      updates++;
+      window.clearTimeout(stillTimer);
+      stillTimer = window.setTimeout(whenStill, STILL_MS);
+      return renderer;
+    };
+  }
 
   // Layout: the whole memory reuses this session's positions when nearly all notes have one.
   let onLayoutDone = () => {
@@ -210,7 +273,11 @@ export function mountGraph(o: MountOptions): Mounted {
           }
           // zoom in and out, pan and turn a little
           const state = { ratio: 1 + 0.3 * Math.sin(i / 10), angle: i / 200, x: 0.5 + 0.1 * Math.sin(i / 7), y: 0.5 };
-          if (opts.mode === "redraw") cam.setState(state);
+          if (opts.mode === "redraw") {
+            cam.setState(state);
+            // eslint-disable-next-line @typescript-eslint/no-explicit-any
+            (renderer as any).render();
+          }
           else if (!cam.isAnimated()) void cam.animate(state, { duration: 2000 });
           requestAnimationFrame(step);
         };
@@ -222,6 +289,7 @@ export function mountGraph(o: MountOptions): Mounted {
     dashed,
     refresh: () => renderer.refresh(),
     kill: () => {
+      window.clearTimeout(stillTimer);
       onLayoutDone = () => {};
       layout.stop();
       renderer.kill();
