@@ -10,3 +10,5 @@
 mod consistency;
 #[path = "reliability/crash.rs"]
 mod crash;
+#[path = "reliability/faults.rs"]
+mod faults;
