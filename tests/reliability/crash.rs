@@ -148,7 +148,12 @@ fn kill_9_at_random_points_during_import() {
     let tables = h.dump();
     let c = consistency::check(&tables, "after the import kills");
     assert_eq!(c.notes, (file + 1) * per_file, "every line of every file");
-    let r = h.json(&["search", "file 0 line 17: a remark on subject 17", "-k", "3"]);
+    let r = h.json(&[
+        "search",
+        "file 0 line 17: a remark on subject 17",
+        "-k",
+        "3",
+    ]);
     assert!(r["hits"].as_array().is_some_and(|a| !a.is_empty()), "{r}");
     eprintln!(
         "import: {kills} kills in {rounds} rounds ({finished} finished first), {} acknowledged ids, {} notes checked",
