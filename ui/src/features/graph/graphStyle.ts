@@ -5,6 +5,12 @@ import type { Attributes } from "graphology-types";
 /** Above this many notes the graph is drawn in its cheap mode (see `sigmaSettings`). */
 export const BIG = 2000;
 /**
+ * Above this many notes the camera moves the last drawn frame instead of redrawing
+ * (mountGraph): at 1,000 notes a full frame was already 95-150 ms in WebKitGTK's software
+ * rendering and ~200 ms in headless Chromium.
+ */
+export const MOVE_FRAME = 500;
+/**
  * Proposed links are drawn dashed on a 2D overlay up to this many; beyond that they are
  * drawn as amber GL lines: a dashed 2D stroke of ~1,000 lines cost 250-500 ms per frame in
  * WebKitGTK's software canvas (10k notes), against ~1 ms in Chromium.

@@ -4,7 +4,7 @@
 import Sigma from "sigma";
 import { EdgeLineProgram } from "sigma/rendering";
 import type Graph from "graphology";
-import { BIG, coloursFor, DASHED_MAX, edgeReducer, nodeReducer, passes, sigmaSettings, type Filters } from "./graphStyle";
+import { BIG, coloursFor, DASHED_MAX, MOVE_FRAME, edgeReducer, nodeReducer, passes, sigmaSettings, type Filters } from "./graphStyle";
 import { applyPositions, cachedPositions, savePositions, startLayout } from "./layout";
 
 export interface GraphStats {
@@ -154,7 +154,7 @@ export function mountGraph(o: MountOptions): Mounted {
   };
   renderer.on("afterRender", drawOverlay);
 
-  // Large graphs: while the camera moves, the last full frame is moved, scaled and turned
+  // Larger graphs: while the camera moves, the last full frame is moved, scaled and turned
   // with a CSS transform (as maps do) instead of being redrawn: a full frame of 10k notes
   // costs 0.3-1 s in software rendering; a transform costs the compositor only, and the
   // layers with nothing to show meanwhile (hover layers) are taken out of it. Sigma draws
@@ -176,7 +176,7 @@ export function mountGraph(o: MountOptions): Mounted {
     for (const el of paused()) if (el) el.style.display = "";
   });
   let stillTimer = 0;
-  if (big) {
+  if (graph.order > MOVE_FRAME) {
     const scheduleRender = renderer.scheduleRender.bind(renderer);
     const follow = () => {
       const w = container.clientWidth;
@@ -206,6 +206,10 @@ export function mountGraph(o: MountOptions): Mounted {
       });
     };
     renderer.scheduleRender = () => {
+      // not a camera move (a layout tick, a refresh): drawn as usual
+      const now = camera.getState();
+      const still = now.x === drawnState.x && now.y === drawnState.y && now.ratio === drawnState.ratio && now.angle === drawnState.angle;
+      if (still && !following) return scheduleRender();
       follow();
       updates++;
       window.clearTimeout(stillTimer);
