@@ -387,14 +387,35 @@ impl Store {
             let q = format!(
                 "BEGIN TRANSACTION;\n{sql}\nUPSERT schema_version:current SET version = $v, applied_at = time::now();\nCOMMIT TRANSACTION;"
             );
-            let mut resp = self
-                .db
-                .query(q)
-                .bind(("v", *version as i64))
-                .await
-                .map_err(StoreError::from_db)?;
-            first_real_error(&mut resp)?;
-            tracing::info!(version, "applied schema migration");
+            let mut tries = 1;
+            loop {
+                let applied = async {
+                    let mut resp = self
+                        .db
+                        .query(q.as_str())
+                        .bind(("v", *version as i64))
+                        .await
+                        .map_err(StoreError::from_db)?;
+                    first_real_error(&mut resp)
+                }
+                .await;
+                let Err(e) = applied else {
+                    tracing::info!(version, "applied schema migration");
+                    break;
+                };
+                // Processes opening a new memory on a server together all try this: the
+                // losers' transactions conflict, or find the tables already defined. The
+                // migration is then applied, which is all that matters.
+                if self.schema_version().await? >= *version {
+                    break;
+                }
+                if matches!(e, StoreError::Conflict) && tries < 6 {
+                    tokio::time::sleep(Duration::from_millis(30 * tries)).await;
+                    tries += 1;
+                    continue;
+                }
+                return Err(e);
+            }
         }
         Ok(())
     }
