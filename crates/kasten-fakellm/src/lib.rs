@@ -221,6 +221,10 @@ pub struct RecordedRequest {
     pub method: String,
     pub path: String,
     pub body: Value,
+    /// The `Authorization` header, if one was sent (tests check that an API key is sent
+    /// to the server and nowhere else).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authorization: Option<String>,
 }
 
 type Responder = Arc<dyn Fn(&RequestView) -> Option<String> + Send + Sync>;

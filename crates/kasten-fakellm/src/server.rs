@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::extract::State;
-use axum::http::{HeaderValue, Method, StatusCode, Uri, header};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -62,11 +62,22 @@ impl Shared {
 
     /// Records a request and returns its number (1-based).
     fn record(&self, method: &str, path: &str, body: Value) -> usize {
+        self.record_with(method, path, body, None)
+    }
+
+    fn record_with(
+        &self,
+        method: &str,
+        path: &str,
+        body: Value,
+        authorization: Option<String>,
+    ) -> usize {
         let mut requests = lock(&self.requests);
         requests.push(RecordedRequest {
             method: method.into(),
             path: path.into(),
             body,
+            authorization,
         });
         requests.len()
     }
@@ -97,21 +108,30 @@ fn body_value(body: &Bytes) -> Result<Value, Value> {
     serde_json::from_slice(body).map_err(|_| Value::String(String::from_utf8_lossy(body).into()))
 }
 
-async fn openai_chat(State(s): State<Arc<Shared>>, body: Bytes) -> Response {
-    chat(&s, Protocol::OpenAi, body).await
+async fn openai_chat(State(s): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
+    chat(&s, Protocol::OpenAi, &headers, body).await
 }
 
-async fn ollama_chat(State(s): State<Arc<Shared>>, body: Bytes) -> Response {
-    chat(&s, Protocol::Ollama, body).await
+async fn ollama_chat(State(s): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
+    chat(&s, Protocol::Ollama, &headers, body).await
 }
 
-async fn chat(s: &Shared, protocol: Protocol, body: Bytes) -> Response {
+async fn chat(s: &Shared, protocol: Protocol, headers: &HeaderMap, body: Bytes) -> Response {
     let path = match protocol {
         Protocol::OpenAi => "/v1/chat/completions",
         Protocol::Ollama => "/api/chat",
     };
     let parsed = body_value(&body);
-    let number = s.record("POST", path, parsed.clone().unwrap_or_else(|raw| raw));
+    let authorization = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let number = s.record_with(
+        "POST",
+        path,
+        parsed.clone().unwrap_or_else(|raw| raw),
+        authorization,
+    );
     let req = match parsed {
         Ok(req) if req.is_object() => req,
         _ => {
