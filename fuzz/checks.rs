@@ -1,0 +1,391 @@
+//! What each fuzz target does with one input: call the pure parser and check the
+//! invariants it promises. Shared, word for word, by the cargo-fuzz targets
+//! (`fuzz/fuzz_targets/*.rs`, nightly, libFuzzer) and by `tests/fuzz_corpus.rs`, which
+//! replays the committed corpus on stable Rust in `cargo test`. A broken invariant is an
+//! `assert!` failure: libFuzzer reports it as a crash, the test as a failure.
+//!
+//! Depends on `kasten-core`, `kasten-llm` and `serde_json` only (no database, no IO).
+
+use std::collections::HashSet;
+use std::sync::OnceLock;
+
+use kasten_core::NoteId;
+use kasten_core::chat::{ShownNote, answer_prompt, citations, says_not_in_memory, small_talk};
+use kasten_core::import::{parse_jsonl_bytes, parse_time};
+use kasten_core::markdown::{
+    LINKS_MARKER, NoteView, VaultFile, file_names, parse_date, parse_file, plan_vault, render_note,
+};
+use kasten_core::prompts::{
+    Construction, Handles, LINK_KINDS, LinkEvolve, Neighbour, construct, link_evolve,
+};
+use kasten_core::transfer::parse_chat;
+use kasten_llm::{
+    ChatResponse, ClientOptions, LlmClient, LlmConfig, LlmError, ParseError, Provider,
+    parse_json_lenient,
+};
+use serde_json::Value;
+
+/// What a target does with one input.
+pub type Check = fn(&[u8]);
+
+/// Every target, by name: the corpus folder `fuzz/corpus/<name>/` and the fuzz binary.
+pub const TARGETS: &[(&str, Check)] = &[
+    ("llm_json", llm_json),
+    ("llm_answers", llm_answers),
+    ("llm_wire", llm_wire),
+    ("chat_answer", chat_answer),
+    ("import_jsonl", import_jsonl),
+    ("import_chat", import_chat),
+    ("import_markdown", import_markdown),
+];
+
+/// `parse_json_lenient` on model output: never panics; text that is JSON as a whole is
+/// returned as it is; a "cut off" error really has something unclosed.
+pub fn llm_json(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    let r = parse_json_lenient(&text);
+    if let Ok(whole) = serde_json::from_str::<Value>(text.trim()) {
+        assert_eq!(
+            r.as_ref().ok(),
+            Some(&whole),
+            "valid JSON must parse as itself"
+        );
+    }
+    match &r {
+        Ok(_) => {}
+        Err(ParseError::Truncated {
+            unclosed,
+            in_string,
+        }) => assert!(*unclosed > 0 || *in_string, "cut off, but nothing is open"),
+        Err(ParseError::Empty) => assert!(text.trim().is_empty()),
+        Err(e) => assert!(!e.to_string().is_empty()),
+    }
+}
+
+fn note_id(i: usize) -> NoteId {
+    // ids as the store makes them; a literal that is a valid key
+    NoteId::parse(&format!("01HZZZZZZZZZZZZZZZZZZZZZ{i:02}")).unwrap_or_else(|_| NoteId::generate())
+}
+
+/// The two A-Mem answers (construction; link + evolve) after lenient parsing, validated
+/// against `n` shown handles (`n` = first byte mod 13): links and updates name only
+/// shown notes, kinds are known, confidences are in 0..=1, limits hold, nothing repeats.
+/// The same text as note content must stay inside its fence in both prompts.
+pub fn llm_answers(data: &[u8]) {
+    let Some((&first, rest)) = data.split_first() else {
+        return;
+    };
+    let n = usize::from(first % 13);
+    let text = String::from_utf8_lossy(rest);
+    let ids: Vec<NoteId> = (0..n).map(note_id).collect();
+    let handles = Handles::new(ids.clone());
+    if let Ok(v) = parse_json_lenient(&text) {
+        if let Ok(c) = Construction::from_value(&v) {
+            assert!(c.keywords.len() <= 8 && c.tags.len() <= 6, "{c:?}");
+            for list in [&c.keywords, &c.tags] {
+                let mut seen = HashSet::new();
+                for k in list.iter() {
+                    assert!(!k.trim().is_empty() && k.trim() == k, "{c:?}");
+                    assert!(seen.insert(k.to_lowercase()), "repeated term in {c:?}");
+                }
+            }
+            assert!(c.tags.iter().all(|t| *t == t.to_lowercase()), "{c:?}");
+            assert!(c.context.chars().count() <= 301, "{c:?}");
+        }
+        if let Ok(le) = LinkEvolve::from_value(&v, &handles) {
+            assert!(le.links.len() <= 5, "{le:?}");
+            let mut seen = HashSet::new();
+            for l in &le.links {
+                assert!(ids.contains(&l.to), "link to a note not shown: {le:?}");
+                assert!(LINK_KINDS.contains(&l.kind.as_str()), "{le:?}");
+                assert!((0.0..=1.0).contains(&l.confidence), "{le:?}");
+                assert!(seen.insert((l.to.clone(), l.kind.clone())), "{le:?}");
+            }
+            let mut updated = HashSet::new();
+            for u in &le.updates {
+                assert!(
+                    ids.contains(&u.target),
+                    "update of a note not shown: {le:?}"
+                );
+                assert!(updated.insert(u.target.clone()), "{le:?}");
+                assert!(
+                    u.context.is_some() || u.tags.is_some() || u.keywords.is_some(),
+                    "{le:?}"
+                );
+            }
+        }
+    }
+    // hostile note text stays data: exactly one fence per note shown
+    let p = construct(&text, "2024-05-01");
+    let user = &p.messages[1].content;
+    assert_eq!(user.matches("<<<").count(), 1, "{user}");
+    assert_eq!(user.matches(">>>").count(), 1, "{user}");
+    let shown = |i: usize| Neighbour {
+        id: note_id(i),
+        content: text.to_string(),
+        keywords: vec!["k".into()],
+        tags: vec!["t".into()],
+        context: "c".into(),
+    };
+    let neighbours: Vec<Neighbour> = (0..n).map(shown).collect();
+    let p = link_evolve(&shown(99), &neighbours, &handles);
+    let user = &p.messages[1].content;
+    assert_eq!(user.matches("<<<").count(), n + 1, "{user}");
+    assert_eq!(user.matches(">>>").count(), n + 1, "{user}");
+}
+
+fn client(provider: Provider) -> &'static LlmClient {
+    static CLIENTS: OnceLock<Option<(LlmClient, LlmClient)>> = OnceLock::new();
+    let make = |provider| {
+        let config = LlmConfig {
+            provider,
+            base_url: "http://127.0.0.1:9/v1".into(),
+            model: "fuzz-model".into(),
+            api_key: None,
+        };
+        LlmClient::new(config, ClientOptions::default()).ok()
+    };
+    let pair = CLIENTS.get_or_init(|| Some((make(Provider::Openai)?, make(Provider::Ollama)?)));
+    match (pair, provider) {
+        (Some((openai, _)), Provider::Openai) => openai,
+        (Some((_, ollama)), Provider::Ollama) => ollama,
+        (None, _) => unreachable!("a client for a loopback URL always builds"),
+    }
+}
+
+fn same(a: &Result<ChatResponse, LlmError>, b: &Result<ChatResponse, LlmError>) -> bool {
+    match (a, b) {
+        (Ok(a), Ok(b)) => a == b,
+        (Err(a), Err(b)) => a.to_string() == b.to_string(),
+        _ => false,
+    }
+}
+
+/// What a server sends back: a whole response body (OpenAI or Ollama, by the first bit
+/// of the first byte) and the same bytes as a stream (SSE / NDJSON). The stream is cut
+/// into pieces at positions taken from the first bytes; the result must not depend on
+/// the cuts, and the pieces handed out must add up to the answer.
+pub fn llm_wire(data: &[u8]) {
+    let Some((&first, rest)) = data.split_first() else {
+        return;
+    };
+    let provider = if first & 1 == 0 {
+        Provider::Openai
+    } else {
+        Provider::Ollama
+    };
+    let c = client(provider);
+    let _ = c.parse_response_body(&String::from_utf8_lossy(rest));
+    let mut tokens = String::new();
+    let whole = c.parse_stream_body(&[rest], &mut |p| tokens.push_str(p));
+    if let Ok(r) = &whole {
+        assert_eq!(tokens, r.text, "the streamed pieces are the answer");
+    }
+    // cut points: every byte of value b after the first cuts b bytes further on
+    let step = usize::from(first >> 1).max(1);
+    let mut pieces: Vec<&[u8]> = Vec::new();
+    let mut at = 0;
+    while at < rest.len() {
+        let end = (at + step + usize::from(rest[at] % 7)).min(rest.len());
+        pieces.push(&rest[at..end]);
+        at = end;
+    }
+    let mut tokens2 = String::new();
+    let cut = c.parse_stream_body(&pieces, &mut |p| tokens2.push_str(p));
+    assert!(
+        same(&whole, &cut),
+        "chunking changed the result: {whole:?} vs {cut:?}"
+    );
+    if whole.is_ok() {
+        assert_eq!(tokens, tokens2);
+    }
+}
+
+/// The answer of `ask`: citations only name notes that were shown (1-based, no
+/// repeats), whatever the model wrote; note text and the question stay inside the
+/// answer prompt's fences.
+pub fn chat_answer(data: &[u8]) {
+    let Some((&first, rest)) = data.split_first() else {
+        return;
+    };
+    let shown = usize::from(first % 32);
+    let answer = String::from_utf8_lossy(rest);
+    let (cited, invalid) = citations(&answer, shown);
+    let mut seen = HashSet::new();
+    for n in &cited {
+        assert!((1..=shown).contains(n), "[{n}] cited with {shown} shown");
+        assert!(seen.insert(*n), "[{n}] repeated");
+    }
+    if !answer.contains('[') {
+        assert!(cited.is_empty() && invalid == 0);
+    }
+    let _ = says_not_in_memory(&answer);
+    let _ = small_talk(&answer);
+    let notes: Vec<ShownNote> = (0..shown.min(4))
+        .map(|i| ShownNote {
+            time: format!("2024-05-0{}", i + 1),
+            content: answer.to_string(),
+        })
+        .collect();
+    let msgs = answer_prompt(&notes, &[], &answer);
+    let user = &msgs[msgs.len() - 1].content;
+    // "Notes:", one line per note (newlines in notes become spaces), then the question
+    for line in user.lines().skip(1).take(notes.len()) {
+        let inner = line
+            .split_once("<<<")
+            .and_then(|(_, r)| r.strip_suffix(">>>"))
+            .unwrap_or_else(|| panic!("a note line is not fenced: {line}"));
+        assert!(!inner.contains(">>>") && !inner.contains("<<<"), "{line}");
+    }
+}
+
+/// JSON Lines import: every record is a note with content, good and bad lines are told
+/// apart by increasing line numbers within the file.
+pub fn import_jsonl(data: &[u8]) {
+    let (ok, bad) = parse_jsonl_bytes(data);
+    let lines = data.split(|b| *b == b'\n').count();
+    let mut numbers: Vec<usize> = ok.iter().map(|r| r.line).collect();
+    assert!(numbers.windows(2).all(|w| w[0] < w[1]), "{numbers:?}");
+    for r in &ok {
+        assert!(
+            !r.note.content.is_empty(),
+            "empty note from line {}",
+            r.line
+        );
+        assert_eq!(r.note.content.trim(), r.note.content);
+    }
+    for e in &bad {
+        assert!(!e.message.is_empty());
+    }
+    numbers.extend(bad.iter().map(|e| e.line));
+    let all: HashSet<usize> = numbers.iter().copied().collect();
+    assert_eq!(all.len(), numbers.len(), "a line is both good and bad");
+    assert!(numbers.iter().all(|&n| n >= 1 && n <= lines));
+    if let Ok(t) = std::str::from_utf8(data) {
+        let _ = parse_time(t);
+        let _ = parse_date(t);
+    }
+}
+
+/// Chat transcript import: every message becomes a note with content or a problem, in
+/// order, with the source `FILE:N` of its position.
+pub fn import_chat(data: &[u8]) {
+    let Ok(c) = parse_chat("talk.json", data) else {
+        return;
+    };
+    let mut numbers = Vec::new();
+    for n in &c.notes {
+        assert!(!n.note.content.trim().is_empty(), "empty note {n:?}");
+        let source = n.note.source.as_deref().unwrap_or("");
+        let k: usize = source
+            .strip_prefix("talk.json:")
+            .and_then(|k| k.parse().ok())
+            .unwrap_or_else(|| panic!("source {source:?}"));
+        assert_eq!(n.origin, format!("talk.json message {k}"));
+        numbers.push(k);
+    }
+    for p in &c.problems {
+        let k: usize = p
+            .origin
+            .strip_prefix("talk.json message ")
+            .and_then(|k| k.parse().ok())
+            .unwrap_or_else(|| panic!("origin {:?}", p.origin));
+        numbers.push(k);
+    }
+    numbers.sort_unstable();
+    let expected: Vec<usize> = (1..=numbers.len()).collect();
+    assert_eq!(
+        numbers, expected,
+        "each message is a note or a problem, once"
+    );
+}
+
+/// Markdown / Obsidian import. The input is a small vault: files separated by NUL
+/// bytes, each `path\ncontents`. Every file is a note, a problem, an attachment or
+/// hidden; notes have content; links join two different notes of the import, once per
+/// kind. Every imported note, exported with `render_note` and read back with
+/// `parse_file`, keeps its content, annotations and time (the export round trip).
+pub fn import_markdown(data: &[u8]) {
+    let _ = parse_file(data);
+    let files: Vec<VaultFile> = data
+        .split(|b| *b == 0)
+        .take(16)
+        .map(|f| {
+            let (path, bytes) = match f.iter().position(|b| *b == b'\n') {
+                Some(i) => (&f[..i], &f[i + 1..]),
+                None => (f, &[][..]),
+            };
+            let path = String::from_utf8_lossy(path).trim().to_owned();
+            let md = kasten_core::markdown::is_markdown(&path);
+            VaultFile {
+                path,
+                bytes: md.then(|| bytes.to_vec()),
+                modified: None,
+            }
+        })
+        .collect();
+    let v = plan_vault("vault", &files);
+    assert_eq!(
+        v.notes.len() + v.problems.len() + v.attachments + v.hidden,
+        files.len(),
+        "every file is accounted for once"
+    );
+    for n in &v.notes {
+        assert!(!n.note.content.is_empty(), "empty note from {}", n.origin);
+    }
+    let mut seen = HashSet::new();
+    for l in &v.links {
+        assert!(l.from < v.notes.len() && l.to < v.notes.len(), "{l:?}");
+        assert_ne!(l.from, l.to, "{l:?}");
+        assert!((0.0..=1.0).contains(&l.confidence), "{l:?}");
+        assert!(seen.insert((l.from, l.to, l.kind.clone())), "{l:?}");
+    }
+    // the export round trip
+    let ids: Vec<NoteId> = (0..v.notes.len()).map(note_id).collect();
+    let views: Vec<NoteView<'_>> = v
+        .notes
+        .iter()
+        .zip(&ids)
+        .map(|(n, id)| NoteView {
+            id,
+            content: &n.note.content,
+            created_at: n.note.created_at.unwrap_or_default(),
+            keywords: &n.keywords,
+            tags: &n.tags,
+            context: &n.context,
+            source: n.note.source.as_deref(),
+            enriched: n.enriched,
+            archived: n.archived,
+        })
+        .collect();
+    let names = file_names(&views);
+    assert_eq!(names.len(), views.len());
+    let lower: HashSet<String> = names.iter().map(|n| n.to_lowercase()).collect();
+    assert_eq!(
+        lower.len(),
+        names.len(),
+        "file names must differ: {names:?}"
+    );
+    for (n, view) in v.notes.iter().zip(&views) {
+        if n.note.content.lines().any(|l| l.trim() == LINKS_MARKER) {
+            continue; // the marker line is the end of the content by design
+        }
+        let file = render_note(*view, &[], &[]);
+        let back = parse_file(file.as_bytes())
+            .unwrap_or_else(|e| panic!("an export does not read back: {e}\n{file}"));
+        assert_eq!(back.body, n.note.content, "content changed:\n{file}");
+        assert_eq!(back.kasten_id.as_ref(), Some(view.id));
+        assert_eq!(
+            back.kasten_source,
+            n.note.source.clone().filter(|s| !s.trim().is_empty())
+        );
+        assert_eq!(back.keywords, n.keywords, "keywords changed:\n{file}");
+        assert_eq!(back.tags, n.tags, "tags changed:\n{file}");
+        assert_eq!(back.context, n.context, "context changed:\n{file}");
+        assert_eq!(back.created, Some(view.created_at), "time changed:\n{file}");
+        assert_eq!(
+            (back.kasten_enriched, back.kasten_archived),
+            (n.enriched, n.archived)
+        );
+    }
+}
