@@ -12,3 +12,5 @@ mod consistency;
 mod crash;
 #[path = "reliability/faults.rs"]
 mod faults;
+#[path = "reliability/security.rs"]
+mod security;
