@@ -38,6 +38,12 @@ pub enum BenchCommand {
         /// Write corpus.f32, queries.f32 and meta.json here (for bench/chroma_bench.py).
         #[arg(long)]
         export: Option<PathBuf>,
+        /// Skip the full Box recompute (minutes at 100k notes) after the search figures.
+        #[arg(long)]
+        no_boxes: bool,
+        /// Scan every int8 vector (no sign-code prefilter), as before the prefilter existed.
+        #[arg(long)]
+        exact_scan: bool,
     },
 }
 
@@ -184,6 +190,8 @@ pub async fn run(cmd: &BenchCommand, db: Option<&str>, json_out: bool) -> Result
         k,
         fresh,
         export,
+        no_boxes,
+        exact_scan,
     } = cmd;
     let (n, q, k) = (*notes, (*queries).max(1), (*k).max(1));
     if n == 0 {
@@ -211,9 +219,43 @@ pub async fn run(cmd: &BenchCommand, db: Option<&str>, json_out: bool) -> Result
     let t_open = Instant::now();
     let engine = crate::open_engine(db.or(Some(&ep.to_string()))).await?;
     let open_time = t_open.elapsed();
+    if *exact_scan {
+        engine.set_vector_prefilter(None)?;
+    }
     let result = measure(&engine, n, q, k, export.as_deref(), open_time, &log).await;
+    // a full Box recompute (similarity graph for weakly linked notes + Louvain), which the
+    // app runs off its UI thread
+    let boxes = if !*no_boxes && result.is_ok() {
+        let t0 = Instant::now();
+        let b = match engine.recompute_boxes().await {
+            Ok(b) => b,
+            Err(e) => {
+                engine.close().await;
+                return Err(e.into());
+            }
+        };
+        let seconds = t0.elapsed().as_secs_f64();
+        log(format!(
+            "bench: {} Boxes in {seconds:.2} s (modularity {:.3})",
+            b.boxes, b.modularity
+        ));
+        json!({
+            "seconds": seconds,
+            "boxes": b.boxes,
+            "boxed_notes": b.boxed_notes,
+            "edges": b.edges,
+            "modularity": b.modularity,
+            "graph_ms": b.graph_ms,
+            "cluster_ms": b.cluster_ms,
+            "largest": b.sizes.first().copied().unwrap_or(0),
+        })
+    } else {
+        json!(null)
+    };
     engine.close().await;
-    let report = result?;
+    let mut report = result?;
+    report["vector_prefilter"] = json!(!*exact_scan);
+    report["boxes"] = boxes;
     if json_out {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
@@ -336,6 +378,9 @@ async fn measure(
     }
     let (mut vec_lat, mut hyb_lat, mut full_lat, mut fetch_lat) = (vec![], vec![], vec![], vec![]);
     let mut unexpanded_lat = vec![];
+    // the two lists the hybrid ranking fuses, at the depth it asks them for
+    let (mut vec_n_lat, mut kw_n_lat) = (vec![], vec![]);
+    let fused_n = (k * 3).max(30);
     let no_links = SearchOptions {
         links: false,
         ..SearchOptions::default()
@@ -352,6 +397,13 @@ async fn measure(
             .iter()
             .filter(|(id, _)| hits.iter().any(|(h, _)| h == id))
             .count();
+
+        let t1 = Instant::now();
+        engine.rank_vector(v, fused_n)?;
+        vec_n_lat.push(t1.elapsed());
+        let t1 = Instant::now();
+        engine.rank_keyword(t, fused_n)?;
+        kw_n_lat.push(t1.elapsed());
 
         // with and without link expansion, both timed second (warm) so the difference is
         // the expansion's cost and not the cache
@@ -378,16 +430,6 @@ async fn measure(
     let count = engine.count().await?;
     let disk = engine.store().disk_bytes();
     let (rss, hwm) = rss_mib();
-
-    // a full Box recompute (similarity graph for weakly linked notes + Louvain), which the
-    // app runs off its UI thread
-    let t0 = Instant::now();
-    let boxes = engine.recompute_boxes().await?;
-    let boxes_seconds = t0.elapsed().as_secs_f64();
-    log(format!(
-        "bench: {} Boxes in {boxes_seconds:.2} s (modularity {:.3})",
-        boxes.boxes, boxes.modularity
-    ));
 
     if let Some(dir) = export {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
@@ -417,19 +459,12 @@ async fn measure(
         "query_embedding": stats(embed_lat),
         "vector_search": stats(vec_lat),
         "vector_recall_vs_exact": recall_hits as f64 / recall_total.max(1) as f64,
+        "fused_lists_depth": fused_n,
+        "vector_search_fused_depth": stats(vec_n_lat),
+        "keyword_search_fused_depth": stats(kw_n_lat),
         "hybrid_rank": stats(hyb_lat),
         "hybrid_rank_without_links": stats(unexpanded_lat),
         "links": { "built": links_built, "in_expansion_index": expansion_links },
-        "boxes": {
-            "seconds": boxes_seconds,
-            "boxes": boxes.boxes,
-            "boxed_notes": boxes.boxed_notes,
-            "edges": boxes.edges,
-            "modularity": boxes.modularity,
-            "graph_ms": boxes.graph_ms,
-            "cluster_ms": boxes.cluster_ms,
-            "largest": boxes.sizes.first().copied().unwrap_or(0),
-        },
         "note_fetch": stats(fetch_lat),
         "hybrid_search_with_fetch": stats(full_lat),
         "rss_mib": rss,
@@ -460,6 +495,8 @@ fn print_report(r: &serde_json::Value) {
     for (label, key) in [
         ("query embedding", "query_embedding"),
         ("vector top-k", "vector_search"),
+        ("vector top-3k", "vector_search_fused_depth"),
+        ("keyword top-3k", "keyword_search_fused_depth"),
         ("rank, no links", "hybrid_rank_without_links"),
         ("hybrid rank", "hybrid_rank"),
         ("note fetch", "note_fetch"),
@@ -472,15 +509,17 @@ fn print_report(r: &serde_json::Value) {
         );
     }
     let b = &r["boxes"];
-    println!(
-        "boxes:                {} Boxes over {} notes in {:.2} s (graph {} ms, clustering {} ms), modularity {:.3}",
-        b["boxes"],
-        b["boxed_notes"],
-        b["seconds"].as_f64().unwrap_or(0.0),
-        b["graph_ms"],
-        b["cluster_ms"],
-        b["modularity"].as_f64().unwrap_or(0.0)
-    );
+    if !b.is_null() {
+        println!(
+            "boxes:                {} Boxes over {} notes in {:.2} s (graph {} ms, clustering {} ms), modularity {:.3}",
+            b["boxes"],
+            b["boxed_notes"],
+            b["seconds"].as_f64().unwrap_or(0.0),
+            b["graph_ms"],
+            b["cluster_ms"],
+            b["modularity"].as_f64().unwrap_or(0.0)
+        );
+    }
     println!(
         "vector recall vs exact: {:.4}",
         r["vector_recall_vs_exact"].as_f64().unwrap_or(0.0)

@@ -4,10 +4,12 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
+use kasten_core::bm25::TextIndex;
 use kasten_core::boxes::{BoxGraph, BoxParams, detect};
 use kasten_core::chat::citations;
 use kasten_core::fusion::rrf;
 use kasten_core::prompts::Construction;
+use kasten_core::vector::{Prefilter, VectorIndex};
 use kasten_core::{NoteId, Via};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -92,5 +94,220 @@ fn parsing(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, fusion, boxes, parsing);
+/// Vectors for the vector-index benchmark: the export of `kasten bench search --export DIR`
+/// when `KASTEN_BENCH_VECTORS=DIR` is set (real MiniLM embeddings), else 100k clustered
+/// synthetic ones (500 topics plus noise). Returns (corpus, queries).
+fn bench_vectors() -> (Vec<Vec<f32>>, Vec<Vec<f32>>, String) {
+    let d = 384;
+    if let Ok(dir) = std::env::var("KASTEN_BENCH_VECTORS") {
+        let read = |name: &str| -> Vec<Vec<f32>> {
+            let bytes = std::fs::read(std::path::Path::new(&dir).join(name)).unwrap_or_default();
+            let floats: Vec<f32> = bytes
+                .chunks_exact(4)
+                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                .collect();
+            floats.chunks_exact(d).map(<[f32]>::to_vec).collect()
+        };
+        let (c, q) = (read("corpus.f32"), read("queries.f32"));
+        if !c.is_empty() && !q.is_empty() {
+            return (c, q, dir);
+        }
+    }
+    let mut rng = StdRng::seed_from_u64(23);
+    let centers: Vec<Vec<f32>> = (0..500)
+        .map(|_| (0..d).map(|_| rng.random_range(-1.0f32..1.0)).collect())
+        .collect();
+    let point = |rng: &mut StdRng| -> Vec<f32> {
+        let c = &centers[rng.random_range(0..centers.len())];
+        c.iter()
+            .map(|x| x + 0.5 * rng.random_range(-1.0f32..1.0))
+            .collect()
+    };
+    let corpus = (0..100_000).map(|_| point(&mut rng)).collect();
+    let queries = (0..200).map(|_| point(&mut rng)).collect();
+    (corpus, queries, "synthetic".into())
+}
+
+fn vector(c: &mut Criterion) {
+    let (corpus, queries, source) = bench_vectors();
+    let n = corpus.len();
+    let ids = ids(n);
+    let mut ix = VectorIndex::new(384);
+    for (id, v) in ids.iter().zip(&corpus) {
+        let _ = ix.upsert(id.clone(), v);
+    }
+    let recall = |ix: &VectorIndex| {
+        let (mut hit, mut all) = (0, 0);
+        for q in &queries {
+            let fast = ix.search(q, 10).unwrap_or_default();
+            let exact = ix.search_exact(q, 10).unwrap_or_default();
+            all += exact.len();
+            hit += exact
+                .iter()
+                .filter(|e| fast.iter().any(|f| f.0 == e.0))
+                .count();
+        }
+        hit as f64 / all.max(1) as f64
+    };
+    eprintln!(
+        "vector bench: {n} vectors from {source}; recall@10 vs exact f32: prefilter {:.4}",
+        recall(&ix)
+    );
+    let mut group = c.benchmark_group(format!("vector top-10, {n} vectors"));
+    group.sample_size(30);
+    let mut i = 0;
+    group.bench_function("sign-code prefilter + int8 + f32 (default)", |b| {
+        b.iter(|| {
+            i = (i + 1) % queries.len();
+            ix.search(black_box(&queries[i]), 10)
+        })
+    });
+    ix.set_prefilter(None);
+    group.bench_function("exact int8 scan + f32, threads", |b| {
+        b.iter(|| {
+            i = (i + 1) % queries.len();
+            ix.search(black_box(&queries[i]), 10)
+        })
+    });
+    ix.set_threads(1);
+    group.bench_function("exact int8 scan + f32, 1 thread", |b| {
+        b.iter(|| {
+            i = (i + 1) % queries.len();
+            ix.search(black_box(&queries[i]), 10)
+        })
+    });
+    ix.set_prefilter(Some(Prefilter::default()));
+    group.finish();
+}
+
+/// Short notes from a small vocabulary, like `kasten bench search`'s corpus: long posting
+/// lists, the worst case for BM25.
+fn sentence(rng: &mut StdRng) -> String {
+    const NAMES: &[&str] = &[
+        "Caroline", "Melanie", "Jon", "Gina", "Maria", "John", "Audrey", "Andrew", "James",
+        "Deborah", "Evan", "Sam", "Calvin", "Dave", "Jolene", "Nate", "Tim", "Joanna", "Priya",
+        "Wei", "Ling", "Kenji", "Amara", "Lucas",
+    ];
+    const VERBS: &[&str] = &[
+        "visited",
+        "talked about",
+        "started learning",
+        "finished reading",
+        "painted",
+        "cooked",
+        "planned a trip to",
+        "wrote a poem about",
+        "volunteered at",
+        "bought",
+        "lost",
+        "fixed",
+        "recommended",
+        "argued about",
+        "photographed",
+        "signed up for",
+        "dreamed about",
+        "complained about",
+        "celebrated",
+        "researched",
+    ];
+    const OBJECTS: &[&str] = &[
+        "the pottery class",
+        "a new guitar",
+        "the adoption agency",
+        "the marathon",
+        "a sunset over the lake",
+        "the LGBTQ support group",
+        "their grandmother's recipe",
+        "a science fiction novel",
+        "the dance studio",
+        "the animal shelter",
+        "a vintage camera",
+        "the mountain cabin",
+        "a job interview",
+        "the community garden",
+        "the chess tournament",
+        "a watercolor of the harbor",
+        "the startup pitch",
+        "the family reunion",
+        "a hiking trail",
+        "the jazz concert",
+        "the budget spreadsheet",
+        "an old friend",
+        "the new puppy",
+        "the book club",
+        "a broken bicycle",
+        "the art exhibition",
+        "a coding bootcamp",
+        "the camping trip",
+    ];
+    const WHEN: &[&str] = &[
+        "yesterday",
+        "last weekend",
+        "this morning",
+        "in May",
+        "two weeks ago",
+        "on her birthday",
+        "after work",
+        "during the holidays",
+        "last summer",
+        "on Friday night",
+    ];
+    const WHY: &[&str] = &[
+        "because it felt meaningful",
+        "with a close friend",
+        "for the first time",
+        "to relieve stress",
+        "and loved it",
+        "but it was harder than expected",
+        "as a surprise",
+        "to help the kids",
+        "",
+        "",
+    ];
+    let mut pick = |xs: &[&str]| xs[rng.random_range(0..xs.len())].to_owned();
+    let (n, v, o, w, y) = (
+        pick(NAMES),
+        pick(VERBS),
+        pick(OBJECTS),
+        pick(WHEN),
+        pick(WHY),
+    );
+    format!("{n} {v} {o} {w} {y} (#{})", rng.random_range(1..1000))
+}
+
+fn text(c: &mut Criterion) {
+    let mut rng = StdRng::seed_from_u64(29);
+    let mut ix = TextIndex::new();
+    let n = 100_000;
+    for id in ids(n) {
+        ix.upsert(id, &sentence(&mut rng));
+    }
+    let queries: Vec<String> = (0..100).map(|_| sentence(&mut rng)).collect();
+    let mut group = c.benchmark_group(format!("bm25 top-30, {n} short notes"));
+    group.sample_size(30);
+    let mut i = 0;
+    group.bench_function("search", |b| {
+        b.iter(|| {
+            i = (i + 1) % queries.len();
+            ix.search(black_box(&queries[i]), 30)
+        })
+    });
+    group.finish();
+    let mut group = c.benchmark_group("bm25 index");
+    group.sample_size(10);
+    let notes: Vec<String> = (0..10_000).map(|_| sentence(&mut rng)).collect();
+    let note_ids = ids(10_000);
+    group.bench_function("upsert 10k short notes", |b| {
+        b.iter(|| {
+            let mut ix = TextIndex::new();
+            for (id, t) in note_ids.iter().zip(&notes) {
+                ix.upsert(id.clone(), t);
+            }
+            ix
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, fusion, boxes, parsing, vector, text);
 criterion_main!(benches);

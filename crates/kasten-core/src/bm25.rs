@@ -5,6 +5,7 @@
 //! at open and kept in step with every write.
 
 use std::collections::HashMap;
+use std::sync::Mutex;
 
 use crate::NoteId;
 use crate::text::Tokenizer;
@@ -29,6 +30,11 @@ pub struct TextIndex {
     free: Vec<u32>,
     slot_of: HashMap<NoteId, u32>,
     total_len: u64,
+    /// Per doc slot: its length in terms (0 for a free slot), next to the postings so the
+    /// scoring loop reads a dense array.
+    lens: Vec<u32>,
+    /// Per doc slot score accumulator, reused by queries (all zero between queries).
+    scratch: Mutex<Vec<f32>>,
 }
 
 impl Default for TextIndex {
@@ -47,6 +53,8 @@ impl TextIndex {
             free: Vec::new(),
             slot_of: HashMap::new(),
             total_len: 0,
+            lens: Vec::new(),
+            scratch: Mutex::new(Vec::new()),
         }
     }
 
@@ -66,31 +74,42 @@ impl TextIndex {
     pub fn upsert(&mut self, id: NoteId, text: &str) {
         self.remove(&id);
         let tokens = self.tokenizer.tokenize(text);
-        let mut tf: HashMap<u32, u32> = HashMap::new();
-        for t in &tokens {
-            let next = self.term_ids.len() as u32;
-            let tid = *self.term_ids.entry(t.clone()).or_insert(next);
-            if tid as usize == self.postings.len() {
-                self.postings.push(Vec::new());
+        let n_tokens = tokens.len();
+        // (term id, frequency); notes are short, so a linear search beats a hash map
+        let mut tf: Vec<(u32, u32)> = Vec::with_capacity(n_tokens);
+        for t in tokens {
+            let tid = match self.term_ids.get(&t) {
+                Some(&tid) => tid,
+                None => {
+                    let tid = self.term_ids.len() as u32;
+                    self.term_ids.insert(t, tid);
+                    self.postings.push(Vec::new());
+                    tid
+                }
+            };
+            match tf.iter_mut().find(|(x, _)| *x == tid) {
+                Some((_, f)) => *f += 1,
+                None => tf.push((tid, 1)),
             }
-            *tf.entry(tid).or_insert(0) += 1;
         }
         let slot = match self.free.pop() {
             Some(s) => s,
             None => {
                 self.docs.push(None);
+                self.lens.push(0);
                 (self.docs.len() - 1) as u32
             }
         };
-        let mut terms: Vec<u32> = tf.keys().copied().collect();
+        let mut terms: Vec<u32> = tf.iter().map(|&(tid, _)| tid).collect();
         terms.sort_unstable();
-        for (&tid, &f) in &tf {
+        for &(tid, f) in &tf {
             self.postings[tid as usize].push((slot, f));
         }
-        self.total_len += tokens.len() as u64;
+        self.total_len += n_tokens as u64;
+        self.lens[slot as usize] = n_tokens as u32;
         self.docs[slot as usize] = Some(Doc {
             id: id.clone(),
-            len: tokens.len() as u32,
+            len: n_tokens as u32,
             terms: terms.into(),
         });
         self.slot_of.insert(id, slot);
@@ -108,6 +127,9 @@ impl TextIndex {
                 }
             }
             self.total_len = self.total_len.saturating_sub(doc.len as u64);
+        }
+        if let Some(l) = self.lens.get_mut(slot as usize) {
+            *l = 0;
         }
         self.free.push(slot);
         true
@@ -129,7 +151,17 @@ impl TextIndex {
         terms.sort_unstable();
         terms.dedup();
         let avg = self.total_len as f32 / n as f32;
-        let mut scores: HashMap<u32, f32> = HashMap::new();
+        // Term at a time into a dense accumulator (one f32 per doc slot), in term id order
+        // as before, so every sum is the same; `touched` lists the docs that matched.
+        let mut owned = Vec::new();
+        let mut guard = self.scratch.try_lock().ok();
+        let acc: &mut Vec<f32> = match guard.as_deref_mut() {
+            Some(v) => v,
+            // another query holds the shared accumulator: use a fresh one
+            None => &mut owned,
+        };
+        acc.resize(self.docs.len(), 0.0);
+        let mut touched: Vec<u32> = Vec::new();
         for tid in terms {
             let p = &self.postings[tid as usize];
             if p.is_empty() {
@@ -138,13 +170,20 @@ impl TextIndex {
             let df = p.len() as f32;
             let idf = (1.0 + (n as f32 - df + 0.5) / (df + 0.5)).ln();
             for &(slot, f) in p {
-                let len = self.docs[slot as usize].as_ref().map_or(0, |d| d.len) as f32;
+                let len = self.lens[slot as usize] as f32;
                 let f = f as f32;
                 let s = idf * f * (K1 + 1.0) / (f + K1 * (1.0 - B + B * len / avg.max(1.0)));
-                *scores.entry(slot).or_insert(0.0) += s;
+                let a = &mut acc[slot as usize];
+                if *a == 0.0 {
+                    touched.push(slot);
+                }
+                *a += s;
             }
         }
-        let mut ranked: Vec<(u32, f32)> = scores.into_iter().collect();
+        let mut ranked: Vec<(u32, f32)> = touched
+            .into_iter()
+            .map(|slot| (slot, std::mem::take(&mut acc[slot as usize])))
+            .collect();
         let by_score =
             |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0));
         if ranked.len() > k {
@@ -213,6 +252,85 @@ mod tests {
         ix.upsert(id("zh2"), "今天天气很好，我们去公园散步");
         assert_eq!(ids(&ix.search("数据库", 10)), vec!["zh1"]);
         assert_eq!(ids(&ix.search("公园", 10)), vec!["zh2"]);
+    }
+
+    /// The scoring as first written (a hash map per query), the reference for the dense
+    /// accumulator.
+    fn reference(ix: &TextIndex, query: &str, k: usize) -> Vec<(NoteId, f32)> {
+        let n = ix.slot_of.len();
+        let mut terms: Vec<u32> = ix
+            .tokenizer
+            .tokenize(query)
+            .iter()
+            .filter_map(|t| ix.term_ids.get(t).copied())
+            .collect();
+        terms.sort_unstable();
+        terms.dedup();
+        let avg = ix.total_len as f32 / n.max(1) as f32;
+        let mut scores: HashMap<u32, f32> = HashMap::new();
+        for tid in terms {
+            let p = &ix.postings[tid as usize];
+            let df = p.len() as f32;
+            let idf = (1.0 + (n as f32 - df + 0.5) / (df + 0.5)).ln();
+            for &(slot, f) in p {
+                let len = ix.docs[slot as usize].as_ref().map_or(0, |d| d.len) as f32;
+                let f = f as f32;
+                let s = idf * f * (K1 + 1.0) / (f + K1 * (1.0 - B + B * len / avg.max(1.0)));
+                *scores.entry(slot).or_insert(0.0) += s;
+            }
+        }
+        let mut ranked: Vec<(u32, f32)> = scores.into_iter().collect();
+        ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        ranked.truncate(k);
+        ranked
+            .into_iter()
+            .filter_map(|(slot, s)| ix.docs[slot as usize].as_ref().map(|d| (d.id.clone(), s)))
+            .collect()
+    }
+
+    #[test]
+    fn dense_scoring_equals_the_reference_across_queries_and_churn() {
+        const WORDS: &[&str] = &[
+            "pottery", "guitar", "adoption", "marathon", "sunset", "lake", "recipe", "novel",
+            "studio", "shelter", "camera", "cabin", "garden", "chess", "harbor", "concert",
+        ];
+        // a deterministic mix (no RNG needed): doc i takes words by a few strides
+        let doc = |i: usize| -> String {
+            (0..1 + i % 7)
+                .map(|j| WORDS[(i * (j + 3) + j * j) % WORDS.len()])
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        let mut ix = TextIndex::new();
+        for i in 0..600 {
+            ix.upsert(id(&format!("d{i}")), &doc(i));
+        }
+        let queries = [
+            "pottery lake",
+            "guitar",
+            "chess harbor concert cabin",
+            "sunset sunset novel",
+            "nothing matches",
+        ];
+        let check = |ix: &TextIndex| {
+            for q in queries {
+                for k in [1, 10, 1000] {
+                    // bitwise-equal scores, same order
+                    assert_eq!(ix.search(q, k), reference(ix, q, k), "{q} k={k}");
+                }
+            }
+        };
+        check(&ix);
+        for i in (0..600).step_by(4) {
+            assert!(ix.remove(&id(&format!("d{i}"))));
+        }
+        for i in (1..600).step_by(5) {
+            ix.upsert(id(&format!("d{i}")), &doc(i + 11));
+        }
+        for i in 600..700 {
+            ix.upsert(id(&format!("d{i}")), &doc(i));
+        }
+        check(&ix);
     }
 
     #[test]

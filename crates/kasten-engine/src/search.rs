@@ -131,6 +131,16 @@ impl Engine {
         Ok(self.read_indexes()?.text.search(query, k))
     }
 
+    /// Sets (or, with `None`, turns off) the vector index's sign-code prefilter: without it
+    /// every query scans all int8 vectors (for benchmarks and comparisons).
+    pub fn set_vector_prefilter(
+        &self,
+        prefilter: Option<kasten_core::vector::Prefilter>,
+    ) -> Result<(), EngineError> {
+        self.write_indexes()?.vector.set_prefilter(prefilter);
+        Ok(())
+    }
+
     /// Exact (brute-force f32) vector ranking: the reference the index is measured against.
     pub fn rank_vector_exact(
         &self,
