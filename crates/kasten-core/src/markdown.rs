@@ -21,8 +21,7 @@
 use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, NaiveDate, NaiveDateTime, SecondsFormat, Utc};
-use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser};
-use yaml_rust2::scanner::Marker;
+use yaml_rust2::parser::{Event, Parser};
 use yaml_rust2::{ScanError, Yaml, YamlLoader};
 
 use crate::transfer::{ImportLink, ImportNote, Problem};
@@ -33,7 +32,7 @@ pub const LINKS_MARKER: &str = "%% kasten links: generated on export, ignored on
 
 /// Front matter larger than this is not read (a file is a note, not a database).
 const MAX_FRONT_MATTER: usize = 64 * 1024;
-/// Nesting deeper than this in front matter is refused before parsing.
+/// Nesting deeper than this in front matter is refused before the tree is built.
 const MAX_NESTING: usize = 64;
 /// Front matter that grows beyond this when its YAML aliases are expanded is refused.
 const MAX_EXPANDED: usize = 1024 * 1024;
@@ -168,9 +167,6 @@ fn read_front_matter(front: &str, p: &mut ParsedFile) -> Result<(), String> {
             MAX_FRONT_MATTER / 1024
         ));
     }
-    if nesting_estimate(front) > MAX_NESTING {
-        return Err("front matter is nested too deeply to be note properties".into());
-    }
     let yaml_error = |e: ScanError| {
         let m = e.marker();
         format!(
@@ -180,12 +176,23 @@ fn read_front_matter(front: &str, p: &mut ParsedFile) -> Result<(), String> {
             m.col() + 1
         )
     };
-    // YAML aliases are copied where they are used: a few hundred bytes of nested `*a`
-    // expand to gigabytes ("billion laughs"). Measure the expansion before building it.
+    // Measured with the YAML event parser (which keeps its own stacks, so any nesting is
+    // safe to scan) before the tree is built: deep nesting would make dropping the tree
+    // recurse that deep, and YAML aliases are copied where they are used, so a few hundred
+    // bytes of nested `*a` expand to gigabytes ("billion laughs").
     let mut size = ExpandedSize::default();
-    Parser::new_from_str(front)
-        .load(&mut size, true)
-        .map_err(yaml_error)?;
+    let mut events = Parser::new_from_str(front);
+    loop {
+        // event by event: `Parser::load` would recurse once per nesting level
+        let (event, _) = events.next_token().map_err(yaml_error)?;
+        if event == Event::StreamEnd {
+            break;
+        }
+        size.add(event);
+    }
+    if size.deepest > MAX_NESTING {
+        return Err("front matter is nested too deeply to be note properties".into());
+    }
     if size.total > MAX_EXPANDED {
         return Err(format!(
             "front matter expands to more than {} KB through YAML aliases (*name); not read",
@@ -260,13 +267,16 @@ struct ExpandedSize {
     open: Vec<(usize, usize)>,
     anchors: HashMap<usize, usize>,
     total: usize,
+    /// The deepest nesting of sequences and mappings.
+    deepest: usize,
 }
 
-impl MarkedEventReceiver for ExpandedSize {
-    fn on_event(&mut self, ev: Event, _mark: Marker) {
+impl ExpandedSize {
+    fn add(&mut self, ev: Event) {
         let size = match ev {
             Event::SequenceStart(anchor, _) | Event::MappingStart(anchor, _) => {
                 self.open.push((anchor, 1));
+                self.deepest = self.deepest.max(self.open.len());
                 return;
             }
             Event::SequenceEnd | Event::MappingEnd => {
@@ -368,26 +378,6 @@ fn strip_brackets(t: &str) -> String {
         .and_then(|x| x.strip_suffix("]]"))
         .unwrap_or(t);
     t.split('|').next().unwrap_or("").trim().to_owned()
-}
-
-/// A cheap upper bound of how deeply the YAML nests: indentation, sequence dashes and open
-/// brackets. Deep nesting is refused before the YAML parser sees it.
-fn nesting_estimate(front: &str) -> usize {
-    let mut brackets: usize = 0;
-    let mut max = 0;
-    for line in front.lines() {
-        let indent = line.len() - line.trim_start().len();
-        let dashes = line.matches("- ").count() + line.matches("? ").count();
-        for c in line.chars() {
-            match c {
-                '[' | '{' => brackets += 1,
-                ']' | '}' => brackets = brackets.saturating_sub(1),
-                _ => {}
-            }
-        }
-        max = max.max(indent / 2 + dashes + brackets);
-    }
-    max
 }
 
 fn scalar(y: &Yaml) -> Option<String> {

@@ -251,6 +251,32 @@ fn deep_nesting_and_huge_front_matter_are_refused_without_crashing() {
     assert!(parse_file(dashes.as_bytes()).is_err());
     let huge = format!("---\nx: \"{}\"\n---\nbody", "a".repeat(100_000));
     assert!(parse_file(huge.as_bytes()).is_err());
+    // deep, but within the size limit: refused by the event scan, no deep recursion
+    for deep in [
+        format!("---\nx:\n{}a\n---\nbody", "- ".repeat(30_000)),
+        format!("---\nx: {}\n---\nbody", "[".repeat(30_000)),
+        format!("---\nx: {}1{}\n---\nbody", "[".repeat(65), "]".repeat(65)),
+    ] {
+        assert!(parse_file(deep.as_bytes()).is_err());
+    }
+}
+
+#[test]
+fn brackets_and_dashes_inside_values_are_not_nesting() {
+    // found by fuzzing the export round trip (fuzz/regressions/export_markdown): a tag
+    // with many `{` was counted as nesting, so the exported note did not import again
+    let tag = format!("c{}", "{".repeat(80));
+    let context = "a - b ".repeat(80);
+    let text = format!(
+        "---\ntags: [{}]\ncontext: {}\nkeywords:\n  - \"[[[{}\"\n---\nbody",
+        serde_json::Value::String(tag.clone()),
+        serde_json::Value::String(context.clone()),
+        "[".repeat(70)
+    );
+    let p = parse_file(text.as_bytes()).unwrap();
+    assert_eq!(p.tags, vec![tag]);
+    assert_eq!(p.context, context.trim());
+    assert_eq!(p.keywords.len(), 1);
 }
 
 #[test]
