@@ -139,6 +139,9 @@ pub struct Engine {
     pipeline: PipelineOptions,
     /// `retrieval.strength_weight`, read at open (0: off).
     strength_weight: AtomicF64,
+    /// Starts the name of every job worker of this engine: unique to this open (process
+    /// id and a ULID), so that `close` can give back exactly the jobs it still holds.
+    worker_prefix: String,
 }
 
 /// An f64 shared without a lock.
@@ -211,6 +214,7 @@ impl Engine {
             llm: options.llm,
             pipeline: options.pipeline,
             strength_weight: AtomicF64::default(),
+            worker_prefix: format!("{}-{}-", std::process::id(), JobId::generate()),
         };
         // One process owns an embedded store (LOCK file), so jobs left `running` there were
         // held by a process that died: they go back to the queue at once. On a server the
@@ -230,8 +234,15 @@ impl Engine {
         }
     }
 
-    /// Closes the store and waits until it is safely on disk. Call on every exit path.
+    /// Gives back the jobs this engine's workers still hold (a run cut off by the exit),
+    /// then closes the store and waits until it is safely on disk. Call on every exit path.
     pub async fn close(self) {
+        match self.store.release_jobs_of(&self.worker_prefix).await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(jobs = n, "gave back unfinished enrichment jobs"),
+            // the lease (or, embedded, the next open) still brings them back
+            Err(e) => tracing::warn!("could not give back unfinished jobs: {e}"),
+        }
         self.store.close().await;
     }
 

@@ -197,7 +197,7 @@ impl Engine {
     ) -> Result<RunSummary, EngineError> {
         self.llm()?;
         let retries_before = kasten_store::Store::conflict_retries();
-        let worker_name = format!("{}-{}", std::process::id(), Utc::now().timestamp_millis());
+        let worker_name = format!("{}{}", self.worker_prefix, Utc::now().timestamp_millis());
         let attempted: std::sync::Mutex<Vec<kasten_core::JobId>> =
             std::sync::Mutex::new(Vec::new());
         let attempted = &attempted;
@@ -275,7 +275,7 @@ impl Engine {
         let until = Utc::now()
             + chrono::Duration::from_std(self.pipeline.lease)
                 .unwrap_or(chrono::Duration::minutes(10));
-        let name = format!("{}-wait", std::process::id());
+        let name = format!("{}wait", self.worker_prefix);
         match self.store.claim_job_for_note(&name, note, until).await? {
             Some(job) => Ok(Some(self.process(&job).await?)),
             None => Ok(None),

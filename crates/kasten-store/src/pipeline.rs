@@ -410,6 +410,26 @@ impl Store {
         first_real_error(&mut resp)
     }
 
+    /// Gives back every job still held by a worker whose name starts with `prefix` (this
+    /// process is stopping), as [`Store::release_job`] does for one. On a server nothing
+    /// else would: the next open does not requeue `running` jobs there (another process
+    /// may be working on them), so a job cut off by a clean exit would wait for its lease
+    /// to run out. Returns how many.
+    pub async fn release_jobs_of(&self, prefix: &str) -> Result<u64, StoreError> {
+        let db = &self.db;
+        let ids: Vec<surrealdb::types::Value> = retry_conflicts("release jobs", || async move {
+            let mut resp = db
+                .query("UPDATE job SET state = 'queued', lease_until = NONE, attempts = math::max([attempts - 1, 0]) WHERE state = 'running' AND string::starts_with(worker ?? '', $prefix) RETURN VALUE id")
+                .bind(("prefix", prefix.to_owned()))
+                .await
+                .map_err(StoreError::from_db)?;
+            first_real_error(&mut resp)?;
+            resp.take(0).map_err(StoreError::from_db)
+        })
+        .await?;
+        Ok(ids.len() as u64)
+    }
+
     /// Queues failed jobs again (their notes go back to pending). Returns how many.
     pub async fn retry_failed_jobs(&self) -> Result<u64, StoreError> {
         let q = "BEGIN TRANSACTION;
