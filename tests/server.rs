@@ -783,3 +783,41 @@ fn while_kasten_mcp_holds_the_embedded_memory_other_processes_are_told_and_nothi
     );
     m.ok(&["import", &f, "--format", "jsonl"]);
 }
+
+#[test]
+fn a_process_that_stops_mid_job_on_a_server_gives_the_job_back() {
+    // On a server `running` jobs are not requeued at open (another process may be working
+    // on them); a clean exit must give back what it holds instead of leaving it leased for
+    // ten minutes.
+    let llm = FakeServer::start("slow:2500");
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let server = SurrealServer::start(dir.path());
+    let m = Memory::on_server(&server, &llm);
+    let mut agent = Mcp::start(&m, "agent on a server");
+    agent.add("The team standup moved to 9:30 on Mondays");
+    // the agent's background worker has claimed the job and waits for the slow LLM
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while llm_requests(&llm).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the MCP server never started the job"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    agent.close();
+    let v: Value =
+        serde_json::from_str(&m.ok(&["--json", "enrich"])).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        v["summary"]["done"].as_u64(),
+        Some(1),
+        "the job the agent was running when it stopped is still held: {v:#}"
+    );
+    let tables = m.tables();
+    let job = &rows(&tables, "job")[0];
+    assert_eq!(job["state"].as_str(), Some("done"), "{job}");
+    assert_eq!(
+        job["attempts"].as_i64(),
+        Some(1),
+        "the cut-off attempt was given back, not counted: {job}"
+    );
+}
