@@ -9,16 +9,17 @@
 use std::collections::HashSet;
 use std::sync::OnceLock;
 
-use kasten_core::NoteId;
 use kasten_core::chat::{ShownNote, answer_prompt, citations, says_not_in_memory, small_talk};
 use kasten_core::import::{parse_jsonl_bytes, parse_time};
 use kasten_core::markdown::{
-    LINKS_MARKER, NoteView, VaultFile, file_names, parse_date, parse_file, plan_vault, render_note,
+    LINKS_MARKER, NoteView, RenderLink, VaultFile, file_names, parse_date, parse_file, plan_vault,
+    render_note,
 };
 use kasten_core::prompts::{
     Construction, Handles, LINK_KINDS, LinkEvolve, Neighbour, construct, link_evolve,
 };
 use kasten_core::transfer::parse_chat;
+use kasten_core::{LinkStatus, NoteId};
 use kasten_llm::{
     ChatResponse, ClientOptions, LlmClient, LlmConfig, LlmError, ParseError, Provider,
     parse_json_lenient,
@@ -37,6 +38,7 @@ pub const TARGETS: &[(&str, Check)] = &[
     ("import_jsonl", import_jsonl),
     ("import_chat", import_chat),
     ("import_markdown", import_markdown),
+    ("export_markdown", export_markdown),
 ];
 
 /// `parse_json_lenient` on model output: never panics; text that is JSON as a whole is
@@ -388,4 +390,94 @@ pub fn import_markdown(data: &[u8]) {
             (n.enriched, n.archived)
         );
     }
+}
+
+/// Trimmed, non-empty, unique: how `parse_file` returns a list property.
+fn normal_list(text: &str, strip_hash: bool) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for item in text.split('\n') {
+        let item = if strip_hash {
+            item.trim().trim_start_matches('#').trim()
+        } else {
+            item.trim()
+        };
+        if !item.is_empty() && !out.iter().any(|x| x == item) {
+            out.push(item.to_owned());
+        }
+    }
+    out
+}
+
+/// Markdown export of any note: whatever its content and annotations (any text, as a user
+/// edit or an LLM may leave them), `render_note` writes a file that `parse_file` reads
+/// back to the same content, id, source, keywords, tags, context, time and state, and
+/// whose links section is not content. Fields are NUL-separated: content, context,
+/// source, keywords (one per line), tags, link target, link kind, link reason; the first
+/// 8 bytes are the time (seconds, years 1–9999) and flags.
+pub fn export_markdown(data: &[u8]) {
+    if data.len() < 8 {
+        return;
+    }
+    let (head, rest) = data.split_at(8);
+    let mut secs = [0u8; 8];
+    secs.copy_from_slice(head);
+    let flags = head[0];
+    // 0001-01-01 .. 9999-12-31: RFC 3339 has four-digit years
+    let span = 253_402_300_799_i64 + 62_135_596_800;
+    let t = i64::from_le_bytes(secs).rem_euclid(span) - 62_135_596_800;
+    let Some(created) = chrono::DateTime::from_timestamp(t, u32::from(head[1]) * 3_900_000) else {
+        return;
+    };
+    let text = String::from_utf8_lossy(rest);
+    let mut f = text.split('\0');
+    let mut next = || f.next().unwrap_or("").to_owned();
+    let (content, context, source) = (next(), next(), next());
+    let (keywords, tags) = (normal_list(&next(), false), normal_list(&next(), true));
+    let (target, kind, reason) = (next(), next(), next());
+    let content = content.trim();
+    if content.is_empty() || content.lines().any(|l| l.trim() == LINKS_MARKER) {
+        return;
+    }
+    let id = note_id(1);
+    let source = (!source.trim().is_empty()).then_some(source.as_str());
+    let view = NoteView {
+        id: &id,
+        content,
+        created_at: created,
+        keywords: &keywords,
+        tags: &tags,
+        context: context.trim(),
+        source,
+        enriched: flags & 1 == 1,
+        archived: flags & 2 == 2,
+    };
+    let links: Vec<RenderLink> = (flags & 4 == 4)
+        .then(|| RenderLink {
+            target: target.clone(),
+            kind: kind.clone(),
+            reason: reason.clone(),
+            confidence: 0.5,
+            status: LinkStatus::Accepted,
+        })
+        .into_iter()
+        .collect();
+    let file = render_note(view, &[], &links);
+    let back = parse_file(file.as_bytes())
+        .unwrap_or_else(|e| panic!("an export does not read back: {e}\n{file}"));
+    assert_eq!(back.body, content, "content changed:\n{file}");
+    assert_eq!(back.kasten_id.as_ref(), Some(&id));
+    assert_eq!(
+        back.kasten_source.as_deref(),
+        source,
+        "source changed:\n{file}"
+    );
+    assert_eq!(back.keywords, keywords, "keywords changed:\n{file}");
+    assert_eq!(back.tags, tags, "tags changed:\n{file}");
+    assert_eq!(back.context, context.trim(), "context changed:\n{file}");
+    assert_eq!(back.created, Some(created), "time changed:\n{file}");
+    assert_eq!(
+        (back.kasten_enriched, back.kasten_archived),
+        (view.enriched, view.archived)
+    );
+    assert!(back.links.len() <= links.len(), "{file}");
 }
