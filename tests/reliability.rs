@@ -12,5 +12,9 @@ mod consistency;
 mod crash;
 #[path = "reliability/faults.rs"]
 mod faults;
+#[path = "reliability/index.rs"]
+mod index;
+#[path = "reliability/resources.rs"]
+mod resources;
 #[path = "reliability/security.rs"]
 mod security;
