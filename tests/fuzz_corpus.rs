@@ -58,7 +58,8 @@ fn every_committed_input_keeps_the_invariants() {
 }
 
 /// Every cargo-fuzz target has a check here and every check a target, with the same name
-/// in `fuzz/Cargo.toml`, so a target cannot silently drop out of either side.
+/// in `fuzz/Cargo.toml` and in the list `scripts/fuzz` runs, so a target cannot silently
+/// drop out of either side.
 #[test]
 fn targets_and_checks_are_the_same_set() {
     let mut on_disk: Vec<String> = files(&fuzz_dir().join("fuzz_targets"))
@@ -70,6 +71,20 @@ fn targets_and_checks_are_the_same_set() {
     listed.sort();
     assert_eq!(on_disk, listed);
     let manifest = std::fs::read_to_string(fuzz_dir().join("Cargo.toml")).unwrap_or_default();
+    let script = std::fs::read_to_string(fuzz_dir().join("../scripts/fuzz")).unwrap_or_default();
+    let run: Vec<&str> = script
+        .lines()
+        .find_map(|l| l.strip_prefix("all=("))
+        .and_then(|l| l.strip_suffix(')'))
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    let mut run_sorted = run.clone();
+    run_sorted.sort_unstable();
+    assert_eq!(
+        run_sorted, listed,
+        "scripts/fuzz runs other targets than fuzz/checks.rs has"
+    );
     for name in &listed {
         assert!(
             manifest.contains(&format!("name = \"{name}\"")),
