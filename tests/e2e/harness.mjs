@@ -108,6 +108,10 @@ export async function launch({ llmUrl, home, extraEnv = {} } = {}) {
     KASTEN_MODEL_DIR: process.env.KASTEN_MODEL_DIR || path.join(installed, "models/all-minilm-l6-v2-int8"),
     ORT_DYLIB_PATH: process.env.ORT_DYLIB_PATH || path.join(installed, "lib/libonnxruntime.so.1.31.1"),
     // (WEBKIT_DISABLE_COMPOSITING_MODE=1 would keep WebGL out of screenshots)
+    // Without a GPU the app turns WebKit's DMA-BUF renderer off (src-tauri/src/main.rs: its
+    // frames take seconds there), but then WebKitWebDriver's screenshots hang: screenshot
+    // runs keep it on (slow animation does not matter to them).
+    ...(process.env.KASTEN_SCREENSHOTS && !process.env.WEBKIT_DISABLE_DMABUF_RENDERER ? { WEBKIT_DISABLE_DMABUF_RENDERER: "0" } : {}),
     KASTEN_LOG: process.env.KASTEN_LOG || "warn,kasten_desktop=info",
     ...extraEnv,
   };

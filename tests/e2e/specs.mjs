@@ -104,6 +104,8 @@ export async function mainFlow({ llmUrl }) {
     });
     const canvases = await graph.$$("canvas");
     assert(canvases.length >= 2, `sigma drew its canvases (${canvases.length})`);
+    const dashed = await browser.execute(() => window.__kastenGraph?.dashedLinks());
+    assert(dashed === 1, `the proposed link is drawn dashed (${dashed})`);
     await browser.pause(1500);
     await screenshot(browser, "graph");
 
