@@ -88,6 +88,16 @@ export function mountGraph(o: MountOptions): Mounted {
   const dashed = proposed <= DASHED_MAX;
   const filters = (): Filters => ({ ...o.filters(), dashed });
   let current = filters();
+  // the filters and the overlay's list are read once per refresh, not once per node
+  const update = () => {
+    current = filters();
+    dashedPairs = [];
+    if (!current.dashed || !current.showProposed || proposed === 0) return;
+    graph.forEachEdge((_e, a, s, t, sa, ta) => {
+      if (a.proposed && passes(current, s, sa) && passes(current, t, ta)) dashedPairs.push(s, t);
+    });
+  };
+  update();
   const renderer = new Sigma(graph, container, {
     ...sigmaSettings(graph.order),
     ...(big ? { edgeProgramClasses: { line: EdgeLineProgram }, defaultEdgeType: "line" } : {}),
@@ -95,15 +105,6 @@ export function mountGraph(o: MountOptions): Mounted {
     defaultEdgeColor: dark ? "#465069" : "#c3c9d6",
     nodeReducer: nodeReducer(() => current, colours),
     edgeReducer: edgeReducer(() => current, colours),
-  });
-  // filters are read once per refresh, not once per node
-  renderer.on("beforeProcess", () => {
-    current = filters();
-    dashedPairs = [];
-    if (!current.dashed || !current.showProposed || proposed === 0) return;
-    graph.forEachEdge((_e, a, s, t, sa, ta) => {
-      if (a.proposed && passes(current, s, sa) && passes(current, t, ta)) dashedPairs.push(s, t);
-    });
   });
   renderer.on("clickNode", ({ node }) => o.onClickNode(node));
   renderer.on("enterNode", () => (container.style.cursor = "pointer"));
@@ -291,7 +292,10 @@ export function mountGraph(o: MountOptions): Mounted {
 
   return {
     dashed,
-    refresh: () => renderer.refresh(),
+    refresh: () => {
+      update();
+      renderer.refresh();
+    },
     kill: () => {
       window.clearTimeout(stillTimer);
       onLayoutDone = () => {};
