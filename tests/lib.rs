@@ -273,6 +273,24 @@ impl FakeServer {
         assert!(resp.starts_with("HTTP/1.1 200"), "set mode: {resp}");
     }
 
+    /// How many requests the server has received (`GET /_fake/requests`).
+    pub fn request_count(&self) -> usize {
+        use std::io::{Read, Write};
+        let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", self.port)) else {
+            return 0;
+        };
+        let _ = s.write_all(
+            b"GET /_fake/requests HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
+        );
+        let mut resp = String::new();
+        let _ = s.read_to_string(&mut resp);
+        let body = resp.split("\r\n\r\n").nth(1).unwrap_or_default();
+        serde_json::from_str::<serde_json::Value>(body)
+            .ok()
+            .and_then(|v| v.as_array().map(Vec::len))
+            .unwrap_or(0)
+    }
+
     /// The id of the server process (to find its sockets, say).
     pub fn pid(&self) -> u32 {
         self.child.id()

@@ -30,9 +30,23 @@ fn import_file(f: usize, n: usize) -> String {
         .collect()
 }
 
-/// Runs `kasten` with `args` and SIGKILLs it after `delay`; stdout lines seen before the
-/// kill are returned. `true` if the kill landed while it ran.
-fn run_and_kill(h: &Home, args: &[&str], delay: Duration) -> (bool, Vec<String>) {
+/// When a kill lands: `delay` after the start, or `delay` after the work visibly began.
+#[derive(Debug, Clone, Copy)]
+enum KillAt {
+    /// Counted from the spawn: usually while the store opens or the model loads.
+    Start(Duration),
+    /// Counted from the moment `started` first holds (a committed batch, an LLM call).
+    Working(Duration),
+}
+
+/// Runs `kasten` with `args` and SIGKILLs it at `at`; stdout lines seen before the kill
+/// are returned. `true` if the kill landed while it ran.
+fn run_and_kill(
+    h: &Home,
+    args: &[&str],
+    at: KillAt,
+    started: &dyn Fn(&[String]) -> bool,
+) -> (bool, Vec<String>) {
     let mut child = h
         .cmd(args)
         .stdout(Stdio::piped())
@@ -51,6 +65,20 @@ fn run_and_kill(h: &Home, args: &[&str], delay: Duration) -> (bool, Vec<String>)
             }
         })
     };
+    let seen = || lines.lock().map(|v| v.clone()).unwrap_or_default();
+    let delay = match at {
+        KillAt::Start(d) => d,
+        KillAt::Working(d) => {
+            let deadline = Instant::now() + Duration::from_secs(120);
+            while !started(&seen()) && Instant::now() < deadline {
+                if child.try_wait().ok().flatten().is_some() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            d
+        }
+    };
     let start = Instant::now();
     let mut killed = false;
     while start.elapsed() < delay {
@@ -65,15 +93,14 @@ fn run_and_kill(h: &Home, args: &[&str], delay: Duration) -> (bool, Vec<String>)
     }
     let _ = child.wait();
     let _ = reader.join();
-    let lines = lines.lock().map(|v| v.clone()).unwrap_or_default();
-    (killed, lines)
+    (killed, seen())
 }
 
 #[test]
 fn kill_9_at_random_points_during_import() {
     let mut rng = Rng::from_env("KASTEN_RELIABILITY_SEED");
     let h = Home::new();
-    let per_file = 400;
+    let per_file = 300;
     let mut file = 0;
     let mut path = h.file("import-0.jsonl", import_file(0, per_file).as_bytes());
     let mut acknowledged: HashSet<String> = HashSet::new();
@@ -82,8 +109,12 @@ fn kill_9_at_random_points_during_import() {
         rounds += 1;
         assert!(rounds < IMPORT_KILLS * 4, "too few kills landed: {kills}");
         let batch = rng.range(5, 80).to_string();
-        // from before the store is open to well past the end of a 400-note import
-        let delay = Duration::from_millis(rng.range(300, 5000));
+        // one kill in four while it starts up, the others while batches are committing
+        let at = if rng.range(0, 3) == 0 {
+            KillAt::Start(Duration::from_millis(rng.range(0, 1500)))
+        } else {
+            KillAt::Working(Duration::from_millis(rng.range(0, 2500)))
+        };
         let args = [
             "import",
             path.to_str().unwrap_or_default(),
@@ -93,10 +124,10 @@ fn kill_9_at_random_points_during_import() {
             "--batch",
             &batch,
         ];
-        let (killed, ids) = run_and_kill(&h, &args, delay);
+        let (killed, ids) = run_and_kill(&h, &args, at, &|lines| !lines.is_empty());
         acknowledged.extend(ids.into_iter().filter(|l| !l.is_empty()));
         eprintln!(
-            "import round {rounds}: file {file}, batch {batch}, kill after {delay:?}: {}",
+            "import round {rounds}: file {file}, batch {batch}, kill {at:?}: {}",
             if killed { "killed" } else { "finished first" }
         );
         if killed {
@@ -168,7 +199,7 @@ fn kill_9_at_random_points_during_enrichment() {
     // every LLM answer takes 30 ms, so a pass over the queue takes a few seconds
     let fake = FakeServer::start("slow:30");
     let h = Home::with_llm(&fake.openai_url());
-    let notes = 40;
+    let notes = 60;
     let topics = [
         "Caroline joined a support group and felt accepted",
         "Melanie painted a sunrise over the lake with her kids",
@@ -197,10 +228,17 @@ fn kill_9_at_random_points_during_enrichment() {
         rounds += 1;
         assert!(rounds < ENRICH_KILLS * 4, "too few kills landed: {kills}");
         let workers = rng.range(1, 3).to_string();
-        let delay = Duration::from_millis(rng.range(800, 2500));
-        let (killed, _) = run_and_kill(&h, &["enrich", "--workers", &workers], delay);
+        let at = if rng.range(0, 3) == 0 {
+            KillAt::Start(Duration::from_millis(rng.range(0, 1500)))
+        } else {
+            KillAt::Working(Duration::from_millis(rng.range(0, 1500)))
+        };
+        let before = fake.request_count();
+        let (killed, _) = run_and_kill(&h, &["enrich", "--workers", &workers], at, &|_| {
+            fake.request_count() > before
+        });
         eprintln!(
-            "enrich round {rounds}: {workers} worker(s), kill after {delay:?}: {}",
+            "enrich round {rounds}: {workers} worker(s), kill {at:?}: {}",
             if killed { "killed" } else { "finished first" }
         );
         if killed {
