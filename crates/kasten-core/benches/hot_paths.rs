@@ -162,6 +162,12 @@ fn vector(c: &mut Criterion) {
             ix.search(black_box(&queries[i]), 10)
         })
     });
+    group.bench_function("sign-code prefilter + int8 + f32, top 30", |b| {
+        b.iter(|| {
+            i = (i + 1) % queries.len();
+            ix.search(black_box(&queries[i]), 30)
+        })
+    });
     ix.set_prefilter(None);
     group.bench_function("exact int8 scan + f32, threads", |b| {
         b.iter(|| {

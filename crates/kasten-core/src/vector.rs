@@ -11,10 +11,11 @@
 //! 1. **Sign codes** (memories of at least [`Prefilter::min_len`] vectors): each vector
 //!    is also kept as one bit per dimension (its sign, 48 bytes for 384-d). The query's
 //!    code is compared with every code by Hamming distance (XOR + popcount) and the
-//!    [`Prefilter::candidates`] nearest survive (at 100k notes: n / 25 = 4,000, 4 %).
-//!    Sign codes order sentence embeddings well enough that the true top 10 are within
-//!    the best 200 on the bench corpus; the default keeps 20× that. Smaller memories
-//!    skip this stage and are scanned exactly.
+//!    nearest `max(2000, n / 50)` survive (2 % at 100k notes). Sign codes order sentence
+//!    embeddings well enough that the true top 10 were within the best 200 on the bench
+//!    corpus (MiniLM, 100k notes); the default keeps 10× that. This is the one
+//!    approximate step: recall against `search_exact` is what `kasten bench search`
+//!    reports. Smaller memories skip it and are scanned exactly.
 //! 2. **int8**: each vector is quantised with its own scale (`max |v_i| / 127`); the
 //!    approximate score of slot j is `scale_j * <q_query, q_j>`, which orders candidates
 //!    as the true cosine does up to quantisation error. The best `max(4k, 64)` go on.
