@@ -199,7 +199,6 @@ fn kill_9_at_random_points_during_enrichment() {
     // every LLM answer takes 30 ms, so a pass over the queue takes a few seconds
     let fake = FakeServer::start("slow:30");
     let h = Home::with_llm(&fake.openai_url());
-    let notes = 60;
     let topics = [
         "Caroline joined a support group and felt accepted",
         "Melanie painted a sunrise over the lake with her kids",
@@ -207,21 +206,27 @@ fn kill_9_at_random_points_during_enrichment() {
         "Gina opened an online clothing store",
         "the pottery class meets on Thursday evenings",
     ];
-    let lines: String = (0..notes)
-        .map(|i| {
-            format!(
-                "{{\"content\": \"{} (entry {i})\"}}\n",
-                topics[i % topics.len()]
-            )
-        })
-        .collect();
-    let f = h.file("notes.jsonl", lines.as_bytes());
-    h.ok(&[
-        "import",
-        f.to_str().unwrap_or_default(),
-        "--format",
-        "jsonl",
-    ]);
+    // queues 30 more notes (a fast machine may finish a queue between two kills)
+    let add_notes = |part: usize| {
+        let lines: String = (0..30)
+            .map(|i| {
+                format!(
+                    "{{\"content\": \"{} (part {part}, entry {i})\"}}\n",
+                    topics[i % topics.len()]
+                )
+            })
+            .collect();
+        let f = h.file(&format!("notes-{part}.jsonl"), lines.as_bytes());
+        h.ok(&[
+            "import",
+            f.to_str().unwrap_or_default(),
+            "--format",
+            "jsonl",
+        ]);
+    };
+    let mut parts = 2;
+    add_notes(0);
+    add_notes(1);
     let (mut kills, mut rounds) = (0, 0);
     let mut checked = consistency::Checked::default();
     while kills < ENRICH_KILLS {
@@ -245,14 +250,12 @@ fn kill_9_at_random_points_during_enrichment() {
             kills += 1;
         }
         checked = consistency::check(&h.dump(), &format!("enrich round {rounds}"));
-        if !killed || checked.events == notes {
-            break; // nothing left to interrupt
+        if checked.events == checked.notes {
+            add_notes(parts); // the queue ran dry: give the next kills something to hit
+            parts += 1;
         }
     }
-    assert!(
-        kills >= ENRICH_KILLS,
-        "the queue ran out after {kills} kills; give it more notes"
-    );
+    let notes = parts * 30;
     // restart: the queue resumes and finishes; each note enriched exactly once
     let v = h.json(&["enrich"]);
     assert_eq!(v["jobs"]["queued"].as_u64(), Some(0), "{v:#}");
