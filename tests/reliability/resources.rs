@@ -158,6 +158,11 @@ fn a_full_disk_stops_the_import_in_words_and_loses_nothing_committed() {
             && error.contains("note(s) before it were saved, this batch and the rest were not"),
         "{error}"
     );
+    // and it says what the disk said (SurrealDB only logs the cause)
+    assert!(
+        error.contains("the disk refused a write: File too large (os error 27)"),
+        "{error}"
+    );
     assert!(!err.contains("panicked"), "{err}");
     let acknowledged: HashSet<String> = String::from_utf8_lossy(&out.stdout)
         .lines()

@@ -8,6 +8,7 @@ mod bench;
 mod eval;
 mod mcp;
 mod memory;
+mod oserror;
 mod output;
 mod transfer;
 
@@ -293,10 +294,18 @@ fn init_logging() {
     // tree is dropped after `Store::close` already closed it; that is noise, not a problem.
     let filter = tracing_subscriber::EnvFilter::try_from_env("KASTEN_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,surrealkv=error"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::{Layer, filter::LevelFilter};
+    let fmt = tracing_subscriber::fmt::layer()
         .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
+        .with_filter(filter);
+    // The OS error behind a refused write is only logged by the storage engine (at ERROR,
+    // also when KASTEN_LOG hides it): kept so the error message can name it.
+    tracing_subscriber::registry()
+        .with(fmt)
+        .with(oserror::OsErrorLayer.with_filter(LevelFilter::ERROR))
         .init();
 }
 

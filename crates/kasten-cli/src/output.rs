@@ -355,6 +355,14 @@ pub fn fail(json: bool, e: &anyhow::Error) -> std::process::ExitCode {
         .map(ToString::to_string)
         .collect::<Vec<_>>()
         .join(": ");
+    // A write the disk refused reaches us as a failed transaction; the cause was logged.
+    let msg = match crate::oserror::last() {
+        Some(cause) if !msg.contains(&cause) => format!(
+            "{msg} (the disk refused a write: {cause}; is it full, or the data directory \
+             not writable?)"
+        ),
+        _ => msg,
+    };
     if json {
         println!("{}", json!({ "error": msg }));
     }
