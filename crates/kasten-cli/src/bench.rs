@@ -10,11 +10,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use clap::Subcommand;
-use kasten_core::NewNote;
+use kasten_core::{NewNote, synthetic};
 use kasten_engine::{Engine, SearchOptions};
 use kasten_store::Endpoint;
+use rand::SeedableRng;
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
 use serde_json::json;
 
 /// Links per note in the bench memory (see `measure`).
@@ -45,101 +45,6 @@ pub enum BenchCommand {
         #[arg(long)]
         exact_scan: bool,
     },
-}
-
-const NAMES: &[&str] = &[
-    "Caroline", "Melanie", "Jon", "Gina", "Maria", "John", "Audrey", "Andrew", "James", "Deborah",
-    "Evan", "Sam", "Calvin", "Dave", "Jolene", "Nate", "Tim", "Joanna", "Priya", "Wei", "Ling",
-    "Kenji", "Amara", "Lucas",
-];
-const VERBS: &[&str] = &[
-    "visited",
-    "talked about",
-    "started learning",
-    "finished reading",
-    "painted",
-    "cooked",
-    "planned a trip to",
-    "wrote a poem about",
-    "volunteered at",
-    "bought",
-    "lost",
-    "fixed",
-    "recommended",
-    "argued about",
-    "photographed",
-    "signed up for",
-    "dreamed about",
-    "complained about",
-    "celebrated",
-    "researched",
-];
-const OBJECTS: &[&str] = &[
-    "the pottery class",
-    "a new guitar",
-    "the adoption agency",
-    "the marathon",
-    "a sunset over the lake",
-    "the LGBTQ support group",
-    "their grandmother's recipe",
-    "a science fiction novel",
-    "the dance studio",
-    "the animal shelter",
-    "a vintage camera",
-    "the mountain cabin",
-    "a job interview",
-    "the community garden",
-    "the chess tournament",
-    "a watercolor of the harbor",
-    "the startup pitch",
-    "the family reunion",
-    "a hiking trail",
-    "the jazz concert",
-    "the budget spreadsheet",
-    "an old friend",
-    "the new puppy",
-    "the book club",
-    "a broken bicycle",
-    "the art exhibition",
-    "a coding bootcamp",
-    "the camping trip",
-];
-const WHEN: &[&str] = &[
-    "yesterday",
-    "last weekend",
-    "this morning",
-    "in May",
-    "two weeks ago",
-    "on her birthday",
-    "after work",
-    "during the holidays",
-    "last summer",
-    "on Friday night",
-];
-const WHY: &[&str] = &[
-    "because it felt meaningful",
-    "with a close friend",
-    "for the first time",
-    "to relieve stress",
-    "and loved it",
-    "but it was harder than expected",
-    "as a surprise",
-    "to help the kids",
-    "",
-    "",
-];
-
-fn sentence(rng: &mut StdRng) -> String {
-    let pick = |rng: &mut StdRng, xs: &[&str]| xs[rng.random_range(0..xs.len())].to_owned();
-    let (n, v, o, w, y) = (
-        pick(rng, NAMES),
-        pick(rng, VERBS),
-        pick(rng, OBJECTS),
-        pick(rng, WHEN),
-        pick(rng, WHY),
-    );
-    let num = rng.random_range(1..1000);
-    format!("{n} {v} {o} {w} {y} (#{num})").replace("  ", " ")
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> f64 {
@@ -299,7 +204,7 @@ async fn measure(
         while done < n - have {
             let b = (n - have - done).min(256);
             let batch: Vec<NewNote> = (0..b)
-                .filter_map(|_| NewNote::new(&sentence(&mut rng)).ok())
+                .filter_map(|_| NewNote::new(&synthetic::sentence(&mut rng)).ok())
                 .collect();
             let saved = engine.add_batch(batch).await?;
             embed_t += saved.embed_time;
@@ -364,7 +269,7 @@ async fn measure(
 
     // Queries: fresh sentences from another seed (same vocabulary, different combinations).
     let mut rng = StdRng::seed_from_u64(0x0071_7565_7279);
-    let texts: Vec<String> = (0..q).map(|_| sentence(&mut rng)).collect();
+    let texts: Vec<String> = (0..q).map(|_| synthetic::sentence(&mut rng)).collect();
     let mut embed_lat = Vec::with_capacity(q);
     let mut vectors = Vec::with_capacity(q);
     for t in &texts {

@@ -10,7 +10,7 @@ use kasten_core::chat::citations;
 use kasten_core::fusion::rrf;
 use kasten_core::prompts::Construction;
 use kasten_core::vector::{Prefilter, VectorIndex};
-use kasten_core::{NoteId, Via};
+use kasten_core::{NoteId, Via, synthetic};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -186,109 +186,14 @@ fn vector(c: &mut Criterion) {
     group.finish();
 }
 
-/// Short notes from a small vocabulary, like `kasten bench search`'s corpus: long posting
-/// lists, the worst case for BM25.
-fn sentence(rng: &mut StdRng) -> String {
-    const NAMES: &[&str] = &[
-        "Caroline", "Melanie", "Jon", "Gina", "Maria", "John", "Audrey", "Andrew", "James",
-        "Deborah", "Evan", "Sam", "Calvin", "Dave", "Jolene", "Nate", "Tim", "Joanna", "Priya",
-        "Wei", "Ling", "Kenji", "Amara", "Lucas",
-    ];
-    const VERBS: &[&str] = &[
-        "visited",
-        "talked about",
-        "started learning",
-        "finished reading",
-        "painted",
-        "cooked",
-        "planned a trip to",
-        "wrote a poem about",
-        "volunteered at",
-        "bought",
-        "lost",
-        "fixed",
-        "recommended",
-        "argued about",
-        "photographed",
-        "signed up for",
-        "dreamed about",
-        "complained about",
-        "celebrated",
-        "researched",
-    ];
-    const OBJECTS: &[&str] = &[
-        "the pottery class",
-        "a new guitar",
-        "the adoption agency",
-        "the marathon",
-        "a sunset over the lake",
-        "the LGBTQ support group",
-        "their grandmother's recipe",
-        "a science fiction novel",
-        "the dance studio",
-        "the animal shelter",
-        "a vintage camera",
-        "the mountain cabin",
-        "a job interview",
-        "the community garden",
-        "the chess tournament",
-        "a watercolor of the harbor",
-        "the startup pitch",
-        "the family reunion",
-        "a hiking trail",
-        "the jazz concert",
-        "the budget spreadsheet",
-        "an old friend",
-        "the new puppy",
-        "the book club",
-        "a broken bicycle",
-        "the art exhibition",
-        "a coding bootcamp",
-        "the camping trip",
-    ];
-    const WHEN: &[&str] = &[
-        "yesterday",
-        "last weekend",
-        "this morning",
-        "in May",
-        "two weeks ago",
-        "on her birthday",
-        "after work",
-        "during the holidays",
-        "last summer",
-        "on Friday night",
-    ];
-    const WHY: &[&str] = &[
-        "because it felt meaningful",
-        "with a close friend",
-        "for the first time",
-        "to relieve stress",
-        "and loved it",
-        "but it was harder than expected",
-        "as a surprise",
-        "to help the kids",
-        "",
-        "",
-    ];
-    let mut pick = |xs: &[&str]| xs[rng.random_range(0..xs.len())].to_owned();
-    let (n, v, o, w, y) = (
-        pick(NAMES),
-        pick(VERBS),
-        pick(OBJECTS),
-        pick(WHEN),
-        pick(WHY),
-    );
-    format!("{n} {v} {o} {w} {y} (#{})", rng.random_range(1..1000))
-}
-
 fn text(c: &mut Criterion) {
     let mut rng = StdRng::seed_from_u64(29);
     let mut ix = TextIndex::new();
     let n = 100_000;
     for id in ids(n) {
-        ix.upsert(id, &sentence(&mut rng));
+        ix.upsert(id, &synthetic::sentence(&mut rng));
     }
-    let queries: Vec<String> = (0..100).map(|_| sentence(&mut rng)).collect();
+    let queries: Vec<String> = (0..100).map(|_| synthetic::sentence(&mut rng)).collect();
     let mut group = c.benchmark_group(format!("bm25 top-30, {n} short notes"));
     group.sample_size(30);
     let mut i = 0;
@@ -301,7 +206,7 @@ fn text(c: &mut Criterion) {
     group.finish();
     let mut group = c.benchmark_group("bm25 index");
     group.sample_size(10);
-    let notes: Vec<String> = (0..10_000).map(|_| sentence(&mut rng)).collect();
+    let notes: Vec<String> = (0..10_000).map(|_| synthetic::sentence(&mut rng)).collect();
     let note_ids = ids(10_000);
     group.bench_function("upsert 10k short notes", |b| {
         b.iter(|| {

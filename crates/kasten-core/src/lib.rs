@@ -30,6 +30,7 @@ pub mod note;
 pub mod period;
 pub mod prompts;
 pub mod ranking;
+pub mod synthetic;
 pub mod text;
 pub mod timeline;
 pub mod transfer;
