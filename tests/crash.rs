@@ -4,36 +4,10 @@
 #![allow(clippy::panic)] // test helpers fail loudly
 
 use std::collections::HashSet;
-use std::io::{BufRead, BufReader};
-use std::process::Stdio;
+use std::io::BufRead;
 use std::time::{Duration, Instant};
 
-use kasten_tests::{Home, jsonl};
-
-/// Starts an import that prints ids as batches commit; returns the child and a reader.
-fn start_import(
-    h: &Home,
-    n: usize,
-    batch: usize,
-) -> (std::process::Child, BufReader<std::process::ChildStdout>) {
-    let f = h.file("big.jsonl", jsonl(n).as_bytes());
-    let mut child = h
-        .cmd(&[
-            "import",
-            f.to_str().unwrap_or_default(),
-            "--format",
-            "jsonl",
-            "--print-ids",
-            "--batch",
-            &batch.to_string(),
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| panic!("spawn import: {e}"));
-    let out = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
-    (child, BufReader::new(out))
-}
+use kasten_tests::Home;
 
 #[test]
 fn kill_9_during_import_loses_no_acknowledged_note() {
@@ -42,7 +16,7 @@ fn kill_9_during_import_loses_no_acknowledged_note() {
     let mut acknowledged: HashSet<String> = HashSet::new();
     // Three crashes at different points, each resuming into the same memory.
     for (round, stop_after) in [(0, batch), (1, 3 * batch + 1), (2, 2 * batch)].into_iter() {
-        let (mut child, mut reader) = start_import(&h, 2000, batch);
+        let (mut child, mut reader) = h.spawn_import(2000, Some(batch));
         let mut line = String::new();
         let mut seen = 0;
         let deadline = Instant::now() + Duration::from_secs(120);
@@ -102,7 +76,7 @@ fn kill_9_during_import_loses_no_acknowledged_note() {
 fn a_second_process_is_told_the_memory_is_open_elsewhere() {
     let h = Home::new();
     h.ok(&["add", "first"]);
-    let (mut child, mut reader) = start_import(&h, 2000, 20);
+    let (mut child, mut reader) = h.spawn_import(2000, Some(20));
     // wait until the importer has the store open and is writing
     let mut line = String::new();
     let _ = reader.read_line(&mut line);

@@ -253,6 +253,55 @@ impl Home {
         let _ = std::fs::remove_file(&f);
         v["tables"].take()
     }
+
+    /// Starts `kasten import` of `n` JSONL notes with `--print-ids` (ids printed as batches
+    /// commit), stderr discarded; returns the child and a reader over the printed ids.
+    pub fn spawn_import(
+        &self,
+        n: usize,
+        batch: Option<usize>,
+    ) -> (
+        std::process::Child,
+        std::io::BufReader<std::process::ChildStdout>,
+    ) {
+        let f = self.file("big.jsonl", jsonl(n).as_bytes());
+        let mut args = vec![
+            "import".to_owned(),
+            f.to_str().unwrap_or_default().to_owned(),
+            "--format".into(),
+            "jsonl".into(),
+            "--print-ids".into(),
+        ];
+        if let Some(b) = batch {
+            args.extend(["--batch".to_owned(), b.to_string()]);
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let mut child = self
+            .cmd(&args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn import: {e}"));
+        let out = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
+        (child, std::io::BufReader::new(out))
+    }
+}
+
+/// `(id, content)` of every note in a [`Home::dump`], sorted.
+pub fn note_contents(tables: &serde_json::Value) -> Vec<(String, String)> {
+    let mut v: Vec<(String, String)> = tables["note"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|n| {
+            (
+                record_key(&n["id"]).unwrap_or_default(),
+                n["content"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    v.sort();
+    v
 }
 
 impl FakeServer {

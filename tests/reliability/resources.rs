@@ -3,11 +3,11 @@
 //! peak memory of imports of two sizes.
 
 use std::collections::HashSet;
-use std::io::{BufRead, BufReader};
+use std::io::BufRead;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use kasten_tests::{Home, jsonl, kasten_bin};
+use kasten_tests::{Home, kasten_bin};
 
 use super::consistency;
 
@@ -235,22 +235,9 @@ fn a_one_megabyte_note_is_saved_whole_and_found() {
 /// Runs an import of `n` notes and returns its peak resident memory (VmHWM) in KiB.
 fn import_peak_kib(n: usize) -> u64 {
     let h = Home::new();
-    let f = h.file("notes.jsonl", jsonl(n).as_bytes());
-    let mut child = h
-        .cmd(&[
-            "import",
-            f.to_str().unwrap_or_default(),
-            "--format",
-            "jsonl",
-            "--print-ids",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| panic!("{e}"));
+    let (mut child, out) = h.spawn_import(n, None);
     let pid = child.id();
-    let out = child.stdout.take().unwrap_or_else(|| panic!("stdout"));
-    let counter = std::thread::spawn(move || BufReader::new(out).lines().count());
+    let counter = std::thread::spawn(move || out.lines().count());
     let mut peak = 0;
     // VmHWM only grows; the last reading before exit is the peak (to within 5 ms)
     while child.try_wait().ok().flatten().is_none() {

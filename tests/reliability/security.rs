@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use kasten_tests::{FakeServer, Home, record_key};
+use kasten_tests::{FakeServer, Home};
 
 /// Inodes of the sockets process `pid` holds open.
 fn socket_inodes(pid: u32) -> HashSet<String> {
@@ -92,22 +92,7 @@ fn mcp_speaks_stdio_and_nothing_listens_on_tcp() {
 #[test]
 fn the_cli_listens_on_no_tcp_port_while_it_works() {
     let h = Home::new();
-    let f = h.file("big.jsonl", kasten_tests::jsonl(1500).as_bytes());
-    let mut child = h
-        .cmd(&[
-            "import",
-            f.to_str().unwrap_or_default(),
-            "--format",
-            "jsonl",
-            "--print-ids",
-            "--batch",
-            "50",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| panic!("{e}"));
-    let mut out = BufReader::new(child.stdout.take().unwrap_or_else(|| panic!("stdout")));
+    let (mut child, mut out) = h.spawn_import(1500, Some(50));
     let mut line = String::new();
     let _ = out.read_line(&mut line); // a batch is committed: the store is open and writing
     let mut samples = 0;
@@ -286,21 +271,7 @@ fn prompt_injection_in_a_note_cannot_delete_or_rewrite_notes() {
         h.ok(&["add", n]);
     }
     let before = h.dump();
-    let contents = |tables: &serde_json::Value| -> Vec<(String, String)> {
-        let mut v: Vec<(String, String)> = tables["note"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|n| {
-                (
-                    record_key(&n["id"]).unwrap_or_default(),
-                    n["content"].as_str().unwrap_or_default().to_owned(),
-                )
-            })
-            .collect();
-        v.sort();
-        v
-    };
+    let contents = kasten_tests::note_contents;
     let v = h.json(&["enrich", "--workers", "1"]);
     assert_eq!(
         v["jobs"]["done"].as_u64(),
