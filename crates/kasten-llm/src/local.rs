@@ -1,0 +1,539 @@
+//! The built-in model: a GGUF instruct model run on the CPU inside the Kasten process
+//! through llama.cpp (the `llama-cpp-2` crate, which builds llama.cpp from its vendored
+//! sources).
+//!
+//! One background thread owns the model. It runs at the lowest CPU priority (nice 19), so
+//! enrichment never takes the CPU from the UI or from searches; it loads the model on the
+//! first request and drops it again after [`LocalOptions::idle_unload`] without requests.
+//! Requests are served one at a time (the model is CPU-bound: two at once would only
+//! halve each one's speed).
+//!
+//! Structured calls are constrained by a GBNF grammar that llama.cpp derives from the same
+//! JSON schema the HTTP providers send (`json_schema_to_grammar`): the sampler can only
+//! pick tokens that keep the answer valid, so the answer always parses, names only the
+//! handles of the schema's enum and keeps strings within their `maxLength`.
+
+use std::num::NonZeroU32;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use llama_cpp_2::context::params::LlamaContextParams;
+use llama_cpp_2::llama_backend::LlamaBackend;
+use llama_cpp_2::llama_batch::LlamaBatch;
+use llama_cpp_2::model::params::LlamaModelParams;
+use llama_cpp_2::model::{LlamaChatMessage, LlamaChatTemplate, LlamaModel};
+use llama_cpp_2::sampling::LlamaSampler;
+use serde::Serialize;
+use tokio::sync::{mpsc as tmpsc, oneshot};
+
+use crate::{LlmError, Message, Role};
+
+/// How the built-in model runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalOptions {
+    /// The GGUF file.
+    pub path: PathBuf,
+    /// Drop the model from memory after this long without a request.
+    pub idle_unload: Duration,
+    /// CPU threads for prompt processing and generation (0: half the cores, at least one).
+    pub threads: usize,
+    /// The largest context (prompt + answer) a request may use, in tokens.
+    pub max_context: u32,
+}
+
+impl LocalOptions {
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        Self {
+            path: path.into(),
+            idle_unload: Duration::from_secs(300),
+            threads: 0,
+            max_context: 4096,
+        }
+    }
+}
+
+/// What the built-in model is doing, for the status bar and `kasten llm`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct LocalStatus {
+    pub path: String,
+    /// Whether the model is in memory now.
+    pub loaded: bool,
+    /// Size of the weights in memory when loaded (bytes).
+    pub model_bytes: u64,
+    /// Parameters of the model (known once it was loaded).
+    pub params: u64,
+    /// How long the last load took (ms).
+    pub load_ms: u64,
+    /// Requests served since the process started.
+    pub requests: u64,
+}
+
+/// One finished generation.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Generated {
+    pub text: String,
+    pub prompt_tokens: u32,
+    pub completion_tokens: u32,
+}
+
+struct Job {
+    messages: Vec<Message>,
+    grammar: Option<String>,
+    max_tokens: u32,
+    temperature: f32,
+    pieces: Option<tmpsc::UnboundedSender<String>>,
+    cancelled: Arc<AtomicBool>,
+    reply: oneshot::Sender<Result<Generated, LlmError>>,
+}
+
+#[derive(Default)]
+struct Shared {
+    loaded: AtomicBool,
+    model_bytes: AtomicU64,
+    params: AtomicU64,
+    load_ms: AtomicU64,
+    requests: AtomicU64,
+}
+
+/// The built-in model. Cheap to clone; the worker thread ends when the last clone is
+/// dropped.
+#[derive(Clone)]
+pub struct LocalModel {
+    opts: LocalOptions,
+    tx: Arc<Mutex<Option<mpsc::Sender<Job>>>>,
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for LocalModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalModel")
+            .field("path", &self.opts.path)
+            .finish_non_exhaustive()
+    }
+}
+
+/// llama.cpp's backend may be initialised once per process.
+fn backend() -> Result<&'static LlamaBackend, LlmError> {
+    static BACKEND: OnceLock<Result<LlamaBackend, String>> = OnceLock::new();
+    BACKEND
+        .get_or_init(|| {
+            // llama.cpp's own log lines go to `tracing` (debug), not to the user's terminal
+            llama_cpp_2::send_logs_to_tracing(llama_cpp_2::LogOptions::default());
+            LlamaBackend::init().map_err(|e| e.to_string())
+        })
+        .as_ref()
+        .map_err(|e| LlmError::Config(format!("cannot start llama.cpp: {e}")))
+}
+
+/// Checks that `path` is a readable GGUF file (its first four bytes are `GGUF`).
+pub fn check_gguf(path: &Path) -> Result<(), LlmError> {
+    use std::io::Read;
+    let mut f = std::fs::File::open(path).map_err(|e| {
+        LlmError::Config(format!(
+            "the model file {} cannot be read ({e}); run scripts/setup to install the built-in model, \
+             or point llm.model_path at a GGUF file",
+            path.display()
+        ))
+    })?;
+    let mut magic = [0u8; 4];
+    f.read_exact(&mut magic).map_err(|_| corrupt(path))?;
+    if &magic != b"GGUF" {
+        return Err(corrupt(path));
+    }
+    Ok(())
+}
+
+fn corrupt(path: &Path) -> LlmError {
+    LlmError::Config(format!(
+        "{} is not a GGUF model file (damaged or incomplete?); run scripts/setup again to reinstall the built-in model",
+        path.display()
+    ))
+}
+
+impl LocalModel {
+    /// Checks the file and prepares the worker; the model itself is loaded on first use.
+    pub fn new(opts: LocalOptions) -> Result<Self, LlmError> {
+        check_gguf(&opts.path)?;
+        Ok(Self {
+            opts,
+            tx: Arc::new(Mutex::new(None)),
+            shared: Arc::new(Shared::default()),
+        })
+    }
+
+    pub fn options(&self) -> &LocalOptions {
+        &self.opts
+    }
+
+    pub fn status(&self) -> LocalStatus {
+        let s = &self.shared;
+        LocalStatus {
+            path: self.opts.path.display().to_string(),
+            loaded: s.loaded.load(Ordering::Relaxed),
+            model_bytes: s.model_bytes.load(Ordering::Relaxed),
+            params: s.params.load(Ordering::Relaxed),
+            load_ms: s.load_ms.load(Ordering::Relaxed),
+            requests: s.requests.load(Ordering::Relaxed),
+        }
+    }
+
+    fn sender(&self) -> Result<mpsc::Sender<Job>, LlmError> {
+        let mut guard = self
+            .tx
+            .lock()
+            .map_err(|_| LlmError::Protocol("the built-in model's worker failed".into()))?;
+        if let Some(tx) = guard.as_ref() {
+            return Ok(tx.clone());
+        }
+        let (tx, rx) = mpsc::channel::<Job>();
+        let opts = self.opts.clone();
+        let shared = self.shared.clone();
+        std::thread::Builder::new()
+            .name("kasten-local-llm".into())
+            .spawn(move || worker(opts, shared, rx))
+            .map_err(|e| LlmError::Config(format!("cannot start the built-in model: {e}")))?;
+        *guard = Some(tx.clone());
+        Ok(tx)
+    }
+
+    /// Generates an answer to `messages`; with `grammar`, constrained to it. Pieces of text
+    /// go to `on_piece` as they are generated.
+    pub(crate) async fn generate(
+        &self,
+        messages: &[Message],
+        grammar: Option<String>,
+        max_tokens: u32,
+        temperature: f32,
+        mut on_piece: Option<&mut (dyn FnMut(&str) + Send)>,
+    ) -> Result<Generated, LlmError> {
+        let (reply, answer) = oneshot::channel();
+        let (pieces_tx, mut pieces_rx) = tmpsc::unbounded_channel();
+        let cancelled = Arc::new(AtomicBool::new(false));
+        // Dropping this future (a timeout, a closed window) stops the generation.
+        struct CancelOnDrop(Arc<AtomicBool>);
+        impl Drop for CancelOnDrop {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::Relaxed);
+            }
+        }
+        let _guard = CancelOnDrop(cancelled.clone());
+        let job = Job {
+            messages: messages.to_vec(),
+            grammar,
+            max_tokens,
+            temperature,
+            pieces: on_piece.is_some().then_some(pieces_tx),
+            cancelled,
+            reply,
+        };
+        let sent = self.sender()?.send(job);
+        if sent.is_err() {
+            // the worker ended (it panicked inside llama.cpp): start a fresh one next time
+            if let Ok(mut g) = self.tx.lock() {
+                *g = None;
+            }
+            return Err(LlmError::Protocol(
+                "the built-in model stopped unexpectedly; try again".into(),
+            ));
+        }
+        if let Some(cb) = on_piece.as_mut() {
+            while let Some(p) = pieces_rx.recv().await {
+                cb(&p);
+            }
+        }
+        answer.await.map_err(|_| {
+            LlmError::Protocol("the built-in model stopped before it answered".into())
+        })?
+    }
+}
+
+struct Loaded {
+    model: LlamaModel,
+    template: LlamaChatTemplate,
+}
+
+fn worker(opts: LocalOptions, shared: Arc<Shared>, rx: mpsc::Receiver<Job>) {
+    // Background work: the lowest CPU priority for this thread and the threads llama.cpp
+    // starts from it (they inherit it).
+    if let Err(e) =
+        thread_priority::set_current_thread_priority(thread_priority::ThreadPriority::Min)
+    {
+        tracing::debug!(?e, "could not lower the built-in model's CPU priority");
+    }
+    let mut loaded: Option<Loaded> = None;
+    loop {
+        let job = match rx.recv_timeout(opts.idle_unload) {
+            Ok(job) => job,
+            Err(RecvTimeoutError::Timeout) => {
+                if loaded.take().is_some() {
+                    tracing::info!("built-in model unloaded after {:?} idle", opts.idle_unload);
+                    shared.loaded.store(false, Ordering::Relaxed);
+                }
+                continue;
+            }
+            Err(RecvTimeoutError::Disconnected) => break,
+        };
+        if job.cancelled.load(Ordering::Relaxed) {
+            continue;
+        }
+        let result = match ensure_loaded(&opts, &shared, &mut loaded) {
+            Ok(m) => run(&opts, m, &job),
+            Err(e) => Err(e),
+        };
+        shared.requests.fetch_add(1, Ordering::Relaxed);
+        drop(job.pieces);
+        let _ = job.reply.send(result);
+    }
+    shared.loaded.store(false, Ordering::Relaxed);
+}
+
+fn ensure_loaded<'a>(
+    opts: &LocalOptions,
+    shared: &Shared,
+    loaded: &'a mut Option<Loaded>,
+) -> Result<&'a Loaded, LlmError> {
+    if loaded.is_none() {
+        let started = Instant::now();
+        check_gguf(&opts.path)?;
+        let backend = backend()?;
+        let model = LlamaModel::load_from_file(backend, &opts.path, &LlamaModelParams::default())
+            .map_err(|e| {
+            LlmError::Config(format!(
+                "llama.cpp cannot load {} ({e}); run scripts/setup again, or choose another GGUF file",
+                opts.path.display()
+            ))
+        })?;
+        let template = model
+            .chat_template(None)
+            .or_else(|_| LlamaChatTemplate::new("chatml"))
+            .map_err(|e| LlmError::Config(format!("the model has no usable chat template: {e}")))?;
+        shared.model_bytes.store(model.size(), Ordering::Relaxed);
+        shared.params.store(model.n_params(), Ordering::Relaxed);
+        shared
+            .load_ms
+            .store(started.elapsed().as_millis() as u64, Ordering::Relaxed);
+        shared.loaded.store(true, Ordering::Relaxed);
+        tracing::info!(path = %opts.path.display(), ms = started.elapsed().as_millis() as u64, "built-in model loaded");
+        *loaded = Some(Loaded { model, template });
+    }
+    loaded
+        .as_ref()
+        .ok_or_else(|| LlmError::Protocol("the built-in model is not loaded".into()))
+}
+
+fn role(r: Role) -> &'static str {
+    match r {
+        Role::System => "system",
+        Role::User => "user",
+        Role::Assistant => "assistant",
+    }
+}
+
+fn llama_err(what: &str, e: impl std::fmt::Display) -> LlmError {
+    LlmError::Protocol(format!("the built-in model failed while {what}: {e}"))
+}
+
+/// Holds back an incomplete UTF-8 sequence at the end of `bytes` for the next token.
+fn take_utf8(bytes: &mut Vec<u8>) -> String {
+    match std::str::from_utf8(bytes) {
+        Ok(s) => {
+            let s = s.to_owned();
+            bytes.clear();
+            s
+        }
+        Err(e) if e.error_len().is_none() => {
+            let valid = e.valid_up_to();
+            let s = String::from_utf8_lossy(&bytes[..valid]).into_owned();
+            bytes.drain(..valid);
+            s
+        }
+        Err(_) => {
+            let s = String::from_utf8_lossy(bytes).into_owned();
+            bytes.clear();
+            s
+        }
+    }
+}
+
+fn run(opts: &LocalOptions, m: &Loaded, job: &Job) -> Result<Generated, LlmError> {
+    let backend = backend()?;
+    let chat: Vec<LlamaChatMessage> = job
+        .messages
+        .iter()
+        .map(|msg| LlamaChatMessage::new(role(msg.role).into(), msg.content.replace('\0', " ")))
+        .collect::<Result<_, _>>()
+        .map_err(|e| llama_err("reading the messages", e))?;
+    let prompt = m
+        .model
+        .apply_chat_template(&m.template, &chat, true)
+        .map_err(|e| llama_err("applying the chat template", e))?;
+    let vocab = m.model.vocab();
+    let tokens = vocab.tokenize(prompt.as_bytes(), true, true);
+    let n_prompt = tokens.len();
+    let budget = opts.max_context as usize;
+    if n_prompt + 16 > budget {
+        return Err(LlmError::Protocol(format!(
+            "the prompt has {n_prompt} tokens, more than the built-in model's context of {budget}"
+        )));
+    }
+    let max_new = (job.max_tokens as usize).min(budget - n_prompt);
+    let n_ctx = u32::try_from(n_prompt + max_new + 8).unwrap_or(opts.max_context);
+    // background work: half the cores (one on a 2-core machine), so the UI keeps one
+    let threads = if opts.threads == 0 {
+        std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1))
+    } else {
+        opts.threads
+    };
+    let threads = i32::try_from(threads).unwrap_or(2);
+    let params = LlamaContextParams::default()
+        .with_n_ctx(NonZeroU32::new(n_ctx))
+        .with_n_batch(n_ctx)
+        .with_n_ubatch(512)
+        .with_n_threads(threads)
+        .with_n_threads_batch(threads);
+    let mut ctx = m
+        .model
+        .new_context(backend, params)
+        .map_err(|e| llama_err("creating a context", e))?;
+
+    let mut batch = LlamaBatch::new(n_prompt.max(1), 1);
+    let last = n_prompt.saturating_sub(1);
+    for (i, t) in tokens.iter().enumerate() {
+        batch
+            .add(*t, i as i32, &[0], i == last)
+            .map_err(|e| llama_err("reading the prompt", e))?;
+    }
+    ctx.decode(&mut batch)
+        .map_err(|e| llama_err("reading the prompt", e))?;
+
+    let mut samplers = Vec::new();
+    if let Some(g) = &job.grammar {
+        samplers.push(
+            LlamaSampler::grammar(&m.model, g, "root")
+                .map_err(|e| llama_err("compiling the output grammar", e))?,
+        );
+    }
+    if job.temperature > 0.0 {
+        samplers.push(LlamaSampler::temp(job.temperature));
+        samplers.push(LlamaSampler::dist(0x4b41_5354));
+    } else {
+        samplers.push(LlamaSampler::greedy());
+    }
+    let mut sampler = LlamaSampler::chain_simple(samplers);
+
+    let mut text = String::new();
+    let mut pending: Vec<u8> = Vec::new();
+    let mut n_cur = n_prompt as i32;
+    let mut generated = 0u32;
+    let mut batch = LlamaBatch::new(1, 1);
+    let mut last_idx = batch_last(n_prompt);
+    while (generated as usize) < max_new {
+        if job.cancelled.load(Ordering::Relaxed) {
+            return Err(LlmError::Protocol("the request was cancelled".into()));
+        }
+        let token = sampler.sample(&ctx, last_idx);
+        if vocab.is_eog(token) {
+            break;
+        }
+        generated += 1;
+        pending.extend_from_slice(&vocab.token_to_piece(token, false, None));
+        let piece = take_utf8(&mut pending);
+        if !piece.is_empty() {
+            if let Some(tx) = &job.pieces {
+                let _ = tx.send(piece.clone());
+            }
+            text.push_str(&piece);
+        }
+        batch.clear();
+        batch
+            .add(token, n_cur, &[0], true)
+            .map_err(|e| llama_err("generating", e))?;
+        n_cur += 1;
+        last_idx = 0;
+        ctx.decode(&mut batch)
+            .map_err(|e| llama_err("generating", e))?;
+    }
+    if !pending.is_empty() {
+        let rest = String::from_utf8_lossy(&pending).into_owned();
+        if let Some(tx) = &job.pieces {
+            let _ = tx.send(rest.clone());
+        }
+        text.push_str(&rest);
+    }
+    Ok(Generated {
+        text,
+        prompt_tokens: u32::try_from(n_prompt).unwrap_or(u32::MAX),
+        completion_tokens: generated,
+    })
+}
+
+/// Index of the prompt's last token in the first batch (the one with logits).
+fn batch_last(n_prompt: usize) -> i32 {
+    i32::try_from(n_prompt.saturating_sub(1)).unwrap_or(0)
+}
+
+/// The GBNF grammar llama.cpp derives from a JSON schema.
+pub(crate) fn grammar_for(schema: &serde_json::Value) -> Result<String, LlmError> {
+    llama_cpp_2::json_schema_to_grammar(&schema.to_string()).map_err(|e| {
+        LlmError::Config(format!(
+            "the answer's schema cannot be compiled to a grammar: {e}"
+        ))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utf8_split_across_tokens_is_held_back() {
+        let mut b = "a".as_bytes().to_vec();
+        b.extend_from_slice(&"é".as_bytes()[..1]);
+        assert_eq!(take_utf8(&mut b), "a");
+        assert_eq!(b.len(), 1);
+        b.extend_from_slice(&"é".as_bytes()[1..]);
+        assert_eq!(take_utf8(&mut b), "é");
+        assert!(b.is_empty());
+        let mut bad = vec![0xff, b'x'];
+        assert_eq!(take_utf8(&mut bad), "\u{fffd}x");
+    }
+
+    #[test]
+    fn a_missing_or_foreign_file_is_a_clear_error() {
+        let dir = std::env::temp_dir().join(format!("kasten-gguf-{}", std::process::id()));
+        let _ = std::fs::create_dir_all(&dir);
+        let missing = dir.join("nope.gguf");
+        let e = LocalModel::new(LocalOptions::new(&missing)).err();
+        assert!(
+            matches!(&e, Some(LlmError::Config(m)) if m.contains("scripts/setup")),
+            "{e:?}"
+        );
+        let fake = dir.join("fake.gguf");
+        let _ = std::fs::write(&fake, b"<html>not a model</html>");
+        let e = LocalModel::new(LocalOptions::new(&fake)).err();
+        assert!(
+            matches!(&e, Some(LlmError::Config(m)) if m.contains("not a GGUF")),
+            "{e:?}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn schemas_compile_to_grammars() {
+        let schema = serde_json::json!({
+            "type": "object",
+            "properties": {
+                "target": {"type": "string", "enum": ["N1", "N2"]},
+                "reason": {"type": "string", "maxLength": 20}
+            },
+            "required": ["target", "reason"],
+            "additionalProperties": false
+        });
+        let g = grammar_for(&schema).unwrap_or_default();
+        assert!(g.contains("root"), "{g}");
+        assert!(g.contains("N2"), "{g}");
+    }
+}
