@@ -128,6 +128,7 @@ pub fn llm_answers(data: &[u8]) {
         keywords: vec!["k".into()],
         tags: vec!["t".into()],
         context: "c".into(),
+        time: Some("2024-05-01".into()),
     };
     let neighbours: Vec<Neighbour> = (0..n).map(shown).collect();
     let p = link_evolve(&shown(99), &neighbours, &handles);
@@ -149,7 +150,7 @@ fn client(provider: Provider) -> &'static LlmClient {
     };
     let pair = CLIENTS.get_or_init(|| Some((make(Provider::Openai)?, make(Provider::Ollama)?)));
     match (pair, provider) {
-        (Some((openai, _)), Provider::Openai) => openai,
+        (Some((openai, _)), Provider::Openai | Provider::Local) => openai,
         (Some((_, ollama)), Provider::Ollama) => ollama,
         (None, _) => unreachable!("a client for a loopback URL always builds"),
     }

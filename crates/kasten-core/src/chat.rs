@@ -227,6 +227,21 @@ pub fn answer_prompt(notes: &[ShownNote], history: &[Turn], question: &str) -> V
     messages
 }
 
+/// A GBNF grammar for answers of small models (the built-in one): either exactly
+/// "Not in memory." or one or two short sentences that end by citing one or two of the
+/// `shown` notes as `[n]`. A small model left free mostly forgets the citations.
+pub fn cited_answer_grammar(shown: usize) -> String {
+    let cites: Vec<String> = (1..=shown.clamp(1, 20))
+        .map(|n| format!("\"{n}\""))
+        .collect();
+    format!(
+        "root ::= \"{NOT_IN_MEMORY}\" | answer\n\
+         answer ::= [A-Z] [^\\[\\]\\n<>]{{8,280}} \" [\" cite \"]\" ( \" [\" cite \"]\" )? \".\"\n\
+         cite ::= {}\n",
+        cites.join(" | ")
+    )
+}
+
 /// The citation numbers in an answer, in order of first use, that name one of the `shown`
 /// notes (1-based), and how many `[n]` named no shown note. Accepts `[3]`, `[1, 2]`,
 /// `[1][2]` and `[1-3]`.
@@ -399,5 +414,13 @@ mod tests {
         assert_eq!(retrieval_query("and when?", &[]), "and when?");
         let long = "what did Anna say about her new job at the bakery downtown last week";
         assert_eq!(retrieval_query(long, &h), long);
+    }
+
+    #[test]
+    fn the_small_model_grammar_names_only_shown_notes() {
+        let g = cited_answer_grammar(3);
+        assert!(g.contains("cite ::= \"1\" | \"2\" | \"3\"\n"), "{g}");
+        assert!(g.contains("Not in memory."));
+        assert!(cited_answer_grammar(0).contains("cite ::= \"1\"\n"));
     }
 }

@@ -12,6 +12,8 @@
 //! - [`timeline`]: notes by time and by position in their source stream.
 //! - [`period`]: calendar periods named in a query, for date-aware ranking.
 //! - [`lifecycle`]: strength, decay, reinforcement, archive candidates.
+//! - [`quality`]: what a usable annotation is: keyword candidates, tag choices, the
+//!   sanitiser and the quality check over real model output.
 //! - [`ranking`]: the default ranking: score fusion, date bonus, context.
 //! - [`transfer`], [`markdown`]: import formats (chat transcripts, Markdown / Obsidian
 //!   vaults) and the Markdown export.
@@ -29,6 +31,7 @@ pub mod markdown;
 pub mod note;
 pub mod period;
 pub mod prompts;
+pub mod quality;
 pub mod ranking;
 pub mod synthetic;
 pub mod text;

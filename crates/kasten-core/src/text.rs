@@ -9,7 +9,7 @@
 use rust_stemmers::{Algorithm, Stemmer};
 
 /// English stop words: too common to help ranking, and they bloat posting lists.
-const STOP_WORDS: &[&str] = &[
+pub(crate) const STOP_WORDS: &[&str] = &[
     "a", "about", "after", "all", "also", "am", "an", "and", "any", "are", "as", "at", "be",
     "been", "before", "being", "but", "by", "can", "could", "did", "do", "does", "doing", "for",
     "from", "had", "has", "have", "having", "he", "her", "here", "hers", "him", "his", "how", "i",

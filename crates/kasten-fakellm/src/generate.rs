@@ -32,7 +32,7 @@ pub(crate) fn content(view: &RequestView, mode: &Mode) -> String {
         Some(schema) => {
             let generator = Gen {
                 root: schema,
-                words: content_words(view.last_user()),
+                words: content_words(fenced_note(view.last_user())),
                 unknown_handles: matches!(mode, Mode::UnknownHandles),
             };
             generator.value(schema, "", 0, 0)
@@ -103,6 +103,16 @@ fn hostile(mut value: Value) -> Value {
         }
     }
     value
+}
+
+/// The text inside the first `<<<` … `>>>` fence of `message` (the note a prompt shows), or
+/// the whole message when it has none: a model answers about the note, not the
+/// instructions around it.
+pub fn fenced_note(message: &str) -> &str {
+    message
+        .split_once("<<<")
+        .and_then(|(_, rest)| rest.split_once(">>>"))
+        .map_or(message, |(inside, _)| inside)
 }
 
 /// Content words of `text`, in order of first occurrence (rules in the crate docs).

@@ -21,7 +21,7 @@
 //! schema object or `"json"`. Without a schema, structured content is `{"answer": <plain answer>}`.
 //!
 //! **Content words** are taken from the last `user` message (the last message if there is
-//! none): split at every non-alphanumeric character, lowercased; dropped if shorter than 3
+//! none), from the note inside its first `<<<` … `>>>` fence when it has one: split at every non-alphanumeric character, lowercased; dropped if shorter than 3
 //! characters, all digits, a handle (`n`/`N` + digits), an English stop word, or a repeat.
 //! Order is first occurrence. `"The Rust borrow-checker (N12) prevents data races"` gives
 //! `rust, borrow, checker, prevents, data, races`.

@@ -1,0 +1,543 @@
+//! What makes an annotation worth keeping, checked on real model output.
+//!
+//! A small model asked for "keywords (up to 8 specific terms)" writes `up to 8 specific
+//! terms` into the keywords, a timestamp into the context and links every note to every
+//! other. This module holds
+//! - the material for prompts that cannot produce that: [`candidate_terms`] (keywords may
+//!   only be chosen from the note's own words) and [`tag_choices`] (tags from the memory's
+//!   tags and a short general list);
+//! - [`sanitize`]: what is dropped from any model's construction before it is stored
+//!   (prompt text, a context that is a date or an instruction);
+//! - [`check`]: the quality check over a whole memory that tests, `kasten quality` and the
+//!   benchmarks run: no annotation contains prompt text, at least two thirds of the
+//!   keywords occur in the note, the context is a sentence about the note, at most five
+//!   links per note and not all reasons the same.
+
+use std::collections::{BTreeMap, HashSet};
+
+use serde::Serialize;
+
+use crate::text::{STOP_WORDS, Tokenizer};
+
+/// Words of the prompts' instructions and field names. An annotation that uses one of these
+/// while the note does not has copied the prompt.
+pub const PROMPT_WORDS: &[&str] = &[
+    "keyword",
+    "keywords",
+    "tag",
+    "tags",
+    "context",
+    "tier",
+    "long_term",
+    "short_term",
+    "return",
+    "specific terms",
+    "broad categories",
+    "one sentence",
+    "up to",
+    "most important first",
+    "json",
+    "schema",
+    "handle",
+    "handles",
+    "confidence",
+    "new note",
+    "related notes",
+    "annotate",
+    "strengths of the new note",
+    "topic, people, purpose",
+];
+
+/// Broad tags any memory may use (with the tags it already has).
+pub const GENERAL_TAGS: &[&str] = &[
+    "work", "family", "friends", "health", "money", "home", "travel", "food", "pets", "learning",
+    "hobby", "music", "sports", "books", "tech", "plans", "events", "shopping", "ideas",
+    "feelings",
+];
+
+/// The most links a note may keep from one enrichment.
+pub const MAX_LINKS_PER_NOTE: usize = 5;
+
+/// Extra words never offered as keywords (besides the tokenizer's stop words).
+const WEAK_WORDS: &[&str] = &[
+    "not",
+    "no",
+    "yes",
+    "very",
+    "really",
+    "got",
+    "get",
+    "gets",
+    "going",
+    "went",
+    "made",
+    "make",
+    "one",
+    "two",
+    "new",
+    "next",
+    "last",
+    "today",
+    "tomorrow",
+    "yesterday",
+    "said",
+    "says",
+    "thing",
+    "things",
+    "lot",
+    "lots",
+    "much",
+    "many",
+    "more",
+    "most",
+    "still",
+    "now",
+    "only",
+    "even",
+    "back",
+    "well",
+    "like",
+    "need",
+    "needs",
+    "want",
+    "wants",
+    "let",
+    "know",
+    "think",
+    "them",
+    "its",
+    "it's",
+    "i'm",
+    "i've",
+    "don't",
+    "didn't",
+    "can't",
+    "won't",
+    "should",
+    "might",
+    "must",
+    "shall",
+    "other",
+    "each",
+    "every",
+    "own",
+    "same",
+    "out",
+    "up",
+    "down",
+    "off",
+    "over",
+    "under",
+    "again",
+    "once",
+    "because",
+    "until",
+    "through",
+    "during",
+];
+
+fn is_weak(lower: &str) -> bool {
+    STOP_WORDS.contains(&lower) || WEAK_WORDS.contains(&lower)
+}
+
+/// Words of `text` as written (letters, digits, inner hyphens and apostrophes).
+fn words(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut w = String::new();
+    for c in text.chars() {
+        if c.is_alphanumeric() || ((c == '-' || c == '\'' || c == '’') && !w.is_empty()) {
+            w.push(c);
+        } else if !w.is_empty() {
+            out.push(std::mem::take(&mut w));
+        }
+    }
+    if !w.is_empty() {
+        out.push(w);
+    }
+    out.into_iter()
+        .map(|w| w.trim_end_matches(['-', '\'', '’']).to_owned())
+        .filter(|w| !w.is_empty())
+        .collect()
+}
+
+/// Terms a keyword may be chosen from: the note's content words (no stop words, no bare
+/// numbers shorter than a year) and pairs of adjacent content words ("cracked molar"), in
+/// order of first appearance, at most `max`.
+pub fn candidate_terms(content: &str, max: usize) -> Vec<String> {
+    let ws = words(content);
+    let keep = |w: &str| {
+        let lower = w.to_lowercase();
+        let digits = w.chars().all(|c| c.is_ascii_digit());
+        !is_weak(&lower) && w.chars().count() >= 3 && (!digits || w.len() == 4)
+            || w.chars().any(|c| c as u32 >= 0x3040)
+    };
+    let mut seen = HashSet::new();
+    let mut singles = Vec::new();
+    let mut pairs = Vec::new();
+    for (i, w) in ws.iter().enumerate() {
+        if !keep(w) {
+            continue;
+        }
+        let lower = w.to_lowercase();
+        if seen.insert(lower.clone()) {
+            singles.push(lower.clone());
+        }
+        if let Some(next) = ws.get(i + 1).filter(|n| keep(n)) {
+            let pair = format!("{lower} {}", next.to_lowercase());
+            if seen.insert(pair.clone()) {
+                pairs.push(pair);
+            }
+        }
+    }
+    // single words first (every one of them), then pairs while there is room
+    let mut out = singles;
+    out.truncate(max);
+    for p in pairs {
+        if out.len() >= max {
+            break;
+        }
+        out.push(p);
+    }
+    out
+}
+
+/// Tags a construction may choose from: the memory's own tags (most used first, at most
+/// `max_existing`) and the general list.
+pub fn tag_choices(existing: &[String], max_existing: usize) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut seen = HashSet::new();
+    for t in existing.iter().take(max_existing) {
+        let t = t.trim().to_lowercase();
+        if !t.is_empty() && !contains_prompt_text(&t, "") && seen.insert(t.clone()) {
+            out.push(t);
+        }
+    }
+    for t in GENERAL_TAGS {
+        if seen.insert((*t).to_owned()) {
+            out.push((*t).to_owned());
+        }
+    }
+    out
+}
+
+/// Whether `annotation` uses instruction words or field names of the prompts that `note`
+/// itself does not use.
+pub fn contains_prompt_text(annotation: &str, note: &str) -> bool {
+    let a = format!(" {} ", normalise(annotation));
+    let n = format!(" {} ", normalise(note));
+    PROMPT_WORDS.iter().any(|p| {
+        let p = format!(" {} ", normalise(p));
+        a.contains(&p) && !n.contains(&p)
+    })
+}
+
+fn normalise(s: &str) -> String {
+    s.to_lowercase()
+        .chars()
+        .map(|c| if c.is_alphanumeric() { c } else { ' ' })
+        .collect::<String>()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Whether `s` is mostly a date or time (digits and separators) rather than words.
+fn looks_like_a_date(s: &str) -> bool {
+    let letters = s.chars().filter(|c| c.is_alphabetic()).count();
+    let digits = s.chars().filter(|c| c.is_ascii_digit()).count();
+    digits >= 4 && letters <= digits
+}
+
+/// Why a context is not a sentence about the note, or `None` if it is.
+pub fn context_problem(context: &str, note: &str) -> Option<&'static str> {
+    let c = context.trim();
+    if c.is_empty() {
+        return Some("empty");
+    }
+    if looks_like_a_date(c) {
+        return Some("a date, not a sentence");
+    }
+    if contains_prompt_text(c, note) {
+        return Some("repeats the instructions");
+    }
+    if words(c).len() < 3 {
+        return Some("fewer than three words");
+    }
+    None
+}
+
+/// Whether `keyword` occurs in `note` (as words, or as the same stems).
+pub fn keyword_in_note(tok: &Tokenizer, keyword: &str, note: &str) -> bool {
+    let k = normalise(keyword);
+    if k.is_empty() {
+        return false;
+    }
+    if format!(" {} ", normalise(note)).contains(&format!(" {k} ")) {
+        return true;
+    }
+    let note_stems: HashSet<String> = tok.tokenize(note).into_iter().collect();
+    let kstems = tok.tokenize(keyword);
+    !kstems.is_empty() && kstems.iter().all(|s| note_stems.contains(s))
+}
+
+/// Drops from a construction what must never be stored: keywords and tags with prompt
+/// text or that are dates, and a context that is not a sentence about the note (it becomes
+/// empty). Returns how many items were dropped.
+pub fn sanitize(
+    content: &str,
+    keywords: &mut Vec<String>,
+    tags: &mut Vec<String>,
+    context: &mut String,
+) -> usize {
+    let before = keywords.len() + tags.len();
+    keywords.retain(|k| !contains_prompt_text(k, content) && !looks_like_a_date(k));
+    tags.retain(|t| !contains_prompt_text(t, content) && !looks_like_a_date(t));
+    let mut dropped = before - keywords.len() - tags.len();
+    if !context.trim().is_empty() && context_problem(context, content).is_some() {
+        context.clear();
+        dropped += 1;
+    }
+    dropped
+}
+
+/// One note as the quality check sees it.
+#[derive(Debug, Clone)]
+pub struct CheckedNote<'a> {
+    pub id: &'a str,
+    pub content: &'a str,
+    pub keywords: &'a [String],
+    pub tags: &'a [String],
+    pub context: &'a str,
+    /// Reasons of the links the LLM made from this note.
+    pub link_reasons: Vec<&'a str>,
+}
+
+/// A failed rule, with the note and the offending text.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Finding {
+    pub note: String,
+    pub rule: &'static str,
+    pub detail: String,
+}
+
+/// The quality check's result over a set of enriched notes.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct QualityReport {
+    pub notes: usize,
+    pub keywords: usize,
+    /// Keywords that occur in their note (word or stem).
+    pub keywords_in_note: usize,
+    pub keyword_share_in_note: f64,
+    pub notes_with_context: usize,
+    pub links: usize,
+    pub max_links_per_note: usize,
+    pub distinct_reasons: usize,
+    pub findings: Vec<Finding>,
+    pub passed: bool,
+}
+
+/// Runs every rule over `notes` (only enriched notes should be passed).
+pub fn check(notes: &[CheckedNote<'_>]) -> QualityReport {
+    let tok = Tokenizer::default();
+    let mut r = QualityReport {
+        notes: notes.len(),
+        ..QualityReport::default()
+    };
+    let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
+    let find = |note: &str, rule: &'static str, detail: String| Finding {
+        note: note.to_owned(),
+        rule,
+        detail,
+    };
+    let mut findings = Vec::new();
+    for n in notes {
+        for k in n.keywords {
+            r.keywords += 1;
+            if keyword_in_note(&tok, k, n.content) {
+                r.keywords_in_note += 1;
+            }
+            if contains_prompt_text(k, n.content) {
+                findings.push(find(n.id, "prompt text", format!("keyword {k:?}")));
+            }
+        }
+        for t in n.tags {
+            if contains_prompt_text(t, n.content) || looks_like_a_date(t) {
+                findings.push(find(n.id, "prompt text", format!("tag {t:?}")));
+            }
+        }
+        match context_problem(n.context, n.content) {
+            None => r.notes_with_context += 1,
+            // an empty context is "nothing", which is allowed; junk is not
+            Some("empty") => {}
+            Some(why) => findings.push(find(n.id, "context", format!("{:?}: {why}", n.context))),
+        }
+        r.links += n.link_reasons.len();
+        r.max_links_per_note = r.max_links_per_note.max(n.link_reasons.len());
+        if n.link_reasons.len() > MAX_LINKS_PER_NOTE {
+            findings.push(find(
+                n.id,
+                "links",
+                format!(
+                    "{} links (at most {MAX_LINKS_PER_NOTE})",
+                    n.link_reasons.len()
+                ),
+            ));
+        }
+        for reason in &n.link_reasons {
+            if contains_prompt_text(reason, n.content) {
+                findings.push(find(n.id, "prompt text", format!("link reason {reason:?}")));
+            }
+            *reasons.entry(normalise(reason)).or_default() += 1;
+        }
+    }
+    r.distinct_reasons = reasons.len();
+    r.keyword_share_in_note = if r.keywords == 0 {
+        1.0
+    } else {
+        r.keywords_in_note as f64 / r.keywords as f64
+    };
+    if r.keyword_share_in_note < 2.0 / 3.0 {
+        findings.push(find(
+            "",
+            "keywords",
+            format!(
+                "{} of {} keywords occur in their note (at least two thirds must)",
+                r.keywords_in_note, r.keywords
+            ),
+        ));
+    }
+    if r.links >= 3 && r.distinct_reasons == 1 {
+        findings.push(find(
+            "",
+            "links",
+            format!("all {} link reasons are the same", r.links),
+        ));
+    }
+    r.passed = findings.is_empty();
+    r.findings = findings;
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+
+    #[test]
+    fn candidates_are_the_notes_own_content_words_then_pairs() {
+        let c = candidate_terms(
+            "Dentist appointment on Friday: the cracked molar needs a crown, 450 euros.",
+            40,
+        );
+        assert_eq!(c[..4], ["dentist", "appointment", "friday", "cracked"]);
+        assert!(c.contains(&"cracked molar".to_owned()), "{c:?}");
+        assert!(!c.contains(&"the".to_owned()) && !c.contains(&"needs".to_owned()));
+        assert!(
+            !c.contains(&"450".to_owned()),
+            "short numbers are not keywords"
+        );
+        assert!(candidate_terms("", 10).is_empty());
+        assert_eq!(candidate_terms("alpha beta gamma delta", 2).len(), 2);
+        assert!(!candidate_terms("向量数据库 很快", 10).is_empty());
+    }
+
+    #[test]
+    fn prompt_echo_is_found_unless_the_note_says_it_too() {
+        assert!(contains_prompt_text("up to 8 specific terms", "dentist"));
+        assert!(contains_prompt_text("return", "I booked the dentist"));
+        assert!(contains_prompt_text(
+            "Return: keywords (up to 8 specific terms…",
+            "dentist"
+        ));
+        assert!(!contains_prompt_text(
+            "return flight",
+            "the return flight is at 9"
+        ));
+        assert!(!contains_prompt_text("dentist", "dentist"));
+        assert!(!contains_prompt_text("contextual", "x"), "whole words only");
+    }
+
+    #[test]
+    fn a_context_must_be_a_sentence_about_the_note() {
+        let note = "Booked the dentist for the cracked molar";
+        assert_eq!(
+            context_problem("2025-05-02T08:10:00+00:00", note),
+            Some("a date, not a sentence")
+        );
+        assert_eq!(
+            context_problem("Return: keywords (up to 8 specific terms", note),
+            Some("repeats the instructions")
+        );
+        assert_eq!(
+            context_problem("dentist", note),
+            Some("fewer than three words")
+        );
+        assert_eq!(
+            context_problem("A dental appointment for a cracked tooth.", note),
+            None
+        );
+    }
+
+    #[test]
+    fn sanitize_drops_junk_and_keeps_the_rest() {
+        let note = "Booked the dentist for the cracked molar";
+        let mut k = vec![
+            "dentist".into(),
+            "up to 8 specific terms".into(),
+            "return".into(),
+        ];
+        let mut t = vec!["health".into(), "return_date_2025_2025".into()];
+        let mut c = "2025-05-02T08:10:00+00:00".to_owned();
+        assert_eq!(sanitize(note, &mut k, &mut t, &mut c), 4);
+        assert_eq!(k, vec!["dentist".to_owned()]);
+        assert_eq!(t, vec!["health".to_owned()]);
+        assert!(c.is_empty());
+    }
+
+    #[test]
+    fn the_check_reports_each_rule() {
+        let kw_good = vec!["dentist".to_owned(), "molars".to_owned()];
+        let kw_bad = vec!["up to 8 specific terms".to_owned(), "return".to_owned()];
+        let tags = vec!["health".to_owned()];
+        let good = CheckedNote {
+            id: "a",
+            content: "Booked the dentist for the cracked molar",
+            keywords: &kw_good,
+            tags: &tags,
+            context: "A dental appointment for a cracked tooth.",
+            link_reasons: vec!["both about the dentist"],
+        };
+        let r = check(std::slice::from_ref(&good));
+        assert!(r.passed, "{r:?}");
+        assert_eq!(
+            r.keywords_in_note, 2,
+            "'molars' stems to the note's 'molar'"
+        );
+        let bad = CheckedNote {
+            id: "b",
+            content: "Booked the dentist for the cracked molar",
+            keywords: &kw_bad,
+            tags: &tags,
+            context: "2025-05-02T08:10:00+00:00",
+            link_reasons: vec!["strengths of the new note"; 7],
+        };
+        let r = check(&[good, bad]);
+        assert!(!r.passed);
+        let rules: BTreeSet<&str> = r.findings.iter().map(|f| f.rule).collect();
+        assert_eq!(
+            rules,
+            ["context", "keywords", "links", "prompt text"]
+                .into_iter()
+                .collect()
+        );
+    }
+
+    #[test]
+    fn tag_choices_put_the_memorys_tags_first_without_junk() {
+        let t = tag_choices(&["Garden".into(), "return".into(), "work".into()], 10);
+        assert_eq!(t[0], "garden");
+        assert!(!t.contains(&"return".to_owned()));
+        assert_eq!(t.iter().filter(|x| *x == "work").count(), 1);
+    }
+}
