@@ -40,6 +40,9 @@ pub fn sibling_bin(name: &str) -> PathBuf {
     bin
 }
 
+/// `Home::llm` for the built-in model.
+const BUILTIN_LLM: &str = "builtin:";
+
 /// A private Kasten home with its own embedded database.
 pub struct Home {
     pub dir: tempfile::TempDir,
@@ -52,6 +55,15 @@ impl Home {
         Self {
             dir: tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}")),
             llm: None,
+        }
+    }
+
+    /// A home whose commands use what a user without any LLM setting gets: the built-in
+    /// model (installed by scripts/setup), with no `KASTEN_LLM_*` variable set.
+    pub fn with_builtin_llm() -> Self {
+        Self {
+            llm: Some(BUILTIN_LLM.to_owned()),
+            ..Self::new()
         }
     }
 
@@ -75,11 +87,20 @@ impl Home {
             .env_remove("KASTEN_LLM_API_KEY")
             .stdin(Stdio::null());
         match &self.llm {
+            Some(b) if b == BUILTIN_LLM => c
+                .env_remove("KASTEN_LLM_PROVIDER")
+                .env_remove("KASTEN_LLM_BASE_URL")
+                .env_remove("KASTEN_LLM_MODEL")
+                .env_remove("KASTEN_LLM_MODEL_PATH")
+                .env_remove("KASTEN_LLM_TIMEOUT")
+                .env_remove("KASTEN_LLM_PROFILE"),
             Some(url) => c
                 .env("KASTEN_LLM_PROVIDER", "openai")
                 .env("KASTEN_LLM_BASE_URL", url)
                 .env("KASTEN_LLM_MODEL", "fake-model"),
+            // no LLM at all: not the built-in model either (tests that want it say so)
             None => c
+                .env("KASTEN_LLM_PROVIDER", "none")
                 .env_remove("KASTEN_LLM_BASE_URL")
                 .env_remove("KASTEN_LLM_MODEL"),
         };

@@ -344,7 +344,7 @@ async fn eval_sample(
     let endpoint = format!("surrealkv://{}", dir.display());
     let mut engine = crate::open_engine(Some(&endpoint)).await?;
     if mode.llm.is_some()
-        && let Err(e) = crate::configure(&mut engine, None).await
+        && let Err(e) = crate::configure(&mut engine, None, true).await
     {
         engine.close().await;
         return Err(e);
@@ -629,6 +629,7 @@ async fn answer_question(
         messages: vec![Message::system(prompt.system), Message::user(prompt.user)],
         temperature: 0.0,
         max_tokens: Some(64),
+        grammar: None,
     };
     let resp = client
         .chat(&req)

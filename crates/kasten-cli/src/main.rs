@@ -6,6 +6,7 @@
 
 mod bench;
 mod eval;
+mod llm;
 mod mcp;
 mod memory;
 mod oserror;
@@ -22,9 +23,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use kasten_core::import::{LineError, parse_jsonl_bytes, parse_time};
 use kasten_core::{NewNote, NoteId};
 use kasten_embed::{Embedder, FastEmbedder};
-use kasten_engine::{
-    Engine, FieldEdit, JobOutcome, LlmClient, LlmConfig, PipelineOptions, Progress, ReviewStatus,
-};
+use kasten_engine::{Engine, FieldEdit, JobOutcome, Progress, ReviewStatus};
 
 /// Who the CLI acts as in the audit history.
 const ACTOR: &str = "user";
@@ -188,6 +187,16 @@ enum Command {
         #[command(subcommand)]
         action: Option<ConfigAction>,
     },
+    /// The LLM in use (built-in, configured, or switched off), what it is trusted to do,
+    /// and the LLM servers found on this machine; `use N` picks one of those.
+    Llm {
+        #[command(subcommand)]
+        action: Option<LlmAction>,
+    },
+    /// Check the LLM's annotations and links in this memory: no prompt text, keywords from
+    /// the note, a context that is a sentence, at most five links per note, varied reasons.
+    /// Exits 1 when a rule fails.
+    Quality,
     /// Measure performance.
     Bench {
         #[command(subcommand)]
@@ -228,6 +237,19 @@ impl FieldArgs {
             context: self.context.clone(),
         }
     }
+}
+
+#[derive(Subcommand, Debug, Clone)]
+enum LlmAction {
+    /// Use the N-th server `kasten llm` lists (stored as llm.provider, llm.base_url, llm.model).
+    Use {
+        n: usize,
+        /// Which of the server's models (default: its first).
+        #[arg(long)]
+        model: Option<String>,
+    },
+    /// Go back to the built-in model (removes llm.provider, llm.base_url, llm.model).
+    Builtin,
 }
 
 #[derive(Subcommand, Debug, Clone)]
@@ -292,8 +314,9 @@ fn main() -> std::process::ExitCode {
 fn init_logging() {
     // surrealkv warns "No runtime available for closing the store" when a clone of its
     // tree is dropped after `Store::close` already closed it; that is noise, not a problem.
-    let filter = tracing_subscriber::EnvFilter::try_from_env("KASTEN_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,surrealkv=error"));
+    let filter = tracing_subscriber::EnvFilter::try_from_env("KASTEN_LOG").unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new("warn,surrealkv=error,llama_cpp_2=error")
+    });
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
     use tracing_subscriber::{Layer, filter::LevelFilter};
@@ -379,7 +402,7 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Enrich { workers, .. } => *workers,
         _ => None,
     };
-    if let Err(e) = configure(&mut engine, workers).await {
+    if let Err(e) = configure(&mut engine, workers, needs_llm(&cli.command)).await {
         engine.close().await;
         return Err(e);
     }
@@ -391,63 +414,33 @@ async fn run(cli: Cli) -> Result<()> {
     result
 }
 
-/// The LLM and pipeline settings: environment first, then what `kasten config` stored.
-async fn configure(engine: &mut Engine, workers: Option<usize>) -> Result<()> {
-    let llm_setting = engine.store().get_setting("llm").await?.unwrap_or_default();
-    let pipeline_setting = engine
-        .store()
-        .get_setting("pipeline")
-        .await?
-        .unwrap_or_default();
-    let env = |k: &str| std::env::var(k).ok();
-    let from_settings = |k: &str| {
-        let field = k.strip_prefix("KASTEN_LLM_")?.to_ascii_lowercase();
-        llm_setting
-            .get(&field)
-            .and_then(|v| v.as_str())
-            .map(str::to_owned)
-    };
-    // each variable: the environment wins over the stored setting
-    let config = LlmConfig::from_lookup(|k| {
-        env(k)
-            .filter(|v| !v.is_empty())
-            .or_else(|| from_settings(k))
-    })?;
-    let llm = match config {
-        Some(c) => {
-            let mut opts = kasten_llm::ClientOptions::default();
-            // seconds per LLM request; slow local models on small machines need more
-            let timeout = env("KASTEN_LLM_TIMEOUT")
-                .filter(|v| !v.is_empty())
-                .or_else(|| {
-                    llm_setting
-                        .get("timeout")
-                        .map(|v| v.to_string().trim_matches('"').to_owned())
-                });
-            if let Some(t) = timeout {
-                let secs: u64 = t.parse().map_err(|_| {
-                    anyhow!("KASTEN_LLM_TIMEOUT / llm.timeout must be whole seconds, not '{t}'")
-                })?;
-                opts.timeout = std::time::Duration::from_secs(secs.clamp(1, 3600));
-            }
-            Some(LlmClient::new(c, opts).context("cannot set up the LLM client")?)
-        }
-        None => None,
-    };
-    let mut pipeline = PipelineOptions::default();
-    if let Some(k) = pipeline_setting.get("k").and_then(|v| v.as_u64()) {
-        pipeline.k = k.clamp(1, 50) as usize;
-    }
-    if let Some(w) = workers.or_else(|| {
-        pipeline_setting
-            .get("workers")
-            .and_then(|v| v.as_u64())
-            .map(|w| w as usize)
-    }) {
+/// The LLM and pipeline settings: environment first, then what `kasten config` stored,
+/// then the built-in model. With `need_llm` false the LLM is not set up at all, so a bad
+/// LLM setting never stops a command that does not use the LLM.
+async fn configure(engine: &mut Engine, workers: Option<usize>, need_llm: bool) -> Result<()> {
+    let mut pipeline = engine.pipeline_settings().await?;
+    if let Some(w) = workers {
         pipeline.workers = w.clamp(1, 16);
     }
-    engine.configure(llm, pipeline);
+    if !need_llm {
+        engine.configure(None, pipeline);
+        return Ok(());
+    }
+    let env = |k: &str| std::env::var(k).ok();
+    let choice = engine.choose_llm(&env).await?;
+    engine.configure_choice(choice, pipeline);
     Ok(())
+}
+
+/// Whether a command uses the LLM.
+fn needs_llm(cmd: &Command) -> bool {
+    matches!(
+        cmd,
+        Command::Add { wait: true, .. }
+            | Command::Enrich { .. }
+            | Command::Ask { .. }
+            | Command::Llm { .. }
+    )
 }
 
 /// A command with its input already read and checked.
@@ -457,6 +450,8 @@ enum Prepared {
     Usage(usize),
     Events(usize),
     Config(Option<ConfigAction>),
+    Llm(Option<LlmAction>),
+    Quality,
     Proposals(Vec<ReviewStatus>, usize),
     Accept(String, FieldEdit),
     Reject(String),
@@ -593,6 +588,8 @@ fn prepare(cmd: &Command) -> Result<Prepared> {
         Command::Usage { limit } => Prepared::Usage(*limit),
         Command::Events { limit } => Prepared::Events(*limit),
         Command::Config { action } => Prepared::Config(action.clone()),
+        Command::Llm { action } => Prepared::Llm(action.clone()),
+        Command::Quality => Prepared::Quality,
         Command::Proposals { status, limit } => {
             let statuses = match status.as_deref() {
                 None => vec![],
@@ -640,7 +637,7 @@ async fn execute(engine: &Engine, cmd: Prepared, json: bool) -> Result<()> {
                 bail!(
                     "the note was saved ({}) but cannot be enriched: {}",
                     note.id,
-                    LlmConfig::missing_reason()
+                    engine.llm_missing_reason()
                 );
             }
             let outcome = engine.enrich_note(&note.id).await?;
@@ -664,6 +661,8 @@ async fn execute(engine: &Engine, cmd: Prepared, json: bool) -> Result<()> {
         ),
         Prepared::Events(limit) => output::events(json, &engine.store().events(limit).await?),
         Prepared::Config(action) => config(engine, action, json).await?,
+        Prepared::Llm(action) => llm::run(engine, action, json).await?,
+        Prepared::Quality => llm::quality(engine, json).await?,
         Prepared::Proposals(statuses, limit) => {
             output::proposals(json, &engine.proposals(&statuses, limit).await?)
         }
@@ -701,7 +700,10 @@ async fn execute(engine: &Engine, cmd: Prepared, json: bool) -> Result<()> {
 
 async fn enrich(engine: &Engine, retry_failed: bool, json: bool) -> Result<()> {
     if engine.llm_client().is_none() {
-        bail!("{}", LlmConfig::missing_reason());
+        bail!("{}", engine.llm_missing_reason());
+    }
+    if !json {
+        eprintln!("enriching with {}", engine.llm_label());
     }
     if retry_failed {
         let n = engine.store().retry_failed_jobs().await?;
@@ -740,80 +742,12 @@ async fn enrich(engine: &Engine, retry_failed: bool, json: bool) -> Result<()> {
 }
 
 async fn config(engine: &Engine, action: Option<ConfigAction>, json: bool) -> Result<()> {
-    const KEYS: &[&str] = &[
-        "llm.provider",
-        "llm.timeout",
-        "llm.base_url",
-        "llm.model",
-        "pipeline.k",
-        "pipeline.workers",
-        "policy.links",
-        "policy.edits",
-        "policy.auto_accept_confidence",
-        "retrieval.strength_weight",
-        "lifecycle.archive_threshold",
-        "merge.enabled",
-        "merge.min_cosine",
-        "merge.min_jaccard",
-    ];
-    let split = |key: &str| -> Result<(String, String)> {
-        if !KEYS.contains(&key) {
-            bail!("unknown setting '{key}'; known: {}", KEYS.join(", "));
-        }
-        let (a, b) = key.split_once('.').unwrap_or((key, ""));
-        Ok((a.to_owned(), b.to_owned()))
-    };
     match action {
         None => {}
-        Some(ConfigAction::Set { key, value }) => {
-            let (group, field) = split(&key)?;
-            let value: serde_json::Value =
-                serde_json::from_str(&value).unwrap_or(serde_json::Value::String(value));
-            if group == "policy" {
-                let mut p = serde_json::to_value(engine.policy().await?)?;
-                p[field.as_str()] = value;
-                let p: kasten_engine::Policy =
-                    serde_json::from_value(p).context("policy.links and policy.edits are 'auto' or 'review'; auto_accept_confidence is 0-1")?;
-                engine.set_policy(&p).await?;
-            } else {
-                let mut obj = engine
-                    .store()
-                    .get_setting(&group)
-                    .await?
-                    .unwrap_or_else(|| serde_json::json!({}));
-                obj[field.as_str()] = value;
-                engine.store().set_setting(&group, &obj).await?;
-            }
-        }
-        Some(ConfigAction::Unset { key }) => {
-            let (group, field) = split(&key)?;
-            if group == "policy" {
-                bail!("policy settings can be set to 'auto' or 'review', not removed");
-            }
-            if let Some(mut obj) = engine.store().get_setting(&group).await?
-                && let Some(map) = obj.as_object_mut()
-            {
-                map.remove(&field);
-                engine.store().set_setting(&group, &obj).await?;
-            }
-        }
+        Some(ConfigAction::Set { key, value }) => engine.set_setting_checked(&key, &value).await?,
+        Some(ConfigAction::Unset { key }) => engine.unset_setting(&key).await?,
     }
-    let mut all = serde_json::Map::new();
-    for group in ["llm", "pipeline", "retrieval", "lifecycle", "merge"] {
-        all.insert(
-            group.into(),
-            engine
-                .store()
-                .get_setting(group)
-                .await?
-                .unwrap_or_else(|| serde_json::json!({})),
-        );
-    }
-    all.insert(
-        "policy".into(),
-        serde_json::to_value(engine.policy().await?)?,
-    );
-    output::settings(json, &serde_json::Value::Object(all));
+    output::settings(json, &engine.settings_view().await?);
     Ok(())
 }
 

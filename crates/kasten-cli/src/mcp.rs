@@ -9,7 +9,7 @@ use crate::{configure, open_engine};
 
 pub async fn run(db: Option<&str>) -> Result<()> {
     let mut engine = open_engine(db).await?;
-    if let Err(e) = configure(&mut engine, None).await {
+    if let Err(e) = configure(&mut engine, None, true).await {
         engine.close().await;
         return Err(e);
     }

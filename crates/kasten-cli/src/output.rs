@@ -36,10 +36,14 @@ fn pending_reason(state: &EnrichState) -> Option<String> {
 }
 
 fn kasten_llm_reason() -> String {
-    match kasten_llm::LlmConfig::from_lookup(|k| std::env::var(k).ok()) {
-        Ok(None) => kasten_llm::LlmConfig::missing_reason().to_owned(),
-        Ok(Some(_)) => "queued for enrichment".to_owned(),
-        Err(e) => e.to_string(),
+    let env = |k: &str| std::env::var(k).ok();
+    let settings = kasten_engine::LlmSettings::combine(&env, &Value::Null);
+    match settings.provider.as_deref() {
+        Some(p) if p.trim().eq_ignore_ascii_case("none") => {
+            "no LLM configured: the LLM is switched off (KASTEN_LLM_PROVIDER is 'none')".to_owned()
+        }
+        _ => "queued for enrichment: `kasten enrich` runs it (so do `add --wait` and the open app)"
+            .to_owned(),
     }
 }
 

@@ -194,10 +194,12 @@ impl Engine {
                 content: n.content.clone(),
             })
             .collect();
+        let small = self.pipeline.profile == crate::ModelProfile::Small;
         let req = ChatRequest {
             messages: to_messages(answer_prompt(&prompt_notes, history, question)),
             temperature: 0.0,
-            max_tokens: Some(600),
+            max_tokens: Some(if small { 120 } else { 600 }),
+            grammar: small.then(|| kasten_core::chat::cited_answer_grammar(prompt_notes.len())),
         };
         let mut sink = |t: &str| on_token(t);
         let resp = llm
@@ -278,6 +280,7 @@ impl Engine {
             messages,
             temperature: 0.3,
             max_tokens: Some(80),
+            grammar: None,
         };
         let mut sink = |t: &str| on_token(t);
         let resp = llm

@@ -14,8 +14,10 @@ pub mod files;
 mod lifecycle;
 mod merge;
 mod pipeline;
+mod quality;
 mod review;
 mod search;
+pub mod settings;
 mod transfer;
 pub mod views;
 
@@ -37,9 +39,10 @@ pub use chat::{Answer, AnswerNote, AskOptions, ChatTurn, Retrieval};
 pub use kasten_llm::{LlmClient, LlmConfig};
 pub use lifecycle::{ARCHIVE_THRESHOLD_SETTING, ArchiveCandidate, STRENGTH_WEIGHT_SETTING};
 pub use merge::{MERGE_SETTING, MergeInfo, MergeOptions};
-pub use pipeline::{JobOutcome, PipelineOptions, Policy, PolicyMode, RunSummary};
+pub use pipeline::{JobOutcome, ModelProfile, PipelineOptions, Policy, PolicyMode, RunSummary};
 pub use review::{FieldEdit, HistoryEntry, ReviewItem, ReviewOutcome, ReviewStatus};
 pub use search::{SearchHit, SearchOptions, SearchOutput, SearchTimings};
+pub use settings::{LlmChoice, LlmSettings, LlmSource, SettingError};
 pub use transfer::{BoxLabel, ExportFile, ImportProgress, ImportSummary};
 
 /// Errors the engine reports; every variant reads as a sentence for the user.
@@ -66,6 +69,8 @@ pub enum EngineError {
     /// A file or folder to import could not be read (the message names it).
     #[error("{0}")]
     File(String),
+    #[error(transparent)]
+    Setting(#[from] settings::SettingError),
     #[error("internal error: {0}")]
     Internal(String),
 }
@@ -136,6 +141,11 @@ pub struct Engine {
     embedder: Arc<dyn Embedder>,
     indexes: RwLock<Indexes>,
     llm: Option<LlmClient>,
+    /// The LLM in words ("built-in SmolLM2-135M"), and why there is none.
+    llm_label: String,
+    llm_problem: Option<String>,
+    /// Embeddings of tags and keyword candidates, for the guided prompts' shortlists.
+    term_vectors: std::sync::Mutex<std::collections::HashMap<String, Vec<f32>>>,
     pipeline: PipelineOptions,
     /// `retrieval.strength_weight`, read at open (0: off).
     strength_weight: AtomicF64,
@@ -211,6 +221,12 @@ impl Engine {
                 timeline: Timeline::new(),
             }),
             embedder,
+            llm_label: options
+                .llm
+                .as_ref()
+                .map_or_else(|| "none".to_owned(), |c| c.config().model.clone()),
+            llm_problem: None,
+            term_vectors: Default::default(),
             llm: options.llm,
             pipeline: options.pipeline,
             strength_weight: AtomicF64::default(),
@@ -256,8 +272,38 @@ impl Engine {
 
     /// Sets the LLM (None: enrichment waits) and the pipeline options.
     pub fn configure(&mut self, llm: Option<LlmClient>, pipeline: PipelineOptions) {
+        self.llm_label = llm
+            .as_ref()
+            .map_or_else(|| "none".to_owned(), |c| c.config().model.clone());
+        self.llm_problem = None;
         self.llm = llm;
         self.pipeline = pipeline;
+    }
+
+    /// Uses the LLM `choice` names (see [`settings`]); its profile decides the prompts.
+    pub fn configure_choice(&mut self, choice: LlmChoice, mut pipeline: PipelineOptions) {
+        pipeline.profile = choice.profile;
+        self.llm = choice.client;
+        self.llm_label = choice.label;
+        self.llm_problem = choice.problem;
+        self.pipeline = pipeline;
+    }
+
+    /// The LLM in use, in words ("built-in SmolLM2-135M", "Ollama qwen2.5:7b", "none").
+    pub fn llm_label(&self) -> &str {
+        &self.llm_label
+    }
+
+    /// Why no LLM is in use, in words a user can act on.
+    pub fn llm_missing_reason(&self) -> String {
+        self.llm_problem
+            .clone()
+            .unwrap_or_else(|| LlmConfig::missing_reason().to_owned())
+    }
+
+    /// The pipeline options in force.
+    pub fn pipeline_options(&self) -> &PipelineOptions {
+        &self.pipeline
     }
 
     /// The LLM client, if one is configured.

@@ -63,6 +63,8 @@ pub struct PipelineOptions {
     pub lease: Duration,
     /// Concurrent jobs in `run_pending`.
     pub workers: usize,
+    /// Which prompts the model gets (setting `llm.profile`).
+    pub profile: ModelProfile,
 }
 
 impl Default for PipelineOptions {
@@ -72,6 +74,64 @@ impl Default for PipelineOptions {
             max_attempts: 3,
             lease: Duration::from_secs(600),
             workers: 2,
+            profile: ModelProfile::Auto,
+        }
+    }
+}
+
+/// What a model is trusted to do.
+///
+/// - `full`: A-Mem's prompts: free keywords, tags and context, links with reasons, and
+///   evolution of the neighbours.
+/// - `small`: guided prompts for small models (measured on SmolLM2-135M, see
+///   docs/BENCHMARKS.md): keywords chosen from the note's own words, tags from the
+///   memory's tags and a general list, a short context; at most three links, each to a
+///   neighbour sharing a term and named by it; **no evolution** (a small model's rewrites
+///   of other notes were junk).
+/// - `auto`: `small` for the built-in model (a GGUF under 1.5 GB), `full` for servers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ModelProfile {
+    Auto,
+    Full,
+    Small,
+}
+
+impl ModelProfile {
+    pub fn parse(s: &str) -> Option<Self> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "auto" => Some(Self::Auto),
+            "full" => Some(Self::Full),
+            "small" => Some(Self::Small),
+            _ => None,
+        }
+    }
+
+    /// `auto` resolved for `llm`.
+    pub fn resolve(self, llm: &LlmClient) -> Self {
+        match self {
+            Self::Auto => match llm.local() {
+                Some(local) => {
+                    let size = std::fs::metadata(&local.options().path).map_or(0, |m| m.len());
+                    if size < 1_500_000_000 {
+                        Self::Small
+                    } else {
+                        Self::Full
+                    }
+                }
+                None => Self::Full,
+            },
+            other => other,
+        }
+    }
+
+    /// The steps of the pipeline this profile runs, in words (for `kasten llm` and notes).
+    pub fn steps(self) -> &'static str {
+        match self {
+            Self::Small => {
+                "construction (guided) and links; no evolution (a small model's rewrites of older notes are not kept)"
+            }
+            _ => "construction, links and evolution",
         }
     }
 }
@@ -170,7 +230,66 @@ impl From<LlmError> for AttemptError {
     }
 }
 
+/// Tags and keyword candidates a small model chooses from, per note.
+const GUIDED_TAGS: usize = 5;
+const GUIDED_TERMS: usize = 10;
+
 impl Engine {
+    /// The `n` of `items` closest in meaning to `note_vec` (cosine of their embeddings),
+    /// closest first. Embeddings of short items are cached (tags recur on every note).
+    async fn shortlist(
+        &self,
+        note_vec: &[f32],
+        items: Vec<String>,
+        n: usize,
+    ) -> Result<Vec<String>, EngineError> {
+        if items.len() <= 1 || note_vec.is_empty() {
+            return Ok(items.into_iter().take(n).collect());
+        }
+        let missing: Vec<String> = {
+            let cache = self
+                .term_vectors
+                .lock()
+                .map_err(|_| EngineError::Internal("term cache poisoned".into()))?;
+            items
+                .iter()
+                .filter(|t| !cache.contains_key(*t))
+                .cloned()
+                .collect()
+        };
+        let fresh = if missing.is_empty() {
+            Vec::new()
+        } else {
+            self.embed_blocking(missing.clone()).await?
+        };
+        let mut cache = self
+            .term_vectors
+            .lock()
+            .map_err(|_| EngineError::Internal("term cache poisoned".into()))?;
+        if cache.len() > 20_000 {
+            cache.clear();
+        }
+        for (t, v) in missing.into_iter().zip(fresh) {
+            cache.insert(t, v);
+        }
+        let mut scored: Vec<(f32, usize)> = items
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let s = cache.get(t).map_or(f32::MIN, |v| {
+                    v.iter().zip(note_vec).map(|(a, b)| a * b).sum::<f32>()
+                });
+                (s, i)
+            })
+            .collect();
+        scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        Ok(scored
+            .into_iter()
+            .take(n)
+            .map(|(_, i)| items[i].clone())
+            .collect())
+    }
+
     /// The review policy in force (a setting; default: apply at once, keep for review).
     pub async fn policy(&self) -> Result<Policy, EngineError> {
         Ok(match self.store.get_setting(POLICY_SETTING).await? {
@@ -340,17 +459,56 @@ impl Engine {
         let mut usage = Usage::default();
         let mut calls = 0u32;
 
+        let small = self.pipeline.profile.resolve(llm) == ModelProfile::Small;
+
         // 1. construct
         let t0 = Instant::now();
-        let p = prompts::construct(&note.content, &note.created_at.to_rfc3339());
+        let p = if small {
+            let existing: Vec<String> = self
+                .store
+                .tag_counts(40)
+                .await?
+                .into_iter()
+                .map(|(t, _)| t)
+                .collect();
+            let tags = kasten_core::quality::tag_choices(&existing, 40);
+            let terms = prompts::guided_candidates(&note.content);
+            // a small model picks well from a short list of what is close to the note
+            let note_vec = match self.store.embedding_of(&note.id).await? {
+                Some(v) if !v.is_empty() => v,
+                _ => self
+                    .embed_blocking(vec![note.content.clone()])
+                    .await?
+                    .pop()
+                    .unwrap_or_default(),
+            };
+            let tags = self.shortlist(&note_vec, tags, GUIDED_TAGS).await?;
+            let terms = self.shortlist(&note_vec, terms, GUIDED_TERMS).await?;
+            prompts::construct_guided(
+                &note.content,
+                &note.created_at.format("%Y-%m-%d").to_string(),
+                &terms,
+                &tags,
+            )
+        } else {
+            prompts::construct(&note.content, &note.created_at.to_rfc3339())
+        };
         let validate = |v: &serde_json::Value| Construction::from_value(v).map(|_| ());
         let resp: StructuredResponse = llm.structured(&request(&p, 300), &validate).await?;
         usage.add(&resp.usage);
         calls += resp.attempts;
-        let c = Construction::from_value(&resp.value).map_err(|e| LlmError::BadOutput {
+        tracing::debug!(note = %note.id, answer = %resp.value, "construction");
+        let mut c = Construction::from_value(&resp.value).map_err(|e| LlmError::BadOutput {
             reason: e,
             raw: resp.value.to_string(),
         })?;
+        // whatever the model: prompt text, dates as context and the like are never stored
+        let sanitized = kasten_core::quality::sanitize(
+            &note.content,
+            &mut c.keywords,
+            &mut c.tags,
+            &mut c.context,
+        );
         let construct_ms = t0.elapsed().as_millis() as u64;
 
         // 2. embed content + annotations
@@ -386,6 +544,7 @@ impl Engine {
                     keywords: n.keywords.clone(),
                     tags: n.tags.clone(),
                     context: n.context.clone(),
+                    time: Some(n.created_at.format("%Y-%m-%d").to_string()),
                 })
                 .collect();
             let me = Neighbour {
@@ -394,17 +553,36 @@ impl Engine {
                 keywords: c.keywords.clone(),
                 tags: c.tags.clone(),
                 context: c.context.clone(),
+                time: Some(note.created_at.format("%Y-%m-%d").to_string()),
             };
-            let p = prompts::link_evolve(&me, &shown, &handles);
-            let validate = |v: &serde_json::Value| LinkEvolve::from_value(v, &handles).map(|_| ());
-            let resp = llm.structured(&request(&p, 700), &validate).await?;
-            usage.add(&resp.usage);
-            calls += resp.attempts;
-            le =
-                LinkEvolve::from_value(&resp.value, &handles).map_err(|e| LlmError::BadOutput {
-                    reason: e,
-                    raw: resp.value.to_string(),
+            if small {
+                if let Some(p) = prompts::link_guided(&me, &shown, &handles) {
+                    let validate =
+                        |v: &serde_json::Value| LinkEvolve::from_guided(v, &handles).map(|_| ());
+                    let resp = llm.structured(&request(&p, 200), &validate).await?;
+                    usage.add(&resp.usage);
+                    calls += resp.attempts;
+                    le = LinkEvolve::from_guided(&resp.value, &handles).map_err(|e| {
+                        LlmError::BadOutput {
+                            reason: e,
+                            raw: resp.value.to_string(),
+                        }
+                    })?;
+                }
+            } else {
+                let p = prompts::link_evolve(&me, &shown, &handles);
+                let validate =
+                    |v: &serde_json::Value| LinkEvolve::from_value(v, &handles).map(|_| ());
+                let resp = llm.structured(&request(&p, 700), &validate).await?;
+                usage.add(&resp.usage);
+                calls += resp.attempts;
+                le = LinkEvolve::from_value(&resp.value, &handles).map_err(|e| {
+                    LlmError::BadOutput {
+                        reason: e,
+                        raw: resp.value.to_string(),
+                    }
                 })?;
+            }
         }
         let link_ms = t2.elapsed().as_millis() as u64;
 
@@ -489,13 +667,18 @@ impl Engine {
             tier: c.tier.map(|t| t.as_str().to_owned()),
             embed_model: self.embedder.model_id().to_owned(),
             llm_model: llm.config().model.clone(),
-            prompt_version: prompts::PROMPT_VERSION.to_owned(),
+            prompt_version: if small {
+                prompts::GUIDED_PROMPT_VERSION
+            } else {
+                prompts::PROMPT_VERSION
+            }
+            .to_owned(),
             tokens_in: u64::from(usage.prompt_tokens),
             tokens_out: u64::from(usage.completion_tokens),
             tokens_estimated: usage.estimated,
             llm_calls: calls,
             unknown_handles: le.unknown_handles as u32,
-            dropped: le.dropped as u32,
+            dropped: (le.dropped + sanitized) as u32,
             timings_ms: serde_json::json!({
                 "construct": construct_ms, "embed": embed_ms, "link_evolve": link_ms,
                 "total": t_start.elapsed().as_millis() as u64

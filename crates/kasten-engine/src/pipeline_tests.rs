@@ -14,7 +14,7 @@ use crate::{Engine, EngineOptions, JobOutcome, PipelineOptions};
 /// The production client against the fake server (shared with `memory_tests`).
 pub(crate) fn client(fake: &FakeLlm, provider: Provider, timeout: Duration) -> LlmClient {
     let base_url = match provider {
-        Provider::Openai => fake.openai_base_url(),
+        Provider::Openai | Provider::Local => fake.openai_base_url(),
         Provider::Ollama => fake.ollama_base_url(),
     };
     let config = LlmConfig {

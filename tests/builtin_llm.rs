@@ -1,0 +1,188 @@
+//! The built-in model (SmolLM2-135M-Instruct in process through llama.cpp), as a user
+//! without any LLM setting gets it: the real pipeline, a real model, no mock. Needs the
+//! model that `scripts/setup` installs; without it these tests fail and say so.
+
+use kasten_tests::Home;
+use serde_json::Value;
+
+/// Everyday notes of one person (a few are about the same things, so links can form).
+const NOTES: &[&str] = &[
+    "Booked the dentist for Thursday at 9: the cracked molar needs a crown.",
+    "Anna's birthday is on June 14; she wants a cast-iron pan for her cooking.",
+    "The dentist said the crown costs 450 euros and takes two visits.",
+    "Started reading 'The Overstory' by Richard Powers, a novel about trees.",
+    "Anna and I will cook paella with the new cast-iron pan on Saturday.",
+    "Garden: the tomato plants have blight; remove the lower leaves tomorrow.",
+];
+
+fn enriched(h: &Home, id: &str) -> Value {
+    let n = h.json(&["show", id]);
+    assert_eq!(n["enrich_state"].as_str(), Some("done"), "{n:#}");
+    n
+}
+
+#[test]
+fn a_fresh_memory_is_enriched_by_the_builtin_model_with_sensible_annotations() {
+    let h = Home::with_builtin_llm();
+    // the first note, with --wait: enriched before the command returns
+    let first = h.json(&["add", "--wait", NOTES[0]]);
+    let first_id = first["id"].as_str().unwrap_or_default().to_owned();
+    let n = enriched(&h, &first_id);
+    let keywords: Vec<String> = n["keywords"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|k| k.as_str())
+                .map(str::to_lowercase)
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(!keywords.is_empty(), "{n:#}");
+    let content = NOTES[0].to_lowercase();
+    for k in &keywords {
+        assert!(
+            k.split_whitespace().all(|w| content.contains(w)),
+            "keyword {k:?} is not taken from the note: {n:#}"
+        );
+    }
+    // the rest, then the queue
+    for text in &NOTES[1..] {
+        h.ok(&["add", text]);
+    }
+    h.ok(&["enrich"]);
+    let list = h.json(&["list", "--limit", "50"]);
+    let ids: Vec<String> = list["notes"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|n| n["id"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(ids.len(), NOTES.len());
+    for id in &ids {
+        let n = enriched(&h, id);
+        // every link joins two existing notes and says what they share
+        for l in n["links"].as_array().into_iter().flatten() {
+            for end in ["from", "to"] {
+                let other = l[end].as_str().unwrap_or_default();
+                assert!(ids.iter().any(|i| i == other), "dangling link {l:#}");
+            }
+        }
+    }
+    // the quality check over the whole memory (no prompt text, keywords from the notes,
+    // contexts that are sentences, at most five links per note, varied reasons)
+    let out = h.run(&["--json", "quality"]);
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    assert!(
+        out.status.success(),
+        "{report:#}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        report["notes"].as_u64(),
+        Some(NOTES.len() as u64),
+        "{report:#}"
+    );
+    assert_eq!(report["passed"].as_bool(), Some(true), "{report:#}");
+    // events record the guided prompts and exact token counts
+    let events = h.json(&["events", "--limit", "50"]);
+    let events = events["events"].as_array().cloned().unwrap_or_default();
+    let enrichments: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["prompt_version"].is_string())
+        .collect();
+    assert_eq!(enrichments.len(), NOTES.len(), "{events:#?}");
+    for e in enrichments {
+        assert_eq!(
+            e["prompt_version"].as_str(),
+            Some("amem-v4-guided"),
+            "{e:#}"
+        );
+        assert_eq!(e["tokens_estimated"].as_bool(), Some(false), "{e:#}");
+    }
+
+    // an answer from memory that cites existing notes
+    let a = h.json(&["ask", "When is the dentist appointment?"]);
+    let cited: Vec<&str> = a["citations"]
+        .as_array()
+        .map(|c| c.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    assert_eq!(a["not_in_memory"].as_bool(), Some(false), "{a:#}");
+    assert!(!cited.is_empty(), "{a:#}");
+    for c in cited {
+        assert!(
+            ids.iter().any(|i| i == c),
+            "cites a note that does not exist: {a:#}"
+        );
+    }
+}
+
+#[test]
+fn kasten_llm_names_the_builtin_model_and_what_it_runs() {
+    let h = Home::with_builtin_llm();
+    let v = h.json(&["llm"]);
+    let in_use = &v["in_use"];
+    assert_eq!(
+        in_use["label"].as_str(),
+        Some("built-in SmolLM2-135M"),
+        "{v:#}"
+    );
+    assert_eq!(in_use["source"].as_str(), Some("built_in"));
+    assert_eq!(in_use["ready"].as_bool(), Some(true), "{v:#}");
+    assert_eq!(in_use["profile"].as_str(), Some("small"));
+    assert!(
+        in_use["steps"]
+            .as_str()
+            .is_some_and(|s| s.contains("no evolution"))
+    );
+    assert!(v["discovered"].is_array());
+    let human = h.ok(&["llm"]);
+    assert!(
+        human.contains("LLM in use: built-in SmolLM2-135M"),
+        "{human}"
+    );
+}
+
+#[test]
+fn a_missing_or_corrupt_model_file_names_the_fix_and_loses_no_note() {
+    let h = Home::with_builtin_llm();
+    let bad = h.dir.path().join("broken.gguf");
+    std::fs::write(&bad, b"this is not a model").unwrap_or_default();
+    // a bad path is refused when it is set
+    let out = h.run(&[
+        "config",
+        "set",
+        "llm.model_path",
+        bad.to_str().unwrap_or_default(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a GGUF"));
+    // one that goes bad afterwards: the note is saved and searchable, the error says why
+    let good = h.dir.path().join("model.gguf");
+    std::fs::write(&good, b"GGUF but truncated").unwrap_or_default();
+    h.ok(&[
+        "config",
+        "set",
+        "llm.model_path",
+        good.to_str().unwrap_or_default(),
+    ]);
+    std::fs::write(&good, b"garbage now").unwrap_or_default();
+    let out = h.run(&["add", "--wait", "Water the tomato plants every morning"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("not a GGUF") && err.contains("scripts/setup"),
+        "{err}"
+    );
+    let hits = h.json(&["search", "watering tomatoes", "-k", "1"]);
+    assert!(
+        hits["hits"][0]["content"]
+            .as_str()
+            .is_some_and(|c| c.contains("tomato")),
+        "{hits:#}"
+    );
+    // a bad setting never locks out the commands that do not need the LLM
+    h.ok(&["list"]);
+    h.ok(&["config", "unset", "llm.model_path"]);
+}
