@@ -204,3 +204,30 @@ fn json_errors_are_json_too() {
         "{v}"
     );
 }
+
+#[test]
+fn a_bad_setting_is_refused_with_its_fix_and_never_locks_the_cli_out() {
+    let h = Home::new();
+    let id = h.ok(&["add", "Buy oat milk"]).trim().to_owned();
+    for (key, value, words) in [
+        ("llm.provider", "opneai", "openai | ollama | local | none"),
+        ("llm.timeout", "soon", "seconds"),
+        ("pipeline.k", "500", "1-50"),
+        ("llm.base_url", "localhost:8080", "http"),
+    ] {
+        let out = h.run(&["config", "set", key, value]);
+        assert_eq!(out.status.code(), Some(1), "{key} {value}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(key) && err.contains(words), "{err}");
+    }
+    // nothing bad was stored: every command still works
+    let settings = h.json(&["config"]);
+    assert!(settings["llm"].get("provider").is_none(), "{settings:#}");
+    h.ok(&["show", &id]);
+    h.ok(&["search", "milk"]);
+    // a good value is stored, shown, and can be removed again
+    h.ok(&["config", "set", "llm.timeout", "120"]);
+    assert_eq!(h.json(&["config"])["llm"]["timeout"].as_u64(), Some(120));
+    h.ok(&["config", "unset", "llm.timeout"]);
+    assert!(h.json(&["config"])["llm"].get("timeout").is_none());
+}

@@ -61,6 +61,7 @@ pub async fn status_of(state: &AppState) -> StatusEvent {
         memory_message: String::new(),
         notes: 0,
         llm_configured: false,
+        llm_label: String::new(),
         llm_ok: seen.ok,
         llm_message: seen.message,
         jobs_queued: 0,
@@ -91,9 +92,11 @@ pub async fn status_of(state: &AppState) -> StatusEvent {
     };
     s.memory = "ready".into();
     s.llm_configured = engine.llm_client().is_some();
+    s.llm_label = engine.llm_label().to_owned();
     if !s.llm_configured {
         s.llm_ok = None;
-        s.llm_message = "no LLM configured".into();
+        s.llm_message = engine.llm_missing_reason();
+        s.llm_label = "no LLM".into();
     }
     s.notes = engine.count().await.map(clamp_u32).unwrap_or(0);
     if let Ok(c) = engine.job_counts().await {

@@ -278,6 +278,34 @@ pub async fn save(engine: &Engine, input: &SettingsInput) -> AppResult<Option<St
     Ok(warning)
 }
 
+/// The LLM the app uses: the server the settings (or the environment) name, else the
+/// built-in model (unless the provider is `none`), with the pipeline options.
+pub async fn llm_choice(engine: &Engine) -> AppResult<(kasten_engine::LlmChoice, PipelineOptions)> {
+    let (client, pipeline) = client_and_pipeline(engine).await?;
+    let choice = match client {
+        Some(c) => {
+            let label = match c.config().provider {
+                kasten_llm::Provider::Ollama => format!("Ollama {}", c.config().model),
+                _ => format!("{} at {}", c.config().model, c.config().base_url),
+            };
+            kasten_engine::LlmChoice {
+                label,
+                source: if env("KASTEN_LLM_BASE_URL").is_some() {
+                    kasten_engine::LlmSource::Environment
+                } else {
+                    kasten_engine::LlmSource::Settings
+                },
+                problem: None,
+                profile: kasten_engine::ModelProfile::Auto.resolve(&c),
+                timeout: c.options().timeout,
+                client: Some(c),
+            }
+        }
+        None => engine.choose_llm(&|k: &str| std::env::var(k).ok()).await?,
+    };
+    Ok((choice, pipeline))
+}
+
 /// The LLM client and pipeline options the stored settings and the environment describe
 /// (the environment wins, as in the CLI).
 pub async fn client_and_pipeline(

@@ -42,8 +42,8 @@ pub async fn open(app: AppHandle) {
         let mut engine = Engine::open(&ep, embedder, &progress)
             .await
             .map_err(|e| format!("cannot open the memory at {ep}: {e}"))?;
-        match crate::settings::client_and_pipeline(&engine).await {
-            Ok((llm, pipeline)) => engine.configure(llm, pipeline),
+        match crate::settings::llm_choice(&engine).await {
+            Ok((choice, pipeline)) => engine.configure_choice(choice, pipeline),
             Err(e) => tracing::warn!("LLM settings not usable: {e}"),
         }
         Ok::<_, String>(engine)
@@ -83,12 +83,12 @@ pub async fn emit_status(app: &AppHandle) {
 async fn reconfigure(state: &AppState) {
     let mut slot = state.slot.write().await;
     let Slot::Ready(arc) = &mut *slot else { return };
-    let config = crate::settings::client_and_pipeline(arc).await;
+    let config = crate::settings::llm_choice(arc).await;
     for _ in 0..200 {
         if let Some(engine) = Arc::get_mut(arc) {
             match config {
-                Ok((llm, pipeline)) => {
-                    engine.configure(llm, pipeline);
+                Ok((choice, pipeline)) => {
+                    engine.configure_choice(choice, pipeline);
                     state.set_llm(None, "");
                 }
                 Err(e) => state.set_llm(Some(false), e.to_string()),

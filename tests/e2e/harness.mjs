@@ -119,6 +119,9 @@ export async function launch({ llmUrl, home, extraEnv = {} } = {}) {
     env.KASTEN_LLM_PROVIDER = "openai";
     env.KASTEN_LLM_BASE_URL = `${llmUrl}/v1`;
     env.KASTEN_LLM_MODEL = "fake-model";
+  } else if (!("KASTEN_LLM_PROVIDER" in extraEnv)) {
+    // no LLM at all, not the built-in model either, unless a spec asks for it
+    env.KASTEN_LLM_PROVIDER = "none";
   }
   const port = await freePort();
   const nativePort = await freePort();

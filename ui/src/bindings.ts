@@ -388,6 +388,11 @@ export type StatusEvent = {
 	memory_message: string,
 	notes: number,
 	llm_configured: boolean,
+	/**
+	 *  The LLM in use in words ("built-in SmolLM2-135M", "Ollama qwen2.5:7b"), or why
+	 *  there is none.
+	 */
+	llm_label: string,
 	/**  `null` until the first call; then whether the last call worked. */
 	llm_ok: boolean | null,
 	llm_message: string,

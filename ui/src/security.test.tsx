@@ -17,6 +17,7 @@ vi.mock("./api", async (orig) => {
       search: vi.fn(),
       loadSample: vi.fn(),
       addNote: vi.fn(),
+      status: vi.fn().mockResolvedValue({ llm_configured: false, llm_label: "no LLM" }),
     },
   };
 });

@@ -727,6 +727,19 @@ async fn enrich(engine: &Engine, retry_failed: bool, json: bool) -> Result<()> {
     };
     let summary = engine.run_pending(&on_job).await?;
     pb.finish_and_clear();
+    if let Some(local) = engine.llm_client().and_then(|c| c.local()) {
+        let st = local.status();
+        if st.requests > 0 {
+            eprintln!(
+                "{}: loaded in {:.1} s ({} MB), read {:.0} prompt tokens/s, wrote {:.1} tokens/s",
+                engine.llm_label(),
+                st.load_ms as f64 / 1000.0,
+                st.model_bytes / 1_000_000,
+                st.prompt_per_sec(),
+                st.generation_per_sec()
+            );
+        }
+    }
     output::enriched(json, &summary, &engine.store().job_counts().await?);
     if summary.done == 0 && (summary.failed > 0 || summary.retrying > 0) {
         bail!(

@@ -294,21 +294,12 @@ impl LlmSettings {
                 }
             },
         };
-        // a local model when asked for, or when no server is named
+        // a local model when asked for, or when no server is named (a provider without a
+        // URL and a model, as a settings form saves it, names none)
         let server = match (provider, &self.base_url, &self.model) {
             (Some(Provider::Local), _, _) => None,
             (Some(p), Some(b), Some(m)) => Some((p, b.clone(), m.clone())),
             (None, Some(b), Some(m)) => Some((Provider::Openai, b.clone(), m.clone())),
-            (Some(p), _, _) => {
-                return fail(
-                    choice,
-                    format!(
-                        "llm.provider is '{}' but llm.base_url and llm.model are not both set; \
-                         set them with `kasten config set llm.base_url …` and `kasten config set llm.model …`",
-                        p.as_str()
-                    ),
-                );
-            }
             _ => None,
         };
         let mut opts = ClientOptions::default();
@@ -457,7 +448,7 @@ impl Engine {
     /// The LLM these settings and `get` (the environment) name, set up.
     pub async fn choose_llm(
         &self,
-        get: &dyn Fn(&str) -> Option<String>,
+        get: &(dyn Fn(&str) -> Option<String> + Send + Sync),
     ) -> Result<LlmChoice, EngineError> {
         let stored = self.setting_group("llm").await?;
         Ok(LlmSettings::combine(get, &stored).choose(get))

@@ -69,6 +69,32 @@ pub struct LocalStatus {
     pub load_ms: u64,
     /// Requests served since the process started.
     pub requests: u64,
+    /// Tokens read from prompts and the time it took (ms), since the process started.
+    pub prompt_tokens: u64,
+    pub prompt_ms: u64,
+    /// Tokens generated and the time it took (ms).
+    pub generated_tokens: u64,
+    pub generation_ms: u64,
+}
+
+impl LocalStatus {
+    /// Prompt tokens read per second (0 before the first request).
+    pub fn prompt_per_sec(&self) -> f64 {
+        per_sec(self.prompt_tokens, self.prompt_ms)
+    }
+
+    /// Tokens generated per second.
+    pub fn generation_per_sec(&self) -> f64 {
+        per_sec(self.generated_tokens, self.generation_ms)
+    }
+}
+
+fn per_sec(n: u64, ms: u64) -> f64 {
+    if ms == 0 {
+        0.0
+    } else {
+        n as f64 * 1000.0 / ms as f64
+    }
 }
 
 /// One finished generation.
@@ -96,6 +122,10 @@ struct Shared {
     params: AtomicU64,
     load_ms: AtomicU64,
     requests: AtomicU64,
+    prompt_tokens: AtomicU64,
+    prompt_ms: AtomicU64,
+    generated_tokens: AtomicU64,
+    generation_ms: AtomicU64,
 }
 
 /// The built-in model. Cheap to clone; the worker thread ends when the last clone is
@@ -177,6 +207,10 @@ impl LocalModel {
             params: s.params.load(Ordering::Relaxed),
             load_ms: s.load_ms.load(Ordering::Relaxed),
             requests: s.requests.load(Ordering::Relaxed),
+            prompt_tokens: s.prompt_tokens.load(Ordering::Relaxed),
+            prompt_ms: s.prompt_ms.load(Ordering::Relaxed),
+            generated_tokens: s.generated_tokens.load(Ordering::Relaxed),
+            generation_ms: s.generation_ms.load(Ordering::Relaxed),
         }
     }
 
@@ -280,7 +314,7 @@ fn worker(opts: LocalOptions, shared: Arc<Shared>, rx: mpsc::Receiver<Job>) {
             continue;
         }
         let result = match ensure_loaded(&opts, &shared, &mut loaded) {
-            Ok(m) => run(&opts, m, &job),
+            Ok(m) => run(&opts, m, &job, &shared),
             Err(e) => Err(e),
         };
         shared.requests.fetch_add(1, Ordering::Relaxed);
@@ -358,7 +392,7 @@ fn take_utf8(bytes: &mut Vec<u8>) -> String {
     }
 }
 
-fn run(opts: &LocalOptions, m: &Loaded, job: &Job) -> Result<Generated, LlmError> {
+fn run(opts: &LocalOptions, m: &Loaded, job: &Job, shared: &Shared) -> Result<Generated, LlmError> {
     let backend = backend()?;
     let chat: Vec<LlamaChatMessage> = job
         .messages
@@ -398,6 +432,7 @@ fn run(opts: &LocalOptions, m: &Loaded, job: &Job) -> Result<Generated, LlmError
         .model
         .new_context(backend, params)
         .map_err(|e| llama_err("creating a context", e))?;
+    let t_prompt = Instant::now();
 
     let mut batch = LlamaBatch::new(n_prompt.max(1), 1);
     let last = n_prompt.saturating_sub(1);
@@ -408,6 +443,13 @@ fn run(opts: &LocalOptions, m: &Loaded, job: &Job) -> Result<Generated, LlmError
     }
     ctx.decode(&mut batch)
         .map_err(|e| llama_err("reading the prompt", e))?;
+    shared
+        .prompt_tokens
+        .fetch_add(n_prompt as u64, Ordering::Relaxed);
+    shared
+        .prompt_ms
+        .fetch_add(t_prompt.elapsed().as_millis() as u64, Ordering::Relaxed);
+    let t_gen = Instant::now();
 
     let mut samplers = Vec::new();
     if let Some(g) = &job.grammar {
@@ -456,6 +498,12 @@ fn run(opts: &LocalOptions, m: &Loaded, job: &Job) -> Result<Generated, LlmError
         ctx.decode(&mut batch)
             .map_err(|e| llama_err("generating", e))?;
     }
+    shared
+        .generated_tokens
+        .fetch_add(u64::from(generated), Ordering::Relaxed);
+    shared
+        .generation_ms
+        .fetch_add(t_gen.elapsed().as_millis() as u64, Ordering::Relaxed);
     if !pending.is_empty() {
         let rest = String::from_utf8_lossy(&pending).into_owned();
         if let Some(tx) = &job.pieces {

@@ -48,6 +48,7 @@ export default function StatusBar() {
       : s.llm_ok
         ? "LLM connected"
         : "LLM configured";
+  const llmName = s.llm_configured && s.llm_label ? ` · ${s.llm_label}` : "";
   return (
     <footer className="statusbar" data-testid="status-bar" data-memory={s.memory}>
       <span title={s.memory_message}>
@@ -60,7 +61,10 @@ export default function StatusBar() {
       </span>
       <button className="small" style={{ border: "none", background: "none", padding: 0 }} onClick={() => go("settings")} title={s.llm_message}>
         <span className={`dot ${llmClass}`} />
-        {llmText}
+        <span data-testid="llm-status">
+          {llmText}
+          {llmName}
+        </span>
       </button>
       <span data-testid="jobs">
         jobs: {s.jobs_queued} queued · {s.jobs_running} running ·{" "}

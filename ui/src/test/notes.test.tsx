@@ -15,6 +15,7 @@ vi.mock("../api", async (orig) => {
       search: vi.fn(),
       loadSample: vi.fn(),
       getNote: vi.fn(),
+      status: vi.fn().mockResolvedValue({ llm_configured: true, llm_label: "built-in SmolLM2-135M" }),
     },
   };
 });
@@ -78,6 +79,7 @@ describe("NotesView", () => {
     mocked.listNotes.mockResolvedValue({ total: 0, offset: 0, notes: [] });
     mocked.loadSample.mockResolvedValue(12);
     const { ctx } = renderWith(<NotesView />);
+    expect((await screen.findByTestId("first-run-llm")).textContent).toContain("built-in SmolLM2-135M");
     await userEvent.click(await screen.findByText("Load the sample notebook"));
     await waitFor(() => expect(ctx.bump).toHaveBeenCalled());
     expect(ctx.toast).toHaveBeenCalledWith("Loaded 12 sample notes");

@@ -25,6 +25,7 @@ const status = (over: Partial<StatusEvent> = {}): StatusEvent => ({
   memory_message: "",
   notes: 12,
   llm_configured: true,
+  llm_label: "built-in SmolLM2-135M",
   llm_ok: true,
   llm_message: "connected",
   jobs_queued: 3,
@@ -43,7 +44,7 @@ describe("StatusBar", () => {
     (api.status as ReturnType<typeof vi.fn>).mockResolvedValue(status());
     renderWith(<StatusBar />);
     expect(await screen.findByText("12 notes")).toBeTruthy();
-    expect(screen.getByText("LLM connected")).toBeTruthy();
+    expect(screen.getByTestId("llm-status").textContent).toBe("LLM connected · built-in SmolLM2-135M");
     expect(screen.getByTestId("jobs").textContent).toContain("3 queued · 1 running · 2 failed · enriching…");
     expect(screen.getByText("retry failed")).toBeTruthy();
   });
@@ -56,6 +57,8 @@ describe("StatusBar", () => {
     await waitFor(() => expect(push).not.toBeNull());
     act(() => push?.(status({ llm_ok: false, llm_message: "connection refused" })));
     await waitFor(() => expect(ctx.bump).toHaveBeenCalledTimes(1));
-    expect(screen.getByText("LLM error: connection refused")).toBeTruthy();
+    expect(screen.getByTestId("llm-status").textContent).toBe(
+      "LLM error: connection refused · built-in SmolLM2-135M",
+    );
   });
 });

@@ -154,6 +154,7 @@ export default function NotesView() {
               Write a note above — a fact, a decision, something someone said — and press Ctrl+Enter. Kasten saves it at
               once; the LLM then adds keywords, tags and context and links it to related notes, and every change it makes
               waits for you in Review.
+              <FirstRunLlm />
               <div style={{ marginTop: 8 }}>
                 <button
                   onClick={() =>
@@ -196,6 +197,31 @@ export default function NotesView() {
           )}
         </div>
       </div>
+    </div>
+  );
+}
+
+/** Which LLM will annotate the notes, said on the first screen. */
+function FirstRunLlm() {
+  const [llm, setLlm] = useState<{ configured: boolean; label: string } | null>(null);
+  useEffect(() => {
+    let live = true;
+    api
+      .status()
+      .then((s) => live && setLlm({ configured: s.llm_configured, label: s.llm_label }))
+      .catch(() => live && setLlm(null));
+    return () => {
+      live = false;
+    };
+  }, []);
+  if (!llm) return null;
+  return (
+    <div className="muted small" data-testid="first-run-llm" style={{ marginTop: 8 }}>
+      {!llm.configured
+        ? "No LLM is set up: notes are saved and searchable, and wait for one (Settings)."
+        : llm.label.startsWith("built-in")
+          ? `Notes are annotated by the ${llm.label} model that runs on this computer: tiny and English-first, it writes simple notes. A bigger model (Settings) writes much better ones.`
+          : `Notes are annotated by ${llm.label}.`}
     </div>
   );
 }
