@@ -48,6 +48,23 @@ pub const PROMPT_WORDS: &[&str] = &[
     "topic, people, purpose",
 ];
 
+/// Distinctive words of the guided prompts' few-shot examples: a small model that runs out of
+/// things to say copies them ("About work: a database problem …" on a note about running).
+pub const EXAMPLE_WORDS: &[&str] = &[
+    "piano",
+    "piano lessons",
+    "otto",
+    "maria",
+    "maria s",
+    "teacher",
+    "database",
+    "database problem",
+    "staging",
+    "staging database",
+    "server migration",
+    "disk space",
+];
+
 /// Broad tags any memory may use (with the tags it already has).
 pub const GENERAL_TAGS: &[&str] = &[
     "work", "family", "friends", "health", "money", "home", "travel", "food", "pets", "learning",
@@ -225,7 +242,7 @@ pub fn tag_choices(existing: &[String], max_existing: usize) -> Vec<String> {
 pub fn contains_prompt_text(annotation: &str, note: &str) -> bool {
     let a = format!(" {} ", normalise(annotation));
     let n = format!(" {} ", normalise(note));
-    PROMPT_WORDS.iter().any(|p| {
+    PROMPT_WORDS.iter().chain(EXAMPLE_WORDS).any(|p| {
         let p = format!(" {} ", normalise(p));
         a.contains(&p) && !n.contains(&p)
     })
@@ -260,8 +277,16 @@ pub fn context_problem(context: &str, note: &str) -> Option<&'static str> {
     if contains_prompt_text(c, note) {
         return Some("repeats the instructions");
     }
-    if words(c).len() < 3 {
+    let ws = words(c);
+    if ws.len() < 3 {
         return Some("fewer than three words");
+    }
+    let mut counts: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    for w in ws.iter().filter(|w| w.chars().count() >= 4) {
+        *counts.entry(w.to_lowercase()).or_default() += 1;
+    }
+    if counts.values().any(|&n| n >= 3) {
+        return Some("repeats itself");
     }
     None
 }

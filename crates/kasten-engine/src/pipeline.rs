@@ -231,7 +231,7 @@ impl From<LlmError> for AttemptError {
 }
 
 /// Tags and keyword candidates a small model chooses from, per note.
-const GUIDED_TAGS: usize = 5;
+const GUIDED_TAGS: usize = 3;
 const GUIDED_TERMS: usize = 10;
 
 impl Engine {
