@@ -204,3 +204,45 @@ fn json_errors_are_json_too() {
         "{v}"
     );
 }
+
+/// "since 2022" names everything from 2022 on, not the year 2022 alone: a note written in
+/// 2024 is found by date, one from 2021 is not.
+#[test]
+fn since_a_year_finds_notes_written_after_it() {
+    let h = Home::new();
+    let old = h
+        .ok(&[
+            "add",
+            "--time",
+            "2021-06-01T10:00:00Z",
+            "Went hiking in the Alps with Ben",
+        ])
+        .trim()
+        .to_owned();
+    let new = h
+        .ok(&[
+            "add",
+            "--time",
+            "2024-06-01T10:00:00Z",
+            "Went hiking in the Pyrenees with Ben",
+        ])
+        .trim()
+        .to_owned();
+    let r = h.json(&["search", "hiking trips since 2022", "-k", "5"]);
+    let via = |id: &str| -> Vec<String> {
+        r["hits"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|hit| hit["id"].as_str() == Some(id))
+            .and_then(|hit| hit["via"].as_array())
+            .map(|v| {
+                v.iter()
+                    .filter_map(|x| x.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    assert!(via(&new).iter().any(|v| v == "date"), "{r:#}");
+    assert!(!via(&old).iter().any(|v| v == "date"), "{r:#}");
+}
