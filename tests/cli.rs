@@ -205,6 +205,38 @@ fn json_errors_are_json_too() {
     );
 }
 
+/// `kasten --json list | head -1`: the reader of stdout goes away. The command ends as a
+/// success without a panic report, and the memory was closed (the next command opens it).
+#[test]
+fn a_closed_stdout_ends_the_command_quietly_and_closes_the_memory() {
+    let h = Home::new();
+    for i in 0..3 {
+        h.ok(&[
+            "add",
+            &format!("note number {i} about pipes that close early"),
+        ]);
+    }
+    let mut child = h
+        .cmd(&["--json", "list"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn kasten: {e}"));
+    // the reader is gone before the memory is even open
+    drop(child.stdout.take());
+    let out = child
+        .wait_with_output()
+        .unwrap_or_else(|e| panic!("wait for kasten: {e}"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{:?}: {stderr}", out.status);
+    assert!(
+        !stderr.contains("panicked") && !stderr.contains("Broken pipe"),
+        "{stderr}"
+    );
+    let l = h.json(&["list"]);
+    assert_eq!(l["notes"].as_array().map(Vec::len), Some(3), "{l:#}");
+}
+
 /// "since 2022" names everything from 2022 on, not the year 2022 alone: a note written in
 /// 2024 is found by date, one from 2021 is not.
 #[test]

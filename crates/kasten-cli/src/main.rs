@@ -271,6 +271,7 @@ enum ExportFormat {
 
 fn main() -> std::process::ExitCode {
     init_logging();
+    output::quiet_closed_stdout();
     let cli = Cli::parse();
     let json = cli.json;
     let rt = match tokio::runtime::Builder::new_multi_thread()
@@ -384,7 +385,7 @@ async fn run(cli: Cli) -> Result<()> {
         return Err(e);
     }
     let result = tokio::select! {
-        r = execute(&engine, prepared, cli.json) => r,
+        r = output::until_stdout_closed(execute(&engine, prepared, cli.json)) => r,
         _ = tokio::signal::ctrl_c() => Err(anyhow!("interrupted; everything committed so far is saved")),
     };
     engine.close().await;
