@@ -682,9 +682,11 @@ async fn execute(engine: &Engine, cmd: Prepared, json: bool) -> Result<()> {
                 .await?,
         ),
         Prepared::Show(id) => output::show(json, &engine.get(&id).await?),
-        Prepared::List(limit) => {
-            output::list(json, &engine.list(limit, 0).await?, engine.count().await?)
-        }
+        Prepared::List(limit) => output::list(
+            json,
+            &engine.list(limit, 0).await?,
+            engine.list_counts().await?,
+        ),
         Prepared::Delete(id) => {
             engine.delete(&id).await?;
             output::deleted(json, &id);

@@ -7,7 +7,8 @@ use std::path::Path;
 use kasten_core::import::LineError;
 use kasten_core::{EnrichState, Note, NoteId};
 use kasten_engine::{
-    HistoryEntry, JobOutcome, NoteDetail, ReviewItem, ReviewOutcome, RunSummary, SearchOutput,
+    HistoryEntry, JobOutcome, ListCounts, NoteDetail, ReviewItem, ReviewOutcome, RunSummary,
+    SearchOutput,
 };
 use kasten_store::Fields;
 use kasten_store::{EventSummary, JobCounts, ModelUsage};
@@ -298,11 +299,15 @@ pub fn show(json: bool, d: &NoteDetail) {
     }
 }
 
-pub fn list(json: bool, notes: &[Note], total: u64) {
+/// `total` counts what the list can show; notes merged into another are counted apart.
+pub fn list(json: bool, notes: &[Note], counts: ListCounts) {
+    let ListCounts { total, merged } = counts;
     if json {
-        print_json(
-            &json!({ "total": total, "notes": notes.iter().map(note_json).collect::<Vec<_>>() }),
-        );
+        print_json(&json!({
+            "total": total,
+            "merged": merged,
+            "notes": notes.iter().map(note_json).collect::<Vec<_>>()
+        }));
         return;
     }
     if notes.is_empty() {
