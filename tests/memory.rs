@@ -136,6 +136,36 @@ fn near_duplicates_are_merge_proposals_not_second_notes_under_both_policies() {
     }
 }
 
+/// Deleting a note settles the merges into it: the note merged into it comes back as a
+/// regular note, listed and found by search.
+#[test]
+fn deleting_a_note_brings_back_the_note_merged_into_it() {
+    let h = Home::new();
+    let ids = add_all(&h);
+    let m = h.json(&["add", "My cat is called Miso, and she loves tuna!"]);
+    assert_eq!(m["merged_into"], ids[0].as_str(), "{m:#}");
+    let dup = m["id"].as_str().unwrap_or_default().to_owned();
+    h.ok(&["delete", &ids[0]]);
+    let list = h.json(&["list"]);
+    let listed: Vec<&str> = list["notes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|n| n["id"].as_str())
+        .collect();
+    assert!(listed.contains(&dup.as_str()), "{list:#}");
+    assert_eq!(listed.len(), NOTES.len(), "{list:#}");
+    assert_eq!(list["merged"].as_u64(), Some(0), "{list:#}");
+    let found = h.json(&["search", "what is my cat called", "-k", "3"]);
+    assert_eq!(
+        found["hits"][0]["id"].as_str(),
+        Some(dup.as_str()),
+        "{found:#}"
+    );
+    let shown = h.json(&["show", &dup]);
+    assert_eq!(shown["status"].as_str(), Some("active"), "{shown:#}");
+}
+
 /// Notes that read alike but state other amounts or numbers (also the same numbers in
 /// another order) are two notes, linked as `contradicts` for review with what differs.
 #[test]

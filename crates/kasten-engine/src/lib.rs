@@ -489,12 +489,16 @@ impl Engine {
         Ok(ListCounts { total, merged })
     }
 
-    /// Deletes a note with its links and jobs.
+    /// Deletes a note with its links and jobs. Notes merged into it come back as regular
+    /// notes (indexed, enrichment queued if they were never enriched).
     pub async fn delete(&self, id: &NoteId) -> Result<(), EngineError> {
-        if !self.store.delete_note(id).await? {
+        let Some(back) = self.store.delete_note(id).await? else {
             return Err(EngineError::NotFound(id.clone()));
-        }
+        };
         self.write_indexes()?.remove_note(id);
+        for n in &back {
+            self.index_note(n).await?;
+        }
         Ok(())
     }
 

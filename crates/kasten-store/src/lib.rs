@@ -675,23 +675,83 @@ impl Store {
     }
 
     /// Deletes a note, its links (both directions) and its queued jobs in one transaction.
-    /// Returns whether the note existed.
-    pub async fn delete_note(&self, id: &NoteId) -> Result<bool, StoreError> {
+    /// Notes merged into it (by a merge in force: proposed or accepted) come back as regular
+    /// notes in the same transaction, with an `unmerge` audit entry and an enrichment job if
+    /// they were never enriched. Returns `None` if the note did not exist, else the notes
+    /// that came back (the caller indexes them).
+    pub async fn delete_note(&self, id: &NoteId) -> Result<Option<Vec<NoteId>>, StoreError> {
+        #[derive(Debug, SurrealValue)]
+        #[surreal(crate = "surrealdb::types")]
+        struct Freed {
+            note: String,
+            job: String,
+        }
+        // the notes merged into this one, with a job id ready for each
+        let mut resp = self
+            .db
+            .query(
+                "LET $r = type::record('note', $id);
+                 SELECT VALUE record::id(in) FROM link WHERE out = $r AND kind = 'same-entity'
+                     AND created_by = 'merge' AND status IN ['proposed', 'accepted'];",
+            )
+            .bind(("id", id.to_string()))
+            .await
+            .map_err(StoreError::from_db)?;
+        let dups: Vec<String> = resp.take(1).map_err(StoreError::from_db)?;
+        let freed: Vec<Freed> = dups
+            .into_iter()
+            .map(|note| Freed {
+                note,
+                job: kasten_core::JobId::generate().to_string(),
+            })
+            .collect();
         let q = "BEGIN TRANSACTION;
             LET $r = type::record('note', $id);
             LET $existed = (SELECT VALUE id FROM ONLY $r) != NONE;
+            LET $back = IF $existed { $freed.filter(|$f| (SELECT VALUE status FROM ONLY type::record('note', $f.note)) = 'merged') } ELSE { [] };
+            FOR $f IN $back {
+                LET $d = type::record('note', $f.note);
+                UPDATE $d SET status = 'active';
+                CREATE audit CONTENT { action: 'unmerge', target: $f.note, notes: [$d], actor: 'user',
+                    reason: 'the note it was merged into was deleted', at: time::now() };
+                IF (SELECT VALUE enrich_state FROM ONLY $d) != 'done'
+                    AND array::len(SELECT VALUE id FROM job WHERE note = $d AND state IN ['queued', 'running']) = 0 {
+                    CREATE type::record('job', $f.job) CONTENT { note: $d, kind: 'enrich',
+                        state: 'queued', attempts: 0, created_at: time::now(), updated_at: time::now() };
+                };
+            };
             DELETE link WHERE in = $r OR out = $r;
             DELETE job WHERE note = $r;
             DELETE $r;
-            RETURN $existed;
+            RETURN { existed: $existed, back: $back.map(|$f| $f.note) };
             COMMIT TRANSACTION;";
         let mut resp = self
             .db
             .query(q)
             .bind(("id", id.to_string()))
+            .bind(("freed", freed))
             .await
             .map_err(StoreError::from_db)?;
-        returned_bool(&mut resp)
+        first_real_error(&mut resp)?;
+        #[derive(Debug, SurrealValue)]
+        #[surreal(crate = "surrealdb::types")]
+        struct Deleted {
+            existed: bool,
+            back: Vec<String>,
+        }
+        let n = resp.num_statements();
+        let d: Option<Deleted> = resp
+            .take(n.saturating_sub(2))
+            .map_err(StoreError::from_db)?;
+        match d {
+            Some(d) if d.existed => Ok(Some(
+                d.back
+                    .iter()
+                    .map(|s| NoteId::parse(s).map_err(|e| StoreError::Corrupt(e.to_string())))
+                    .collect::<Result<_, _>>()?,
+            )),
+            _ => Ok(None),
+        }
     }
 
     /// Links touching a note, in either direction.
