@@ -507,3 +507,100 @@ async fn queue_pages_are_filtered_and_ordered_by_the_store() {
     );
     e.close().await;
 }
+
+/// An embedder that cannot embed texts containing "unembeddable" (a model error), and is
+/// otherwise [`HashEmbedder`].
+struct Picky(std::sync::Arc<dyn kasten_embed::Embedder>);
+
+impl kasten_embed::Embedder for Picky {
+    fn model_id(&self) -> &str {
+        self.0.model_id()
+    }
+    fn dim(&self) -> usize {
+        self.0.dim()
+    }
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, kasten_embed::EmbedError> {
+        if texts.iter().any(|t| t.contains("unembeddable")) {
+            return Err(kasten_embed::EmbedError::Model("cannot embed this".into()));
+        }
+        self.0.embed(texts)
+    }
+}
+
+/// Accept-with-edit is one transaction: when the adjustment fails, the proposal is not
+/// accepted either and the note is as it was.
+#[tokio::test]
+async fn an_accept_whose_edit_fails_accepts_nothing() {
+    let fake = FakeLlm::start(Mode::Normal).await.unwrap();
+    let config = LlmConfig {
+        provider: Provider::Openai,
+        base_url: fake.openai_base_url(),
+        model: "fake".into(),
+        api_key: None,
+    };
+    let llm = LlmClient::new(
+        config,
+        ClientOptions {
+            max_retries: 0,
+            ..ClientOptions::default()
+        },
+    )
+    .unwrap();
+    let e = Engine::open_with(
+        &Endpoint::Mem,
+        std::sync::Arc::new(Picky(HashEmbedder::arc("h", 64, 7))),
+        EngineOptions {
+            llm: Some(llm),
+            pipeline: PipelineOptions {
+                workers: 1,
+                ..PipelineOptions::default()
+            },
+        },
+        &|_| {},
+    )
+    .await
+    .unwrap();
+    e.set_policy(&Policy {
+        links: PolicyMode::Review,
+        edits: PolicyMode::Review,
+        auto_accept_confidence: None,
+    })
+    .await
+    .unwrap();
+    let a = e
+        .add(NewNote::new("Melanie runs a pottery studio").unwrap())
+        .await
+        .unwrap()
+        .id;
+    e.run_pending(&|_| {}).await.unwrap();
+    let before = snapshot(&e, std::slice::from_ref(&a)).await;
+    let edit = e
+        .proposals(&[], 100)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|i| i.kind == "edit" && i.note == a.to_string())
+        .expect("a proposed edit");
+    let r = e
+        .accept(
+            &edit.id,
+            &FieldEdit {
+                context: Some("an unembeddable context".into()),
+                ..FieldEdit::default()
+            },
+            "user",
+        )
+        .await;
+    assert!(r.is_err(), "{r:?}");
+    assert_eq!(snapshot(&e, std::slice::from_ref(&a)).await, before);
+    let still = e.proposals(&[ReviewStatus::Proposed], 100).await.unwrap();
+    assert!(still.iter().any(|i| i.id == edit.id), "{still:?}");
+    assert!(
+        !e.history(&a)
+            .await
+            .unwrap()
+            .iter()
+            .any(|x| x.action == "accept")
+    );
+    e.close().await;
+}
