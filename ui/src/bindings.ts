@@ -13,8 +13,8 @@ export const commands = {
 	addNote: (content: string) => typedError<NoteDto, AppError>(__TAURI_INVOKE("add_note", { content })),
 	/**  A page of notes, newest first, with filters. */
 	listNotes: (filter: NoteFilterInput, offset: number, limit: number) => typedError<NotesPage, AppError>(__TAURI_INVOKE("list_notes", { filter, offset, limit })),
-	/**  Hybrid search (vector + keyword + links), best first. */
-	searchNotes: (query: string, k: number) => typedError<HitDto[], AppError>(__TAURI_INVOKE("search_notes", { query, k })),
+	/**  Hybrid search (vector + keyword + links), best first, among the notes the filter admits. */
+	searchNotes: (query: string, k: number, filter: NoteFilterInput) => typedError<HitDto[], AppError>(__TAURI_INVOKE("search_notes", { query, k, filter })),
 	/**  A note with its links (and previews of the notes at their other ends) and its history. */
 	getNote: (id: string) => typedError<NoteDetailDto, AppError>(__TAURI_INVOKE("get_note", { id })),
 	/**  Changes a note's keywords, tags or context (a versioned user edit; content never changes). */
