@@ -75,7 +75,7 @@ export const events = {
 /* Types */
 export type AnswerDto = {
 	answer: string,
-	/**  The notes shown to the model, by their number in the answer (cited or not). */
+	/**  The notes the answer cites, in order of first citation, with their `[n]`. */
 	citations: CitationDto[],
 	/**  The memory holds nothing that answers the question. */
 	not_in_memory: boolean,
