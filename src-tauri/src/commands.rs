@@ -436,29 +436,22 @@ pub async fn review_reapply(state: State<'_, AppState>, id: String) -> AppResult
     Ok(state.engine().await?.reapply(&id, ACTOR).await?.into())
 }
 
-/// Accepts every waiting link at or above `min_confidence`.
+/// Accepts every waiting link at or above `min_confidence`, in one transaction.
 #[tauri::command]
 #[specta::specta]
 pub async fn review_bulk_accept(
     state: State<'_, AppState>,
     min_confidence: f64,
 ) -> AppResult<BulkOutcome> {
-    let engine = state.engine().await?;
-    let items = engine.proposals(&[], usize::MAX).await?;
-    let mut out = BulkOutcome {
-        accepted: 0,
+    let accepted = state
+        .engine()
+        .await?
+        .accept_links_above(min_confidence, ACTOR)
+        .await?;
+    Ok(BulkOutcome {
+        accepted: u32::try_from(accepted).unwrap_or(u32::MAX),
         failed: vec![],
-    };
-    for i in items
-        .iter()
-        .filter(|i| i.kind == "link" && i.confidence.unwrap_or(0.0) >= min_confidence)
-    {
-        match engine.accept(&i.id, &FieldEdit::default(), ACTOR).await {
-            Ok(_) => out.accepted += 1,
-            Err(e) => out.failed.push(format!("{}: {}", i.id, AppError::from(e))),
-        }
-    }
-    Ok(out)
+    })
 }
 
 #[derive(Debug, Clone, Serialize, Type)]

@@ -39,7 +39,7 @@ export const commands = {
 	reviewRollback: (id: string) => typedError<OutcomeDto, AppError>(__TAURI_INVOKE("review_rollback", { id })),
 	/**  Applies a rolled-back event again. */
 	reviewReapply: (id: string) => typedError<OutcomeDto, AppError>(__TAURI_INVOKE("review_reapply", { id })),
-	/**  Accepts every waiting link at or above `min_confidence`. */
+	/**  Accepts every waiting link at or above `min_confidence`, in one transaction. */
 	reviewBulkAccept: (minConfidence: number | null) => typedError<BulkOutcome, AppError>(__TAURI_INVOKE("review_bulk_accept", { minConfidence })),
 	/**  Recent enrichment events (one per enriched note), newest first. */
 	listEvents: (limit: number) => typedError<EventDto[], AppError>(__TAURI_INVOKE("list_events", { limit })),

@@ -108,6 +108,18 @@ impl Indexes {
         }
     }
 
+    /// `a` and `b` are no longer neighbours.
+    fn remove_link(&mut self, a: &NoteId, b: &NoteId) {
+        for (x, y) in [(a, b), (b, a)] {
+            if let Some(v) = self.links.get_mut(x) {
+                v.retain(|n| n != y);
+                if v.is_empty() {
+                    self.links.remove(x);
+                }
+            }
+        }
+    }
+
     fn remove_note(&mut self, id: &NoteId) {
         self.vector.remove(id);
         self.text.remove(id);

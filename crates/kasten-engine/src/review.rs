@@ -378,6 +378,31 @@ impl Engine {
         Err(EngineError::UnknownItem(id.to_owned()))
     }
 
+    /// Accepts every waiting link (proposed, or applied and not yet reviewed) whose
+    /// confidence is at least `min_confidence`, in one transaction; returns how many.
+    pub async fn accept_links_above(
+        &self,
+        min_confidence: f64,
+        actor: &str,
+    ) -> Result<usize, EngineError> {
+        let accepted = self
+            .store
+            .accept_links_above(
+                min_confidence,
+                actor,
+                "accepted with every link above a confidence",
+            )
+            .await?;
+        let mut ix = self.write_indexes()?;
+        for (_, a, b) in &accepted {
+            if ix.vector.contains(a) && ix.vector.contains(b) {
+                ix.add_link(a, b);
+            }
+        }
+        // a merge stays in force from proposed to accepted: nothing to settle
+        Ok(accepted.len())
+    }
+
     /// Rejects a link or edit. An applied edit is rolled back (same conflict rule).
     pub async fn reject(&self, id: &str, actor: &str) -> Result<ReviewOutcome, EngineError> {
         if let Some(r) = self.store.revision(id).await? {
@@ -880,11 +905,16 @@ impl Engine {
         })?;
         let ids: Vec<NoteId> = batch.field_changes.iter().map(|c| c.note.clone()).collect();
         let notes = self.store.get_notes(&ids).await?;
-        let links = if batch.link_status.is_empty() {
-            None
-        } else {
-            Some(self.store.accepted_links().await?)
-        };
+        // the link adjacency changes only between the ends of the links reviewed: they are
+        // neighbours while any accepted link joins them
+        let mut ends: Vec<(NoteId, NoteId, bool)> = Vec::new();
+        for (link, _, _) in &batch.link_status {
+            if let Some(l) = self.store.link(link).await? {
+                let (a, b) = link_notes(&l)?;
+                let joined = self.store.linked(&a, &b).await?;
+                ends.push((a, b, joined));
+            }
+        }
         {
             let mut ix = self.write_indexes()?;
             for (c, n) in batch
@@ -895,12 +925,11 @@ impl Engine {
                 ix.vector.upsert(n.id.clone(), &c.embedding)?;
                 ix.text.upsert(n.id.clone(), &n.index_text());
             }
-            if let Some(links) = links {
-                ix.links.clear();
-                for (a, b) in &links {
-                    if ix.vector.contains(a) && ix.vector.contains(b) {
-                        ix.add_link(a, b);
-                    }
+            for (a, b, joined) in &ends {
+                if *joined && ix.vector.contains(a) && ix.vector.contains(b) {
+                    ix.add_link(a, b);
+                } else if !*joined {
+                    ix.remove_link(a, b);
                 }
             }
         }

@@ -604,3 +604,78 @@ async fn an_accept_whose_edit_fails_accepts_nothing() {
     );
     e.close().await;
 }
+
+/// "Accept all above a confidence" is one store transaction over the links that qualify;
+/// the link index follows without reloading every link.
+#[tokio::test]
+async fn accepting_all_links_above_a_confidence_takes_exactly_those() {
+    let fake = FakeLlm::start(Mode::Normal).await.unwrap();
+    let e = engine(&fake).await;
+    e.set_policy(&Policy {
+        links: PolicyMode::Review,
+        edits: PolicyMode::Review,
+        auto_accept_confidence: None,
+    })
+    .await
+    .unwrap();
+    for t in [
+        "Melanie runs a pottery studio",
+        "Melanie's pottery studio opens in June",
+        "The pottery studio sells bowls",
+    ] {
+        e.add(NewNote::new(t).unwrap()).await.unwrap();
+    }
+    e.run_pending(&|_| {}).await.unwrap();
+    let links: Vec<_> = e
+        .proposals(&[], 100)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|i| i.kind == "link")
+        .collect();
+    assert!(!links.is_empty());
+    assert_eq!(e.accept_links_above(2.0, "user").await.unwrap(), 0);
+    assert!(e.store().accepted_links().await.unwrap().is_empty());
+    let n = e.accept_links_above(0.0, "user").await.unwrap();
+    assert_eq!(n, links.len());
+    assert_eq!(e.store().accepted_links().await.unwrap().len(), links.len());
+    assert!(
+        e.proposals(&[], 100)
+            .await
+            .unwrap()
+            .iter()
+            .all(|i| i.kind != "link")
+    );
+    // the in-memory adjacency is what a full reload would build
+    let incremental = e.read_indexes().unwrap().links.clone();
+    e.reload_links().await.unwrap();
+    let mut a: Vec<_> = incremental.into_iter().collect();
+    let mut b: Vec<_> = e
+        .read_indexes()
+        .unwrap()
+        .links
+        .clone()
+        .into_iter()
+        .collect();
+    for v in a.iter_mut().chain(b.iter_mut()) {
+        v.1.sort();
+    }
+    a.sort();
+    b.sort();
+    assert_eq!(a, b);
+    assert!(!a.is_empty());
+    // rejecting one accepted link takes its notes apart unless another link joins them
+    let first = &links[0];
+    e.reject(&first.id, "user").await.unwrap();
+    let from = NoteId::parse(&first.note).unwrap();
+    let to = NoteId::parse(first.target.as_deref().unwrap_or_default()).unwrap();
+    let joined = e.store().linked(&from, &to).await.unwrap();
+    let neighbours = e
+        .read_indexes()
+        .unwrap()
+        .links
+        .get(&from)
+        .is_some_and(|v| v.contains(&to));
+    assert_eq!(neighbours, joined);
+    e.close().await;
+}
