@@ -98,44 +98,6 @@ impl Answer {
     }
 }
 
-#[cfg(test)]
-mod cited_tests {
-    use super::*;
-
-    fn shown(n: usize) -> AnswerNote {
-        AnswerNote {
-            n,
-            id: NoteId::generate(),
-            content: format!("note {n}"),
-            created_at: Utc::now(),
-            score: 0.5,
-            cosine: 0.5,
-            via: vec!["vector".into()],
-            cited: false,
-        }
-    }
-
-    #[test]
-    fn cited_notes_are_the_citations_in_their_order_not_every_note_shown() {
-        let notes: Vec<AnswerNote> = (1..=4).map(shown).collect();
-        let a = Answer {
-            answer: "Yes [3], and also [1].".into(),
-            citations: vec![notes[2].id.clone(), notes[0].id.clone()],
-            notes,
-            not_in_memory: false,
-            retrieval: Retrieval::Used {
-                candidates: 4,
-                shown: 4,
-            },
-            invalid_citations: 0,
-            model: None,
-            usage: None,
-        };
-        let cited: Vec<usize> = a.cited_notes().iter().map(|n| n.n).collect();
-        assert_eq!(cited, vec![3, 1]);
-    }
-}
-
 const SMALL_TALK_SYSTEM: &str = "You are Kasten, the user's note assistant. The user is making \
 small talk; reply in one short, friendly sentence and offer to answer questions about their \
 notes. Do not invent facts about the user.";
@@ -390,5 +352,43 @@ impl Engine {
 
     pub async fn clear_chat(&self, session: &str) -> Result<(), EngineError> {
         Ok(self.store.clear_chat(session).await?)
+    }
+}
+
+#[cfg(test)]
+mod cited_tests {
+    use super::*;
+
+    fn shown(n: usize) -> AnswerNote {
+        AnswerNote {
+            n,
+            id: NoteId::generate(),
+            content: format!("note {n}"),
+            created_at: Utc::now(),
+            score: 0.5,
+            cosine: 0.5,
+            via: vec!["vector".into()],
+            cited: false,
+        }
+    }
+
+    #[test]
+    fn cited_notes_are_the_citations_in_their_order_not_every_note_shown() {
+        let notes: Vec<AnswerNote> = (1..=4).map(shown).collect();
+        let a = Answer {
+            answer: "Yes [3], and also [1].".into(),
+            citations: vec![notes[2].id.clone(), notes[0].id.clone()],
+            notes,
+            not_in_memory: false,
+            retrieval: Retrieval::Used {
+                candidates: 4,
+                shown: 4,
+            },
+            invalid_citations: 0,
+            model: None,
+            usage: None,
+        };
+        let cited: Vec<usize> = a.cited_notes().iter().map(|n| n.n).collect();
+        assert_eq!(cited, vec![3, 1]);
     }
 }
