@@ -231,3 +231,77 @@ fn a_bad_setting_is_refused_with_its_fix_and_never_locks_the_cli_out() {
     h.ok(&["config", "unset", "llm.timeout"]);
     assert!(h.json(&["config"])["llm"].get("timeout").is_none());
 }
+
+/// `kasten --json list | head -1`: the reader of stdout goes away. The command ends as a
+/// success without a panic report, and the memory was closed (the next command opens it).
+#[test]
+fn a_closed_stdout_ends_the_command_quietly_and_closes_the_memory() {
+    let h = Home::new();
+    for i in 0..3 {
+        h.ok(&[
+            "add",
+            &format!("note number {i} about pipes that close early"),
+        ]);
+    }
+    let mut child = h
+        .cmd(&["--json", "list"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn kasten: {e}"));
+    // the reader is gone before the memory is even open
+    drop(child.stdout.take());
+    let out = child
+        .wait_with_output()
+        .unwrap_or_else(|e| panic!("wait for kasten: {e}"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{:?}: {stderr}", out.status);
+    assert!(
+        !stderr.contains("panicked") && !stderr.contains("Broken pipe"),
+        "{stderr}"
+    );
+    let l = h.json(&["list"]);
+    assert_eq!(l["notes"].as_array().map(Vec::len), Some(3), "{l:#}");
+}
+
+/// "since 2022" names everything from 2022 on, not the year 2022 alone: a note written in
+/// 2024 is found by date, one from 2021 is not.
+#[test]
+fn since_a_year_finds_notes_written_after_it() {
+    let h = Home::new();
+    let old = h
+        .ok(&[
+            "add",
+            "--time",
+            "2021-06-01T10:00:00Z",
+            "Went hiking in the Alps with Ben",
+        ])
+        .trim()
+        .to_owned();
+    let new = h
+        .ok(&[
+            "add",
+            "--time",
+            "2024-06-01T10:00:00Z",
+            "Went hiking in the Pyrenees with Ben",
+        ])
+        .trim()
+        .to_owned();
+    let r = h.json(&["search", "hiking trips since 2022", "-k", "5"]);
+    let via = |id: &str| -> Vec<String> {
+        r["hits"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|hit| hit["id"].as_str() == Some(id))
+            .and_then(|hit| hit["via"].as_array())
+            .map(|v| {
+                v.iter()
+                    .filter_map(|x| x.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    assert!(via(&new).iter().any(|v| v == "date"), "{r:#}");
+    assert!(!via(&old).iter().any(|v| v == "date"), "{r:#}");
+}

@@ -1,4 +1,4 @@
-//! Issue 5 through the CLI on the real stack (embedded SurrealDB, MiniLM): `ask` with
+//! Memory through the CLI on the real stack (embedded SurrealDB, MiniLM): `ask` with
 //! citations against `kasten-fakellm`, "not in memory", `boxes`, merge on write under both
 //! review policies, archive and restore.
 #![allow(clippy::panic)] // test helpers fail loudly
@@ -117,6 +117,9 @@ fn near_duplicates_are_merge_proposals_not_second_notes_under_both_policies() {
             Some(NOTES.len()),
             "{policy}: {list:#}"
         );
+        // the total counts what the list can show; the merged note is counted apart
+        assert_eq!(list["total"].as_u64(), Some(NOTES.len() as u64), "{list:#}");
+        assert_eq!(list["merged"].as_u64(), Some(1), "{list:#}");
         let q = h.json(&["proposals"]);
         let item = q["items"]
             .as_array()
@@ -129,6 +132,82 @@ fn near_duplicates_are_merge_proposals_not_second_notes_under_both_policies() {
         assert_eq!(
             list["notes"].as_array().map(Vec::len),
             Some(NOTES.len() + 1)
+        );
+    }
+}
+
+/// Deleting a note settles the merges into it: the note merged into it comes back as a
+/// regular note, listed and found by search.
+#[test]
+fn deleting_a_note_brings_back_the_note_merged_into_it() {
+    let h = Home::new();
+    let ids = add_all(&h);
+    let m = h.json(&["add", "My cat is called Miso, and she loves tuna!"]);
+    assert_eq!(m["merged_into"], ids[0].as_str(), "{m:#}");
+    let dup = m["id"].as_str().unwrap_or_default().to_owned();
+    h.ok(&["delete", &ids[0]]);
+    let list = h.json(&["list"]);
+    let listed: Vec<&str> = list["notes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|n| n["id"].as_str())
+        .collect();
+    assert!(listed.contains(&dup.as_str()), "{list:#}");
+    assert_eq!(listed.len(), NOTES.len(), "{list:#}");
+    assert_eq!(list["merged"].as_u64(), Some(0), "{list:#}");
+    let found = h.json(&["search", "what is my cat called", "-k", "3"]);
+    assert_eq!(
+        found["hits"][0]["id"].as_str(),
+        Some(dup.as_str()),
+        "{found:#}"
+    );
+    let shown = h.json(&["show", &dup]);
+    assert_eq!(shown["status"].as_str(), Some("active"), "{shown:#}");
+}
+
+/// Notes that read alike but state other amounts or numbers (also the same numbers in
+/// another order) are two notes, linked as `contradicts` for review with what differs.
+#[test]
+fn notes_that_read_alike_but_state_other_facts_are_not_merged() {
+    for (old, new, shown) in [
+        (
+            "Anna paid 40 euros for the concert tickets",
+            "Anna paid 90 euros for the concert tickets",
+            "numbers 90 euros ≠ 40 euros",
+        ),
+        (
+            "round 3 note 4 of the planning meeting: ship the beta",
+            "round 4 note 3 of the planning meeting: ship the beta",
+            "numbers 4, 3 ≠ 3, 4",
+        ),
+    ] {
+        let h = Home::new();
+        let old_id = h.json(&["add", old])["id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let added = h.json(&["add", new]);
+        assert!(added["merged_into"].is_null(), "{new}: {added:#}");
+        let new_id = added["id"].as_str().unwrap_or_default().to_owned();
+        let list = h.json(&["list"]);
+        assert_eq!(list["notes"].as_array().map(Vec::len), Some(2), "{list:#}");
+        assert_eq!(list["total"].as_u64(), Some(2), "{list:#}");
+        let q = h.json(&["proposals"]);
+        let item = q["items"]
+            .as_array()
+            .and_then(|v| v.iter().find(|i| i["label"] == "contradicts").cloned())
+            .unwrap_or_else(|| panic!("{new}: no contradicts link in {q:#}"));
+        assert_eq!(item["note"].as_str(), Some(new_id.as_str()), "{item:#}");
+        assert_eq!(item["target"].as_str(), Some(old_id.as_str()), "{item:#}");
+        let reason = item["reason"].as_str().unwrap_or_default();
+        assert!(reason.contains(shown), "{reason}");
+        let found = h.json(&["search", new, "-k", "2"]);
+        assert!(
+            found["hits"]
+                .as_array()
+                .is_some_and(|v| v.iter().any(|x| x["id"] == new_id.as_str())),
+            "{found:#}"
         );
     }
 }

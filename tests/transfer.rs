@@ -262,6 +262,35 @@ fn markdown_vault_imports_once_and_export_imports_back_to_the_same_notes_and_lin
     assert_eq!(back["links_created"].as_u64(), Some(0), "{back:#}");
 }
 
+/// Tags and wikilinks come from a note's text only: a link to a heading, code (indented,
+/// fenced, inline), HTML and URLs name no tag and no note.
+#[test]
+fn markdown_import_takes_tags_and_links_from_text_not_code_or_urls() {
+    let h = Home::new();
+    let vault = h.dir.path().join("vault");
+    write(&vault, "Setup.md", "How to set up the build. #build\n");
+    write(
+        &vault,
+        "Guide.md",
+        "A guide, [see](#setup) and [[Setup]] #guide.\n\n    #include <stdio.h>\n    [[Setup]] in code\n\n```\n#fenced [[Nope]]\n```\n\nInline `#inline` code, <a href=\"#html\">html</a>, <https://example.org/(#autolink)> and https://example.org/(#bare).\n",
+    );
+    let v = import_json(&h, &vault, "markdown");
+    assert_eq!(v["created"].as_u64(), Some(2), "{v:#}");
+    let notes = notes_by_content(&h);
+    let guide = notes
+        .iter()
+        .find(|(c, _)| c.contains("A guide"))
+        .map(|(_, n)| n.clone())
+        .unwrap_or_else(|| panic!("no guide note: {notes:#?}"));
+    assert_eq!(guide["tags"], serde_json::json!(["guide"]), "{guide:#}");
+    let links = links_by_content(&h);
+    assert_eq!(
+        links.len(),
+        1,
+        "one [[Setup]] in text, none in code: {links:#?}"
+    );
+}
+
 #[test]
 fn chat_transcripts_import_once_with_problems_reported() {
     let h = Home::new();

@@ -28,7 +28,7 @@ pub struct CitationDto {
 #[derive(Debug, Clone, Serialize, Type)]
 pub struct AnswerDto {
     pub answer: String,
-    /// The notes shown to the model, by their number in the answer (cited or not).
+    /// The notes the answer cites, in order of first citation, with their `[n]`.
     pub citations: Vec<CitationDto>,
     /// The memory holds nothing that answers the question.
     pub not_in_memory: bool,
@@ -68,7 +68,7 @@ pub async fn ask(
         not_in_memory: a.not_in_memory,
         skipped_retrieval: matches!(a.retrieval, kasten_engine::Retrieval::Skipped { .. }),
         citations: a
-            .notes
+            .cited_notes()
             .into_iter()
             .map(|n| CitationDto {
                 n: u32::try_from(n.n).unwrap_or(u32::MAX),

@@ -147,15 +147,7 @@ pub async fn list_notes(
     limit: u32,
 ) -> AppResult<NotesPage> {
     let engine = state.engine().await?;
-    let ids = match &filter.box_id {
-        Some(b) => Some(crate::boxes::members(&engine, b).await?),
-        None => None,
-    };
-    let f = NoteFilter {
-        tag: filter.tag.filter(|t| !t.is_empty()),
-        enrich_state: filter.enrich.filter(|t| !t.is_empty()),
-        ids,
-    };
+    let f = note_filter(&engine, filter).await?;
     let (total, notes) = engine
         .notes_page(&f, page(limit, MAX_PAGE), offset as usize)
         .await?;
@@ -166,15 +158,34 @@ pub async fn list_notes(
     })
 }
 
-/// Hybrid search (vector + keyword + links), best first.
+/// The engine's filter for the app's: a Box becomes its members.
+async fn note_filter(
+    engine: &kasten_engine::Engine,
+    filter: NoteFilterInput,
+) -> AppResult<NoteFilter> {
+    let ids = match filter.box_id.filter(|b| !b.is_empty()) {
+        Some(b) => Some(crate::boxes::members(engine, &b).await?),
+        None => None,
+    };
+    Ok(NoteFilter {
+        tag: filter.tag.filter(|t| !t.is_empty()),
+        enrich_state: filter.enrich.filter(|t| !t.is_empty()),
+        ids,
+    })
+}
+
+/// Hybrid search (vector + keyword + links), best first, among the notes the filter admits.
 #[tauri::command]
 #[specta::specta]
 pub async fn search_notes(
     state: State<'_, AppState>,
     query: String,
     k: u32,
+    filter: NoteFilterInput,
 ) -> AppResult<Vec<HitDto>> {
-    let out = state.engine().await?.search(&query, page(k, 100)).await?;
+    let engine = state.engine().await?;
+    let f = note_filter(&engine, filter).await?;
+    let out = engine.search_filtered(&query, page(k, 100), &f).await?;
     Ok(out.hits.into_iter().map(Into::into).collect())
 }
 
@@ -428,29 +439,22 @@ pub async fn review_reapply(state: State<'_, AppState>, id: String) -> AppResult
     Ok(state.engine().await?.reapply(&id, ACTOR).await?.into())
 }
 
-/// Accepts every waiting link at or above `min_confidence`.
+/// Accepts every waiting link at or above `min_confidence`, in one transaction.
 #[tauri::command]
 #[specta::specta]
 pub async fn review_bulk_accept(
     state: State<'_, AppState>,
     min_confidence: f64,
 ) -> AppResult<BulkOutcome> {
-    let engine = state.engine().await?;
-    let items = engine.proposals(&[], usize::MAX).await?;
-    let mut out = BulkOutcome {
-        accepted: 0,
+    let accepted = state
+        .engine()
+        .await?
+        .accept_links_above(min_confidence, ACTOR)
+        .await?;
+    Ok(BulkOutcome {
+        accepted: u32::try_from(accepted).unwrap_or(u32::MAX),
         failed: vec![],
-    };
-    for i in items
-        .iter()
-        .filter(|i| i.kind == "link" && i.confidence.unwrap_or(0.0) >= min_confidence)
-    {
-        match engine.accept(&i.id, &FieldEdit::default(), ACTOR).await {
-            Ok(_) => out.accepted += 1,
-            Err(e) => out.failed.push(format!("{}: {}", i.id, AppError::from(e))),
-        }
-    }
-    Ok(out)
+    })
 }
 
 #[derive(Debug, Clone, Serialize, Type)]

@@ -42,7 +42,7 @@ export const api = {
   addNote: (content: string) => un(commands.addNote(content)),
   listNotes: (filter: NoteFilterInput, offset: number, limit: number) =>
     un(commands.listNotes(filter, offset, limit)),
-  search: (query: string, k: number) => un(commands.searchNotes(query, k)),
+  search: (query: string, k: number, filter: NoteFilterInput) => un(commands.searchNotes(query, k, filter)),
   getNote: (id: string) => un(commands.getNote(id)),
   editNote: (id: string, fields: FieldsInput) => un(commands.editNote(id, fields)),
   deleteNote: (id: string) => un(commands.deleteNote(id)),

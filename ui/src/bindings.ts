@@ -13,8 +13,8 @@ export const commands = {
 	addNote: (content: string) => typedError<NoteDto, AppError>(__TAURI_INVOKE("add_note", { content })),
 	/**  A page of notes, newest first, with filters. */
 	listNotes: (filter: NoteFilterInput, offset: number, limit: number) => typedError<NotesPage, AppError>(__TAURI_INVOKE("list_notes", { filter, offset, limit })),
-	/**  Hybrid search (vector + keyword + links), best first. */
-	searchNotes: (query: string, k: number) => typedError<HitDto[], AppError>(__TAURI_INVOKE("search_notes", { query, k })),
+	/**  Hybrid search (vector + keyword + links), best first, among the notes the filter admits. */
+	searchNotes: (query: string, k: number, filter: NoteFilterInput) => typedError<HitDto[], AppError>(__TAURI_INVOKE("search_notes", { query, k, filter })),
 	/**  A note with its links (and previews of the notes at their other ends) and its history. */
 	getNote: (id: string) => typedError<NoteDetailDto, AppError>(__TAURI_INVOKE("get_note", { id })),
 	/**  Changes a note's keywords, tags or context (a versioned user edit; content never changes). */
@@ -39,7 +39,7 @@ export const commands = {
 	reviewRollback: (id: string) => typedError<OutcomeDto, AppError>(__TAURI_INVOKE("review_rollback", { id })),
 	/**  Applies a rolled-back event again. */
 	reviewReapply: (id: string) => typedError<OutcomeDto, AppError>(__TAURI_INVOKE("review_reapply", { id })),
-	/**  Accepts every waiting link at or above `min_confidence`. */
+	/**  Accepts every waiting link at or above `min_confidence`, in one transaction. */
 	reviewBulkAccept: (minConfidence: number | null) => typedError<BulkOutcome, AppError>(__TAURI_INVOKE("review_bulk_accept", { minConfidence })),
 	/**  Recent enrichment events (one per enriched note), newest first. */
 	listEvents: (limit: number) => typedError<EventDto[], AppError>(__TAURI_INVOKE("list_events", { limit })),
@@ -75,7 +75,7 @@ export const events = {
 /* Types */
 export type AnswerDto = {
 	answer: string,
-	/**  The notes shown to the model, by their number in the answer (cited or not). */
+	/**  The notes the answer cites, in order of first citation, with their `[n]`. */
 	citations: CitationDto[],
 	/**  The memory holds nothing that answers the question. */
 	not_in_memory: boolean,

@@ -293,6 +293,7 @@ enum ExportFormat {
 
 fn main() -> std::process::ExitCode {
     init_logging();
+    output::quiet_closed_stdout();
     let cli = Cli::parse();
     let json = cli.json;
     let rt = match tokio::runtime::Builder::new_multi_thread()
@@ -407,7 +408,7 @@ async fn run(cli: Cli) -> Result<()> {
         return Err(e);
     }
     let result = tokio::select! {
-        r = execute(&engine, prepared, cli.json) => r,
+        r = output::until_stdout_closed(execute(&engine, prepared, cli.json)) => r,
         _ = tokio::signal::ctrl_c() => Err(anyhow!("interrupted; everything committed so far is saved")),
     };
     engine.close().await;
@@ -680,9 +681,11 @@ async fn execute(engine: &Engine, cmd: Prepared, json: bool) -> Result<()> {
                 .await?,
         ),
         Prepared::Show(id) => output::show(json, &engine.get(&id).await?),
-        Prepared::List(limit) => {
-            output::list(json, &engine.list(limit, 0).await?, engine.count().await?)
-        }
+        Prepared::List(limit) => output::list(
+            json,
+            &engine.list(limit, 0).await?,
+            engine.list_counts().await?,
+        ),
         Prepared::Delete(id) => {
             engine.delete(&id).await?;
             output::deleted(json, &id);

@@ -1,16 +1,67 @@
 //! What the CLI prints: plain text for people, `--json` for tools. The JSON field names
 //! are a contract (README "CLI"): add fields freely, never rename or remove one.
 
+use std::io::Write;
 use std::path::Path;
 
 use kasten_core::import::LineError;
 use kasten_core::{EnrichState, Note, NoteId};
 use kasten_engine::{
-    HistoryEntry, JobOutcome, NoteDetail, ReviewItem, ReviewOutcome, RunSummary, SearchOutput,
+    HistoryEntry, JobOutcome, ListCounts, NoteDetail, ReviewItem, ReviewOutcome, RunSummary,
+    SearchOutput,
 };
 use kasten_store::Fields;
 use kasten_store::{EventSummary, JobCounts, ModelUsage};
 use serde_json::{Value, json};
+
+/// What the standard library's `print!` panics with when stdout cannot be written.
+const PRINT_PANIC: &str = "failed printing to stdout";
+
+/// Whether a panic is a print to a stdout whose reader has gone (`kasten list | head -1`):
+/// the normal end of a command whose output is no longer wanted, not a failure.
+fn is_closed_stdout(payload: &(dyn std::any::Any + Send)) -> bool {
+    let msg = payload
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| payload.downcast_ref::<&str>().copied())
+        .unwrap_or("");
+    let broken_pipe = std::io::Error::from(std::io::ErrorKind::BrokenPipe).to_string();
+    msg.starts_with(PRINT_PANIC)
+        && (msg.contains("Broken pipe")
+            || msg.contains("os error 32")
+            || msg.contains(&broken_pipe))
+}
+
+/// Keeps the panic report of a print to a closed stdout off stderr (other panics are
+/// reported as before).
+pub fn quiet_closed_stdout() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if !is_closed_stdout(info.payload()) {
+            default(info);
+        }
+    }));
+}
+
+/// Runs a command's work. A print to a closed stdout ends it as a success and any other
+/// panic as an error, so that the caller still closes the store either way.
+pub async fn until_stdout_closed(
+    work: impl std::future::Future<Output = anyhow::Result<()>>,
+) -> anyhow::Result<()> {
+    use futures_util::FutureExt;
+    match std::panic::AssertUnwindSafe(work).catch_unwind().await {
+        Ok(r) => r,
+        Err(payload) if is_closed_stdout(payload.as_ref()) => Ok(()),
+        Err(payload) => {
+            let msg = payload
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| payload.downcast_ref::<&str>().copied())
+                .unwrap_or("unknown");
+            Err(anyhow::anyhow!("internal error: {msg}"))
+        }
+    }
+}
 
 pub fn print_json(v: &Value) {
     println!(
@@ -252,11 +303,15 @@ pub fn show(json: bool, d: &NoteDetail) {
     }
 }
 
-pub fn list(json: bool, notes: &[Note], total: u64) {
+/// `total` counts what the list can show; notes merged into another are counted apart.
+pub fn list(json: bool, notes: &[Note], counts: ListCounts) {
+    let ListCounts { total, merged } = counts;
     if json {
-        print_json(
-            &json!({ "total": total, "notes": notes.iter().map(note_json).collect::<Vec<_>>() }),
-        );
+        print_json(&json!({
+            "total": total,
+            "merged": merged,
+            "notes": notes.iter().map(note_json).collect::<Vec<_>>()
+        }));
         return;
     }
     if notes.is_empty() {
@@ -368,7 +423,8 @@ pub fn fail(json: bool, e: &anyhow::Error) -> std::process::ExitCode {
         _ => msg,
     };
     if json {
-        println!("{}", json!({ "error": msg }));
+        // stdout may be closed already; the message still goes to stderr
+        let _ = writeln!(std::io::stdout(), "{}", json!({ "error": msg }));
     }
     eprintln!("error: {msg}");
     std::process::ExitCode::from(1)

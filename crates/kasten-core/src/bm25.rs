@@ -17,8 +17,9 @@ const B: f32 = 0.75;
 struct Doc {
     id: NoteId,
     len: u32,
-    /// The distinct term ids of the doc, to remove its postings again.
-    terms: Box<[u32]>,
+    /// The distinct term ids of the doc, ascending, each with the position of the doc's
+    /// posting in that term's list: removal touches only these postings.
+    terms: Box<[(u32, u32)]>,
 }
 
 pub struct TextIndex {
@@ -35,6 +36,9 @@ pub struct TextIndex {
     lens: Vec<u32>,
     /// Per doc slot score accumulator, reused by queries (all zero between queries).
     scratch: Mutex<Vec<f32>>,
+    /// Postings looked at by removals (tests check that removal does not scan lists).
+    #[cfg(test)]
+    removal_work: usize,
 }
 
 impl Default for TextIndex {
@@ -55,6 +59,8 @@ impl TextIndex {
             total_len: 0,
             lens: Vec::new(),
             scratch: Mutex::new(Vec::new()),
+            #[cfg(test)]
+            removal_work: 0,
         }
     }
 
@@ -100,11 +106,13 @@ impl TextIndex {
                 (self.docs.len() - 1) as u32
             }
         };
-        let mut terms: Vec<u32> = tf.iter().map(|&(tid, _)| tid).collect();
-        terms.sort_unstable();
+        let mut terms: Vec<(u32, u32)> = Vec::with_capacity(tf.len());
         for &(tid, f) in &tf {
-            self.postings[tid as usize].push((slot, f));
+            let list = &mut self.postings[tid as usize];
+            terms.push((tid, list.len() as u32));
+            list.push((slot, f));
         }
+        terms.sort_unstable();
         self.total_len += n_tokens as u64;
         self.lens[slot as usize] = n_tokens as u32;
         self.docs[slot as usize] = Some(Doc {
@@ -121,9 +129,26 @@ impl TextIndex {
             return false;
         };
         if let Some(doc) = self.docs.get_mut(slot as usize).and_then(Option::take) {
-            for &tid in doc.terms.iter() {
-                if let Some(p) = self.postings.get_mut(tid as usize) {
-                    p.retain(|&(s, _)| s != slot);
+            for &(tid, pos) in doc.terms.iter() {
+                let Some(p) = self.postings.get_mut(tid as usize) else {
+                    continue;
+                };
+                if p.get(pos as usize).map(|e| e.0) != Some(slot) {
+                    continue; // cannot happen: positions are kept in step below
+                }
+                // The last posting takes this one's place (scores do not depend on the
+                // order within a list: each doc gets one addition per term) and its doc
+                // learns its new position.
+                p.swap_remove(pos as usize);
+                #[cfg(test)]
+                {
+                    self.removal_work += 1;
+                }
+                if let Some(&(moved, _)) = p.get(pos as usize)
+                    && let Some(Some(other)) = self.docs.get_mut(moved as usize)
+                    && let Ok(i) = other.terms.binary_search_by_key(&tid, |&(t, _)| t)
+                {
+                    other.terms[i].1 = pos;
                 }
             }
             self.total_len = self.total_len.saturating_sub(doc.len as u64);
@@ -331,6 +356,31 @@ mod tests {
             ix.upsert(id(&format!("d{i}")), &doc(i));
         }
         check(&ix);
+    }
+
+    #[test]
+    fn removal_touches_only_the_removed_docs_postings() {
+        let mut ix = TextIndex::new();
+        for i in 0..2000 {
+            ix.upsert(id(&format!("d{i}")), &format!("common word w{i}"));
+        }
+        // three terms: common, word, w17 — not the 2,000-long lists of common and word
+        assert!(ix.remove(&id("d17")));
+        assert_eq!(ix.removal_work, 3);
+        // the doc moved into d17's place is still found and removable
+        assert!(
+            ix.search("w1999", 5)
+                .iter()
+                .any(|(d, _)| d.as_str() == "d1999")
+        );
+        assert!(ix.remove(&id("d1999")));
+        assert!(ix.search("w1999", 5).is_empty());
+        assert_eq!(ix.search("common", 5000).len(), 1998);
+        for i in (0..1999).filter(|i| *i != 17) {
+            assert!(ix.remove(&id(&format!("d{i}"))), "d{i}");
+        }
+        assert!(ix.search("common", 10).is_empty());
+        assert!(ix.postings.iter().all(Vec::is_empty));
     }
 
     #[test]

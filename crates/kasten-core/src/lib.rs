@@ -11,6 +11,8 @@
 //! - [`locomo`]: the LoCoMo benchmark format and its metrics.
 //! - [`timeline`]: notes by time and by position in their source stream.
 //! - [`period`]: calendar periods named in a query, for date-aware ranking.
+//! - [`facts`]: the numbers and names of a text, so notes stating different facts are never
+//!   merged.
 //! - [`lifecycle`]: strength, decay, reinforcement, archive candidates.
 //! - [`quality`]: what a usable annotation is: keyword candidates, tag choices, the
 //!   sanitiser and the quality check over real model output.
@@ -22,6 +24,7 @@ pub mod bm25;
 pub mod boxes;
 pub mod chat;
 pub mod error;
+pub mod facts;
 pub mod fusion;
 pub mod id;
 pub mod import;

@@ -21,6 +21,7 @@
 use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, NaiveDate, NaiveDateTime, SecondsFormat, Utc};
+use pulldown_cmark::{Event as MdEvent, LinkType, Options, Parser as MdParser, Tag, TagEnd};
 use yaml_rust2::parser::{Event, Parser};
 use yaml_rust2::{ScanError, Yaml, YamlLoader};
 
@@ -443,101 +444,104 @@ struct BodyScan {
     links: Vec<WikiLink>,
 }
 
-/// Inline `#tags` and `[[wikilinks]]` outside code blocks and code spans.
+/// Inline `#tags` and `[[wikilinks]]` of a body, read as Markdown (CommonMark with
+/// Obsidian's wikilinks): taken only from text, never from code blocks (fenced or
+/// indented), code spans, HTML, link destinations, autolinks or bare URLs. Embeds
+/// (`![[image.png]]`) are not links.
 fn scan_body(body: &str) -> BodyScan {
     let mut out = BodyScan {
         tags: Vec::new(),
         links: Vec::new(),
     };
-    let mut fence: Option<&str> = None;
-    for line in body.lines() {
-        let t = line.trim_start();
-        if let Some(f) = fence {
-            if t.starts_with(f) {
-                fence = None;
+    // Text runs are gathered until something that is not text ends them, since the parser
+    // may cut one run of text into several events.
+    let mut run = String::new();
+    // The wikilink being read: its target, whether it has an alias (`|`), the alias text.
+    let mut wiki: Option<(String, bool, String)> = None;
+    // Depth inside embeds, images, code blocks, HTML blocks and autolinks: no tags there.
+    let mut opaque = 0usize;
+    for event in MdParser::new_ext(body, Options::ENABLE_WIKILINKS) {
+        if opaque > 0 {
+            match event {
+                MdEvent::Start(_) => opaque += 1,
+                MdEvent::End(_) => opaque -= 1,
+                _ => {}
             }
             continue;
         }
-        if t.starts_with("```") {
-            fence = Some("```");
-            continue;
+        match event {
+            MdEvent::Text(t) => {
+                if let Some((_, _, alias)) = wiki.as_mut() {
+                    alias.push_str(&t);
+                } else {
+                    run.push_str(&t);
+                }
+            }
+            MdEvent::SoftBreak | MdEvent::HardBreak => run.push('\n'),
+            MdEvent::Start(Tag::Link {
+                link_type: LinkType::WikiLink { has_pothole },
+                dest_url,
+                ..
+            }) if wiki.is_none() => {
+                scan_text(&run, &mut out);
+                run.clear();
+                wiki = Some((dest_url.to_string(), has_pothole, String::new()));
+            }
+            MdEvent::End(TagEnd::Link) if wiki.is_some() => {
+                if let Some((target, has_alias, alias)) = wiki.take()
+                    && let Some(mut l) = wikilink(&target)
+                {
+                    let alias = alias.trim();
+                    l.alias = (has_alias && !alias.is_empty()).then(|| alias.to_owned());
+                    out.links.push(l);
+                }
+            }
+            MdEvent::Start(
+                Tag::Image { .. }
+                | Tag::CodeBlock(_)
+                | Tag::HtmlBlock
+                | Tag::Link {
+                    link_type: LinkType::Autolink | LinkType::Email | LinkType::WikiLink { .. },
+                    ..
+                },
+            ) => {
+                scan_text(&run, &mut out);
+                run.clear();
+                opaque += 1;
+            }
+            _ => {
+                // code spans, inline HTML, rules, the start or end of any other block or span
+                scan_text(&run, &mut out);
+                run.clear();
+            }
         }
-        if t.starts_with("~~~") {
-            fence = Some("~~~");
-            continue;
-        }
-        if t.starts_with(LINKS_MARKER) {
-            continue;
-        }
-        scan_line(line, &mut out);
     }
+    scan_text(&run, &mut out);
     out
 }
 
-fn scan_line(line: &str, out: &mut BodyScan) {
-    let chars: Vec<char> = line.chars().collect();
-    let mut i = 0;
-    while i < chars.len() {
-        let c = chars[i];
-        if c == '`' {
-            // skip a code span
-            let run = chars[i..].iter().take_while(|&&x| x == '`').count();
-            let mut j = i + run;
-            let mut closed = None;
-            while j < chars.len() {
-                if chars[j] == '`' {
-                    let r = chars[j..].iter().take_while(|&&x| x == '`').count();
-                    if r == run {
-                        closed = Some(j + r);
-                        break;
-                    }
-                    j += r;
-                } else {
-                    j += 1;
-                }
-            }
-            i = closed.unwrap_or(i + run);
+/// `#tags` in a run of text: a `#` at the start of a word (or after `(`) followed by
+/// letters, digits, `_`, `-` or `/`, not only digits (`#2024` is not a tag). Words that
+/// are URLs are skipped.
+fn scan_text(text: &str, out: &mut BodyScan) {
+    for word in text.split_whitespace() {
+        if word.contains("://") || word.starts_with("www.") {
             continue;
         }
-        if c == '[' && chars.get(i + 1) == Some(&'[') {
-            let embed = i > 0 && chars[i - 1] == '!';
-            let start = i + 2;
-            let mut j = start;
-            let mut end = None;
-            while j + 1 < chars.len() {
-                if chars[j] == ']' && chars[j + 1] == ']' {
-                    end = Some(j);
-                    break;
+        let mut prev: Option<char> = None;
+        for (at, c) in word.char_indices() {
+            if c == '#' && matches!(prev, None | Some('(')) {
+                let tag: String = word[at + 1..]
+                    .chars()
+                    .take_while(|x| x.is_alphanumeric() || matches!(x, '_' | '-' | '/'))
+                    .collect();
+                let tag = tag.trim_end_matches('/');
+                if !tag.is_empty() && tag.chars().any(|x| !x.is_ascii_digit()) {
+                    push_unique(&mut out.tags, tag.to_owned());
                 }
-                if chars[j] == '[' && chars[j + 1] == '[' {
-                    break;
-                }
-                j += 1;
             }
-            if let Some(end) = end {
-                let inner: String = chars[start..end].iter().collect();
-                if !embed && let Some(l) = wikilink(&inner) {
-                    out.links.push(l);
-                }
-                i = end + 2;
-                continue;
-            }
-            i += 2;
-            continue;
+            prev = Some(c);
         }
-        if c == '#' && (i == 0 || chars[i - 1].is_whitespace() || chars[i - 1] == '(') {
-            let tag: String = chars[i + 1..]
-                .iter()
-                .take_while(|x| x.is_alphanumeric() || matches!(x, '_' | '-' | '/'))
-                .collect();
-            let tag = tag.trim_end_matches('/');
-            if !tag.is_empty() && tag.chars().any(|x| !x.is_ascii_digit()) {
-                push_unique(&mut out.tags, tag.to_owned());
-            }
-            i += 1 + tag.chars().count();
-            continue;
-        }
-        i += 1;
     }
 }
 

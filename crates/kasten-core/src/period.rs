@@ -2,13 +2,18 @@
 //! "in 2022", "2023-07-07"), for date-aware ranking: a note written in that period is
 //! more likely to be what the query is about.
 //!
+//! "since X" and "after X" name everything from X on (from the first day of X, or from the
+//! day after X), "until X" and "before X" everything up to X (up to its last day, or up to
+//! the day before it): periods with one open end.
+//!
 //! Only absolute dates are recognised. Relative ones ("last week", "yesterday") need a
 //! reference time the query does not give, and a month without a year ("in August") is
 //! ambiguous; both are left to the text and vector rankings.
 
 use chrono::NaiveDate;
 
-/// A period of whole days, both ends included.
+/// A period of whole days, both ends included. An open end is `NaiveDate::MIN` (from the
+/// beginning) or `NaiveDate::MAX` (from then on).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Period {
     pub first: NaiveDate,
@@ -38,6 +43,29 @@ impl Period {
             first: NaiveDate::from_ymd_opt(year, 1, 1)?,
             last: NaiveDate::from_ymd_opt(year, 12, 31)?,
         })
+    }
+
+    /// From the first day of `self` on ("since"), from the day after it ("after"), up to
+    /// its last day ("until") or up to the day before it ("before").
+    fn bounded(self, bound: Bound) -> Self {
+        match bound {
+            Bound::Since => Self {
+                first: self.first,
+                last: NaiveDate::MAX,
+            },
+            Bound::After => Self {
+                first: self.last.succ_opt().unwrap_or(NaiveDate::MAX),
+                last: NaiveDate::MAX,
+            },
+            Bound::Until => Self {
+                first: NaiveDate::MIN,
+                last: self.last,
+            },
+            Bound::Before => Self {
+                first: NaiveDate::MIN,
+                last: self.first.pred_opt().unwrap_or(NaiveDate::MIN),
+            },
+        }
     }
 
     /// Whether `d` lies in the period.
@@ -100,61 +128,103 @@ fn day_of(word: &str) -> Option<u32> {
     digits.parse::<u32>().ok().filter(|d| (1..=31).contains(d))
 }
 
-/// Every period `query` names, in the order they appear.
+/// A word that makes the period after it open at one end.
+#[derive(Debug, Clone, Copy)]
+enum Bound {
+    Since,
+    After,
+    Until,
+    Before,
+}
+
+fn bound_of(word: &str) -> Option<Bound> {
+    match word {
+        "since" => Some(Bound::Since),
+        "after" => Some(Bound::After),
+        "until" | "till" | "til" => Some(Bound::Until),
+        "before" => Some(Bound::Before),
+        _ => None,
+    }
+}
+
+/// An ISO date (2023-07-07) or month (2023-07).
+fn iso_of(word: &str) -> Option<Period> {
+    if let Ok(d) = NaiveDate::parse_from_str(word, "%Y-%m-%d") {
+        return Some(Period::day(d));
+    }
+    let (y, m) = word.split_once('-')?;
+    if m.len() != 2 {
+        return None;
+    }
+    Period::month(year_of(y)?, m.parse::<u32>().ok()?)
+}
+
+/// The period written at the start of `words` and how many words it takes. A bare year
+/// ("2023") is a period only when `bare_year` (after "since", "before", …): alone it may
+/// be a room number.
+fn period_at(words: &[&str], bare_year: bool) -> Option<(Period, usize)> {
+    let w = |j: usize| words.get(j).copied().unwrap_or("");
+    if let Some(p) = iso_of(w(0)) {
+        return Some((p, 1));
+    }
+    // 7 July 2023
+    if let (Some(d), Some(m), Some(y)) = (day_of(w(0)), month_of(w(1)), year_of(w(2)))
+        && let Some(date) = NaiveDate::from_ymd_opt(y, m, d)
+    {
+        return Some((Period::day(date), 3));
+    }
+    // July 7 2023
+    if let (Some(m), Some(d), Some(y)) = (month_of(w(0)), day_of(w(1)), year_of(w(2)))
+        && let Some(date) = NaiveDate::from_ymd_opt(y, m, d)
+    {
+        return Some((Period::day(date), 3));
+    }
+    // July 2023
+    if let (Some(m), Some(y)) = (month_of(w(0)), year_of(w(1)))
+        && let Some(p) = Period::month(y, m)
+    {
+        return Some((p, 2));
+    }
+    // in 2023
+    if matches!(w(0), "in" | "during" | "throughout" | "year")
+        && let Some(y) = year_of(w(1))
+        && let Some(p) = Period::year(y)
+    {
+        return Some((p, 2));
+    }
+    if bare_year && let Some(p) = year_of(w(0)).and_then(Period::year) {
+        return Some((p, 1));
+    }
+    None
+}
+
+/// Every period `query` names, in order of their first day.
 pub fn periods_in(query: &str) -> Vec<Period> {
     let lower = query.to_lowercase();
-    // ISO dates first: 2023-07-07 and 2023-07
-    let mut out = Vec::new();
+    // words; an ISO date or month (2023-07-07, 2023-07) stays one word
+    let mut words: Vec<&str> = Vec::new();
     for raw in lower.split(|c: char| !(c.is_alphanumeric() || c == '-')) {
         let raw = raw.trim_matches('-');
-        if let Ok(d) = NaiveDate::parse_from_str(raw, "%Y-%m-%d") {
-            out.push(Period::day(d));
-        } else if let Some((y, m)) = raw.split_once('-')
-            && m.len() == 2
-            && let (Some(y), Ok(m)) = (year_of(y), m.parse::<u32>())
-            && let Some(p) = Period::month(y, m)
-        {
-            out.push(p);
+        if iso_of(raw).is_some() {
+            words.push(raw);
+        } else {
+            words.extend(raw.split('-'));
         }
     }
-    let words: Vec<&str> = lower
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty() && *w != "of" && *w != "the")
-        .collect();
+    words.retain(|w| !w.is_empty() && *w != "of" && *w != "the");
+    let mut out = Vec::new();
     let mut i = 0;
     while i < words.len() {
-        let w = |j: usize| words.get(i + j).copied().unwrap_or("");
-        // 7 July 2023
-        if let (Some(d), Some(m), Some(y)) = (day_of(w(0)), month_of(w(1)), year_of(w(2)))
-            && let Some(date) = NaiveDate::from_ymd_opt(y, m, d)
+        if let Some(bound) = bound_of(words[i])
+            && let Some((p, n)) = period_at(&words[i + 1..], true)
         {
-            out.push(Period::day(date));
-            i += 3;
+            out.push(p.bounded(bound));
+            i += 1 + n;
             continue;
         }
-        // July 7 2023
-        if let (Some(m), Some(d), Some(y)) = (month_of(w(0)), day_of(w(1)), year_of(w(2)))
-            && let Some(date) = NaiveDate::from_ymd_opt(y, m, d)
-        {
-            out.push(Period::day(date));
-            i += 3;
-            continue;
-        }
-        // July 2023
-        if let (Some(m), Some(y)) = (month_of(w(0)), year_of(w(1)))
-            && let Some(p) = Period::month(y, m)
-        {
+        if let Some((p, n)) = period_at(&words[i..], false) {
             out.push(p);
-            i += 2;
-            continue;
-        }
-        // in 2023
-        if matches!(w(0), "in" | "during" | "throughout" | "since" | "year")
-            && let Some(y) = year_of(w(1))
-            && let Some(p) = Period::year(y)
-        {
-            out.push(p);
-            i += 2;
+            i += n;
             continue;
         }
         i += 1;
@@ -166,7 +236,7 @@ pub fn periods_in(query: &str) -> Vec<Period> {
 
 /// The period's days as a half-open range of milliseconds since the epoch (UTC), widened
 /// by `slack_days` on both sides (a note's time may be in another time zone than the
-/// query's date, or written down a little later).
+/// query's date, or written down a little later). An open end is `i64::MIN` / `i64::MAX`.
 pub fn millis_range(p: &Period, slack_days: i64) -> (i64, i64) {
     let start = p
         .first
@@ -180,7 +250,17 @@ pub fn millis_range(p: &Period, slack_days: i64) -> (i64, i64) {
         d.and_hms_opt(0, 0, 0)
             .map_or(0, |t| t.and_utc().timestamp_millis())
     };
-    (ms(start), ms(end))
+    let start = if p.first == NaiveDate::MIN {
+        i64::MIN
+    } else {
+        ms(start)
+    };
+    let end = if p.last == NaiveDate::MAX {
+        i64::MAX
+    } else {
+        ms(end)
+    };
+    (start, end)
 }
 
 #[cfg(test)]
@@ -241,6 +321,36 @@ mod tests {
         assert!(periods_in("What may happen next?").is_empty());
         assert!(periods_in("room 2023 is booked").is_empty());
         assert!(periods_in("").is_empty());
+    }
+
+    #[test]
+    fn since_after_until_before_leave_one_end_open() {
+        let open_end = |q: &str| one(q).map(|(a, b)| (a, b == NaiveDate::MAX));
+        assert_eq!(
+            open_end("what changed since 2022?"),
+            Some((d(2022, 1, 1), true))
+        );
+        assert_eq!(open_end("trips after 2022"), Some((d(2023, 1, 1), true)));
+        assert_eq!(open_end("since 7 July 2023"), Some((d(2023, 7, 7), true)));
+        assert_eq!(open_end("after 2023-07-07"), Some((d(2023, 7, 8), true)));
+        assert_eq!(open_end("since March 2021"), Some((d(2021, 3, 1), true)));
+        let open_start = |q: &str| one(q).map(|(a, b)| (a == NaiveDate::MIN, b));
+        assert_eq!(open_start("until 2022"), Some((true, d(2022, 12, 31))));
+        assert_eq!(open_start("before 2022"), Some((true, d(2021, 12, 31))));
+        assert_eq!(
+            open_start("before May 3, 2023"),
+            Some((true, d(2023, 5, 2)))
+        );
+        let since = periods_in("since 2022")[0];
+        assert!(since.contains(d(2025, 6, 1)) && !since.contains(d(2021, 12, 31)));
+        // an open end is open in milliseconds too
+        let (a, b) = millis_range(&since, 1);
+        assert_eq!(b, i64::MAX);
+        assert_eq!(a, millis_range(&Period::year(2022).unwrap_or(since), 1).0);
+        let (a, _) = millis_range(&periods_in("before 2022")[0], 1);
+        assert_eq!(a, i64::MIN);
+        // a bound word without a date is nothing
+        assert!(periods_in("since then").is_empty());
     }
 
     #[test]

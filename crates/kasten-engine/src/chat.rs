@@ -87,6 +87,17 @@ pub struct Answer {
     pub usage: Option<Usage>,
 }
 
+impl Answer {
+    /// The notes the answer cites, in order of first citation (each with its `[n]`): the
+    /// citations, not every note shown to the model.
+    pub fn cited_notes(&self) -> Vec<&AnswerNote> {
+        self.citations
+            .iter()
+            .filter_map(|id| self.notes.iter().find(|n| &n.id == id))
+            .collect()
+    }
+}
+
 const SMALL_TALK_SYSTEM: &str = "You are Kasten, the user's note assistant. The user is making \
 small talk; reply in one short, friendly sentence and offer to answer questions about their \
 notes. Do not invent facts about the user.";
@@ -344,5 +355,43 @@ impl Engine {
 
     pub async fn clear_chat(&self, session: &str) -> Result<(), EngineError> {
         Ok(self.store.clear_chat(session).await?)
+    }
+}
+
+#[cfg(test)]
+mod cited_tests {
+    use super::*;
+
+    fn shown(n: usize) -> AnswerNote {
+        AnswerNote {
+            n,
+            id: NoteId::generate(),
+            content: format!("note {n}"),
+            created_at: Utc::now(),
+            score: 0.5,
+            cosine: 0.5,
+            via: vec!["vector".into()],
+            cited: false,
+        }
+    }
+
+    #[test]
+    fn cited_notes_are_the_citations_in_their_order_not_every_note_shown() {
+        let notes: Vec<AnswerNote> = (1..=4).map(shown).collect();
+        let a = Answer {
+            answer: "Yes [3], and also [1].".into(),
+            citations: vec![notes[2].id.clone(), notes[0].id.clone()],
+            notes,
+            not_in_memory: false,
+            retrieval: Retrieval::Used {
+                candidates: 4,
+                shown: 4,
+            },
+            invalid_citations: 0,
+            model: None,
+            usage: None,
+        };
+        let cited: Vec<usize> = a.cited_notes().iter().map(|n| n.n).collect();
+        assert_eq!(cited, vec![3, 1]);
     }
 }

@@ -113,6 +113,18 @@ impl Indexes {
         }
     }
 
+    /// `a` and `b` are no longer neighbours.
+    fn remove_link(&mut self, a: &NoteId, b: &NoteId) {
+        for (x, y) in [(a, b), (b, a)] {
+            if let Some(v) = self.links.get_mut(x) {
+                v.retain(|n| n != y);
+                if v.is_empty() {
+                    self.links.remove(x);
+                }
+            }
+        }
+    }
+
     fn remove_note(&mut self, id: &NoteId) {
         self.vector.remove(id);
         self.text.remove(id);
@@ -473,14 +485,18 @@ impl Engine {
                 job: Some(JobId::generate()),
             })
             .collect();
-        let (notes, writes, merge_writes, merges) = if merge {
-            self.find_merges(notes, writes, &vectors, &dated, now)
-                .await?
+        let (notes, writes, merge_writes, merges, differs) = if merge {
+            let f = self
+                .find_merges(notes, writes, &vectors, &dated, now)
+                .await?;
+            (f.notes, f.writes, f.merges, f.infos, f.differs)
         } else {
-            (notes, writes, Vec::new(), Vec::new())
+            (notes, writes, Vec::new(), Vec::new(), Vec::new())
         };
         let t1 = Instant::now();
-        self.store.insert_notes_with(&writes, &merge_writes).await?;
+        self.store
+            .insert_notes_with(&writes, &merge_writes, &differs)
+            .await?;
         let store_time = t1.elapsed();
         let mut ix = self.write_indexes()?;
         for ((n, v), text) in notes.iter().zip(&vectors).zip(&texts) {
@@ -491,6 +507,11 @@ impl Engine {
             ix.text.upsert(n.id.clone(), text);
             ix.timeline
                 .upsert(n.id.clone(), n.source.as_deref(), n.created_at);
+        }
+        for d in differs.iter().filter(|d| d.accepted) {
+            if ix.vector.contains(&d.from) && ix.vector.contains(&d.to) {
+                ix.add_link(&d.from, &d.to);
+            }
         }
         Ok(AddedBatch {
             notes,
@@ -519,12 +540,23 @@ impl Engine {
         Ok(self.store.count_notes().await?)
     }
 
-    /// Deletes a note with its links and jobs.
+    /// How many notes [`Engine::list`] can show (every status but merged), and how many
+    /// are merged into another note (hidden until the merge is undone).
+    pub async fn list_counts(&self) -> Result<ListCounts, EngineError> {
+        let (total, merged) = self.store.count_listed_and_merged().await?;
+        Ok(ListCounts { total, merged })
+    }
+
+    /// Deletes a note with its links and jobs. Notes merged into it come back as regular
+    /// notes (indexed, enrichment queued if they were never enriched).
     pub async fn delete(&self, id: &NoteId) -> Result<(), EngineError> {
-        if !self.store.delete_note(id).await? {
+        let Some(back) = self.store.delete_note(id).await? else {
             return Err(EngineError::NotFound(id.clone()));
-        }
+        };
         self.write_indexes()?.remove_note(id);
+        for n in &back {
+            self.index_note(n).await?;
+        }
         Ok(())
     }
 
@@ -569,6 +601,13 @@ impl Engine {
     pub fn vector_index_bytes(&self) -> Result<usize, EngineError> {
         Ok(self.read_indexes()?.vector.memory_bytes())
     }
+}
+
+/// See [`Engine::list_counts`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListCounts {
+    pub total: u64,
+    pub merged: u64,
 }
 
 /// What [`Engine::add_batch`] saved, with where the time went.

@@ -5,6 +5,12 @@
 //! rolling back the merge turns the new note into a regular one (indexed, enrichment
 //! queued); accepting it keeps it folded in. Nothing is lost either way.
 //!
+//! Two notes that read alike but state different facts — other numbers, amounts or dates,
+//! the same numbers in another order, other names (`kasten_core::facts`) — are never
+//! merged: "Anna paid 90 euros for the concert tickets" after "Anna paid 40 euros …" is a
+//! new note, with a `contradicts` link to the older one whose reason names what differs,
+//! applied or proposed per the review policy for links like a merge.
+//!
 //! A note given an explicit time (`--time`, an import, a conversation turn) that lies more
 //! than [`SAME_EVENT_WINDOW_HOURS`] from the other note's time records a repeated event
 //! ("went hiking" in March and in July), not the same fact told twice: it is not merged.
@@ -12,10 +18,11 @@
 use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
+use kasten_core::facts;
 use kasten_core::lifecycle::Reinforce;
 use kasten_core::text::Tokenizer;
 use kasten_core::{JobId, Note, NoteId, NoteStatus};
-use kasten_store::{LinkRecord, MergeWrite, NoteWrite};
+use kasten_store::{DifferWrite, LinkRecord, MergeWrite, NoteWrite};
 use serde::{Deserialize, Serialize};
 
 use crate::pipeline::PolicyMode;
@@ -29,6 +36,8 @@ const MERGE_CANDIDATES: usize = 3;
 pub const SAME_EVENT_WINDOW_HOURS: i64 = 24;
 /// Link kind of a merge.
 pub const SAME_ENTITY: &str = "same-entity";
+/// Link kind between a new note and one it reads like but whose facts differ.
+pub const CONTRADICTS: &str = "contradicts";
 
 /// When a new note counts as a near-duplicate.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -78,7 +87,16 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
     a.iter().zip(b).map(|(x, y)| x * y).sum()
 }
 
-type Found = (Vec<Note>, Vec<NoteWrite>, Vec<MergeWrite>, Vec<MergeInfo>);
+/// What merge on write decided for a batch: the notes and their writes (merged ones
+/// marked), the merges, what to report of them, and the links between notes that read
+/// alike but whose facts differ.
+pub(crate) struct Found {
+    pub notes: Vec<Note>,
+    pub writes: Vec<NoteWrite>,
+    pub merges: Vec<MergeWrite>,
+    pub infos: Vec<MergeInfo>,
+    pub differs: Vec<DifferWrite>,
+}
 
 impl Engine {
     pub async fn merge_options(&self) -> Result<MergeOptions, EngineError> {
@@ -104,8 +122,15 @@ impl Engine {
         now: DateTime<Utc>,
     ) -> Result<Found, EngineError> {
         let opts = self.merge_options().await?;
+        let unmerged = |notes, writes| Found {
+            notes,
+            writes,
+            merges: Vec::new(),
+            infos: Vec::new(),
+            differs: Vec::new(),
+        };
         if !opts.enabled || notes.is_empty() {
-            return Ok((notes, writes, Vec::new(), Vec::new()));
+            return Ok(unmerged(notes, writes));
         }
         // candidates: the nearest indexed notes and the earlier notes of this batch at or
         // above the cosine threshold, best first
@@ -128,7 +153,7 @@ impl Engine {
             }
         }
         if cands.is_empty() {
-            return Ok((notes, writes, Vec::new(), Vec::new()));
+            return Ok(unmerged(notes, writes));
         }
         let existing: Vec<NoteId> = cands
             .iter()
@@ -154,6 +179,8 @@ impl Engine {
         let mut merge_writes = Vec::new();
         let mut infos = Vec::new();
         let mut merged: HashSet<usize> = HashSet::new();
+        // per new note, the nearest note it reads like but whose facts differ
+        let mut differs: HashMap<usize, DifferWrite> = HashMap::new();
         for (i, target, cos, j) in cands {
             if merged.contains(&i) {
                 continue;
@@ -174,6 +201,24 @@ impl Engine {
             }
             let jac = jaccard(&tokenizer, &notes[i].content, &target_text);
             if jac < opts.min_jaccard {
+                continue;
+            }
+            let different = facts::differences(&notes[i].content, &target_text);
+            if !different.is_empty() {
+                differs.entry(i).or_insert_with(|| DifferWrite {
+                    from: notes[i].id.clone(),
+                    to: target.clone(),
+                    kind: CONTRADICTS.into(),
+                    reason: format!(
+                        "reads like note {target} (cosine {cos:.2}, {:.0}% of words shared) \
+                         but states other facts: {}",
+                        jac * 100.0,
+                        different.join("; ")
+                    ),
+                    confidence: f64::from(cos),
+                    accepted,
+                    at: now,
+                });
                 continue;
             }
             let event = JobId::generate().to_string();
@@ -203,7 +248,19 @@ impl Engine {
                 status: if accepted { "accepted" } else { "proposed" }.into(),
             });
         }
-        Ok((notes, writes, merge_writes, infos))
+        // a note merged into another after all is hidden: no link of its own
+        let mut differs: Vec<(usize, DifferWrite)> = differs
+            .into_iter()
+            .filter(|(i, _)| !merged.contains(i))
+            .collect();
+        differs.sort_by_key(|(i, _)| *i);
+        Ok(Found {
+            notes,
+            writes,
+            merges: merge_writes,
+            infos,
+            differs: differs.into_iter().map(|(_, d)| d).collect(),
+        })
     }
 
     /// After a review changed the status of a merge link: a merge that is in force
@@ -237,5 +294,88 @@ impl Engine {
             _ => {}
         }
         Ok(())
+    }
+}
+
+/// Measures the merge rule on real near-duplicates: the turns of a LoCoMo file (path in
+/// `KASTEN_LOCOMO`) embedded with the real model; every pair of turns of one conversation
+/// at or above the default thresholds, and how many of them the facts rule still merges.
+/// `cargo test -p kasten-engine locomo_near_duplicates -- --ignored --nocapture`
+#[cfg(test)]
+mod locomo_measure {
+    #![allow(clippy::panic)]
+    use super::*;
+    use kasten_embed::{Embedder, FastEmbedder};
+
+    #[test]
+    #[ignore = "a measurement: needs the embedding model and KASTEN_LOCOMO=<a LoCoMo file>"]
+    fn locomo_near_duplicates() {
+        let path = std::env::var("KASTEN_LOCOMO")
+            .unwrap_or_else(|_| panic!("set KASTEN_LOCOMO to a LoCoMo JSON file"));
+        let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        let samples = kasten_core::locomo::parse(&bytes).unwrap_or_else(|e| panic!("{e}"));
+        let embedder = FastEmbedder::load_default().unwrap_or_else(|e| panic!("{e}"));
+        let opts = MergeOptions::default();
+        let tokenizer = Tokenizer::default();
+        // the default thresholds, and looser ones for a larger sample of similar turns
+        let levels = [
+            (opts.min_cosine, opts.min_jaccard),
+            (0.85, 0.4),
+            (0.80, 0.3),
+        ];
+        // per level: pairs, within one session, still merged, kept apart
+        let mut counts = [[0usize; 4]; 3];
+        let mut turns = 0;
+        let mut examples = Vec::new();
+        for s in &samples {
+            let notes: Vec<(u32, String)> = s
+                .turns()
+                .map(|(session, t)| (session.number, t.note_content()))
+                .collect();
+            turns += notes.len();
+            let mut vectors = Vec::new();
+            for chunk in notes.chunks(64) {
+                let texts: Vec<&str> = chunk.iter().map(|(_, t)| t.as_str()).collect();
+                vectors.extend(embedder.embed(&texts).unwrap_or_else(|e| panic!("{e}")));
+            }
+            for i in 0..notes.len() {
+                for j in 0..i {
+                    let cos = dot(&vectors[i], &vectors[j]);
+                    if cos < 0.80 {
+                        continue;
+                    }
+                    let jac = jaccard(&tokenizer, &notes[i].1, &notes[j].1);
+                    let d = facts::differences(&notes[i].1, &notes[j].1);
+                    for (l, (c, jm)) in levels.iter().enumerate() {
+                        if cos < *c || jac < *jm {
+                            continue;
+                        }
+                        counts[l][0] += 1;
+                        counts[l][1] += usize::from(notes[i].0 == notes[j].0);
+                        counts[l][if d.is_empty() { 2 } else { 3 }] += 1;
+                        if l == 1 {
+                            examples.push(format!(
+                                "{} cos {cos:.3} jac {jac:.2} | {} | {} | {}",
+                                if d.is_empty() { "MERGE" } else { "APART" },
+                                notes[j].1,
+                                notes[i].1,
+                                d.join("; ")
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        println!("{} conversations, {turns} turns", samples.len());
+        for ((c, j), [pairs, same, kept, apart]) in levels.iter().zip(counts) {
+            println!(
+                "cosine >= {c} and jaccard >= {j}: {pairs} pairs ({same} within one session); \
+                 still merged {kept}, kept apart {apart}"
+            );
+        }
+        for e in &examples {
+            println!("{e}");
+        }
+        assert!(turns > 0, "no turns in {path}");
     }
 }

@@ -258,7 +258,10 @@ impl Engine {
         actor: &str,
     ) -> Result<ReviewOutcome, EngineError> {
         if let Some(r) = self.store.revision(id).await? {
-            let mut out = match ReviewStatus::of_revision(&r.status, r.reviewed) {
+            // the accept, and the user's adjustment on top of it: one transaction
+            let (mut batch, fields, embedding, content) = match ReviewStatus::of_revision(
+                &r.status, r.reviewed,
+            ) {
                 ReviewStatus::Proposed => {
                     let note = self.current(&r.note).await?;
                     let cur = fields_of(&note);
@@ -281,7 +284,12 @@ impl Engine {
                         )
                         .await?;
                     let batch = ReviewBatch {
-                        field_changes: vec![self.change(&r.note, cur, to, embedding)],
+                        field_changes: vec![self.change(
+                            &r.note,
+                            cur,
+                            to.clone(),
+                            embedding.clone(),
+                        )],
                         revision_status: vec![(r.id.clone(), "applied".into(), true)],
                         audit: vec![audit(
                             "accept",
@@ -292,17 +300,10 @@ impl Engine {
                         )],
                         ..ReviewBatch::default()
                     };
-                    self.commit_review(&batch).await?;
-                    ReviewOutcome {
-                        action: "accept".into(),
-                        target: id.into(),
-                        notes: vec![r.note.to_string()],
-                        revisions: 1,
-                        links: 0,
-                    }
+                    (batch, to, Some(embedding), note.content)
                 }
                 ReviewStatus::Applied => {
-                    self.commit_review(&ReviewBatch {
+                    let batch = ReviewBatch {
                         revision_status: vec![(r.id.clone(), "applied".into(), true)],
                         audit: vec![audit(
                             "accept",
@@ -312,14 +313,13 @@ impl Engine {
                             "kept the applied edit",
                         )],
                         ..ReviewBatch::default()
-                    })
-                    .await?;
-                    ReviewOutcome {
-                        action: "accept".into(),
-                        target: id.into(),
-                        notes: vec![r.note.to_string()],
-                        revisions: 1,
-                        links: 0,
+                    };
+                    if edit.is_empty() {
+                        (batch, Fields::default(), None, String::new())
+                    } else {
+                        let note = self.current(&r.note).await?;
+                        let embedding = self.store.embedding_of(&r.note).await?;
+                        (batch, fields_of(&note), embedding, note.content)
                     }
                 }
                 s => {
@@ -328,12 +328,36 @@ impl Engine {
                     ))));
                 }
             };
-            if !edit.is_empty() {
-                self.edit_note(&r.note, edit, actor, "adjusted while accepting")
-                    .await?;
-                out.action = "accept_edited".into();
+            if !edit.is_empty()
+                && let Some((change, revision, entry)) = self
+                    .edit_parts(
+                        &r.note,
+                        &content,
+                        &fields,
+                        embedding,
+                        edit,
+                        actor,
+                        "adjusted while accepting",
+                    )
+                    .await?
+            {
+                batch.field_changes.push(change);
+                batch.new_revisions.push(revision);
+                batch.audit.push(entry);
             }
-            return Ok(out);
+            self.commit_review(&batch).await?;
+            return Ok(ReviewOutcome {
+                action: if edit.is_empty() {
+                    "accept"
+                } else {
+                    "accept_edited"
+                }
+                .into(),
+                target: id.into(),
+                notes: vec![r.note.to_string()],
+                revisions: 1,
+                links: 0,
+            });
         }
         if let Some(l) = self.store.link(id).await? {
             if !edit.is_empty() {
@@ -352,6 +376,31 @@ impl Engine {
                 .await;
         }
         Err(EngineError::UnknownItem(id.to_owned()))
+    }
+
+    /// Accepts every waiting link (proposed, or applied and not yet reviewed) whose
+    /// confidence is at least `min_confidence`, in one transaction; returns how many.
+    pub async fn accept_links_above(
+        &self,
+        min_confidence: f64,
+        actor: &str,
+    ) -> Result<usize, EngineError> {
+        let accepted = self
+            .store
+            .accept_links_above(
+                min_confidence,
+                actor,
+                "accepted with every link above a confidence",
+            )
+            .await?;
+        let mut ix = self.write_indexes()?;
+        for (_, a, b) in &accepted {
+            if ix.vector.contains(a) && ix.vector.contains(b) {
+                ix.add_link(a, b);
+            }
+        }
+        // a merge stays in force from proposed to accepted: nothing to settle
+        Ok(accepted.len())
     }
 
     /// Rejects a link or edit. An applied edit is rolled back (same conflict rule).
@@ -568,32 +617,29 @@ impl Engine {
     ) -> Result<ReviewOutcome, EngineError> {
         let note = self.current(id).await?;
         let before = fields_of(&note);
-        let after = edit.apply(&before);
-        if after == before {
+        let embedding_before = self.store.embedding_of(id).await?;
+        let Some((change, revision, entry)) = self
+            .edit_parts(
+                id,
+                &note.content,
+                &before,
+                embedding_before,
+                edit,
+                actor,
+                reason,
+            )
+            .await?
+        else {
             return Ok(ReviewOutcome {
                 action: "edit".into(),
                 target: id.to_string(),
                 ..ReviewOutcome::default()
             });
-        }
-        let embedding_before = self.store.embedding_of(id).await?;
-        let embedding = self.embedding_for(&note.content, &after, None).await?;
+        };
         let batch = ReviewBatch {
-            field_changes: vec![self.change(id, before.clone(), after.clone(), embedding.clone())],
-            new_revisions: vec![NewRevision {
-                note: id.clone(),
-                actor: actor.into(),
-                reason: if reason.is_empty() {
-                    "edit".into()
-                } else {
-                    reason.into()
-                },
-                before,
-                after,
-                embedding_before,
-                embedding_after: embedding,
-            }],
-            audit: vec![audit("edit", id.as_str(), &[id], actor, reason)],
+            field_changes: vec![change],
+            new_revisions: vec![revision],
+            audit: vec![entry],
             ..ReviewBatch::default()
         };
         self.commit_review(&batch).await?;
@@ -604,6 +650,43 @@ impl Engine {
             revisions: 1,
             links: 0,
         })
+    }
+
+    /// What a user's edit of a note whose fields are `before` (with `embedding_before`)
+    /// writes: the field change, its revision and audit entry; `None` if it changes nothing.
+    #[allow(clippy::too_many_arguments)]
+    async fn edit_parts(
+        &self,
+        id: &NoteId,
+        content: &str,
+        before: &Fields,
+        embedding_before: Option<Vec<f32>>,
+        edit: &FieldEdit,
+        actor: &str,
+        reason: &str,
+    ) -> Result<Option<(FieldChange, NewRevision, AuditEntry)>, EngineError> {
+        let after = edit.apply(before);
+        if &after == before {
+            return Ok(None);
+        }
+        let embedding = self.embedding_for(content, &after, None).await?;
+        Ok(Some((
+            self.change(id, before.clone(), after.clone(), embedding.clone()),
+            NewRevision {
+                note: id.clone(),
+                actor: actor.into(),
+                reason: if reason.is_empty() {
+                    "edit".into()
+                } else {
+                    reason.into()
+                },
+                before: before.clone(),
+                after,
+                embedding_before,
+                embedding_after: embedding,
+            },
+            audit("edit", id.as_str(), &[id], actor, reason),
+        )))
     }
 
     /// A note's complete history, oldest first: creation, construction, evolutions, user
@@ -822,11 +905,16 @@ impl Engine {
         })?;
         let ids: Vec<NoteId> = batch.field_changes.iter().map(|c| c.note.clone()).collect();
         let notes = self.store.get_notes(&ids).await?;
-        let links = if batch.link_status.is_empty() {
-            None
-        } else {
-            Some(self.store.accepted_links().await?)
-        };
+        // the link adjacency changes only between the ends of the links reviewed: they are
+        // neighbours while any accepted link joins them
+        let mut ends: Vec<(NoteId, NoteId, bool)> = Vec::new();
+        for (link, _, _) in &batch.link_status {
+            if let Some(l) = self.store.link(link).await? {
+                let (a, b) = link_notes(&l)?;
+                let joined = self.store.linked(&a, &b).await?;
+                ends.push((a, b, joined));
+            }
+        }
         {
             let mut ix = self.write_indexes()?;
             for (c, n) in batch
@@ -837,12 +925,11 @@ impl Engine {
                 ix.vector.upsert(n.id.clone(), &c.embedding)?;
                 ix.text.upsert(n.id.clone(), &n.index_text());
             }
-            if let Some(links) = links {
-                ix.links.clear();
-                for (a, b) in &links {
-                    if ix.vector.contains(a) && ix.vector.contains(b) {
-                        ix.add_link(a, b);
-                    }
+            for (a, b, joined) in &ends {
+                if *joined && ix.vector.contains(a) && ix.vector.contains(b) {
+                    ix.add_link(a, b);
+                } else if !*joined {
+                    ix.remove_link(a, b);
                 }
             }
         }

@@ -507,3 +507,175 @@ async fn queue_pages_are_filtered_and_ordered_by_the_store() {
     );
     e.close().await;
 }
+
+/// An embedder that cannot embed texts containing "unembeddable" (a model error), and is
+/// otherwise [`HashEmbedder`].
+struct Picky(std::sync::Arc<dyn kasten_embed::Embedder>);
+
+impl kasten_embed::Embedder for Picky {
+    fn model_id(&self) -> &str {
+        self.0.model_id()
+    }
+    fn dim(&self) -> usize {
+        self.0.dim()
+    }
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, kasten_embed::EmbedError> {
+        if texts.iter().any(|t| t.contains("unembeddable")) {
+            return Err(kasten_embed::EmbedError::Model("cannot embed this".into()));
+        }
+        self.0.embed(texts)
+    }
+}
+
+/// Accept-with-edit is one transaction: when the adjustment fails, the proposal is not
+/// accepted either and the note is as it was.
+#[tokio::test]
+async fn an_accept_whose_edit_fails_accepts_nothing() {
+    let fake = FakeLlm::start(Mode::Normal).await.unwrap();
+    let config = LlmConfig {
+        provider: Provider::Openai,
+        base_url: fake.openai_base_url(),
+        model: "fake".into(),
+        api_key: None,
+    };
+    let llm = LlmClient::new(
+        config,
+        ClientOptions {
+            max_retries: 0,
+            ..ClientOptions::default()
+        },
+    )
+    .unwrap();
+    let e = Engine::open_with(
+        &Endpoint::Mem,
+        std::sync::Arc::new(Picky(HashEmbedder::arc("h", 64, 7))),
+        EngineOptions {
+            llm: Some(llm),
+            pipeline: PipelineOptions {
+                workers: 1,
+                ..PipelineOptions::default()
+            },
+        },
+        &|_| {},
+    )
+    .await
+    .unwrap();
+    e.set_policy(&Policy {
+        links: PolicyMode::Review,
+        edits: PolicyMode::Review,
+        auto_accept_confidence: None,
+    })
+    .await
+    .unwrap();
+    let a = e
+        .add(NewNote::new("Melanie runs a pottery studio").unwrap())
+        .await
+        .unwrap()
+        .id;
+    e.run_pending(&|_| {}).await.unwrap();
+    let before = snapshot(&e, std::slice::from_ref(&a)).await;
+    let edit = e
+        .proposals(&[], 100)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|i| i.kind == "edit" && i.note == a.to_string())
+        .expect("a proposed edit");
+    let r = e
+        .accept(
+            &edit.id,
+            &FieldEdit {
+                context: Some("an unembeddable context".into()),
+                ..FieldEdit::default()
+            },
+            "user",
+        )
+        .await;
+    assert!(r.is_err(), "{r:?}");
+    assert_eq!(snapshot(&e, std::slice::from_ref(&a)).await, before);
+    let still = e.proposals(&[ReviewStatus::Proposed], 100).await.unwrap();
+    assert!(still.iter().any(|i| i.id == edit.id), "{still:?}");
+    assert!(
+        !e.history(&a)
+            .await
+            .unwrap()
+            .iter()
+            .any(|x| x.action == "accept")
+    );
+    e.close().await;
+}
+
+/// "Accept all above a confidence" is one store transaction over the links that qualify;
+/// the link index follows without reloading every link.
+#[tokio::test]
+async fn accepting_all_links_above_a_confidence_takes_exactly_those() {
+    let fake = FakeLlm::start(Mode::Normal).await.unwrap();
+    let e = engine(&fake).await;
+    e.set_policy(&Policy {
+        links: PolicyMode::Review,
+        edits: PolicyMode::Review,
+        auto_accept_confidence: None,
+    })
+    .await
+    .unwrap();
+    for t in [
+        "Melanie runs a pottery studio",
+        "Melanie's pottery studio opens in June",
+        "The pottery studio sells bowls",
+    ] {
+        e.add(NewNote::new(t).unwrap()).await.unwrap();
+    }
+    e.run_pending(&|_| {}).await.unwrap();
+    let links: Vec<_> = e
+        .proposals(&[], 100)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|i| i.kind == "link")
+        .collect();
+    assert!(!links.is_empty());
+    assert_eq!(e.accept_links_above(2.0, "user").await.unwrap(), 0);
+    assert!(e.store().accepted_links().await.unwrap().is_empty());
+    let n = e.accept_links_above(0.0, "user").await.unwrap();
+    assert_eq!(n, links.len());
+    assert_eq!(e.store().accepted_links().await.unwrap().len(), links.len());
+    assert!(
+        e.proposals(&[], 100)
+            .await
+            .unwrap()
+            .iter()
+            .all(|i| i.kind != "link")
+    );
+    // the in-memory adjacency is what a full reload would build
+    let incremental = e.read_indexes().unwrap().links.clone();
+    e.reload_links().await.unwrap();
+    let mut a: Vec<_> = incremental.into_iter().collect();
+    let mut b: Vec<_> = e
+        .read_indexes()
+        .unwrap()
+        .links
+        .clone()
+        .into_iter()
+        .collect();
+    for v in a.iter_mut().chain(b.iter_mut()) {
+        v.1.sort();
+    }
+    a.sort();
+    b.sort();
+    assert_eq!(a, b);
+    assert!(!a.is_empty());
+    // rejecting one accepted link takes its notes apart unless another link joins them
+    let first = &links[0];
+    e.reject(&first.id, "user").await.unwrap();
+    let from = NoteId::parse(&first.note).unwrap();
+    let to = NoteId::parse(first.target.as_deref().unwrap_or_default()).unwrap();
+    let joined = e.store().linked(&from, &to).await.unwrap();
+    let neighbours = e
+        .read_indexes()
+        .unwrap()
+        .links
+        .get(&from)
+        .is_some_and(|v| v.contains(&to));
+    assert_eq!(neighbours, joined);
+    e.close().await;
+}

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use kasten_core::fusion::{self, FusedHit, Via};
 use kasten_core::ranking::{self, Signals, Weights};
 use kasten_core::{Note, NoteId, period};
+use kasten_store::views::NoteFilter;
 use serde::Serialize;
 
 use crate::{Engine, EngineError};
@@ -17,6 +18,8 @@ use crate::{Engine, EngineError};
 /// so a note ranked modestly by both lists can still win the fusion.
 const CANDIDATES_PER_HIT: usize = 3;
 const MIN_CANDIDATES: usize = 30;
+/// How many of the whole memory's best notes a filtered search chooses from (at least).
+pub const FILTER_POOL: usize = 200;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct SearchHit {
@@ -373,6 +376,34 @@ impl Engine {
         self.search_with(query, k, &options).await
     }
 
+    /// [`Engine::search`] among the notes `filter` admits (a Box's members, a tag, an
+    /// enrichment state): the best `k` of them among the best [`FILTER_POOL`] (or `10 k`)
+    /// notes of the whole memory.
+    pub async fn search_filtered(
+        &self,
+        query: &str,
+        k: usize,
+        filter: &NoteFilter,
+    ) -> Result<SearchOutput, EngineError> {
+        if filter.tag.is_none() && filter.enrich_state.is_none() && filter.ids.is_none() {
+            return self.search(query, k).await;
+        }
+        let mut out = self
+            .search(query, k.saturating_mul(10).max(FILTER_POOL))
+            .await?;
+        let ids: Option<HashSet<&NoteId>> = filter.ids.as_ref().map(|v| v.iter().collect());
+        out.hits.retain(|h| {
+            ids.as_ref().is_none_or(|s| s.contains(&h.note.id))
+                && filter.tag.as_ref().is_none_or(|t| h.note.tags.contains(t))
+                && filter
+                    .enrich_state
+                    .as_deref()
+                    .is_none_or(|e| h.note.enrich_state.label() == e)
+        });
+        out.hits.truncate(k);
+        Ok(out)
+    }
+
     /// [`Engine::search`] with explicit options.
     pub async fn search_with(
         &self,
@@ -450,6 +481,46 @@ mod tests {
         Utc.with_ymd_and_hms(y, m, d, 12, 0, 0)
             .single()
             .unwrap_or_default()
+    }
+
+    /// A filtered search returns only the notes the filter admits, even when others rank
+    /// higher.
+    #[tokio::test]
+    async fn a_filtered_search_keeps_to_the_box_tag_and_state() -> Result<(), EngineError> {
+        let e = open(&Endpoint::Mem).await?;
+        let notes = e
+            .add_batch(vec![
+                NewNote::new("the lake at sunrise, the lake at dawn")?,
+                NewNote::new("a lake")?,
+                NewNote::new("groceries are expensive")?,
+            ])
+            .await?
+            .notes;
+        let all = e.search("lake sunrise", 3).await?;
+        assert_eq!(all.hits[0].note.id, notes[0].id);
+        let in_box = kasten_store::views::NoteFilter {
+            ids: Some(vec![notes[1].id.clone(), notes[2].id.clone()]),
+            ..Default::default()
+        };
+        let hits = e.search_filtered("lake sunrise", 3, &in_box).await?.hits;
+        assert!(!hits.is_empty());
+        assert!(
+            hits.iter().all(|h| h.note.id != notes[0].id),
+            "a note outside the Box was found"
+        );
+        assert_eq!(hits[0].note.id, notes[1].id);
+        let failed = kasten_store::views::NoteFilter {
+            enrich_state: Some("failed".into()),
+            ..Default::default()
+        };
+        assert!(e.search_filtered("lake", 3, &failed).await?.hits.is_empty());
+        let tagged = kasten_store::views::NoteFilter {
+            tag: Some("nature".into()),
+            ..Default::default()
+        };
+        assert!(e.search_filtered("lake", 3, &tagged).await?.hits.is_empty());
+        e.close().await;
+        Ok(())
     }
 
     /// A chat session where the answer ("Last Friday, at the lake!") shares no word with

@@ -415,7 +415,7 @@ impl KastenMcp {
     ) -> Result<Json<Recent>, ErrorData> {
         let limit = args.limit.unwrap_or(20).clamp(1, MAX_RESULTS);
         let notes = self.engine.list(limit, 0).await.map_err(mcp_error)?;
-        let total = self.engine.count().await.map_err(mcp_error)?;
+        let total = self.engine.list_counts().await.map_err(mcp_error)?.total;
         Ok(Json(Recent {
             notes: notes.iter().map(note_out).collect(),
             total,

@@ -251,6 +251,32 @@ pub struct MergeWrite {
     pub at: DateTime<Utc>,
 }
 
+/// A link from a new note of a batch to a note it reads like but whose facts differ (see
+/// [`Store::insert_notes_with`]): created by `merge`, for review.
+#[derive(Debug, Clone)]
+pub struct DifferWrite {
+    pub from: NoteId,
+    pub to: NoteId,
+    pub kind: String,
+    pub reason: String,
+    pub confidence: f64,
+    /// Applied at once (the link is accepted) or held as a proposal.
+    pub accepted: bool,
+    pub at: DateTime<Utc>,
+}
+
+#[derive(Debug, SurrealValue)]
+#[surreal(crate = "surrealdb::types")]
+struct DifferInsert {
+    from: String,
+    to: String,
+    kind: String,
+    reason: String,
+    confidence: f64,
+    status: String,
+    at: DateTime<Utc>,
+}
+
 #[derive(Debug, SurrealValue)]
 #[surreal(crate = "surrealdb::types")]
 struct MergeInsert {
@@ -436,17 +462,19 @@ impl Store {
 
     /// Writes notes (and their jobs) in one transaction: all of them or none.
     pub async fn insert_notes(&self, writes: &[NoteWrite]) -> Result<(), StoreError> {
-        self.insert_notes_with(writes, &[]).await
+        self.insert_notes_with(writes, &[], &[]).await
     }
 
     /// [`Store::insert_notes`] where some of the notes are near-duplicates of existing
     /// ones: each merge records an event, the `same-entity` link from the new (merged)
     /// note to the one it repeats, and the reinforcement of the old note, in the same
-    /// transaction as the notes.
+    /// transaction as the notes; so does each link between a new note and one it reads like
+    /// but whose facts differ.
     pub async fn insert_notes_with(
         &self,
         writes: &[NoteWrite],
         merges: &[MergeWrite],
+        differs: &[DifferWrite],
     ) -> Result<(), StoreError> {
         if writes.is_empty() {
             return Ok(());
@@ -519,6 +547,16 @@ impl Store {
                 };
                 UPDATE $old SET strength = $m.strength, last_accessed = $m.at, access_count += 1;
             };
+            FOR $d IN $differs {
+                LET $from = type::record('note', $d.from);
+                LET $to = type::record('note', $d.to);
+                IF record::exists($to) {
+                    RELATE $from->link->$to CONTENT {
+                        kind: $d.kind, reason: $d.reason, confidence: $d.confidence,
+                        created_by: 'merge', status: $d.status, reviewed: false, created_at: $d.at
+                    };
+                };
+            };
             COMMIT TRANSACTION;";
         let merges: Vec<MergeInsert> = merges
             .iter()
@@ -533,12 +571,25 @@ impl Store {
                 at: m.at,
             })
             .collect();
+        let differs: Vec<DifferInsert> = differs
+            .iter()
+            .map(|d| DifferInsert {
+                from: d.from.to_string(),
+                to: d.to.to_string(),
+                kind: d.kind.clone(),
+                reason: d.reason.clone(),
+                confidence: d.confidence,
+                status: if d.accepted { "accepted" } else { "proposed" }.to_owned(),
+                at: d.at,
+            })
+            .collect();
         let mut resp = self
             .db
             .query(q)
             .bind(("notes", notes))
             .bind(("jobs", jobs))
             .bind(("merges", merges))
+            .bind(("differs", differs))
             .await
             .map_err(StoreError::from_db)?;
         first_real_error(&mut resp)
@@ -607,24 +658,100 @@ impl Store {
         Ok(n.unwrap_or(0).max(0) as u64)
     }
 
+    /// Notes `list_notes` shows (every status but `merged`) and notes merged into another.
+    pub async fn count_listed_and_merged(&self) -> Result<(u64, u64), StoreError> {
+        let mut resp = self
+            .db
+            .query(
+                "SELECT count(status != 'merged') AS listed, count(status = 'merged') AS merged \
+                 FROM note GROUP ALL",
+            )
+            .await
+            .map_err(StoreError::from_db)?;
+        let listed: Option<i64> = resp.take((0, "listed")).map_err(StoreError::from_db)?;
+        let merged: Option<i64> = resp.take((0, "merged")).map_err(StoreError::from_db)?;
+        let n = |x: Option<i64>| x.unwrap_or(0).max(0) as u64;
+        Ok((n(listed), n(merged)))
+    }
+
     /// Deletes a note, its links (both directions) and its queued jobs in one transaction.
-    /// Returns whether the note existed.
-    pub async fn delete_note(&self, id: &NoteId) -> Result<bool, StoreError> {
+    /// Notes merged into it (by a merge in force: proposed or accepted) come back as regular
+    /// notes in the same transaction, with an `unmerge` audit entry and an enrichment job if
+    /// they were never enriched. Returns `None` if the note did not exist, else the notes
+    /// that came back (the caller indexes them).
+    pub async fn delete_note(&self, id: &NoteId) -> Result<Option<Vec<NoteId>>, StoreError> {
+        #[derive(Debug, SurrealValue)]
+        #[surreal(crate = "surrealdb::types")]
+        struct Freed {
+            note: String,
+            job: String,
+        }
+        // the notes merged into this one, with a job id ready for each
+        let mut resp = self
+            .db
+            .query(
+                "LET $r = type::record('note', $id);
+                 SELECT VALUE record::id(in) FROM link WHERE out = $r AND kind = 'same-entity'
+                     AND created_by = 'merge' AND status IN ['proposed', 'accepted'];",
+            )
+            .bind(("id", id.to_string()))
+            .await
+            .map_err(StoreError::from_db)?;
+        let dups: Vec<String> = resp.take(1).map_err(StoreError::from_db)?;
+        let freed: Vec<Freed> = dups
+            .into_iter()
+            .map(|note| Freed {
+                note,
+                job: kasten_core::JobId::generate().to_string(),
+            })
+            .collect();
         let q = "BEGIN TRANSACTION;
             LET $r = type::record('note', $id);
             LET $existed = (SELECT VALUE id FROM ONLY $r) != NONE;
+            LET $back = IF $existed { $freed.filter(|$f| (SELECT VALUE status FROM ONLY type::record('note', $f.note)) = 'merged') } ELSE { [] };
+            FOR $f IN $back {
+                LET $d = type::record('note', $f.note);
+                UPDATE $d SET status = 'active';
+                CREATE audit CONTENT { action: 'unmerge', target: $f.note, notes: [$d], actor: 'user',
+                    reason: 'the note it was merged into was deleted', at: time::now() };
+                IF (SELECT VALUE enrich_state FROM ONLY $d) != 'done'
+                    AND array::len(SELECT VALUE id FROM job WHERE note = $d AND state IN ['queued', 'running']) = 0 {
+                    CREATE type::record('job', $f.job) CONTENT { note: $d, kind: 'enrich',
+                        state: 'queued', attempts: 0, created_at: time::now(), updated_at: time::now() };
+                };
+            };
             DELETE link WHERE in = $r OR out = $r;
             DELETE job WHERE note = $r;
             DELETE $r;
-            RETURN $existed;
+            RETURN { existed: $existed, back: $back.map(|$f| $f.note) };
             COMMIT TRANSACTION;";
         let mut resp = self
             .db
             .query(q)
             .bind(("id", id.to_string()))
+            .bind(("freed", freed))
             .await
             .map_err(StoreError::from_db)?;
-        returned_bool(&mut resp)
+        first_real_error(&mut resp)?;
+        #[derive(Debug, SurrealValue)]
+        #[surreal(crate = "surrealdb::types")]
+        struct Deleted {
+            existed: bool,
+            back: Vec<String>,
+        }
+        let n = resp.num_statements();
+        let d: Option<Deleted> = resp
+            .take(n.saturating_sub(2))
+            .map_err(StoreError::from_db)?;
+        match d {
+            Some(d) if d.existed => Ok(Some(
+                d.back
+                    .iter()
+                    .map(|s| NoteId::parse(s).map_err(|e| StoreError::Corrupt(e.to_string())))
+                    .collect::<Result<_, _>>()?,
+            )),
+            _ => Ok(None),
+        }
     }
 
     /// Links touching a note, in either direction.

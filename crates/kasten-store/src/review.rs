@@ -243,6 +243,70 @@ impl Store {
         row.map(RevisionRow::into_revision).transpose()
     }
 
+    /// Accepts every waiting LLM-made link (proposed, or applied and not yet reviewed) whose
+    /// confidence is at least `min_confidence`, each with its audit entry, in one
+    /// transaction. Returns the links accepted as (link id, from, to).
+    pub async fn accept_links_above(
+        &self,
+        min_confidence: f64,
+        actor: &str,
+        reason: &str,
+    ) -> Result<Vec<(String, NoteId, NoteId)>, StoreError> {
+        #[derive(SurrealValue)]
+        #[surreal(crate = "surrealdb::types")]
+        struct Row {
+            id: String,
+            a: String,
+            b: String,
+        }
+        let q = "BEGIN TRANSACTION;
+            LET $now = time::now();
+            LET $ls = (SELECT id, in, out FROM link WHERE created_by IN ['llm', 'merge']
+                AND confidence >= $min AND (status = 'proposed' OR (status = 'accepted' AND reviewed = false)));
+            FOR $l IN $ls {
+                UPDATE $l.id SET status = 'accepted', reviewed = true;
+                CREATE audit CONTENT { action: 'accept', target: record::id($l.id), notes: [$l.in, $l.out],
+                    actor: $actor, reason: $reason, at: $now };
+            };
+            RETURN $ls.map(|$l| { id: record::id($l.id), a: record::id($l.in), b: record::id($l.out) });
+            COMMIT TRANSACTION;";
+        let mut resp = self
+            .db
+            .query(q)
+            .bind(("min", min_confidence))
+            .bind(("actor", actor.to_owned()))
+            .bind(("reason", reason.to_owned()))
+            .await
+            .map_err(StoreError::from_db)?;
+        first_real_error(&mut resp)?;
+        let n = resp.num_statements();
+        let rows: Vec<Row> = resp
+            .take(n.saturating_sub(2))
+            .map_err(StoreError::from_db)?;
+        let parse = |s: &str| NoteId::parse(s).map_err(|e| StoreError::Corrupt(e.to_string()));
+        rows.into_iter()
+            .map(|r| Ok((r.id, parse(&r.a)?, parse(&r.b)?)))
+            .collect()
+    }
+
+    /// Whether an accepted link joins `a` and `b` (either direction, any kind).
+    pub async fn linked(&self, a: &NoteId, b: &NoteId) -> Result<bool, StoreError> {
+        let mut resp = self
+            .db
+            .query(
+                "LET $a = type::record('note', $a);
+                 LET $b = type::record('note', $b);
+                 RETURN array::len(SELECT VALUE id FROM link WHERE status = 'accepted'
+                     AND ((in = $a AND out = $b) OR (in = $b AND out = $a))) > 0;",
+            )
+            .bind(("a", a.to_string()))
+            .bind(("b", b.to_string()))
+            .await
+            .map_err(StoreError::from_db)?;
+        let v: Option<bool> = resp.take(2).map_err(StoreError::from_db)?;
+        Ok(v.unwrap_or(false))
+    }
+
     /// The newest LLM-made links (created by `llm` or `merge`) in the given review states,
     /// newest first, at most `limit`: one page of the review queue, filtered and ordered in
     /// the database so a page never reads the whole link table into memory.

@@ -120,10 +120,10 @@ async fn delete_removes_note_and_jobs_and_reports_absence() -> Result<(), StoreE
     let s = mem().await;
     let a = note("to delete");
     s.insert_notes(&[write(&a, vec![1.0])]).await?;
-    assert!(s.delete_note(&a.id).await?);
+    assert!(s.delete_note(&a.id).await?.is_some());
     assert_eq!(s.get_note(&a.id).await?, None);
     assert_eq!(s.queued_jobs().await?, 0);
-    assert!(!s.delete_note(&a.id).await?);
+    assert!(s.delete_note(&a.id).await?.is_none());
     s.close().await;
     Ok(())
 }

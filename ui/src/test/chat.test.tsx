@@ -53,6 +53,20 @@ describe("ChatView", () => {
     expect(screen.queryByTestId("citation")).toBeNull();
   });
 
+  it("maps [n] to the cited note with that number, not to the n-th citation", async () => {
+    ask.mockResolvedValue({
+      answer: "Yes [3].",
+      citations: [{ n: 3, id: "NOTE3", preview: "the third note shown" }],
+      not_in_memory: false,
+      skipped_retrieval: false,
+    });
+    const { ctx } = renderWith(<ChatView />);
+    await userEvent.type(screen.getByTestId("chat-input"), "q{Enter}");
+    await waitFor(() => expect(screen.getByTestId("chat-answer").getAttribute("data-done")).toBe("true"));
+    await userEvent.click(screen.getByTestId("citation"));
+    expect(ctx.openNote).toHaveBeenCalledWith("NOTE3");
+  });
+
   it("does not turn [n] without a matching citation into a link", async () => {
     ask.mockResolvedValue({ answer: "See [7].", citations: [], not_in_memory: false, skipped_retrieval: false });
     renderWith(<ChatView />);

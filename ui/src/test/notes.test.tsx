@@ -105,6 +105,17 @@ describe("NotesView", () => {
     await userEvent.type(screen.getByTestId("search-input"), "dog");
     expect(await screen.findByText("found it")).toBeTruthy();
     expect(screen.getByText(/vector \+ keyword · 0.91/)).toBeTruthy();
-    expect(mocked.search).toHaveBeenCalledWith("dog", 20);
+    expect(mocked.search).toHaveBeenCalledWith("dog", 20, { tag: null, enrich: null, box_id: null });
+  });
+
+  it("searches within the chosen Box", async () => {
+    mocked.listNotes.mockResolvedValue({ total: 1, offset: 0, notes: [note()] });
+    mocked.listBoxes.mockResolvedValue([{ id: "BOX1", label: "pets", size: 2 }]);
+    mocked.search.mockResolvedValue([]);
+    renderWith(<NotesView />);
+    await screen.findByRole("option", { name: "pets (2)" });
+    await userEvent.selectOptions(screen.getByLabelText("Filter by Box"), "BOX1");
+    await userEvent.type(screen.getByTestId("search-input"), "dog");
+    await waitFor(() => expect(mocked.search).toHaveBeenCalledWith("dog", 20, { tag: null, enrich: null, box_id: "BOX1" }));
   });
 });

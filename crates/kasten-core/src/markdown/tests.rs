@@ -35,6 +35,30 @@ fn front_matter_fields_tags_and_wikilinks_are_read() {
 }
 
 #[test]
+fn tags_and_wikilinks_come_from_text_only() {
+    let text = "Read [the setup](#setup) and [[Setup#Build|how to build]] #real.\n\n    #include <stdio.h>\n    [[Indented]]\n\n~~~\n#tilde [[Tilde]]\n~~~\n\n- item #listed\n\n  continued #continued\n\n<div>#htmlblock [[Html]]</div>\n\nInline <span title=\"#x\">#spanned</span>, `#code [[Code]]`, <https://a.org/(#auto)>, https://a.org/(#bare) and www.a.org/(#www) and ![[Embed.png]] and ![alt #img](pic.png) and (#paren) and [#linktext](https://a.org/#frag).\n";
+    let p = parse_file(text.as_bytes()).expect("parses");
+    assert_eq!(
+        p.tags,
+        vec![
+            "real",
+            "listed",
+            "continued",
+            "spanned",
+            "paren",
+            "linktext"
+        ]
+    );
+    assert_eq!(
+        p.wikilinks,
+        vec![WikiLink {
+            target: "Setup".into(),
+            alias: Some("how to build".into())
+        }]
+    );
+}
+
+#[test]
 fn malformed_front_matter_is_an_error_for_that_file_only() {
     let bad_yaml = "---\ntags: [unclosed\nkeywords: x\n---\nbody\n";
     let unclosed = "---\ntags: [a]\nbody without end\n";

@@ -11,13 +11,13 @@ interface Turn {
   error: string | null;
 }
 
-/** Splits an answer into text and `[n]` citation buttons. */
-export function withCitations(text: string, count: number, onCite: (n: number) => void) {
+/** Splits an answer into text and `[n]` citation buttons (for the `n` that were cited). */
+export function withCitations(text: string, cited: number[], onCite: (n: number) => void) {
   const parts = text.split(/(\[\d+\])/g);
   return parts.map((p, i) => {
     const m = /^\[(\d+)\]$/.exec(p);
     const n = m ? Number(m[1]) : 0;
-    if (m && n >= 1 && n <= count) {
+    if (m && cited.includes(n)) {
       return (
         <button key={i} className="citation" data-testid="citation" data-n={n} onClick={() => onCite(n)} title="Open the cited note">
           [{n}]
@@ -78,8 +78,8 @@ export default function ChatView() {
             <div className="msg card" data-testid="chat-answer" data-done={t.answer ? "true" : "false"} data-not-in-memory={t.answer?.not_in_memory ? "true" : "false"}>
               {t.answer?.not_in_memory && <div className="warning"><strong>Not in memory.</strong> None of your notes answers this.</div>}
               <div className="content">
-                {withCitations(t.text || (t.error ? "" : "…"), t.answer?.citations.length ?? 0, (n) => {
-                  const c = t.answer?.citations[n - 1];
+                {withCitations(t.text || (t.error ? "" : "…"), t.answer?.citations.map((c) => c.n) ?? [], (n) => {
+                  const c = t.answer?.citations.find((x) => x.n === n);
                   if (!c) return;
                   setHighlight([c.id]);
                   setGraphFocus({ center: null, depth: 1, boxId: null });

@@ -72,7 +72,7 @@ export default function NotesView() {
     }
     const t = window.setTimeout(() => {
       api
-        .search(query, 20)
+        .search(query, 20, JSON.parse(filterKey))
         .then((h) => {
           setHits(h);
           setErr(null);
@@ -80,7 +80,7 @@ export default function NotesView() {
         .catch((e) => setErr(errorText(e)));
     }, 200);
     return () => window.clearTimeout(t);
-  }, [query, revision]);
+  }, [query, revision, filterKey]);
 
   // "/" focuses search.
   useEffect(() => {
@@ -96,9 +96,8 @@ export default function NotesView() {
   }, []);
 
   const shown: { note: NoteDto; extra?: string }[] = hits
-    ? hits
-        .filter((h) => (!tag || h.note.tags.includes(tag)) && (!enrich || h.note.enrich === enrich))
-        .map((h) => ({ note: h.note, extra: `${h.via.join(" + ")} · ${(h.score ?? 0).toFixed(2)}` }))
+    ? // the search applies the filters (tag, status, Box)
+      hits.map((h) => ({ note: h.note, extra: `${h.via.join(" + ")} · ${(h.score ?? 0).toFixed(2)}` }))
     : notes.map((n) => ({ note: n }));
 
   const empty = !hits && total === 0 && !filtered;
