@@ -13,6 +13,8 @@
 //! - [`period`]: calendar periods named in a query, for date-aware ranking.
 //! - [`lifecycle`]: strength, decay, reinforcement, archive candidates.
 //! - [`ranking`]: the default ranking: score fusion, date bonus, context.
+//! - [`snapshot`]: the byte format the indexes are saved in, so a memory opens without
+//!   rebuilding them.
 //! - [`transfer`], [`markdown`]: import formats (chat transcripts, Markdown / Obsidian
 //!   vaults) and the Markdown export.
 
@@ -30,6 +32,7 @@ pub mod note;
 pub mod period;
 pub mod prompts;
 pub mod ranking;
+pub mod snapshot;
 pub mod synthetic;
 pub mod text;
 pub mod timeline;
