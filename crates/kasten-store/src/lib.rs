@@ -20,6 +20,8 @@ mod transfer;
 pub mod views;
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering::SeqCst;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -315,6 +317,60 @@ struct LinkRow {
 pub struct Store {
     db: Surreal<Any>,
     endpoint: Endpoint,
+    snapshot: SnapshotBook,
+}
+
+/// The setting under which a clean close vouches for the engine's index snapshot.
+pub const SNAPSHOT_SETTING: &str = "index_snapshot";
+
+/// What the store knows about the engine's index snapshot (ARCHITECTURE.md, "Opening
+/// without rebuilding"). A clean close stores the generation of the snapshot it wrote
+/// ([`Store::seal_snapshot`]); the first write of a later session that changes indexed
+/// data (notes, their text or embeddings, status, accepted links) removes it before
+/// writing, so a snapshot is only trusted while nothing it mirrors has changed. Embedded
+/// stores only: they have one process (LOCK file).
+#[derive(Debug, Default)]
+struct SnapshotBook {
+    /// The generation found at open.
+    sealed: Option<String>,
+    /// Set once the seal is removed from the store in this session.
+    unsealed: tokio::sync::OnceCell<()>,
+    /// Writes that changed indexed data and returned `Ok`.
+    writes: AtomicU64,
+    /// A write that changes indexed data was cut off or failed in a way that may have
+    /// committed it: the engine's indexes may not show it.
+    uncertain: AtomicBool,
+}
+
+/// Held while a write that changes indexed data runs; see [`SnapshotBook`].
+struct IndexWrite<'a> {
+    book: &'a SnapshotBook,
+    finished: bool,
+}
+
+impl IndexWrite<'_> {
+    /// Records how the write ended and passes its result on.
+    fn finish<T>(mut self, r: Result<T, StoreError>) -> Result<T, StoreError> {
+        self.finished = true;
+        match &r {
+            Ok(_) => {
+                self.book.writes.fetch_add(1, SeqCst);
+            }
+            // a conflicting transaction is rolled back: nothing was written
+            Err(StoreError::Conflict) => {}
+            Err(_) => self.book.uncertain.store(true, SeqCst),
+        }
+        r
+    }
+}
+
+impl Drop for IndexWrite<'_> {
+    fn drop(&mut self) {
+        if !self.finished {
+            // the caller stopped waiting (cancelled): the write may still have committed
+            self.book.uncertain.store(true, SeqCst);
+        }
+    }
 }
 
 impl Store {
@@ -345,15 +401,80 @@ impl Store {
             .use_db(DATABASE)
             .await
             .map_err(StoreError::from_db)?;
-        let store = Store {
+        let mut store = Store {
             db,
             endpoint: endpoint.clone(),
+            snapshot: SnapshotBook::default(),
         };
         if let Err(e) = store.migrate().await {
             store.close().await;
             return Err(e);
         }
+        if matches!(endpoint, Endpoint::SurrealKv(_)) {
+            match store.get_setting(SNAPSHOT_SETTING).await {
+                Ok(v) => store.snapshot.sealed = v.and_then(|v| v.as_str().map(str::to_owned)),
+                Err(e) => {
+                    store.close().await;
+                    return Err(e);
+                }
+            }
+        }
         Ok(store)
+    }
+
+    /// The generation of the index snapshot the last clean close vouched for, if no
+    /// write has changed indexed data since (embedded stores; `None` otherwise).
+    pub fn sealed_snapshot(&self) -> Option<&str> {
+        if self.snapshot.unsealed.initialized() {
+            None
+        } else {
+            self.snapshot.sealed.as_deref()
+        }
+    }
+
+    /// Vouches for the index snapshot `generation`, written after the last change of
+    /// this session: the next open trusts a snapshot of that generation. Embedded stores
+    /// only (a no-op elsewhere).
+    pub async fn seal_snapshot(&self, generation: &str) -> Result<(), StoreError> {
+        if !matches!(self.endpoint, Endpoint::SurrealKv(_)) {
+            return Ok(());
+        }
+        self.set_setting(SNAPSHOT_SETTING, &serde_json::Value::from(generation))
+            .await
+    }
+
+    /// Writes in this session that changed indexed data.
+    pub fn index_writes(&self) -> u64 {
+        self.snapshot.writes.load(SeqCst)
+    }
+
+    /// Whether a write that changes indexed data was cut off or failed in a way that may
+    /// have committed it (then the engine's indexes may not show it).
+    pub fn index_writes_uncertain(&self) -> bool {
+        self.snapshot.uncertain.load(SeqCst)
+    }
+
+    /// Call before every write that changes indexed data, and pass its result through
+    /// [`IndexWrite::finish`]: the first one of a session removes the snapshot seal.
+    async fn index_write(&self) -> Result<IndexWrite<'_>, StoreError> {
+        if self.snapshot.sealed.is_some() {
+            self.snapshot
+                .unsealed
+                .get_or_try_init(|| async {
+                    let mut resp = self
+                        .db
+                        .query("DELETE type::record('setting', $k)")
+                        .bind(("k", SNAPSHOT_SETTING))
+                        .await
+                        .map_err(StoreError::from_db)?;
+                    first_real_error(&mut resp)
+                })
+                .await?;
+        }
+        Ok(IndexWrite {
+            book: &self.snapshot,
+            finished: false,
+        })
     }
 
     fn locked(dir: &Path) -> StoreError {
@@ -367,7 +488,7 @@ impl Store {
     /// Closes the database and waits until its files are released. Every exit path must
     /// call this (see the crate docs).
     pub async fn close(self) {
-        let Store { db, endpoint } = self;
+        let Store { db, endpoint, .. } = self;
         drop(db);
         if let Endpoint::SurrealKv(dir) = endpoint {
             wait_for_unlock(&dir).await;
@@ -444,6 +565,16 @@ impl Store {
     /// note to the one it repeats, and the reinforcement of the old note, in the same
     /// transaction as the notes.
     pub async fn insert_notes_with(
+        &self,
+        writes: &[NoteWrite],
+        merges: &[MergeWrite],
+    ) -> Result<(), StoreError> {
+        let w = self.index_write().await?;
+        w.finish(self.insert_notes_with_unmarked(writes, merges).await)
+    }
+
+    /// [`Store::insert_notes_with`] without the snapshot bookkeeping.
+    async fn insert_notes_with_unmarked(
         &self,
         writes: &[NoteWrite],
         merges: &[MergeWrite],
@@ -610,6 +741,12 @@ impl Store {
     /// Deletes a note, its links (both directions) and its queued jobs in one transaction.
     /// Returns whether the note existed.
     pub async fn delete_note(&self, id: &NoteId) -> Result<bool, StoreError> {
+        let w = self.index_write().await?;
+        w.finish(self.delete_note_unmarked(id).await)
+    }
+
+    /// [`Store::delete_note`] without the snapshot bookkeeping.
+    async fn delete_note_unmarked(&self, id: &NoteId) -> Result<bool, StoreError> {
         let q = "BEGIN TRANSACTION;
             LET $r = type::record('note', $id);
             LET $existed = (SELECT VALUE id FROM ONLY $r) != NONE;
@@ -713,6 +850,17 @@ impl Store {
 
     /// Replaces the embedding of a note.
     pub async fn set_embedding(
+        &self,
+        id: &NoteId,
+        embedding: &[f32],
+        model: &str,
+    ) -> Result<(), StoreError> {
+        let w = self.index_write().await?;
+        w.finish(self.set_embedding_unmarked(id, embedding, model).await)
+    }
+
+    /// [`Store::set_embedding`] without the snapshot bookkeeping.
+    async fn set_embedding_unmarked(
         &self,
         id: &NoteId,
         embedding: &[f32],
