@@ -336,7 +336,7 @@ fn a_snapshot_is_never_trusted_after_a_kill_or_damage() {
         "--format",
         "jsonl",
     ]);
-    let snapshot = h.dir.path().join("db.index");
+    let snapshot = h.dir.path().join("db").join("kasten-index.snapshot");
     assert!(snapshot.exists(), "the clean close wrote no snapshot");
     assert!(
         opened_from_snapshot(&h),

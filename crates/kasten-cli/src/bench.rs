@@ -209,12 +209,7 @@ async fn measure_reopen(
     let Endpoint::SurrealKv(dir) = ep else {
         bail!("--reopen needs an embedded memory (surrealkv://DIR)");
     };
-    let snapshot = dir.with_file_name(format!(
-        "{}.index",
-        dir.file_name()
-            .map(|n| n.to_string_lossy())
-            .unwrap_or_default()
-    ));
+    let snapshot = dir.join(kasten_store::SNAPSHOT_FILE);
     let _ = std::fs::remove_file(&snapshot);
     let (rebuild, write, rebuilt_from_snapshot) = time_open(ep, &embedder).await?;
     let bytes = std::fs::metadata(&snapshot).map_or(0, |m| m.len());

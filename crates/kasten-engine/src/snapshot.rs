@@ -1,5 +1,5 @@
-//! The index snapshot: the in-memory indexes saved in one file next to an embedded
-//! memory, so that opening it does not rebuild them from the store.
+//! The index snapshot: the in-memory indexes saved in one file in an embedded memory's
+//! directory, so that opening it does not rebuild them from the store.
 //!
 //! A snapshot is trusted only when the store vouches for it: a clean close writes the
 //! file (temporary file, fsync, rename, fsync of the directory) and then stores its
@@ -51,17 +51,14 @@ pub(crate) struct Expect<'a> {
     pub dim: usize,
 }
 
-/// Where the snapshot of a memory lives: beside an embedded store's directory
-/// (`…/db` → `…/db.index`), outside it because SurrealKV owns that directory. Other
-/// endpoints have no snapshot.
+/// Where the snapshot of a memory lives: in an embedded store's directory
+/// ([`kasten_store::SNAPSHOT_FILE`]), so the memory stays one folder (copied, moved or
+/// deleted together). Other endpoints have no snapshot.
 pub(crate) fn path_for(endpoint: &Endpoint) -> Option<PathBuf> {
-    let Endpoint::SurrealKv(dir) = endpoint else {
-        return None;
-    };
-    let name = dir.file_name()?;
-    let mut file = name.to_os_string();
-    file.push(".index");
-    Some(dir.with_file_name(file))
+    match endpoint {
+        Endpoint::SurrealKv(dir) => Some(dir.join(kasten_store::SNAPSHOT_FILE)),
+        _ => None,
+    }
 }
 
 /// The whole file: header and payload.

@@ -427,7 +427,7 @@ async fn memories_without_a_directory_have_no_snapshot() {
     assert!(snapshot::path_for(&Endpoint::Remote("ws://127.0.0.1:1".into())).is_none());
     assert_eq!(
         snapshot::path_for(&Endpoint::SurrealKv("/tmp/k/db".into())),
-        Some("/tmp/k/db.index".into())
+        Some(std::path::Path::new("/tmp/k/db").join(kasten_store::SNAPSHOT_FILE))
     );
     let e = Engine::open(&Endpoint::Mem, HashEmbedder::arc("h", 48, 1), quiet())
         .await

@@ -322,6 +322,9 @@ pub struct Store {
 
 /// The setting under which a clean close vouches for the engine's index snapshot.
 pub const SNAPSHOT_SETTING: &str = "index_snapshot";
+/// The engine's index snapshot inside an embedded store's directory (beside SurrealKV's
+/// own files, which ignore it; not counted in [`Store::disk_bytes`]).
+pub const SNAPSHOT_FILE: &str = "kasten-index.snapshot";
 
 /// What the store knows about the engine's index snapshot (ARCHITECTURE.md, "Opening
 /// without rebuilding"). A clean close stores the generation of the snapshot it wrote
@@ -918,10 +921,14 @@ impl Store {
         Ok(n.unwrap_or(0).max(0) as u64)
     }
 
-    /// Bytes the embedded database occupies on disk (0 for other endpoints).
+    /// Bytes the embedded database occupies on disk, without the index snapshot (0 for
+    /// other endpoints).
     pub fn disk_bytes(&self) -> u64 {
         match &self.endpoint {
-            Endpoint::SurrealKv(dir) => dir_size(dir),
+            Endpoint::SurrealKv(dir) => {
+                let snapshot = std::fs::metadata(dir.join(SNAPSHOT_FILE)).map_or(0, |m| m.len());
+                dir_size(dir).saturating_sub(snapshot)
+            }
             _ => 0,
         }
     }
