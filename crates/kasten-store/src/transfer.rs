@@ -261,7 +261,9 @@ impl Store {
         let mut tables = serde_json::Map::new();
         for t in self.table_names().await? {
             let rows = self.table_rows(&t).await?;
-            let rows: Vec<Json> = rows.into_iter().map(to_json).collect::<Result<_, _>>()?;
+            let mut rows: Vec<Json> = rows.into_iter().map(to_json).collect::<Result<_, _>>()?;
+            // the index snapshot's seal describes this memory's own snapshot file, not data
+            rows.retain(|r| !is_snapshot_seal(&t, r));
             tables.insert(t, Json::Array(rows));
         }
         Ok(json!({
@@ -354,10 +356,7 @@ impl Store {
             let rows: &[Json] = if t == "setting" {
                 kept = rows
                     .iter()
-                    .filter(|r| {
-                        r.pointer("/id/$record/key").and_then(Json::as_str)
-                            != Some(crate::SNAPSHOT_SETTING)
-                    })
+                    .filter(|r| !is_snapshot_seal(t, r))
                     .cloned()
                     .collect();
                 &kept
@@ -416,6 +415,12 @@ impl Store {
         }
         Ok(out)
     }
+}
+
+/// Whether a backup row is the index snapshot's seal (`setting:index_snapshot`).
+fn is_snapshot_seal(table: &str, row: &Json) -> bool {
+    table == "setting"
+        && row.pointer("/id/$record/key").and_then(Json::as_str) == Some(crate::SNAPSHOT_SETTING)
 }
 
 fn valid_table(t: &str) -> bool {
