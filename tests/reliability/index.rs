@@ -282,3 +282,129 @@ fn indexes_after_churn_match_brute_force_over_the_store() {
         new.len()
     );
 }
+
+/// Runs a search with the engine's log on and says whether the open read the indexes from
+/// the snapshot (`true`) or rebuilt them (`false`); fails on anything else.
+fn opened_from_snapshot(h: &Home) -> bool {
+    let out = h
+        .cmd(&["--json", "search", TOKEN, "-k", "5"])
+        .env("KASTEN_LOG", "warn,kasten_engine=info,surrealkv=error")
+        .output()
+        .unwrap_or_else(|e| panic!("search: {e}"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "search failed: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    match (
+        err.contains("read the indexes from the snapshot"),
+        err.contains("rebuilding the indexes from the store"),
+    ) {
+        (true, false) => true,
+        (false, true) => false,
+        _ => panic!("the open said neither or both:\n{err}"),
+    }
+}
+
+fn snapshot_lines(from: usize, n: usize, token: bool) -> String {
+    let mut lines = String::new();
+    for i in from..from + n {
+        let mut content = format!("Note {i}: Kim wrote about harbour number {}", i * 7 % 61);
+        if token {
+            content.push_str(&format!(" and the {TOKEN} plan"));
+        }
+        let hour = i * 3;
+        lines.push_str(&format!(
+            "{{\"content\": \"{content}\", \"source\": \"s{i}\", \"time\": \"2024-02-{:02}T{:02}:00:00Z\"}}\n",
+            1 + (hour / 24) % 28,
+            hour % 24
+        ));
+    }
+    lines
+}
+
+#[test]
+fn a_snapshot_is_never_trusted_after_a_kill_or_damage() {
+    use std::io::BufRead;
+    let h = Home::new();
+    let mut lines = snapshot_lines(0, 40, false);
+    for (i, p) in PROBES.iter().enumerate() {
+        lines.push_str(&format!("{{\"content\": \"{p}\", \"source\": \"probe{i}\", \"time\": \"2024-03-{:02}T00:00:00Z\"}}\n", i + 1));
+    }
+    let f = h.file("first.jsonl", lines.as_bytes());
+    h.ok(&[
+        "import",
+        f.to_str().unwrap_or_default(),
+        "--format",
+        "jsonl",
+    ]);
+    let snapshot = h.dir.path().join("db").join("kasten-index.snapshot");
+    assert!(snapshot.exists(), "the clean close wrote no snapshot");
+    assert!(
+        opened_from_snapshot(&h),
+        "a clean close's snapshot was not used"
+    );
+
+    // kill -9 an import once it has acknowledged a batch: its notes are committed, the
+    // snapshot on disk predates them
+    let f = h.file("second.jsonl", snapshot_lines(100, 400, true).as_bytes());
+    let mut child = h
+        .cmd(&[
+            "import",
+            f.to_str().unwrap_or_default(),
+            "--format",
+            "jsonl",
+            "--print-ids",
+            "--batch",
+            "10",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn import: {e}"));
+    let out = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
+    let mut acked = Vec::new();
+    for l in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+        acked.push(l.trim().to_owned());
+        if acked.len() >= 10 {
+            break;
+        }
+    }
+    let _ = child.kill(); // SIGKILL
+    let _ = child.wait();
+    assert_eq!(acked.len(), 10, "the import acknowledged no batch");
+    assert!(
+        !opened_from_snapshot(&h),
+        "a snapshot older than a write was used"
+    );
+    let tables = h.dump();
+    let active = vectors(&tables).len();
+    assert!(active >= 56, "{active} active notes");
+    assert!(check_vector_rankings(&h, &tables) >= 3);
+    // every acknowledged note carries the token: a stale index would miss them
+    assert!(check_keyword_hits(&h, &tables) >= acked.len());
+    // the close after that rebuild wrote a fresh snapshot
+    assert!(opened_from_snapshot(&h));
+
+    // damaged snapshots: rebuilt, the same answers, no panic
+    for how in ["flip", "truncate", "empty"] {
+        let mut bytes = std::fs::read(&snapshot).unwrap_or_else(|e| panic!("{e}"));
+        match how {
+            "flip" => {
+                let i = bytes.len() / 2;
+                bytes[i] ^= 0x10;
+            }
+            "truncate" => bytes.truncate(bytes.len() / 3),
+            _ => bytes.clear(),
+        }
+        std::fs::write(&snapshot, bytes).unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            !opened_from_snapshot(&h),
+            "{how}: a damaged snapshot was used"
+        );
+        assert!(check_vector_rankings(&h, &tables) >= 3, "{how}");
+        assert!(check_keyword_hits(&h, &tables) >= acked.len(), "{how}");
+    }
+    eprintln!(
+        "snapshot: {active} notes; after kill -9 of an import ({} acknowledged) and 3 kinds of damage the open rebuilt and matched brute force",
+        acked.len()
+    );
+}

@@ -44,6 +44,11 @@ pub enum BenchCommand {
         /// Scan every int8 vector (no sign-code prefilter), as before the prefilter existed.
         #[arg(long)]
         exact_scan: bool,
+        /// Afterwards, time reopening the memory: once rebuilding the indexes from the
+        /// store (the index snapshot removed first) and once from the snapshot the close
+        /// after that wrote. Embedded memories only.
+        #[arg(long)]
+        reopen: bool,
     },
 }
 
@@ -97,6 +102,7 @@ pub async fn run(cmd: &BenchCommand, db: Option<&str>, json_out: bool) -> Result
         export,
         no_boxes,
         exact_scan,
+        reopen,
     } = cmd;
     let (n, q, k) = (*notes, (*queries).max(1), (*k).max(1));
     if n == 0 {
@@ -124,6 +130,8 @@ pub async fn run(cmd: &BenchCommand, db: Option<&str>, json_out: bool) -> Result
     let t_open = Instant::now();
     let engine = crate::open_engine(db.or(Some(&ep.to_string()))).await?;
     let open_time = t_open.elapsed();
+    let opened_from_snapshot = engine.opened_from_snapshot();
+    let embedder = engine.shared_embedder();
     if *exact_scan {
         engine.set_vector_prefilter(None)?;
     }
@@ -157,16 +165,71 @@ pub async fn run(cmd: &BenchCommand, db: Option<&str>, json_out: bool) -> Result
     } else {
         json!(null)
     };
+    let t_close = Instant::now();
     engine.close().await;
+    let close_seconds = t_close.elapsed().as_secs_f64();
     let mut report = result?;
     report["vector_prefilter"] = json!(!*exact_scan);
     report["boxes"] = boxes;
+    report["opened_from_snapshot"] = json!(opened_from_snapshot);
+    report["close_seconds"] = json!(close_seconds);
+    if *reopen {
+        report["reopen"] = measure_reopen(&ep, embedder, &log).await?;
+    }
     if json_out {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print_report(&report);
     }
     Ok(())
+}
+
+/// Opens the memory with `embedder` (loaded once, so model loading is not timed) and
+/// closes it again: (open seconds, close seconds, read from the snapshot).
+async fn time_open(
+    ep: &Endpoint,
+    embedder: &std::sync::Arc<dyn kasten_embed::Embedder>,
+) -> Result<(f64, f64, bool)> {
+    let t0 = Instant::now();
+    let engine = Engine::open(ep, std::sync::Arc::clone(embedder), &|_| {}).await?;
+    let open = t0.elapsed().as_secs_f64();
+    let from_snapshot = engine.opened_from_snapshot();
+    let t1 = Instant::now();
+    engine.close().await;
+    Ok((open, t1.elapsed().as_secs_f64(), from_snapshot))
+}
+
+/// `--reopen`: a rebuild from the store (snapshot removed), then an open from the snapshot
+/// the rebuild's close wrote.
+async fn measure_reopen(
+    ep: &Endpoint,
+    embedder: std::sync::Arc<dyn kasten_embed::Embedder>,
+    log: &dyn Fn(String),
+) -> Result<serde_json::Value> {
+    let Endpoint::SurrealKv(dir) = ep else {
+        bail!("--reopen needs an embedded memory (surrealkv://DIR)");
+    };
+    let snapshot = dir.join(kasten_store::SNAPSHOT_FILE);
+    let _ = std::fs::remove_file(&snapshot);
+    let (rebuild, write, rebuilt_from_snapshot) = time_open(ep, &embedder).await?;
+    let bytes = std::fs::metadata(&snapshot).map_or(0, |m| m.len());
+    let (load, close, from_snapshot) = time_open(ep, &embedder).await?;
+    log(format!(
+        "bench: reopen: rebuild {rebuild:.2} s (close writing the snapshot {write:.2} s, {bytes} bytes), from the snapshot {load:.2} s (close {close:.3} s)"
+    ));
+    if rebuilt_from_snapshot || !from_snapshot {
+        bail!(
+            "--reopen: the snapshot was not used as expected (rebuild used it: {rebuilt_from_snapshot}, second open used it: {from_snapshot})"
+        );
+    }
+    Ok(json!({
+        "rebuild_seconds": rebuild,
+        "close_writing_snapshot_seconds": write,
+        "snapshot_bytes": bytes,
+        "from_snapshot_seconds": load,
+        "close_unchanged_seconds": close,
+        "speedup": if load > 0.0 { rebuild / load } else { 0.0 },
+    }))
 }
 
 async fn measure(
@@ -256,7 +319,7 @@ async fn measure(
                     }
                 }
             }
-            total += engine.store().insert_import_links(&writes).await?;
+            total += engine.insert_links(&writes).await?;
             pb.inc(chunk.len() as u64);
         }
         pb.finish_and_clear();
@@ -388,9 +451,25 @@ fn print_report(r: &serde_json::Value) {
     let ms = |path: &str, field: &str| r[path][field].as_f64().unwrap_or(f64::NAN);
     println!("notes:                {}", r["notes"]);
     println!(
-        "open (index rebuild): {:.2} s",
-        r["open_seconds"].as_f64().unwrap_or(0.0)
+        "open:                 {:.2} s ({})",
+        r["open_seconds"].as_f64().unwrap_or(0.0),
+        if r["opened_from_snapshot"].as_bool() == Some(true) {
+            "indexes from the snapshot"
+        } else {
+            "index rebuild"
+        }
     );
+    let re = &r["reopen"];
+    if !re.is_null() {
+        println!(
+            "reopen:               rebuild {:.2} s, from snapshot {:.2} s ({:.0}x; snapshot {} bytes, written in {:.2} s)",
+            re["rebuild_seconds"].as_f64().unwrap_or(0.0),
+            re["from_snapshot_seconds"].as_f64().unwrap_or(0.0),
+            re["speedup"].as_f64().unwrap_or(0.0),
+            re["snapshot_bytes"],
+            re["close_writing_snapshot_seconds"].as_f64().unwrap_or(0.0)
+        );
+    }
     if !r["ingest"].is_null() {
         let i = &r["ingest"];
         println!(

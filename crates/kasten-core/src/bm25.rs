@@ -2,12 +2,14 @@
 //!
 //! Terms come from [`crate::text::Tokenizer`], so Chinese and Japanese are indexed as
 //! character bigrams. Like the vector index it is derived state, rebuilt from the store
-//! at open and kept in step with every write.
+//! at open (or read back from a snapshot, [`TextIndex::encode`]) and kept in step with
+//! every write.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 
 use crate::NoteId;
+use crate::snapshot::{self, Decoder, Encoder, SnapshotError};
 use crate::text::Tokenizer;
 
 const K1: f32 = 1.2;
@@ -221,6 +223,144 @@ impl TextIndex {
             .filter_map(|(slot, s)| self.docs[slot as usize].as_ref().map(|d| (d.id.clone(), s)))
             .collect()
     }
+
+    /// The terms of a document with their frequencies, sorted by term (None if it is not
+    /// indexed): what the index holds for it, independent of slots and term ids.
+    pub fn terms_of(&self, id: &NoteId) -> Option<Vec<(&str, u32)>> {
+        let slot = *self.slot_of.get(id)?;
+        let doc = self.docs.get(slot as usize)?.as_ref()?;
+        let mut names: Vec<&str> = vec![""; self.term_ids.len()];
+        for (t, &tid) in &self.term_ids {
+            if let Some(n) = names.get_mut(tid as usize) {
+                *n = t;
+            }
+        }
+        let mut out: Vec<(&str, u32)> = doc
+            .terms
+            .iter()
+            .filter_map(|&(tid, pos)| {
+                let (s, f) = *self.postings.get(tid as usize)?.get(pos as usize)?;
+                (s == slot).then_some(())?;
+                Some((*names.get(tid as usize)?, f))
+            })
+            .collect();
+        out.sort_unstable();
+        Some(out)
+    }
+
+    /// Writes the index (terms in id order with their postings, documents by slot, free
+    /// slots) for [`TextIndex::decode`].
+    pub fn encode(&self, e: &mut Encoder) {
+        let mut terms: Vec<&str> = vec![""; self.term_ids.len()];
+        for (t, &tid) in &self.term_ids {
+            if let Some(slot) = terms.get_mut(tid as usize) {
+                *slot = t;
+            }
+        }
+        e.len32(terms.len());
+        for (t, p) in terms.iter().zip(&self.postings) {
+            e.str(t);
+            e.len32(p.len());
+            for &(slot, f) in p {
+                e.u32(slot);
+                e.u32(f);
+            }
+        }
+        e.len32(self.docs.len());
+        for doc in &self.docs {
+            match doc {
+                Some(d) => {
+                    e.u8(1);
+                    e.id(&d.id);
+                    e.u32(d.len);
+                }
+                None => e.u8(0),
+            }
+        }
+        e.len32(self.free.len());
+        for &s in &self.free {
+            e.u32(s);
+        }
+    }
+
+    /// Reads an index written by [`TextIndex::encode`]: the same term ids, slots and
+    /// postings, so every score is the same to the bit.
+    pub fn decode(d: &mut Decoder<'_>) -> Result<Self, SnapshotError> {
+        let mut ix = TextIndex::new();
+        let n_terms = d.count(8)?;
+        ix.term_ids.reserve(n_terms);
+        ix.postings.reserve_exact(n_terms);
+        for tid in 0..n_terms {
+            let t = d.str()?;
+            if ix.term_ids.insert(t.to_owned(), tid as u32).is_some() {
+                return Err(snapshot::invalid(format!("term {t:?} is indexed twice")));
+            }
+            let n = d.count(8)?;
+            let mut p = Vec::with_capacity(n);
+            for _ in 0..n {
+                p.push((d.u32()?, d.u32()?));
+            }
+            ix.postings.push(p);
+        }
+        let n_docs = d.count(1)?;
+        ix.docs.reserve_exact(n_docs);
+        ix.lens.reserve_exact(n_docs);
+        let mut terms_of: Vec<Vec<(u32, u32)>> = vec![Vec::new(); n_docs];
+        for slot in 0..n_docs {
+            if d.u8()? == 0 {
+                ix.docs.push(None);
+                ix.lens.push(0);
+                continue;
+            }
+            let id = d.id()?;
+            let len = d.u32()?;
+            if ix.slot_of.insert(id.clone(), slot as u32).is_some() {
+                return Err(snapshot::invalid(format!(
+                    "note {id} is in the text index twice"
+                )));
+            }
+            ix.total_len += len as u64;
+            ix.lens.push(len);
+            ix.docs.push(Some(Doc {
+                id,
+                len,
+                terms: Box::default(),
+            }));
+        }
+        // a document's terms with their place in each posting list, in term id order as
+        // `upsert` keeps them
+        for (tid, p) in ix.postings.iter().enumerate() {
+            for (pos, &(slot, _)) in p.iter().enumerate() {
+                match terms_of.get_mut(slot as usize) {
+                    Some(v) if ix.docs[slot as usize].is_some() => v.push((tid as u32, pos as u32)),
+                    _ => {
+                        return Err(snapshot::invalid(format!(
+                            "a posting names document slot {slot}, which is empty"
+                        )));
+                    }
+                }
+            }
+        }
+        for (doc, terms) in ix.docs.iter_mut().zip(terms_of) {
+            if let Some(doc) = doc {
+                doc.terms = terms.into();
+            }
+        }
+        let n_free = d.count(4)?;
+        for _ in 0..n_free {
+            let s = d.u32()?;
+            if !matches!(ix.docs.get(s as usize), Some(None)) || ix.free.contains(&s) {
+                return Err(snapshot::invalid(format!("free slot {s} is not free")));
+            }
+            ix.free.push(s);
+        }
+        if ix.free.len() + ix.slot_of.len() != ix.docs.len() {
+            return Err(snapshot::invalid(
+                "the text index's free slots do not add up",
+            ));
+        }
+        Ok(ix)
+    }
 }
 
 #[cfg(test)]
@@ -391,5 +531,88 @@ mod tests {
         }
         assert_eq!(ix.search("common", 7).len(), 7);
         assert!(ix.search("common", 0).is_empty());
+    }
+
+    fn churned() -> TextIndex {
+        let mut ix = TextIndex::new();
+        for i in 0..300 {
+            ix.upsert(
+                id(&format!("d{i}")),
+                &format!("note {i} about lake {} and 向量数据库 {}", i % 7, i % 13),
+            );
+        }
+        for i in (0..300).step_by(3) {
+            assert!(ix.remove(&id(&format!("d{i}"))));
+        }
+        for i in (1..300).step_by(4) {
+            ix.upsert(
+                id(&format!("d{i}")),
+                &format!("edited pottery {} guitar", i % 5),
+            );
+        }
+        ix.upsert(id("empty"), "");
+        ix
+    }
+
+    fn encoded(ix: &TextIndex) -> Vec<u8> {
+        let mut e = Encoder::new();
+        ix.encode(&mut e);
+        e.into_bytes()
+    }
+
+    #[test]
+    fn a_decoded_index_scores_to_the_bit_as_the_encoded_one() {
+        let ix = churned();
+        let bytes = encoded(&ix);
+        let mut d = Decoder::new(&bytes);
+        let mut back = TextIndex::decode(&mut d).unwrap();
+        d.finish().unwrap();
+        assert_eq!(back.len(), ix.len());
+        assert_eq!(back.total_len, ix.total_len);
+        assert_eq!(back.lens, ix.lens);
+        assert_eq!(back.free, ix.free);
+        assert_eq!(back.term_ids, ix.term_ids);
+        assert_eq!(back.postings, ix.postings);
+        assert_eq!(back.slot_of, ix.slot_of);
+        for (a, b) in back.docs.iter().zip(&ix.docs) {
+            assert_eq!(
+                a.as_ref().map(|d| (&d.id, d.len, &d.terms)),
+                b.as_ref().map(|d| (&d.id, d.len, &d.terms))
+            );
+        }
+        for q in ["lake 3", "pottery guitar", "数据库", "note 17", "absent"] {
+            for k in [1, 10, 500] {
+                assert_eq!(back.search(q, k), ix.search(q, k), "{q} k={k}");
+            }
+        }
+        // the decoded index keeps working: the same further changes give the same index
+        let mut ix = ix;
+        for x in [&mut ix, &mut back] {
+            assert!(x.remove(&id("d2")));
+            x.upsert(id("d5"), "lake lake lake");
+            x.upsert(id("new"), "a new lake note");
+        }
+        assert_eq!(back.search("lake", 50), ix.search("lake", 50));
+        assert_eq!(encoded(&back), encoded(&ix));
+    }
+
+    #[test]
+    fn damaged_text_bytes_are_errors_not_panics() {
+        let mut ix = TextIndex::new();
+        ix.upsert(id("a"), "pottery lake");
+        ix.upsert(id("b"), "lake");
+        ix.remove(&id("a"));
+        let bytes = encoded(&ix);
+        for cut in 0..bytes.len() {
+            let mut d = Decoder::new(&bytes[..cut]);
+            assert!(TextIndex::decode(&mut d).is_err(), "cut at {cut}");
+        }
+        // flipping any single byte never panics (it may still decode: the engine's
+        // checksum is what catches that)
+        for i in 0..bytes.len() {
+            let mut b = bytes.clone();
+            b[i] ^= 0x5a;
+            let _ = TextIndex::decode(&mut Decoder::new(&b));
+        }
     }
 }

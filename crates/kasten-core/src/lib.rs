@@ -17,6 +17,8 @@
 //! - [`quality`]: what a usable annotation is: keyword candidates, tag choices, the
 //!   sanitiser and the quality check over real model output.
 //! - [`ranking`]: the default ranking: score fusion, date bonus, context.
+//! - [`snapshot`]: the byte format the indexes are saved in, so a memory opens without
+//!   rebuilding them.
 //! - [`transfer`], [`markdown`]: import formats (chat transcripts, Markdown / Obsidian
 //!   vaults) and the Markdown export.
 
@@ -36,6 +38,7 @@ pub mod period;
 pub mod prompts;
 pub mod quality;
 pub mod ranking;
+pub mod snapshot;
 pub mod synthetic;
 pub mod text;
 pub mod timeline;

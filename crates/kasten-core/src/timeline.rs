@@ -18,6 +18,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 
 use crate::NoteId;
+use crate::snapshot::{self, Decoder, Encoder, SnapshotError};
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 struct Entry {
@@ -70,8 +71,12 @@ impl Timeline {
     /// Places (or moves) a note.
     pub fn upsert(&mut self, id: NoteId, source: Option<&str>, time: DateTime<Utc>) {
         self.remove(&id);
-        let time_ms = time.timestamp_millis();
-        let stream = source.and_then(stream_of).map(|(stream, pos)| {
+        self.place(id, time.timestamp_millis(), source.and_then(stream_of));
+    }
+
+    /// Places a note that is not placed yet.
+    fn place(&mut self, id: NoteId, time_ms: i64, stream: Option<(&str, &str)>) {
+        let stream = stream.map(|(stream, pos)| {
             let key: Arc<str> = match self.streams.get_key_value(stream) {
                 Some((k, _)) => Arc::clone(k),
                 None => Arc::from(stream),
@@ -112,6 +117,48 @@ impl Timeline {
             }
         }
         true
+    }
+
+    /// Writes every note (time, stream, position) in time order for [`Timeline::decode`].
+    pub fn encode(&self, e: &mut Encoder) {
+        e.len32(self.notes.len());
+        for (&time_ms, ids) in &self.by_time {
+            for id in ids {
+                e.id(id);
+                e.i64(time_ms);
+                match self.notes.get(id).and_then(|p| p.stream.as_ref()) {
+                    Some((stream, entry)) => {
+                        e.u8(1);
+                        e.str(stream);
+                        e.str(&entry.pos);
+                    }
+                    None => e.u8(0),
+                }
+            }
+        }
+    }
+
+    /// Reads a timeline written by [`Timeline::encode`].
+    pub fn decode(d: &mut Decoder<'_>) -> Result<Self, SnapshotError> {
+        let n = d.count(13)?;
+        let mut t = Timeline::new();
+        t.notes.reserve(n);
+        for _ in 0..n {
+            let id = d.id()?;
+            let time_ms = d.i64()?;
+            let stream = match d.u8()? {
+                0 => None,
+                1 => Some((d.str()?, d.str()?)),
+                x => return Err(snapshot::invalid(format!("stream marker {x}"))),
+            };
+            if t.notes.contains_key(&id) {
+                return Err(snapshot::invalid(format!(
+                    "note {id} is in the timeline twice"
+                )));
+            }
+            t.place(id, time_ms, stream);
+        }
+        Ok(t)
     }
 
     /// The note's time, in milliseconds since the epoch.
@@ -244,5 +291,48 @@ mod tests {
         assert_eq!(tl.between(ms(0), ms(10), 2).len(), 2);
         assert!(tl.between(ms(6), ms(2), 10).is_empty());
         assert_eq!(tl.time_ms(&id("m9")), Some(ms(9)));
+    }
+
+    fn encoded(t: &Timeline) -> Vec<u8> {
+        let mut e = Encoder::new();
+        t.encode(&mut e);
+        e.into_bytes()
+    }
+
+    #[test]
+    fn a_decoded_timeline_answers_as_the_encoded_one() {
+        let mut tl = Timeline::new();
+        for i in 0..40i64 {
+            let source = match i % 4 {
+                0 => None,
+                1 => Some(format!("conv-{}:D1:{}", i % 3, i)),
+                2 => Some(format!("journal.jsonl:{i}")),
+                _ => Some("loose".to_owned()),
+            };
+            // several notes share a time, so the order within one time is kept too
+            tl.upsert(id(&format!("n{i}")), source.as_deref(), t(i / 3));
+        }
+        tl.remove(&id("n5"));
+        tl.upsert(id("n6"), Some("conv-9:D2:x"), t(100));
+        let bytes = encoded(&tl);
+        let mut d = Decoder::new(&bytes);
+        let back = Timeline::decode(&mut d).unwrap();
+        d.finish().unwrap();
+        assert_eq!(back.len(), tl.len());
+        assert_eq!(back.by_time, tl.by_time);
+        assert_eq!(back.streams, tl.streams);
+        for i in 0..41 {
+            let n = id(&format!("n{i}"));
+            assert_eq!(back.time_ms(&n), tl.time_ms(&n));
+            assert_eq!(back.adjacent(&n, 3_600_000), tl.adjacent(&n, 3_600_000));
+        }
+        assert_eq!(back.between(0, i64::MAX, 100), tl.between(0, i64::MAX, 100));
+        assert_eq!(encoded(&back), bytes);
+        for cut in 0..bytes.len() {
+            assert!(
+                Timeline::decode(&mut Decoder::new(&bytes[..cut])).is_err(),
+                "cut {cut}"
+            );
+        }
     }
 }

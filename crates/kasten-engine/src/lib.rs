@@ -5,8 +5,12 @@
 //! - The store is written first; the in-memory indexes are updated only after the write
 //!   committed. A failed write leaves both unchanged.
 //! - The indexes hold exactly the active notes of the store, embedded by the current
-//!   model: at open they are rebuilt from the store, and notes embedded by another model
+//!   model: at open they are read from the index snapshot when the store vouches for it
+//!   (`snapshot.rs`), else rebuilt from the store, and notes embedded by another model
 //!   (or not at all) are re-embedded first, with progress, so vectors are never mixed.
+//! - A write that changes indexed data and the index update that follows it are one
+//!   step for the snapshot: if the update may have been missed (an error or a cancel
+//!   between the two), the close writes no snapshot and the next open rebuilds.
 
 mod boxes;
 mod chat;
@@ -18,9 +22,12 @@ mod quality;
 mod review;
 mod search;
 pub mod settings;
+mod snapshot;
 mod transfer;
 pub mod views;
 
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Instant;
 
@@ -164,6 +171,36 @@ pub struct Engine {
     /// Starts the name of every job worker of this engine: unique to this open (process
     /// id and a ULID), so that `close` can give back exactly the jobs it still holds.
     worker_prefix: String,
+    /// The index snapshot file (embedded stores only).
+    snapshot_path: Option<PathBuf>,
+    /// The indexes were read from the snapshot the store vouches for.
+    from_snapshot: AtomicBool,
+    /// A committed write may be missing from the indexes (see [`IndexSync`]).
+    diverged: AtomicBool,
+}
+
+/// Taken right after a store write that changes indexed data returned `Ok`, and
+/// [`IndexSync::done`] once the indexes show it; dropped before that (an error or a
+/// cancel in between), it marks the indexes as possibly behind the store, and the close
+/// then writes no snapshot.
+#[must_use]
+struct IndexSync<'a> {
+    diverged: &'a AtomicBool,
+    done: bool,
+}
+
+impl IndexSync<'_> {
+    fn done(mut self) {
+        self.done = true;
+    }
+}
+
+impl Drop for IndexSync<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.diverged.store(true, Ordering::SeqCst);
+        }
+    }
 }
 
 /// An f64 shared without a lock.
@@ -243,6 +280,9 @@ impl Engine {
             pipeline: options.pipeline,
             strength_weight: AtomicF64::default(),
             worker_prefix: format!("{}-{}-", std::process::id(), JobId::generate()),
+            snapshot_path: snapshot::path_for(endpoint),
+            from_snapshot: AtomicBool::new(false),
+            diverged: AtomicBool::new(false),
         };
         // One process owns an embedded store (LOCK file), so jobs left `running` there were
         // held by a process that died: they go back to the queue at once. On a server the
@@ -253,7 +293,7 @@ impl Engine {
             engine.close().await;
             return Err(e.into());
         }
-        match engine.load(progress).await {
+        match engine.open_indexes(progress).await {
             Ok(()) => Ok(engine),
             Err(e) => {
                 engine.close().await;
@@ -271,7 +311,130 @@ impl Engine {
             // the lease (or, embedded, the next open) still brings them back
             Err(e) => tracing::warn!("could not give back unfinished jobs: {e}"),
         }
+        self.save_snapshot().await;
         self.store.close().await;
+    }
+
+    /// Reads the indexes from the snapshot the store vouches for, else rebuilds them.
+    async fn open_indexes(&self, progress: ProgressFn<'_>) -> Result<(), EngineError> {
+        if let Some(path) = &self.snapshot_path
+            && self.store.sealed_snapshot().is_none()
+            && path.exists()
+        {
+            tracing::info!(
+                path = %path.display(),
+                "the index snapshot is older than the memory's last change; rebuilding the indexes from the store"
+            );
+        }
+        if let (Some(path), Some(generation)) = (&self.snapshot_path, self.store.sealed_snapshot())
+        {
+            let t0 = Instant::now();
+            let (path, generation) = (path.clone(), generation.to_owned());
+            let model = self.embedder.model_id().to_owned();
+            let dim = self.embedder.dim();
+            let read = tokio::task::spawn_blocking(move || {
+                let want = snapshot::Expect {
+                    generation: &generation,
+                    model: &model,
+                    dim,
+                };
+                snapshot::read(&path, want).map_err(|e| (path, e))
+            })
+            .await
+            .map_err(|e| {
+                EngineError::Internal(format!("reading the index snapshot failed: {e}"))
+            })?;
+            match read {
+                Ok(ix) => {
+                    let n = ix.text.len() as u64;
+                    *self.write_indexes()? = ix;
+                    self.from_snapshot.store(true, Ordering::SeqCst);
+                    progress(Progress::Loading { done: n, total: n });
+                    tracing::info!(
+                        notes = n,
+                        ms = t0.elapsed().as_millis() as u64,
+                        "read the indexes from the snapshot"
+                    );
+                    return self.finish_open().await;
+                }
+                Err((path, e)) if !matches!(&e, snapshot::SnapshotFileError::Io(io) if io.kind() == std::io::ErrorKind::NotFound) =>
+                {
+                    tracing::warn!(
+                        path = %path.display(),
+                        "the index snapshot is not used ({e}); rebuilding the indexes from the store"
+                    );
+                }
+                Err(_) => {
+                    tracing::info!("no index snapshot; rebuilding the indexes from the store");
+                }
+            }
+        }
+        self.load(progress).await
+    }
+
+    /// At close: saves the indexes for the next open unless the snapshot on disk already
+    /// shows them (read at open, nothing indexed written since), or they may be behind
+    /// the store. A failure is logged; the next open then rebuilds.
+    async fn save_snapshot(&self) {
+        let Some(path) = &self.snapshot_path else {
+            return;
+        };
+        if self.store.index_writes_uncertain() || self.diverged.load(Ordering::SeqCst) {
+            tracing::warn!(
+                "a write was cut off before the indexes showed it: no index snapshot (the next open rebuilds)"
+            );
+            return;
+        }
+        if self.from_snapshot.load(Ordering::SeqCst) && self.store.sealed_snapshot().is_some() {
+            return;
+        }
+        let t0 = Instant::now();
+        let generation = JobId::generate().to_string();
+        let bytes = match self.read_indexes() {
+            Ok(ix) => snapshot::encode(
+                &ix,
+                snapshot::Expect {
+                    generation: &generation,
+                    model: self.embedder.model_id(),
+                    dim: self.embedder.dim(),
+                },
+            ),
+            Err(e) => {
+                tracing::warn!("no index snapshot: {e}");
+                return;
+            }
+        };
+        let size = bytes.len();
+        let target = path.clone();
+        let written =
+            tokio::task::spawn_blocking(move || snapshot::write_atomic(&target, &bytes)).await;
+        match written {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                tracing::warn!(path = %path.display(), "could not write the index snapshot: {e}");
+                return;
+            }
+            Err(e) => {
+                tracing::warn!("could not write the index snapshot: {e}");
+                return;
+            }
+        }
+        match self.store.seal_snapshot(&generation).await {
+            Ok(()) => tracing::info!(
+                bytes = size,
+                ms = t0.elapsed().as_millis() as u64,
+                "saved the index snapshot"
+            ),
+            Err(e) => tracing::warn!("could not record the index snapshot in the store: {e}"),
+        }
+    }
+
+    /// A guard for the step from a committed write to the index update; see [`IndexSync`].
+    fn index_sync(&self) -> IndexSync<'_> {
+        IndexSync {
+            diverged: &self.diverged,
+            done: false,
+        }
     }
 
     pub fn store(&self) -> &Store {
@@ -280,6 +443,11 @@ impl Engine {
 
     pub fn embedder(&self) -> &dyn Embedder {
         self.embedder.as_ref()
+    }
+
+    /// The embedder, to open another engine with it without loading the model again.
+    pub fn shared_embedder(&self) -> Arc<dyn Embedder> {
+        Arc::clone(&self.embedder)
     }
 
     /// Sets the LLM (None: enrichment waits) and the pipeline options.
@@ -368,6 +536,12 @@ impl Engine {
                 }
             }
         }
+        self.finish_open().await
+    }
+
+    /// What every open does after the indexes are in place.
+    async fn finish_open(&self) -> Result<(), EngineError> {
+        let model = self.embedder.model_id().to_owned();
         self.strength_weight.store(self.strength_weight().await?);
         let recorded = serde_json::json!({ "model": model, "dim": self.embedder.dim() });
         if self.store.get_setting(EMBEDDING_SETTING).await?.as_ref() != Some(&recorded) {
@@ -391,7 +565,9 @@ impl Engine {
             let vectors = self.embed_blocking(texts).await?;
             for ((id, _), v) in chunk.iter().zip(&vectors) {
                 self.store.set_embedding(id, v, &model).await?;
+                let sync = self.index_sync();
                 self.write_indexes()?.vector.upsert(id.clone(), v)?;
+                sync.done();
             }
             done += chunk.len() as u64;
             progress(Progress::Reembedding { done, total });
@@ -497,6 +673,7 @@ impl Engine {
         self.store
             .insert_notes_with(&writes, &merge_writes, &differs)
             .await?;
+        let sync = self.index_sync();
         let store_time = t1.elapsed();
         let mut ix = self.write_indexes()?;
         for ((n, v), text) in notes.iter().zip(&vectors).zip(&texts) {
@@ -513,6 +690,7 @@ impl Engine {
                 ix.add_link(&d.from, &d.to);
             }
         }
+        sync.done();
         Ok(AddedBatch {
             notes,
             merges,
@@ -553,11 +731,35 @@ impl Engine {
         let Some(back) = self.store.delete_note(id).await? else {
             return Err(EngineError::NotFound(id.clone()));
         };
+        let sync = self.index_sync();
         self.write_indexes()?.remove_note(id);
         for n in &back {
             self.index_note(n).await?;
         }
+        sync.done();
         Ok(())
+    }
+
+    /// Writes links (idempotent per from, to and kind, as an import does) and adds the
+    /// accepted ones to the link-expansion index; returns how many were new.
+    pub async fn insert_links(
+        &self,
+        links: &[kasten_store::ImportLinkWrite],
+    ) -> Result<u64, EngineError> {
+        let created = self.store.insert_import_links(links).await?;
+        let sync = self.index_sync();
+        let mut ix = self.write_indexes()?;
+        for l in links
+            .iter()
+            .filter(|l| l.status == kasten_core::LinkStatus::Accepted)
+        {
+            if ix.vector.contains(&l.from) && ix.vector.contains(&l.to) {
+                ix.add_link(&l.from, &l.to);
+            }
+        }
+        drop(ix);
+        sync.done();
+        Ok(created)
     }
 
     /// Rebuilds the link-expansion index from the accepted links in the store (after links
@@ -597,6 +799,12 @@ impl Engine {
         Ok((ix.vector.len(), ix.text.len()))
     }
 
+    /// Whether this open read the indexes from the index snapshot (instead of rebuilding
+    /// them from the store).
+    pub fn opened_from_snapshot(&self) -> bool {
+        self.from_snapshot.load(Ordering::SeqCst)
+    }
+
     /// Bytes held by the vector index.
     pub fn vector_index_bytes(&self) -> Result<usize, EngineError> {
         Ok(self.read_indexes()?.vector.memory_bytes())
@@ -626,6 +834,8 @@ mod memory_tests;
 mod pipeline_tests;
 #[cfg(test)]
 mod review_tests;
+#[cfg(test)]
+mod snapshot_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

@@ -155,7 +155,9 @@ impl Engine {
                 "note {id} changed while it was being archived; try again"
             )));
         }
+        let sync = self.index_sync();
         self.write_indexes()?.remove_note(id);
+        sync.done();
         self.require(id).await
     }
 
@@ -186,7 +188,9 @@ impl Engine {
                 "note {id} changed while it was being restored; try again"
             )));
         }
+        let sync = self.index_sync();
         self.index_note(id).await?;
+        sync.done();
         self.require(id).await
     }
 

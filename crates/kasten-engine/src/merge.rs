@@ -280,7 +280,9 @@ impl Engine {
                 self.store
                     .change_status(&dup, "merged", "active", "unmerge", "user", &link.id)
                     .await?;
+                let sync = self.index_sync();
                 self.index_note(&dup).await?;
+                sync.done();
                 if !matches!(note.enrich_state, kasten_core::EnrichState::Done) {
                     self.store.enqueue_job(&dup, &JobId::generate()).await?;
                 }
@@ -289,7 +291,9 @@ impl Engine {
                 self.store
                     .change_status(&dup, "active", "merged", "merge", "user", &link.id)
                     .await?;
+                let sync = self.index_sync();
                 self.write_indexes()?.remove_note(&dup);
+                sync.done();
             }
             _ => {}
         }

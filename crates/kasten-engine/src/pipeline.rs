@@ -689,7 +689,9 @@ impl Engine {
         // updates of neighbours that changed meanwhile are held for review, not applied
         let held = self.store.apply_enrichment(&e).await?;
 
-        // 7. the indexes follow the committed write
+        // 7. the indexes follow the committed write (until they do, a close writes no
+        // index snapshot)
+        let sync = self.index_sync();
         {
             let mut ix = self.write_indexes()?;
             if e.construction_mode == ApplyMode::Apply {
@@ -710,6 +712,7 @@ impl Engine {
                 ix.add_link(&note.id, &l.to);
             }
         }
+        sync.done();
         // the incremental Box update: the note joins the Box its links lead to (a failure
         // here only delays it to the next recompute; the enrichment is committed)
         if let Err(err) = self.place_in_box(&note.id).await {

@@ -903,6 +903,7 @@ impl Engine {
             }
             other => EngineError::Store(other),
         })?;
+        let sync = self.index_sync();
         let ids: Vec<NoteId> = batch.field_changes.iter().map(|c| c.note.clone()).collect();
         let notes = self.store.get_notes(&ids).await?;
         // the link adjacency changes only between the ends of the links reviewed: they are
@@ -933,6 +934,7 @@ impl Engine {
                 }
             }
         }
+        sync.done();
         // a merge link whose status changed folds its note in or lets it out
         for (link, _, _) in &batch.link_status {
             if let Some(l) = self.store.link(link).await? {

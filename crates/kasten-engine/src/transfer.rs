@@ -205,6 +205,7 @@ impl Engine {
             summary.queued += writes.iter().filter(|w| w.job.is_some()).count() as u64;
             let ts = std::time::Instant::now();
             self.store.insert_notes(&writes).await?;
+            let sync = self.index_sync();
             store_ms += ts.elapsed().as_millis();
             let mut ix = self.write_indexes()?;
             for ((n, v), text) in notes.iter().zip(&vectors).zip(&texts) {
@@ -217,6 +218,7 @@ impl Engine {
                     .upsert(n.id.clone(), n.source.as_deref(), n.created_at);
             }
             drop(ix);
+            sync.done();
             done += chunk.len() as u64;
             summary.created += chunk.len() as u64;
             progress(ImportProgress::Notes { done, total });
@@ -258,6 +260,7 @@ impl Engine {
         progress(ImportProgress::Links { done, total });
         for chunk in writes.chunks(LINK_BATCH) {
             let created = self.store.insert_import_links(chunk).await?;
+            let sync = self.index_sync();
             summary.links_created += created;
             summary.links_existing += chunk.len() as u64 - created;
             let mut ix = self.write_indexes()?;
@@ -267,6 +270,7 @@ impl Engine {
                 }
             }
             drop(ix);
+            sync.done();
             done += chunk.len() as u64;
             progress(ImportProgress::Links { done, total });
         }
@@ -354,7 +358,9 @@ impl Engine {
             ))));
         }
         let summary = self.store.restore(backup).await?;
+        let sync = self.index_sync();
         self.load(progress).await?;
+        sync.done();
         Ok(summary)
     }
 }

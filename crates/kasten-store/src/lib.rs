@@ -20,6 +20,8 @@ mod transfer;
 pub mod views;
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering::SeqCst;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -341,6 +343,63 @@ struct LinkRow {
 pub struct Store {
     db: Surreal<Any>,
     endpoint: Endpoint,
+    snapshot: SnapshotBook,
+}
+
+/// The setting under which a clean close vouches for the engine's index snapshot.
+pub const SNAPSHOT_SETTING: &str = "index_snapshot";
+/// The engine's index snapshot inside an embedded store's directory (beside SurrealKV's
+/// own files, which ignore it; not counted in [`Store::disk_bytes`]).
+pub const SNAPSHOT_FILE: &str = "kasten-index.snapshot";
+
+/// What the store knows about the engine's index snapshot (ARCHITECTURE.md, "Opening
+/// without rebuilding"). A clean close stores the generation of the snapshot it wrote
+/// ([`Store::seal_snapshot`]); the first write of a later session that changes indexed
+/// data (notes, their text or embeddings, status, accepted links) removes it before
+/// writing, so a snapshot is only trusted while nothing it mirrors has changed. Embedded
+/// stores only: they have one process (LOCK file).
+#[derive(Debug, Default)]
+struct SnapshotBook {
+    /// The generation found at open.
+    sealed: Option<String>,
+    /// Set once the seal is removed from the store in this session.
+    unsealed: tokio::sync::OnceCell<()>,
+    /// Writes that changed indexed data and returned `Ok`.
+    writes: AtomicU64,
+    /// A write that changes indexed data was cut off or failed in a way that may have
+    /// committed it: the engine's indexes may not show it.
+    uncertain: AtomicBool,
+}
+
+/// Held while a write that changes indexed data runs; see [`SnapshotBook`].
+struct IndexWrite<'a> {
+    book: &'a SnapshotBook,
+    finished: bool,
+}
+
+impl IndexWrite<'_> {
+    /// Records how the write ended and passes its result on.
+    fn finish<T>(mut self, r: Result<T, StoreError>) -> Result<T, StoreError> {
+        self.finished = true;
+        match &r {
+            Ok(_) => {
+                self.book.writes.fetch_add(1, SeqCst);
+            }
+            // a conflicting transaction is rolled back: nothing was written
+            Err(StoreError::Conflict) => {}
+            Err(_) => self.book.uncertain.store(true, SeqCst),
+        }
+        r
+    }
+}
+
+impl Drop for IndexWrite<'_> {
+    fn drop(&mut self) {
+        if !self.finished {
+            // the caller stopped waiting (cancelled): the write may still have committed
+            self.book.uncertain.store(true, SeqCst);
+        }
+    }
 }
 
 impl Store {
@@ -371,15 +430,80 @@ impl Store {
             .use_db(DATABASE)
             .await
             .map_err(StoreError::from_db)?;
-        let store = Store {
+        let mut store = Store {
             db,
             endpoint: endpoint.clone(),
+            snapshot: SnapshotBook::default(),
         };
         if let Err(e) = store.migrate().await {
             store.close().await;
             return Err(e);
         }
+        if matches!(endpoint, Endpoint::SurrealKv(_)) {
+            match store.get_setting(SNAPSHOT_SETTING).await {
+                Ok(v) => store.snapshot.sealed = v.and_then(|v| v.as_str().map(str::to_owned)),
+                Err(e) => {
+                    store.close().await;
+                    return Err(e);
+                }
+            }
+        }
         Ok(store)
+    }
+
+    /// The generation of the index snapshot the last clean close vouched for, if no
+    /// write has changed indexed data since (embedded stores; `None` otherwise).
+    pub fn sealed_snapshot(&self) -> Option<&str> {
+        if self.snapshot.unsealed.initialized() {
+            None
+        } else {
+            self.snapshot.sealed.as_deref()
+        }
+    }
+
+    /// Vouches for the index snapshot `generation`, written after the last change of
+    /// this session: the next open trusts a snapshot of that generation. Embedded stores
+    /// only (a no-op elsewhere).
+    pub async fn seal_snapshot(&self, generation: &str) -> Result<(), StoreError> {
+        if !matches!(self.endpoint, Endpoint::SurrealKv(_)) {
+            return Ok(());
+        }
+        self.set_setting(SNAPSHOT_SETTING, &serde_json::Value::from(generation))
+            .await
+    }
+
+    /// Writes in this session that changed indexed data.
+    pub fn index_writes(&self) -> u64 {
+        self.snapshot.writes.load(SeqCst)
+    }
+
+    /// Whether a write that changes indexed data was cut off or failed in a way that may
+    /// have committed it (then the engine's indexes may not show it).
+    pub fn index_writes_uncertain(&self) -> bool {
+        self.snapshot.uncertain.load(SeqCst)
+    }
+
+    /// Call before every write that changes indexed data, and pass its result through
+    /// [`IndexWrite::finish`]: the first one of a session removes the snapshot seal.
+    async fn index_write(&self) -> Result<IndexWrite<'_>, StoreError> {
+        if self.snapshot.sealed.is_some() {
+            self.snapshot
+                .unsealed
+                .get_or_try_init(|| async {
+                    let mut resp = self
+                        .db
+                        .query("DELETE type::record('setting', $k)")
+                        .bind(("k", SNAPSHOT_SETTING))
+                        .await
+                        .map_err(StoreError::from_db)?;
+                    first_real_error(&mut resp)
+                })
+                .await?;
+        }
+        Ok(IndexWrite {
+            book: &self.snapshot,
+            finished: false,
+        })
     }
 
     fn locked(dir: &Path) -> StoreError {
@@ -393,7 +517,7 @@ impl Store {
     /// Closes the database and waits until its files are released. Every exit path must
     /// call this (see the crate docs).
     pub async fn close(self) {
-        let Store { db, endpoint } = self;
+        let Store { db, endpoint, .. } = self;
         drop(db);
         if let Endpoint::SurrealKv(dir) = endpoint {
             wait_for_unlock(&dir).await;
@@ -471,6 +595,20 @@ impl Store {
     /// transaction as the notes; so does each link between a new note and one it reads like
     /// but whose facts differ.
     pub async fn insert_notes_with(
+        &self,
+        writes: &[NoteWrite],
+        merges: &[MergeWrite],
+        differs: &[DifferWrite],
+    ) -> Result<(), StoreError> {
+        let w = self.index_write().await?;
+        w.finish(
+            self.insert_notes_with_unmarked(writes, merges, differs)
+                .await,
+        )
+    }
+
+    /// [`Store::insert_notes_with`] without the snapshot bookkeeping.
+    async fn insert_notes_with_unmarked(
         &self,
         writes: &[NoteWrite],
         merges: &[MergeWrite],
@@ -680,6 +818,12 @@ impl Store {
     /// they were never enriched. Returns `None` if the note did not exist, else the notes
     /// that came back (the caller indexes them).
     pub async fn delete_note(&self, id: &NoteId) -> Result<Option<Vec<NoteId>>, StoreError> {
+        let w = self.index_write().await?;
+        w.finish(self.delete_note_unmarked(id).await)
+    }
+
+    /// [`Store::delete_note`] without the snapshot bookkeeping.
+    async fn delete_note_unmarked(&self, id: &NoteId) -> Result<Option<Vec<NoteId>>, StoreError> {
         #[derive(Debug, SurrealValue)]
         #[surreal(crate = "surrealdb::types")]
         struct Freed {
@@ -845,6 +989,17 @@ impl Store {
         embedding: &[f32],
         model: &str,
     ) -> Result<(), StoreError> {
+        let w = self.index_write().await?;
+        w.finish(self.set_embedding_unmarked(id, embedding, model).await)
+    }
+
+    /// [`Store::set_embedding`] without the snapshot bookkeeping.
+    async fn set_embedding_unmarked(
+        &self,
+        id: &NoteId,
+        embedding: &[f32],
+        model: &str,
+    ) -> Result<(), StoreError> {
         let mut resp = self
             .db
             .query("UPDATE type::record('note', $id) SET embedding = $e, embed_model = $m")
@@ -897,10 +1052,14 @@ impl Store {
         Ok(n.unwrap_or(0).max(0) as u64)
     }
 
-    /// Bytes the embedded database occupies on disk (0 for other endpoints).
+    /// Bytes the embedded database occupies on disk, without the index snapshot (0 for
+    /// other endpoints).
     pub fn disk_bytes(&self) -> u64 {
         match &self.endpoint {
-            Endpoint::SurrealKv(dir) => dir_size(dir),
+            Endpoint::SurrealKv(dir) => {
+                let snapshot = std::fs::metadata(dir.join(SNAPSHOT_FILE)).map_or(0, |m| m.len());
+                dir_size(dir).saturating_sub(snapshot)
+            }
             _ => 0,
         }
     }

@@ -223,6 +223,23 @@ impl Store {
         actor: &str,
         reason: &str,
     ) -> Result<bool, StoreError> {
+        let w = self.index_write().await?;
+        w.finish(
+            self.change_status_unmarked(id, from, to, action, actor, reason)
+                .await,
+        )
+    }
+
+    /// [`Store::change_status`] without the snapshot bookkeeping.
+    async fn change_status_unmarked(
+        &self,
+        id: &NoteId,
+        from: &str,
+        to: &str,
+        action: &str,
+        actor: &str,
+        reason: &str,
+    ) -> Result<bool, StoreError> {
         let q = "BEGIN TRANSACTION;
             LET $r = type::record('note', $id);
             LET $ok = (SELECT VALUE status FROM ONLY $r) = $from;

@@ -488,6 +488,12 @@ impl Store {
     /// refusal because the note was deleted is [`StoreError::Conflict`]; a second apply of
     /// the same job is refused as well (the event exists).
     pub async fn apply_enrichment(&self, e: &Enrichment) -> Result<Vec<NoteId>, StoreError> {
+        let w = self.index_write().await?;
+        w.finish(self.apply_enrichment_unmarked(e).await)
+    }
+
+    /// [`Store::apply_enrichment`] without the snapshot bookkeeping.
+    async fn apply_enrichment_unmarked(&self, e: &Enrichment) -> Result<Vec<NoteId>, StoreError> {
         let links: Vec<LinkParam> = e
             .links
             .iter()

@@ -436,6 +436,12 @@ impl Store {
     /// Carries out one review action atomically. [`StoreError::Conflict`] if a note's
     /// annotations are no longer what the action expected.
     pub async fn apply_review(&self, b: &ReviewBatch) -> Result<(), StoreError> {
+        let w = self.index_write().await?;
+        w.finish(self.apply_review_unmarked(b).await)
+    }
+
+    /// [`Store::apply_review`] without the snapshot bookkeeping.
+    async fn apply_review_unmarked(&self, b: &ReviewBatch) -> Result<(), StoreError> {
         let changes: Vec<FieldChangeParam> = b
             .field_changes
             .iter()

@@ -136,6 +136,15 @@ impl Store {
     /// Creates the links that do not exist yet (same ends and kind) in one transaction.
     /// Returns how many were created; the others already existed.
     pub async fn insert_import_links(&self, links: &[ImportLinkWrite]) -> Result<u64, StoreError> {
+        let w = self.index_write().await?;
+        w.finish(self.insert_import_links_unmarked(links).await)
+    }
+
+    /// [`Store::insert_import_links`] without the snapshot bookkeeping.
+    async fn insert_import_links_unmarked(
+        &self,
+        links: &[ImportLinkWrite],
+    ) -> Result<u64, StoreError> {
         if links.is_empty() {
             return Ok(0);
         }
@@ -252,7 +261,9 @@ impl Store {
         let mut tables = serde_json::Map::new();
         for t in self.table_names().await? {
             let rows = self.table_rows(&t).await?;
-            let rows: Vec<Json> = rows.into_iter().map(to_json).collect::<Result<_, _>>()?;
+            let mut rows: Vec<Json> = rows.into_iter().map(to_json).collect::<Result<_, _>>()?;
+            // the index snapshot's seal describes this memory's own snapshot file, not data
+            rows.retain(|r| !is_snapshot_seal(&t, r));
             tables.insert(t, Json::Array(rows));
         }
         Ok(json!({
@@ -284,6 +295,12 @@ impl Store {
     /// ([`Store::non_empty_tables`]): every row exactly as it was read.
     /// Settings are replaced by the backup's. Each batch of rows is one transaction.
     pub async fn restore(&self, backup: &Json) -> Result<RestoreSummary, StoreError> {
+        let w = self.index_write().await?;
+        w.finish(self.restore_unmarked(backup).await)
+    }
+
+    /// [`Store::restore`] without the snapshot bookkeeping.
+    async fn restore_unmarked(&self, backup: &Json) -> Result<RestoreSummary, StoreError> {
         let bad = |m: &str| StoreError::Corrupt(format!("not a Kasten backup: {m}"));
         if backup.get("format").and_then(Json::as_str) != Some(BACKUP_FORMAT) {
             return Err(bad("its \"format\" is not \"kasten-backup\""));
@@ -333,6 +350,19 @@ impl Store {
                 .get(t)
                 .and_then(Json::as_array)
                 .ok_or_else(|| bad(&format!("table {t} is not a list")))?;
+            // the snapshot seal vouches for this memory's own index snapshot, never for
+            // the memory a backup came from
+            let kept: Vec<Json>;
+            let rows: &[Json] = if t == "setting" {
+                kept = rows
+                    .iter()
+                    .filter(|r| !is_snapshot_seal(t, r))
+                    .cloned()
+                    .collect();
+                &kept
+            } else {
+                rows
+            };
             if t == "setting" {
                 let mut resp = self
                     .db
@@ -385,6 +415,12 @@ impl Store {
         }
         Ok(out)
     }
+}
+
+/// Whether a backup row is the index snapshot's seal (`setting:index_snapshot`).
+fn is_snapshot_seal(table: &str, row: &Json) -> bool {
+    table == "setting"
+        && row.pointer("/id/$record/key").and_then(Json::as_str) == Some(crate::SNAPSHOT_SETTING)
 }
 
 fn valid_table(t: &str) -> bool {
