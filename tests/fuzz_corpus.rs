@@ -1,4 +1,4 @@
-//! Replays the committed fuzz corpus through the parsers on stable Rust (issue 9).
+//! Replays the committed fuzz corpus through the parsers on stable Rust.
 //!
 //! `fuzz/checks.rs` holds what each cargo-fuzz target does with one input (parse, check
 //! the invariants); this test runs the same functions over every file of

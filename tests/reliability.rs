@@ -1,4 +1,4 @@
-//! Crash, fault, resource and security suite (issue 9): whole-system tests that run the
+//! Crash, fault, resource and security suite: whole-system tests that run the
 //! real `kasten` binary (and `kasten-fakellm`) and check the memory afterwards through the
 //! CLI and full backups. docs/RELIABILITY.md reports what they try and the figures.
 //!

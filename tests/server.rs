@@ -1,4 +1,4 @@
-//! Concurrency and the server path (issue 9, item 4; docs/SERVER.md).
+//! Concurrency and the server path (docs/SERVER.md).
 //!
 //! - Two Kasten processes share one memory on a real SurrealDB 3.3.5 server (`ws://`,
 //!   built from crates.io in `tests/surreal-server`): both write and run the enrichment

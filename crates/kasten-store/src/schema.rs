@@ -101,7 +101,7 @@ DEFINE FIELD version ON schema_version TYPE int;
 DEFINE FIELD applied_at ON schema_version TYPE datetime;
 "#;
 
-/// The memory lifecycle and Boxes (issue 5): a note's tier (and project), when it entered
+/// The memory lifecycle and Boxes: a note's tier (and project), when it entered
 /// the memory (decay is counted from there), the `merged` status of a near-duplicate held
 /// under a `same-entity` link, links created by a merge, project states, Boxes, and chat
 /// sessions.
