@@ -288,6 +288,22 @@ pub fn context_problem(context: &str, note: &str) -> Option<&'static str> {
     if counts.values().any(|&n| n >= 3) {
         return Some("repeats itself");
     }
+    // grounded: past an "About <topic>:" label, it shares a content word with the note
+    // (a small model otherwise invents: "About pets: a cat is attacked by a snake." for a
+    // note about aphids on tomatoes)
+    let body = c
+        .strip_prefix("About ")
+        .and_then(|rest| rest.split_once(':').map(|(_, b)| b))
+        .unwrap_or(c);
+    let tok = Tokenizer::default();
+    let note_stems: HashSet<String> = tok.tokenize(note).into_iter().collect();
+    let grounded = candidate_terms(body, 60)
+        .iter()
+        .filter(|t| !t.contains(' '))
+        .any(|t| tok.tokenize(t).iter().any(|s| note_stems.contains(s)));
+    if !grounded {
+        return Some("not about the note");
+    }
     None
 }
 
