@@ -236,7 +236,7 @@ pub fn cited_answer_grammar(shown: usize) -> String {
         .collect();
     format!(
         "root ::= \"{NOT_IN_MEMORY}\" | answer\n\
-         answer ::= [A-Z] [^\\[\\]\\n<>]{{8,280}} \" [\" cite \"]\" ( \" [\" cite \"]\" )? \".\"\n\
+         answer ::= [A-Z] [^\\[\\]\\n<>:.,;]{{15,120}} \" [\" cite \"]\" ( \" [\" cite \"]\" )? \".\"\n\
          cite ::= {}\n",
         cites.join(" | ")
     )
