@@ -1,4 +1,4 @@
-//! Issue 5 in the engine: chat with citations, merge on write under both policies,
+//! Memory features in the engine: chat with citations, merge on write under both policies,
 //! archive/restore, reinforcement, and Boxes.
 
 use std::sync::Mutex;
