@@ -50,15 +50,7 @@ fn a_fresh_memory_is_enriched_by_the_builtin_model_with_sensible_annotations() {
         h.ok(&["add", text]);
     }
     h.ok(&["enrich"]);
-    let list = h.json(&["list", "--limit", "50"]);
-    let ids: Vec<String> = list["notes"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|n| n["id"].as_str().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default();
+    let ids = h.all_ids();
     assert_eq!(ids.len(), NOTES.len());
     for id in &ids {
         let n = enriched(&h, id);

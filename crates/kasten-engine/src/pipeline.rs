@@ -555,32 +555,26 @@ impl Engine {
                 context: c.context.clone(),
                 time: Some(note.created_at.format("%Y-%m-%d").to_string()),
             };
-            if small {
-                if let Some(p) = prompts::link_guided(&me, &shown, &handles) {
-                    let validate =
-                        |v: &serde_json::Value| LinkEvolve::from_guided(v, &handles).map(|_| ());
-                    let resp = llm.structured(&request(&p, 200), &validate).await?;
-                    usage.add(&resp.usage);
-                    calls += resp.attempts;
-                    le = LinkEvolve::from_guided(&resp.value, &handles).map_err(|e| {
-                        LlmError::BadOutput {
-                            reason: e,
-                            raw: resp.value.to_string(),
-                        }
-                    })?;
-                }
+            // small models: the guided prompt (None when no neighbour shares a term)
+            type Parse = fn(&serde_json::Value, &Handles) -> Result<LinkEvolve, String>;
+            let call: Option<(Prompt, u32, Parse)> = if small {
+                prompts::link_guided(&me, &shown, &handles)
+                    .map(|p| (p, 200, LinkEvolve::from_guided as Parse))
             } else {
-                let p = prompts::link_evolve(&me, &shown, &handles);
-                let validate =
-                    |v: &serde_json::Value| LinkEvolve::from_value(v, &handles).map(|_| ());
-                let resp = llm.structured(&request(&p, 700), &validate).await?;
+                Some((
+                    prompts::link_evolve(&me, &shown, &handles),
+                    700,
+                    LinkEvolve::from_value as Parse,
+                ))
+            };
+            if let Some((p, max_tokens, parse)) = call {
+                let validate = |v: &serde_json::Value| parse(v, &handles).map(|_| ());
+                let resp = llm.structured(&request(&p, max_tokens), &validate).await?;
                 usage.add(&resp.usage);
                 calls += resp.attempts;
-                le = LinkEvolve::from_value(&resp.value, &handles).map_err(|e| {
-                    LlmError::BadOutput {
-                        reason: e,
-                        raw: resp.value.to_string(),
-                    }
+                le = parse(&resp.value, &handles).map_err(|e| LlmError::BadOutput {
+                    reason: e,
+                    raw: resp.value.to_string(),
                 })?;
             }
         }

@@ -113,10 +113,10 @@ pub fn validate_setting(key: &str, raw: &str) -> Result<Value, SettingError> {
             .ok_or_else(bad)
     };
     match key {
-        "llm.provider" => match v.to_ascii_lowercase().as_str() {
-            p @ ("openai" | "ollama" | "local" | "none") => Ok(json!(p)),
-            _ => Err(bad()),
-        },
+        "llm.provider" if v.eq_ignore_ascii_case("none") => Ok(json!("none")),
+        "llm.provider" => Provider::parse(v)
+            .map(|p| json!(p.as_str()))
+            .ok_or_else(bad),
         "llm.base_url" => {
             if v.starts_with("http://") || v.starts_with("https://") {
                 Ok(json!(v.trim_end_matches('/')))
