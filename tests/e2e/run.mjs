@@ -23,7 +23,7 @@ for (const f of [APP, FAKELLM]) {
 
 const only = process.env.E2E_ONLY;
 // graphPerf is run by hand (E2E_ONLY=graphPerf, with KASTEN_PERF_HOME)
-const order = (only ? [only] : ["coldStart", "mainFlow", "reopen", "sampleNotebook", "darkMode", "importVault"]).filter((n) => n in specs);
+const order = (only ? [only] : ["coldStart", "mainFlow", "reopen", "sampleNotebook", "darkMode", "importVault", "builtinLlm"]).filter((n) => n in specs);
 const fake = await startFakeLlm();
 let failed = 0;
 for (const name of order) {
