@@ -13,8 +13,8 @@
 
 use chrono::{DateTime, Utc};
 use kasten_core::chat::{
-    NOT_IN_MEMORY, ShownNote, Turn, answer_prompt, citations, is_relevant, retrieval_query,
-    says_not_in_memory, small_talk, term_overlap,
+    NOT_IN_MEMORY, ShownLink, ShownNote, Turn, answer_prompt, citations, is_relevant,
+    retrieval_query, says_not_in_memory, small_talk, term_overlap,
 };
 use kasten_core::lifecycle::Reinforce;
 use kasten_core::text::Tokenizer;
@@ -152,6 +152,7 @@ impl Engine {
         let candidates = found.hits.len();
         let qv = self.embed_query(&query).await?;
         let mut shown: Vec<AnswerNote> = Vec::new();
+        let mut prompt_notes: Vec<ShownNote> = Vec::new();
         {
             // the tokenizer (its stemmer) is not Send: it must not live across an await
             let tokenizer = Tokenizer::default();
@@ -167,6 +168,12 @@ impl Engine {
                 let linked = h.via.iter().any(|v| matches!(v, Via::Link { .. }));
                 if is_relevant(cosine, overlap, options.min_cosine) || (linked && !shown.is_empty())
                 {
+                    prompt_notes.push(ShownNote {
+                        time: h.note.created_at.format("%Y-%m-%d %H:%M").to_string(),
+                        content: h.note.content.clone(),
+                        context: h.note.context.clone(),
+                        keywords: h.note.keywords.clone(),
+                    });
                     shown.push(AnswerNote {
                         n: shown.len() + 1,
                         id: h.note.id.clone(),
@@ -198,16 +205,10 @@ impl Engine {
         }
 
         let llm = self.llm_client().ok_or(EngineError::NoLlm)?;
-        let prompt_notes: Vec<ShownNote> = shown
-            .iter()
-            .map(|n| ShownNote {
-                time: n.created_at.format("%Y-%m-%d %H:%M").to_string(),
-                content: n.content.clone(),
-            })
-            .collect();
+        let links = self.links_among(&shown).await?;
         let small = self.pipeline.profile == crate::ModelProfile::Small;
         let req = ChatRequest {
-            messages: to_messages(answer_prompt(&prompt_notes, history, question)),
+            messages: to_messages(answer_prompt(&prompt_notes, &links, history, question)),
             temperature: 0.0,
             max_tokens: Some(if small { 120 } else { 600 }),
             grammar: small.then(|| kasten_core::chat::cited_answer_grammar(prompt_notes.len())),
@@ -253,6 +254,38 @@ impl Engine {
             model: Some(resp.model),
             usage: Some(resp.usage),
         })
+    }
+
+    /// The accepted links between the shown notes, by the notes' numbers in the prompt,
+    /// the most confident first.
+    async fn links_among(&self, shown: &[AnswerNote]) -> Result<Vec<ShownLink>, EngineError> {
+        let number: std::collections::HashMap<&NoteId, usize> =
+            shown.iter().map(|n| (&n.id, n.n)).collect();
+        let mut seen = std::collections::HashSet::new();
+        let mut found: Vec<(f64, ShownLink)> = Vec::new();
+        for n in shown {
+            for l in self.store.links_of(&n.id).await? {
+                if l.status != kasten_core::LinkStatus::Accepted {
+                    continue;
+                }
+                let (Some(&from), Some(&to)) = (number.get(&l.from), number.get(&l.to)) else {
+                    continue;
+                };
+                if seen.insert((from, to, l.kind.clone())) {
+                    found.push((
+                        l.confidence,
+                        ShownLink {
+                            from,
+                            to,
+                            kind: l.kind,
+                            reason: l.reason,
+                        },
+                    ));
+                }
+            }
+        }
+        found.sort_by(|a, b| b.0.total_cmp(&a.0));
+        Ok(found.into_iter().map(|(_, l)| l).collect())
     }
 
     async fn small_talk(
