@@ -305,4 +305,29 @@ fn with_an_llm_notes_are_enriched_and_questions_answered_and_scored() {
     ]);
     assert_eq!(again["samples"][0]["ingest"]["cached"], true, "{again:#}");
     assert_eq!(again["tokens"]["ingest_llm"], r["tokens"]["ingest_llm"]);
+    assert_eq!(r["llm"]["steps"], "full");
+    assert_eq!(r["llm"]["prompt_version"], "amem-v3");
+
+    // an ablation is a memory of its own: not the full system's cache, and its step skipped
+    let ablated = h.json(&[
+        "eval",
+        "locomo",
+        &f,
+        "--cache",
+        &c,
+        "-k",
+        "3",
+        "--samples",
+        "conv-a",
+        "--no-links",
+        "--no-evolution",
+    ]);
+    assert_eq!(ablated["llm"]["steps"], "no-links+no-evolution", "{ablated:#}");
+    assert_eq!(ablated["samples"][0]["ingest"]["cached"], false, "{ablated:#}");
+    let ablated_in = ablated["tokens"]["ingest_llm"]["in"].as_u64().unwrap_or(0);
+    let full_in = r["tokens"]["ingest_llm"]["in"].as_u64().unwrap_or(0);
+    assert!(
+        ablated_in > 0 && ablated_in < full_in,
+        "construction only reads less: {ablated_in} vs {full_in}"
+    );
 }

@@ -47,6 +47,16 @@ pub enum EvalCommand {
         /// answers (A-Mem's F1 and BLEU-1, the official LoCoMo F1).
         #[arg(long, conflicts_with = "no_llm")]
         answer: bool,
+        /// Ablation: the LLM writes no keywords, tags or context (links and evolution still
+        /// run). Cached apart from the full system.
+        #[arg(long, conflicts_with = "no_llm")]
+        no_construction: bool,
+        /// Ablation: the LLM proposes no links.
+        #[arg(long, conflicts_with = "no_llm")]
+        no_links: bool,
+        /// Ablation: the LLM never edits older notes.
+        #[arg(long, conflicts_with = "no_llm")]
+        no_evolution: bool,
         /// Where the ingested memories are cached (default: $KASTEN_HOME/eval).
         #[arg(long)]
         cache: Option<PathBuf>,
@@ -172,6 +182,10 @@ struct Totals {
 struct Mode {
     /// The LLM that enriches notes at ingest (and answers with --answer).
     llm: Option<LlmConfig>,
+    /// The enrichment prompts' version (part of the cache key, with the model).
+    prompt_version: &'static str,
+    /// The A-Mem steps that run (the ablations switch them off).
+    steps: kasten_engine::Steps,
     answer: bool,
 }
 
@@ -182,6 +196,9 @@ pub async fn run(cmd: &EvalCommand, json_out: bool) -> Result<()> {
         k,
         no_llm,
         answer,
+        no_construction,
+        no_links,
+        no_evolution,
         cache,
         fresh,
         per_question,
@@ -189,13 +206,19 @@ pub async fn run(cmd: &EvalCommand, json_out: bool) -> Result<()> {
     let k = (*k).max(1);
     // the LLM every other command would use: the environment, else the built-in model
     // (each sample is a memory of its own, with no stored settings)
+    let mut prompt_version = kasten_core::prompts::PROMPT_VERSION;
     let llm = if *no_llm {
         None
     } else {
         let env = |k: &str| std::env::var(k).ok();
         let choice = kasten_engine::LlmSettings::combine(&env, &json!({})).choose(&env);
         match (&choice.client, &choice.problem) {
-            (Some(c), _) => Some(c.config().clone()),
+            (Some(c), _) => {
+                if choice.profile == kasten_engine::ModelProfile::Small {
+                    prompt_version = kasten_core::prompts::GUIDED_PROMPT_VERSION;
+                }
+                Some(c.config().clone())
+            }
             (None, problem) => bail!(
                 "{}; or pass --no-llm to evaluate retrieval on plain notes",
                 problem
@@ -206,6 +229,12 @@ pub async fn run(cmd: &EvalCommand, json_out: bool) -> Result<()> {
     };
     let mode = Mode {
         llm,
+        prompt_version,
+        steps: kasten_engine::Steps {
+            construction: !no_construction,
+            links: !no_links,
+            evolution: !no_evolution,
+        },
         answer: *answer,
     };
     let t_run = Instant::now();
@@ -239,7 +268,12 @@ pub async fn run(cmd: &EvalCommand, json_out: bool) -> Result<()> {
     };
     let variant = match &mode.llm {
         None => "plain".to_owned(),
-        Some(c) => format!("llm-{}", safe_name(&c.model)),
+        Some(c) => format!(
+            "llm-{}-{}-{}",
+            safe_name(&c.model),
+            safe_name(mode.prompt_version),
+            mode.steps.label()
+        ),
     };
     let log = |s: String| {
         if !json_out {
@@ -348,11 +382,12 @@ async fn eval_sample(
     let notes = sample_notes(sample);
     let endpoint = format!("surrealkv://{}", dir.display());
     let mut engine = crate::open_engine(Some(&endpoint)).await?;
-    if mode.llm.is_some()
-        && let Err(e) = crate::configure(&mut engine, None, true).await
-    {
-        engine.close().await;
-        return Err(e);
+    if mode.llm.is_some() {
+        if let Err(e) = crate::configure(&mut engine, None, true).await {
+            engine.close().await;
+            return Err(e);
+        }
+        engine.set_steps(mode.steps);
     }
     let result = async {
         let ingest = if cached {
@@ -738,7 +773,12 @@ fn build_report(
         "file_hash": format!("{:016x}", h.hash),
         "cache": h.cache.display().to_string(),
         "k": h.k,
-        "llm": h.mode.llm.as_ref().map(|c| json!({"provider": c.provider, "model": c.model})),
+        "llm": h.mode.llm.as_ref().map(|c| json!({
+            "provider": c.provider,
+            "model": c.model,
+            "prompt_version": h.mode.prompt_version,
+            "steps": h.mode.steps.label(),
+        })),
         "search_options": h.options,
         "samples": samples.iter().map(|s| json!({
             "sample_id": s.sample_id,

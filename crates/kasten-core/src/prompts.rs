@@ -123,7 +123,7 @@ pub fn construct(content: &str, time: &str) -> Prompt {
 }
 
 /// What construction produced, cleaned up.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Construction {
     pub keywords: Vec<String>,
     pub tags: Vec<String>,

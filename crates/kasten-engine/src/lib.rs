@@ -46,7 +46,9 @@ pub use chat::{Answer, AnswerNote, AskOptions, ChatTurn, Retrieval};
 pub use kasten_llm::{LlmClient, LlmConfig};
 pub use lifecycle::{ARCHIVE_THRESHOLD_SETTING, ArchiveCandidate, STRENGTH_WEIGHT_SETTING};
 pub use merge::{MERGE_SETTING, MergeInfo, MergeOptions};
-pub use pipeline::{JobOutcome, ModelProfile, PipelineOptions, Policy, PolicyMode, RunSummary};
+pub use pipeline::{
+    JobOutcome, ModelProfile, PipelineOptions, Policy, PolicyMode, RunSummary, Steps,
+};
 pub use review::{FieldEdit, HistoryEntry, ReviewItem, ReviewOutcome, ReviewStatus};
 pub use search::{SearchHit, SearchOptions, SearchOutput, SearchTimings};
 pub use settings::{LlmChoice, LlmSettings, LlmSource, SettingError, validate_setting};
@@ -484,6 +486,11 @@ impl Engine {
     /// The pipeline options in force.
     pub fn pipeline_options(&self) -> &PipelineOptions {
         &self.pipeline
+    }
+
+    /// Which A-Mem steps enrichment runs from now on (the evaluation's ablations).
+    pub fn set_steps(&mut self, steps: Steps) {
+        self.pipeline.steps = steps;
     }
 
     /// The LLM client, if one is configured.

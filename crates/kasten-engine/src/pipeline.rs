@@ -65,6 +65,49 @@ pub struct PipelineOptions {
     pub workers: usize,
     /// Which prompts the model gets (setting `llm.profile`).
     pub profile: ModelProfile,
+    /// Which A-Mem steps run (all by default; the evaluation's ablations switch them off).
+    pub steps: Steps,
+}
+
+/// The steps of A-Mem's enrichment that run. Without construction a note keeps no
+/// keywords, tags or context of the LLM's; without links the LLM proposes none; without
+/// evolution older notes are never edited. With links and evolution both off, the
+/// link/evolve call is not made at all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Steps {
+    pub construction: bool,
+    pub links: bool,
+    pub evolution: bool,
+}
+
+impl Default for Steps {
+    fn default() -> Self {
+        Self {
+            construction: true,
+            links: true,
+            evolution: true,
+        }
+    }
+}
+
+impl Steps {
+    /// "full", or the steps left out ("no-construction+no-links").
+    pub fn label(self) -> String {
+        let off: Vec<&str> = [
+            (self.construction, "no-construction"),
+            (self.links, "no-links"),
+            (self.evolution, "no-evolution"),
+        ]
+        .iter()
+        .filter(|(on, _)| !on)
+        .map(|(_, l)| *l)
+        .collect();
+        if off.is_empty() {
+            "full".to_owned()
+        } else {
+            off.join("+")
+        }
+    }
 }
 
 impl Default for PipelineOptions {
@@ -75,6 +118,7 @@ impl Default for PipelineOptions {
             lease: Duration::from_secs(600),
             workers: 2,
             profile: ModelProfile::Auto,
+            steps: Steps::default(),
         }
     }
 }
@@ -493,15 +537,20 @@ impl Engine {
         } else {
             prompts::construct(&note.content, &note.created_at.to_rfc3339())
         };
-        let validate = |v: &serde_json::Value| Construction::from_value(v).map(|_| ());
-        let resp: StructuredResponse = llm.structured(&request(&p, 300), &validate).await?;
-        usage.add(&resp.usage);
-        calls += resp.attempts;
-        tracing::debug!(note = %note.id, answer = %resp.value, "construction");
-        let mut c = Construction::from_value(&resp.value).map_err(|e| LlmError::BadOutput {
-            reason: e,
-            raw: resp.value.to_string(),
-        })?;
+        let steps = self.pipeline.steps;
+        let mut c = if steps.construction {
+            let validate = |v: &serde_json::Value| Construction::from_value(v).map(|_| ());
+            let resp: StructuredResponse = llm.structured(&request(&p, 300), &validate).await?;
+            usage.add(&resp.usage);
+            calls += resp.attempts;
+            tracing::debug!(note = %note.id, answer = %resp.value, "construction");
+            Construction::from_value(&resp.value).map_err(|e| LlmError::BadOutput {
+                reason: e,
+                raw: resp.value.to_string(),
+            })?
+        } else {
+            Construction::default()
+        };
         // whatever the model: prompt text, dates as context and the like are never stored
         let sanitized = kasten_core::quality::sanitize(
             &note.content,
@@ -534,7 +583,7 @@ impl Engine {
         // 4. link + evolve
         let t2 = Instant::now();
         let mut le = LinkEvolve::default();
-        if !neighbours.is_empty() {
+        if !neighbours.is_empty() && (steps.links || steps.evolution) {
             let handles = Handles::new(neighbours.iter().map(|n| n.id.clone()));
             let shown: Vec<Neighbour> = neighbours
                 .iter()
@@ -576,6 +625,12 @@ impl Engine {
                     reason: e,
                     raw: resp.value.to_string(),
                 })?;
+                if !steps.links {
+                    le.links.clear();
+                }
+                if !steps.evolution {
+                    le.updates.clear();
+                }
             }
         }
         let link_ms = t2.elapsed().as_millis() as u64;

@@ -381,3 +381,98 @@ async fn apply_is_idempotent_per_job() {
     assert_eq!(e.enrich_note(&n.id).await.unwrap(), None);
     e.close().await;
 }
+
+#[tokio::test]
+async fn each_step_can_be_switched_off_for_an_ablation() {
+    use crate::Steps;
+    let cases = [
+        (
+            Steps {
+                construction: false,
+                ..Steps::default()
+            },
+            "no-construction",
+        ),
+        (
+            Steps {
+                links: false,
+                ..Steps::default()
+            },
+            "no-links",
+        ),
+        (
+            Steps {
+                evolution: false,
+                ..Steps::default()
+            },
+            "no-evolution",
+        ),
+        (
+            Steps {
+                links: false,
+                evolution: false,
+                construction: true,
+            },
+            "no-links+no-evolution",
+        ),
+    ];
+    for (steps, label) in cases {
+        assert_eq!(steps.label(), label);
+        let fake = FakeLlm::start(Mode::Normal).await.unwrap();
+        let mut e = engine_with(&fake, Provider::Openai, Duration::from_secs(10), 3).await;
+        e.set_steps(steps);
+        let ids = add_all(&e).await;
+        let summary = e.run_pending(&|_| {}).await.unwrap();
+        assert_eq!(summary.done, NOTES.len(), "{label}: {summary:?}");
+        let mut links = 0;
+        for id in &ids {
+            let d = e.get(id).await.unwrap();
+            assert_eq!(d.note.enrich_state, EnrichState::Done, "{label}");
+            links += d.links.len();
+        }
+        // construction asked for (or not): its schema is what the fake server saw
+        let constructed = fake
+            .requests()
+            .iter()
+            .filter(|r| r.body.to_string().contains("note_construction"))
+            .count();
+        assert_eq!(constructed > 0, steps.construction, "{label}");
+        if !steps.construction {
+            // a note no evolution touched carries no annotations
+            let revs = e.store().revisions(None, 100).await.unwrap();
+            for id in &ids {
+                let evolved = revs
+                    .iter()
+                    .any(|r| r.note == id.to_string() && r.reason == "evolution");
+                let n = e.get(id).await.unwrap().note;
+                if !evolved {
+                    assert!(
+                        n.keywords.is_empty() && n.tags.is_empty() && n.context.is_empty(),
+                        "{label}: {n:?}"
+                    );
+                }
+            }
+        }
+        assert_eq!(links > 0, steps.links, "{label}: {links} links");
+        let revs = e.store().revisions(None, 100).await.unwrap();
+        let evolved = revs.iter().filter(|r| r.reason == "evolution").count();
+        assert_eq!(
+            evolved > 0,
+            steps.evolution,
+            "{label}: {evolved} evolutions"
+        );
+        // with links and evolution off, the link/evolve call is never made
+        let calls = fake
+            .requests()
+            .iter()
+            .filter(|r| r.path.contains("chat"))
+            .count();
+        let per_note =
+            usize::from(steps.construction) + usize::from(steps.links || steps.evolution);
+        assert!(
+            calls <= NOTES.len() * per_note + 2,
+            "{label}: {calls} calls"
+        );
+        e.close().await;
+    }
+}
