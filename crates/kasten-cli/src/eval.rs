@@ -655,13 +655,13 @@ async fn answer_question(
     hits: &[kasten_engine::SearchHit],
     totals: &mut Totals,
 ) -> Result<Answered> {
-    let notes: Vec<(String, &str)> = hits
+    let notes: Vec<kasten_core::chat::ShownNote> = hits
         .iter()
-        .map(|h| {
-            (
-                h.note.created_at.format("%-d %B %Y").to_string(),
-                h.note.content.as_str(),
-            )
+        .map(|h| kasten_core::chat::ShownNote {
+            time: h.note.created_at.format("%-d %B %Y").to_string(),
+            content: h.note.content.clone(),
+            context: h.note.context.clone(),
+            keywords: h.note.keywords.clone(),
         })
         .collect();
     let prompt = locomo::answer_prompt(q, index, &notes);

@@ -13,6 +13,8 @@ use chrono::{DateTime, NaiveDate, Utc};
 use serde::Deserialize;
 use thiserror::Error;
 
+use crate::chat::ShownNote;
+
 /// Why a LoCoMo file could not be read.
 #[derive(Debug, Error, Clone, PartialEq)]
 pub enum LocomoError {
@@ -368,15 +370,30 @@ pub struct AnswerPrompt {
     pub user: String,
 }
 
-/// A-Mem's answering protocol for LoCoMo: the retrieved notes (each with its date) as
-/// context, a short-phrase answer in the notes' own words, temporal questions answered
+/// A-Mem's answering protocol for LoCoMo: the retrieved notes (each with its date, and
+/// the context and keywords the LLM wrote for it, when it has them) as context, a
+/// short-phrase answer in the notes' own words, temporal questions answered
 /// with a date, adversarial questions as a choice between "not mentioned" and the baited
 /// answer (in an order fixed by `index`, where A-Mem draws it at random).
-pub fn answer_prompt(q: &Question, index: usize, notes: &[(String, &str)]) -> AnswerPrompt {
+pub fn answer_prompt(q: &Question, index: usize, notes: &[ShownNote]) -> AnswerPrompt {
+    let one_line = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
     let mut context = String::new();
-    for (i, (date, content)) in notes.iter().enumerate() {
-        let one_line = content.split_whitespace().collect::<Vec<_>>().join(" ");
-        context.push_str(&format!("[{}] {date}: {one_line}\n", i + 1));
+    for (i, n) in notes.iter().enumerate() {
+        context.push_str(&format!(
+            "[{}] {}: {}\n",
+            i + 1,
+            n.time,
+            one_line(&n.content)
+        ));
+        let ctx = one_line(&n.context);
+        if !ctx.is_empty() {
+            let ctx: String = ctx.chars().take(200).collect();
+            context.push_str(&format!("    context: {ctx}\n"));
+        }
+        if !n.keywords.is_empty() {
+            let kw: Vec<&str> = n.keywords.iter().take(8).map(String::as_str).collect();
+            context.push_str(&format!("    keywords: {}\n", kw.join(", ")));
+        }
     }
     if context.is_empty() {
         context.push_str("(no notes)\n");
@@ -730,10 +747,25 @@ mod tests {
     fn answer_prompts_follow_the_category() {
         let samples = parse(FILE.as_bytes()).expect("valid file");
         let qs = &samples[0].questions;
-        let notes = [("8 May 2023".to_owned(), "Bo: Look\n at this.")];
+        let mut notes = vec![ShownNote {
+            time: "8 May 2023".to_owned(),
+            content: "Bo: Look\n at this.".to_owned(),
+            ..ShownNote::default()
+        }];
         let p = answer_prompt(&qs[0], 0, &notes);
         assert!(
             p.user.contains("[1] 8 May 2023: Bo: Look at this.\n"),
+            "{}",
+            p.user
+        );
+        assert!(!p.user.contains("context:") && !p.user.contains("keywords:"));
+        notes[0].context = "About Bo's canoe:\n a photo.".to_owned();
+        notes[0].keywords = vec!["canoe".to_owned(), "photo".to_owned()];
+        let p = answer_prompt(&qs[0], 0, &notes);
+        assert!(
+            p.user.contains(
+                "[1] 8 May 2023: Bo: Look at this.\n    context: About Bo's canoe: a photo.\n    keywords: canoe, photo\n"
+            ),
             "{}",
             p.user
         );
