@@ -69,7 +69,10 @@ export default function GraphView() {
   };
   const [openBox, setOpenBox] = useState<string | null>(null);
   const [allNotes, setAllNotes] = useState(false);
-  const [agg, setAgg] = useState<Aggregate | null>(null);
+  // the aggregate as jobs and filters changed it since the graph was built
+  const [aggLive, setAggLive] = useState<{ graph: Graph; agg: Aggregate } | null>(null);
+  // finished jobs merged in place since the view opened (for the e2e suite)
+  const [patched, setPatched] = useState(0);
   const dark = useDark();
 
   // Level of detail: the whole memory above the threshold is drawn as Boxes unless a Box is
@@ -145,7 +148,7 @@ export default function GraphView() {
     // eslint-disable-next-line react-hooks/exhaustive-deps
   }, [loads, mode, opened]);
   const graph = built?.graph ?? null;
-  useEffect(() => setAgg(built?.agg ?? null), [built]);
+  const agg = aggLive && aggLive.graph === graph ? aggLive.agg : (built?.agg ?? null);
 
   const highlightSet = useMemo(() => new Set(highlight), [highlight]);
   // Boxes holding a highlighted note (chat citations) are highlighted at the Box level.
@@ -239,13 +242,14 @@ export default function GraphView() {
           setBoxes(fresh);
           setData(d);
           setStats((s) => (s ? { ...s, nodes: d.nodes.length, edges: d.links.length } : s));
+          setPatched((n) => n + patches.length);
           const g = graphRef.current;
           const m = mounted.current;
           if (!g) continue;
           const { mode, opened } = level.current;
           if (mode === "boxes") {
             const a = aggregate(d, fresh, aggFilters.current);
-            setAgg(a);
+            setAggLive({ graph: g, agg: a });
             const grew = syncBoxGraph(g, a);
             m?.changed(grew);
             continue;
@@ -310,7 +314,7 @@ export default function GraphView() {
     const d = dataRef.current;
     if (mode !== "boxes" || !g || !d) return;
     const a = aggregate(d, boxesRef.current, { tag, showProposed });
-    setAgg(a);
+    setAggLive({ graph: g, agg: a });
     mounted.current?.changed(syncBoxGraph(g, a));
   }, [mode, tag, showProposed]);
 
@@ -446,6 +450,8 @@ export default function GraphView() {
           data-nodes={drawnNodes}
           data-edges={drawnEdges}
           data-mode={mode}
+          data-loads={loads}
+          data-patched={patched}
         >
           <div ref={container} style={{ position: "absolute", inset: 0 }} />
           <canvas ref={overlay} className="overlay" />
