@@ -94,6 +94,19 @@ describe("GraphView", () => {
     expect(attr("data-loads")).toBe(1);
   });
 
+  it("merges during a steady stream of jobs, not only once it stops", async () => {
+    renderWith(<GraphView />);
+    await waitFor(() => expect(attr("data-nodes")).toBe(6));
+    let merged = 0;
+    // a job every 100 ms for 1.2 s
+    for (let i = 0; i < 12; i++) {
+      await job("n1");
+      await act(() => new Promise((r) => setTimeout(r, 100)));
+      merged = attr("data-patched");
+    }
+    expect(merged).toBeGreaterThanOrEqual(1);
+  });
+
   it("draws Boxes above the threshold, opens one into its notes and goes back", async () => {
     setBoxThreshold(5);
     renderWith(<GraphView />);

@@ -20,8 +20,13 @@ function useDark(): boolean {
   return dark;
 }
 
-/** Jobs finishing within this many ms are merged into the graph together. */
+/**
+ * Jobs finishing within this many ms are merged into the graph together; when merging costs
+ * more (re-aggregating 100k notes takes 0.2-0.3 s), the wait grows to ten times its cost (at
+ * most 5 s), so merging never takes more than a tenth of the main thread.
+ */
 const JOB_BATCH_MS = 400;
+const batchWait = (costMs: number) => Math.min(Math.max(JOB_BATCH_MS, costMs * 10), 5000);
 
 const sameIds = (a: BoxDto[], b: BoxDto[]) => a.length === b.length && a.every((x, i) => x.id === b[i].id);
 
@@ -217,6 +222,7 @@ export default function GraphView() {
     let gone = false;
     let timer = 0;
     let busy = false;
+    let cost = 0;
     const run = async () => {
       if (busy || loading.current) return;
       busy = true;
@@ -229,6 +235,7 @@ export default function GraphView() {
             notes.forEach((n) => queued.current.add(n));
             return;
           }
+          const t0 = performance.now();
           let d = dataRef.current;
           // a full Box recompute moved many notes: their memberships are read again
           if (!sameIds(fresh, boxesRef.current) && whole) {
@@ -252,6 +259,7 @@ export default function GraphView() {
             setAggLive({ graph: g, agg: a });
             const grew = syncBoxGraph(g, a);
             m?.changed(grew);
+            cost = performance.now() - t0;
             continue;
           }
           const admit = (n: GraphNodeDto) => {
@@ -282,6 +290,7 @@ export default function GraphView() {
             );
           }
           m?.changed(grew);
+          cost = performance.now() - t0;
         }
       } catch (e) {
         if (!gone) setErr(errorText(e));
@@ -293,8 +302,13 @@ export default function GraphView() {
     let off: (() => void) | undefined;
     onJob((e) => {
       queued.current.add(e.note);
-      window.clearTimeout(timer);
-      timer = window.setTimeout(() => void run(), JOB_BATCH_MS);
+      // the first job of a batch sets the time (later ones join it: a steady stream of jobs
+      // must not put the merge off for ever)
+      if (timer) return;
+      timer = window.setTimeout(() => {
+        timer = 0;
+        void run();
+      }, batchWait(cost));
     })
       .then((f) => {
         if (gone) f();

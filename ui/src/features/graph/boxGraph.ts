@@ -94,50 +94,57 @@ export function aggregate(data: GraphData, boxes: BoxDto[], opts: AggregateOptio
   const showProposed = opts.showProposed ?? true;
   const index = boxIndex(boxes);
   const label = new Map(boxes.map((b) => [b.id, b.label]));
-  const nodes = new Map<string, AggNode>();
-  const node = (id: string): AggNode => {
-    let a = nodes.get(id);
-    if (!a) {
-      const i = index.get(id);
-      a = { id, label: id === UNBOXED ? "no Box" : (label.get(id) ?? `Box ${id.slice(-6)}`), members: 0, index: i ?? -1, internal: 0 };
-      nodes.set(id, a);
+  // aggregates by number (a link is counted with integer keys, no strings per link)
+  const nodes: AggNode[] = [];
+  const slot = new Map<string, number>();
+  const node = (id: string): number => {
+    let k = slot.get(id);
+    if (k === undefined) {
+      k = nodes.length;
+      slot.set(id, k);
+      nodes.push({ id, label: id === UNBOXED ? "no Box" : (label.get(id) ?? `Box ${id.slice(-6)}`), members: 0, index: index.get(id) ?? -1, internal: 0 });
     }
-    return a;
+    return k;
   };
-  const main = new Map<string, string>();
+  const main = new Map<string, number>();
   let notes = 0;
   for (const n of data.nodes) {
     if (tag && !n.tags.includes(tag)) continue;
     notes++;
-    main.set(n.id, mainBox(n, index));
-    if (n.boxes.length === 0) node(UNBOXED).members++;
-    else for (const b of n.boxes) node(b).members++;
+    main.set(n.id, node(mainBox(n, index)));
+    if (n.boxes.length === 0) nodes[node(UNBOXED)].members++;
+    else for (const b of n.boxes) nodes[node(b)].members++;
   }
-  const edges = new Map<string, AggEdge>();
+  const weight = new Map<number, number>();
+  const proposedCount = new Map<number, number>();
   let links = 0;
   for (const l of data.links) {
-    if (!showProposed && l.status === "proposed") continue;
+    const proposed = l.status === "proposed";
+    if (!showProposed && proposed) continue;
     const a = main.get(l.from);
     const b = main.get(l.to);
     if (a === undefined || b === undefined || l.from === l.to) continue;
     links++;
     if (a === b) {
-      node(a).internal++;
+      nodes[a].internal++;
       continue;
     }
-    const [from, to] = a < b ? [a, b] : [b, a];
-    const key = `${from}\u0000${to}`;
-    let e = edges.get(key);
-    if (!e) {
-      e = { from, to, weight: 0, proposed: 0 };
-      edges.set(key, e);
-    }
-    e.weight++;
-    if (l.status === "proposed") e.proposed++;
+    const key = a < b ? a * 1048576 + b : b * 1048576 + a;
+    weight.set(key, (weight.get(key) ?? 0) + 1);
+    if (proposed) proposedCount.set(key, (proposedCount.get(key) ?? 0) + 1);
+  }
+  const edges: AggEdge[] = [];
+  for (const [key, w] of weight) {
+    const x = nodes[Math.floor(key / 1048576)].id;
+    const y = nodes[key % 1048576].id;
+    const [from, to] = x < y ? [x, y] : [y, x];
+    edges.push({ from, to, weight: w, proposed: proposedCount.get(key) ?? 0 });
   }
   // largest first; the unboxed notes last
-  const order = [...nodes.values()].sort((x, y) => (x.id === UNBOXED ? 1 : 0) - (y.id === UNBOXED ? 1 : 0) || y.members - x.members || x.id.localeCompare(y.id));
-  return { nodes: order, edges: [...edges.values()], notes, links };
+  const order = nodes
+    .filter((a) => a.members > 0)
+    .sort((x, y) => (x.id === UNBOXED ? 1 : 0) - (y.id === UNBOXED ? 1 : 0) || y.members - x.members || x.id.localeCompare(y.id));
+  return { nodes: order, edges, notes, links };
 }
 
 /** An aggregate node's size on screen: grows with the square root of its members. */
