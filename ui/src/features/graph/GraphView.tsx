@@ -343,8 +343,15 @@ export default function GraphView() {
 
   const box = graphFocus.boxId ? boxes.find((b) => b.id === graphFocus.boxId) : null;
   const openedLabel = opened ? (opened === UNBOXED ? "no Box" : (boxes.find((b) => b.id === opened)?.label ?? "Box")) : null;
-  const drawnNodes = mode === "boxes" ? (data?.nodes.length ?? 0) : (graph?.order ?? stats?.nodes ?? 0);
-  const drawnEdges = mode === "boxes" ? (data?.links.length ?? 0) : (graph?.size ?? stats?.edges ?? 0);
+  // notes and links shown (an opened Box: its own; otherwise all loaded, also at the Box level)
+  const shown = useMemo(() => {
+    if (!data) return { nodes: 0, links: 0 };
+    if (!opened) return { nodes: data.nodes.length, links: data.links.length };
+    const s = boxSubgraph(data, opened);
+    return { nodes: s.nodes.length, links: s.links.length };
+  }, [data, opened]);
+  const drawnNodes = shown.nodes;
+  const drawnEdges = shown.links;
   const back = () => {
     setOpenBox(null);
     setAllNotes(false);
