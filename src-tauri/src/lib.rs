@@ -9,6 +9,7 @@ pub mod commands;
 pub mod dto;
 pub mod error;
 pub mod events;
+pub mod llm;
 pub mod settings;
 pub mod state;
 mod worker;
@@ -51,6 +52,8 @@ pub fn specta_builder() -> tauri_specta::Builder<tauri::Wry> {
             get_settings,
             save_settings,
             test_connection,
+            llm::llm_overview,
+            llm::use_llm,
             insights,
             list_boxes,
             chat::ask,

@@ -43,7 +43,13 @@ pub async fn open(app: AppHandle) {
             .await
             .map_err(|e| format!("cannot open the memory at {ep}: {e}"))?;
         match crate::settings::llm_choice(&engine).await {
-            Ok((choice, pipeline)) => engine.configure_choice(choice, pipeline),
+            Ok((choice, pipeline)) => {
+                match &choice.problem {
+                    None => tracing::info!("LLM: {}", choice.label),
+                    Some(p) => tracing::warn!("no LLM: {p}"),
+                }
+                engine.configure_choice(choice, pipeline)
+            }
             Err(e) => tracing::warn!("LLM settings not usable: {e}"),
         }
         Ok::<_, String>(engine)

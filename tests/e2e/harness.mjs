@@ -109,10 +109,12 @@ export function memoryEnv(home) {
 }
 
 /**
- * A fresh app: new KASTEN_HOME, new tauri-driver, new WebDriver session.
+ * A fresh app: new KASTEN_HOME, new tauri-driver, new WebDriver session. Without an LLM
+ * unless `llmUrl` names one (the fake server) or `builtinLlm` lets the app choose as it
+ * does on a fresh machine.
  * Returns { browser, home, close, startedAt }.
  */
-export async function launch({ llmUrl, home, extraEnv = {} } = {}) {
+export async function launch({ llmUrl, home, extraEnv = {}, builtinLlm = false } = {}) {
   home = home || fs.mkdtempSync(path.join(os.tmpdir(), "kasten-e2e-"));
   const env = {
     ...memoryEnv(home),
@@ -124,7 +126,11 @@ export async function launch({ llmUrl, home, extraEnv = {} } = {}) {
     KASTEN_LOG: process.env.KASTEN_LOG || "warn,kasten_desktop=info",
     ...extraEnv,
   };
-  if (llmUrl) {
+  if (builtinLlm) {
+    // as on a fresh machine: no LLM variables, no settings; the app picks the built-in
+    // model that scripts/setup installed
+    for (const k of Object.keys(env)) if (k.startsWith("KASTEN_LLM_") && !(k in extraEnv)) delete env[k];
+  } else if (llmUrl) {
     env.KASTEN_LLM_PROVIDER = "openai";
     env.KASTEN_LLM_BASE_URL = `${llmUrl}/v1`;
     env.KASTEN_LLM_MODEL = "fake-model";

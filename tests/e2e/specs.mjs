@@ -512,3 +512,65 @@ export async function graphBoxes() {
     stop(slow.proc);
   }
 }
+
+/**
+ * The LLM out of the box: with no LLM variables and no settings the app says it uses the
+ * built-in model, offers the server it found on this machine (the fake one, added to the
+ * probe list through KASTEN_LLM_DISCOVER) without using it, and "Load the sample notebook"
+ * turns every note from pending to enriched with the built-in model. Then one click in
+ * Settings switches to the found server and back.
+ */
+export async function builtinLlm({ llmUrl }) {
+  const app = await launch({ builtinLlm: true, extraEnv: { KASTEN_LLM_DISCOVER: llmUrl } });
+  const { browser } = app;
+  try {
+    await ready(browser);
+    const firstRun = await $t(browser, "first-run-llm").getText();
+    assert(firstRun.includes("built-in SmolLM2-135M"), `the first run names the built-in model (${firstRun})`);
+    await $t(browser, "first-run-servers").waitForDisplayed({ timeout: T });
+    const found = await $t(browser, "first-run-servers").getText();
+    const port = new URL(llmUrl).port;
+    assert(found.includes(`127.0.0.1:${port}`) && found.includes("fake-model"), `the first run lists the server found (${found})`);
+    const llmStatus = await $t(browser, "llm-status").getText();
+    assert(llmStatus.includes("built-in SmolLM2-135M"), `the status bar names the built-in model (${llmStatus})`);
+
+    const t0 = Date.now();
+    await browser.$("button=Load the sample notebook").click();
+    await browser.waitUntil(async () => (await $$t(browser, "note-item")).length === 12, { timeout: T, timeoutMsg: "the sample did not load" });
+    await browser.waitUntil(
+      async () => (await browser.$$('[data-testid="note-item"][data-enrich="pending"]')).length === 0,
+      { timeout: 900000, interval: 2000, timeoutMsg: "some sample notes stayed pending with the built-in model" },
+    );
+    const enrichSeconds = (Date.now() - t0) / 1000;
+    const failed = (await browser.$$('[data-testid="note-item"][data-enrich="failed"]')).length;
+    const done = await enrichedCount(browser);
+    assert(done === 12 && failed === 0, `every sample note enriched by the built-in model (${done} done, ${failed} failed)`);
+    // a note shows keywords the model chose
+    await (await $$t(browser, "note-item"))[0].click();
+    await browser.waitUntil(async () => (await $t(browser, "note-detail").getAttribute("data-enrich")) === "done", { timeout: T });
+    await screenshot(browser, "builtin-llm-note");
+
+    // Settings: the built-in model in use, the found server one click away
+    await nav(browser, "settings");
+    await $t(browser, "llm-in-use").waitForDisplayed({ timeout: T });
+    assert((await $t(browser, "llm-in-use").getText()).includes("built-in SmolLM2-135M"), "Settings name the built-in model");
+    await $t(browser, "llm-use-0").waitForDisplayed({ timeout: T });
+    await $t(browser, "llm-use-0").click();
+    await browser.waitUntil(async () => (await $t(browser, "llm-in-use").getText()).includes("fake-model"), {
+      timeout: T,
+      timeoutMsg: "the found server was not taken into use",
+    });
+    await browser.waitUntil(async () => (await $t(browser, "llm-status").getText()).includes("fake-model"), {
+      timeout: T,
+      timeoutMsg: "the status bar does not name the server now in use",
+    });
+    await $t(browser, "llm-use-builtin").click();
+    await browser.waitUntil(async () => (await $t(browser, "llm-status").getText()).includes("built-in"), {
+      timeout: T,
+      timeoutMsg: "the status bar does not name the built-in model again",
+    });
+    return { enrichSeconds: Math.round(enrichSeconds), perNote: +(enrichSeconds / 12).toFixed(1) };
+  } finally {
+    await app.close();
+  }
+}

@@ -7,6 +7,7 @@ import type {
   FieldsInput,
   NoteFilterInput,
   SettingsInput,
+  LlmPick,
   ChatTurnDto,
   ImportProgressDto,
   JobEvent,
@@ -63,6 +64,8 @@ export const api = {
   getSettings: () => un(commands.getSettings()),
   saveSettings: (input: SettingsInput) => un(commands.saveSettings(input)),
   testConnection: (input: SettingsInput) => un(commands.testConnection(input)),
+  llmOverview: () => un(commands.llmOverview()),
+  useLlm: (pick: LlmPick) => un(commands.useLlm(pick)),
   insights: () => un(commands.insights()),
   listBoxes: (limit: number) => un(commands.listBoxes(limit)),
   /** Imports a folder or file from this computer; `onProgress` receives the progress. */

@@ -58,6 +58,13 @@ export const commands = {
 	saveSettings: (input: SettingsInput) => typedError<SaveOutcome, AppError>(__TAURI_INVOKE("save_settings", { input })),
 	/**  Asks the server for its models with these settings (unsaved); returns what it listed. */
 	testConnection: (input: SettingsInput) => typedError<string[], AppError>(__TAURI_INVOKE("test_connection", { input })),
+	/**  The LLM in use and the servers found on loopback (probed in parallel, 400 ms each). */
+	llmOverview: () => typedError<LlmOverviewDto, AppError>(__TAURI_INVOKE("llm_overview")),
+	/**
+	 *  Stores the pick (checked first: a bad URL or a file that is not a GGUF model is refused
+	 *  with the reason, and nothing changes); enrichment uses it from its next pass.
+	 */
+	useLlm: (pick: LlmPick) => typedError<LlmInUseDto, AppError>(__TAURI_INVOKE("use_llm", { pick })),
 	/**  Charts: notes, links and tokens per day (last 90 days), top tags, Box sizes. */
 	insights: () => typedError<InsightsDto, AppError>(__TAURI_INVOKE("insights")),
 	/**  The Boxes (clusters of linked notes), largest first, with their sizes. */
@@ -133,6 +140,16 @@ export type DayDto = {
 	day: string,
 	n: number,
 	tokens: number,
+};
+
+/**  An LLM server that answered on this machine. */
+export type DiscoveredDto = {
+	/**  "Ollama", "LM Studio", "llama-server", "vLLM" or "server at host:port". */
+	server: string,
+	/**  "openai" or "ollama". */
+	provider: string,
+	base_url: string,
+	models: string[],
 };
 
 export type Enrich = "pending" | "done" | "failed";
@@ -269,6 +286,40 @@ export type LinkDto = {
 	/**  A preview of the note at the other end. */
 	other_preview: string,
 };
+
+/**  The LLM in use, in words. */
+export type LlmInUseDto = {
+	/**  "built-in SmolLM2-135M", "Ollama qwen2.5:7b", "none", … */
+	label: string,
+	/**  "environment", "settings", "built_in" or "none". */
+	source: string,
+	ready: boolean,
+	/**  Why it is not ready, with the fix. */
+	problem: string | null,
+	/**  What it is trusted to do ("construction (guided) and links; no evolution …"). */
+	steps: string,
+	/**  The GGUF file, for a model that runs in the app. */
+	model_path: string | null,
+};
+
+export type LlmOverviewDto = {
+	in_use: LlmInUseDto,
+	discovered: DiscoveredDto[],
+	/**
+	 *  True when `KASTEN_LLM_*` variables choose the LLM (a pick here is then stored but
+	 *  the environment still wins).
+	 */
+	env_chooses: boolean,
+};
+
+/**  What the user picked. */
+export type LlmPick = 
+/**  A server (usually one that discovery found). */
+{ kind: "server"; provider: string; base_url: string; model: string } | 
+/**  The built-in model `scripts/setup` installs. */
+{ kind: "builtin" } | 
+/**  Any GGUF instruct model on disk, run in the app like the built-in one. */
+{ kind: "gguf"; path: string };
 
 export type LocalGraphDto = {
 	nodes: GraphNodeDto[],

@@ -18,6 +18,7 @@ vi.mock("./api", async (orig) => {
       loadSample: vi.fn(),
       addNote: vi.fn(),
       status: vi.fn().mockResolvedValue({ llm_configured: false, llm_label: "no LLM" }),
+      llmOverview: vi.fn().mockResolvedValue({ in_use: {}, discovered: [], env_chooses: false }),
     },
   };
 });

@@ -187,15 +187,20 @@ pub async fn run(cmd: &EvalCommand, json_out: bool) -> Result<()> {
         per_question,
     } = cmd;
     let k = (*k).max(1);
+    // the LLM every other command would use: the environment, else the built-in model
+    // (each sample is a memory of its own, with no stored settings)
     let llm = if *no_llm {
         None
     } else {
-        let config = LlmConfig::from_lookup(|key| std::env::var(key).ok())?;
-        match config {
-            Some(c) => Some(c),
-            None => bail!(
+        let env = |k: &str| std::env::var(k).ok();
+        let choice = kasten_engine::LlmSettings::combine(&env, &json!({})).choose(&env);
+        match (&choice.client, &choice.problem) {
+            (Some(c), _) => Some(c.config().clone()),
+            (None, problem) => bail!(
                 "{}; or pass --no-llm to evaluate retrieval on plain notes",
-                LlmConfig::missing_reason()
+                problem
+                    .clone()
+                    .unwrap_or_else(|| LlmConfig::missing_reason().to_owned())
             ),
         }
     };

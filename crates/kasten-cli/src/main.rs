@@ -734,12 +734,14 @@ async fn enrich(engine: &Engine, retry_failed: bool, json: bool) -> Result<()> {
         let st = local.status();
         if st.requests > 0 {
             eprintln!(
-                "{}: loaded in {:.1} s ({} MB), read {:.0} prompt tokens/s, wrote {:.1} tokens/s",
+                "{}: loaded in {:.1} s ({} MB), read {:.0} prompt tokens/s, wrote {:.1} tokens/s, \
+                 {:.0} % of prompt tokens reused from the cache",
                 engine.llm_label(),
                 st.load_ms as f64 / 1000.0,
                 st.model_bytes / 1_000_000,
                 st.prompt_per_sec(),
-                st.generation_per_sec()
+                st.generation_per_sec(),
+                100.0 * st.prompt_tokens_reused as f64 / st.prompt_tokens.max(1) as f64
             );
         }
     }

@@ -215,7 +215,15 @@ pub fn usage(json: bool, by_model: &[ModelUsage], recent: &[EventSummary]) {
 
 pub fn events(json: bool, events: &[EventSummary]) {
     if json {
-        print_json(&json!({ "events": events }));
+        let list: Vec<Value> = events
+            .iter()
+            .map(|e| {
+                let mut v = serde_json::to_value(e).unwrap_or_default();
+                v["timings_ms"] = e.timings_ms();
+                v
+            })
+            .collect();
+        print_json(&json!({ "events": list }));
         return;
     }
     if events.is_empty() {
@@ -223,8 +231,14 @@ pub fn events(json: bool, events: &[EventSummary]) {
         return;
     }
     for e in events {
+        let t = e.timings_ms();
+        let secs = |k: &str| t.get(k).and_then(Value::as_f64).map(|ms| ms / 1000.0);
+        let timing = match (secs("construct"), secs("link_evolve")) {
+            (Some(c), Some(l)) => format!(", construction {c:.1} s + links and evolution {l:.1} s"),
+            _ => String::new(),
+        };
         println!(
-            "{}  {}  note {}  {} link(s), {} revision(s), {} tokens{}{}",
+            "{}  {}  note {}  {} link(s), {} revision(s), {} tokens{timing}{}{}",
             e.id,
             e.created_at.format("%Y-%m-%d %H:%M"),
             e.note,

@@ -49,7 +49,7 @@ pub use merge::{MERGE_SETTING, MergeInfo, MergeOptions};
 pub use pipeline::{JobOutcome, ModelProfile, PipelineOptions, Policy, PolicyMode, RunSummary};
 pub use review::{FieldEdit, HistoryEntry, ReviewItem, ReviewOutcome, ReviewStatus};
 pub use search::{SearchHit, SearchOptions, SearchOutput, SearchTimings};
-pub use settings::{LlmChoice, LlmSettings, LlmSource, SettingError};
+pub use settings::{LlmChoice, LlmSettings, LlmSource, SettingError, validate_setting};
 pub use transfer::{BoxLabel, ExportFile, ImportProgress, ImportSummary};
 
 /// Errors the engine reports; every variant reads as a sentence for the user.

@@ -62,13 +62,40 @@ pub const KNOWN_PORTS: &[(u16, &str, Provider)] = &[
     (8000, "vLLM", Provider::Openai),
 ];
 
-/// Probes the known ports on 127.0.0.1.
+/// The environment variable that adds servers to probe (a server on a port of its own):
+/// a comma-separated list of `http://host:port` (OpenAI-compatible) or
+/// `ollama=http://host:port`.
+pub const DISCOVER_VAR: &str = "KASTEN_LLM_DISCOVER";
+
+/// Probes the known ports on 127.0.0.1, then the servers `KASTEN_LLM_DISCOVER` adds.
 pub async fn discover(timeout: Duration) -> Vec<Discovered> {
-    let targets: Vec<(String, String, Provider)> = KNOWN_PORTS
+    let extra = std::env::var(DISCOVER_VAR).ok();
+    discover_at(&discovery_targets(extra.as_deref()), timeout).await
+}
+
+/// What `discover` probes: the known ports, then each entry of `extra` (the value of
+/// `KASTEN_LLM_DISCOVER`; entries that are not http(s) URLs are skipped).
+pub fn discovery_targets(extra: Option<&str>) -> Vec<(String, String, Provider)> {
+    let mut targets: Vec<(String, String, Provider)> = KNOWN_PORTS
         .iter()
         .map(|(port, name, p)| ((*name).to_owned(), format!("http://127.0.0.1:{port}"), *p))
         .collect();
-    discover_at(&targets, timeout).await
+    for entry in extra.unwrap_or_default().split(',').map(str::trim) {
+        let (provider, url) = match entry.strip_prefix("ollama=") {
+            Some(u) => (Provider::Ollama, u.trim()),
+            None => (Provider::Openai, entry),
+        };
+        let url = url.trim_end_matches('/');
+        let url = url.strip_suffix("/v1").unwrap_or(url);
+        if !(url.starts_with("http://") || url.starts_with("https://")) {
+            continue;
+        }
+        let name = format!("server at {}", url.split("://").nth(1).unwrap_or(url));
+        if !targets.iter().any(|(_, u, _)| u == url) {
+            targets.push((name, url.to_owned(), provider));
+        }
+    }
+    targets
 }
 
 /// Probes each `(name, http://host:port, provider)`; what answers like that provider's
@@ -139,6 +166,24 @@ async fn probe(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn extra_servers_come_after_the_known_ports() {
+        let t = discovery_targets(Some(
+            " http://127.0.0.1:9999/v1/, ollama=http://10.0.0.2:11434 ,nonsense,,http://127.0.0.1:8080",
+        ));
+        assert_eq!(t.len(), KNOWN_PORTS.len() + 2, "{t:?}");
+        assert_eq!(
+            t[KNOWN_PORTS.len()],
+            (
+                "server at 127.0.0.1:9999".to_owned(),
+                "http://127.0.0.1:9999".to_owned(),
+                Provider::Openai
+            )
+        );
+        assert_eq!(t[KNOWN_PORTS.len() + 1].2, Provider::Ollama);
+        assert_eq!(discovery_targets(None).len(), KNOWN_PORTS.len());
+    }
 
     #[test]
     fn the_builtin_model_is_looked_up_under_kasten_home_first() {

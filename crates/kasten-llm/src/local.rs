@@ -20,12 +20,14 @@ use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use llama_cpp_2::context::LlamaContext;
 use llama_cpp_2::context::params::LlamaContextParams;
 use llama_cpp_2::llama_backend::LlamaBackend;
 use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::model::{LlamaChatMessage, LlamaChatTemplate, LlamaModel};
 use llama_cpp_2::sampling::LlamaSampler;
+use llama_cpp_2::token::LlamaToken;
 use serde::Serialize;
 use tokio::sync::{mpsc as tmpsc, oneshot};
 
@@ -72,15 +74,22 @@ pub struct LocalStatus {
     /// Tokens read from prompts and the time it took (ms), since the process started.
     pub prompt_tokens: u64,
     pub prompt_ms: u64,
+    /// Of `prompt_tokens`, those not read again because the start of the prompt was the
+    /// same as a recent one's (its attention cache kept).
+    pub prompt_tokens_reused: u64,
     /// Tokens generated and the time it took (ms).
     pub generated_tokens: u64,
     pub generation_ms: u64,
 }
 
 impl LocalStatus {
-    /// Prompt tokens read per second (0 before the first request).
+    /// Prompt tokens read per second (0 before the first request); reused ones are not
+    /// counted, as they took no time.
     pub fn prompt_per_sec(&self) -> f64 {
-        per_sec(self.prompt_tokens, self.prompt_ms)
+        per_sec(
+            self.prompt_tokens.saturating_sub(self.prompt_tokens_reused),
+            self.prompt_ms,
+        )
     }
 
     /// Tokens generated per second.
@@ -124,6 +133,7 @@ struct Shared {
     requests: AtomicU64,
     prompt_tokens: AtomicU64,
     prompt_ms: AtomicU64,
+    prompt_tokens_reused: AtomicU64,
     generated_tokens: AtomicU64,
     generation_ms: AtomicU64,
 }
@@ -209,6 +219,7 @@ impl LocalModel {
             requests: s.requests.load(Ordering::Relaxed),
             prompt_tokens: s.prompt_tokens.load(Ordering::Relaxed),
             prompt_ms: s.prompt_ms.load(Ordering::Relaxed),
+            prompt_tokens_reused: s.prompt_tokens_reused.load(Ordering::Relaxed),
             generated_tokens: s.generated_tokens.load(Ordering::Relaxed),
             generation_ms: s.generation_ms.load(Ordering::Relaxed),
         }
@@ -297,31 +308,69 @@ fn worker(opts: LocalOptions, shared: Arc<Shared>, rx: mpsc::Receiver<Job>) {
     {
         tracing::debug!(?e, "could not lower the built-in model's CPU priority");
     }
-    let mut loaded: Option<Loaded> = None;
+    // Unloaded: wait for a request, load, then serve until idle (the contexts, which borrow
+    // the model, are dropped before it).
     loop {
-        let job = match rx.recv_timeout(opts.idle_unload) {
-            Ok(job) => job,
-            Err(RecvTimeoutError::Timeout) => {
-                if loaded.take().is_some() {
-                    tracing::info!("built-in model unloaded after {:?} idle", opts.idle_unload);
-                    shared.loaded.store(false, Ordering::Relaxed);
-                }
+        let Ok(first) = rx.recv() else { break };
+        let mut loaded: Option<Loaded> = None;
+        let model = match ensure_loaded(&opts, &shared, &mut loaded) {
+            Ok(m) => m,
+            Err(e) => {
+                shared.requests.fetch_add(1, Ordering::Relaxed);
+                let _ = first.reply.send(Err(e));
                 continue;
             }
-            Err(RecvTimeoutError::Disconnected) => break,
         };
-        if job.cancelled.load(Ordering::Relaxed) {
-            continue;
+        let mut slots: Vec<Slot<'_>> = Vec::new();
+        let mut next = Some(first);
+        loop {
+            let job = match next.take() {
+                Some(j) => j,
+                None => match rx.recv_timeout(opts.idle_unload) {
+                    Ok(j) => j,
+                    Err(RecvTimeoutError::Timeout) => {
+                        tracing::info!("built-in model unloaded after {:?} idle", opts.idle_unload);
+                        break;
+                    }
+                    Err(RecvTimeoutError::Disconnected) => {
+                        drop(slots);
+                        shared.loaded.store(false, Ordering::Relaxed);
+                        return;
+                    }
+                },
+            };
+            if job.cancelled.load(Ordering::Relaxed) {
+                continue;
+            }
+            let result = run(&opts, model, &mut slots, &job, &shared);
+            shared.requests.fetch_add(1, Ordering::Relaxed);
+            drop(job.pieces);
+            let _ = job.reply.send(result);
         }
-        let result = match ensure_loaded(&opts, &shared, &mut loaded) {
-            Ok(m) => run(&opts, m, &job, &shared),
-            Err(e) => Err(e),
-        };
-        shared.requests.fetch_add(1, Ordering::Relaxed);
-        drop(job.pieces);
-        let _ = job.reply.send(result);
+        drop(slots);
+        drop(loaded);
+        shared.loaded.store(false, Ordering::Relaxed);
     }
     shared.loaded.store(false, Ordering::Relaxed);
+}
+
+/// A context kept between requests with what its attention (KV) cache holds: the next
+/// prompt that starts the same way reads only the part after the shared start. Kasten's
+/// prompts start with fixed instructions and examples, so most of each prompt is reused.
+struct Slot<'m> {
+    ctx: LlamaContext<'m>,
+    n_ctx: usize,
+    /// The tokens whose keys and values are in the cache, in position order.
+    cached: Vec<LlamaToken>,
+}
+
+/// Contexts kept: one per kind of prompt in flight (construction and links alternate).
+const SLOTS: usize = 2;
+/// The smallest context a slot is made with, so that later, longer prompts still fit.
+const SLOT_MIN_CTX: usize = 2048;
+
+fn common_prefix(a: &[LlamaToken], b: &[LlamaToken]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 
 fn ensure_loaded<'a>(
@@ -392,7 +441,13 @@ fn take_utf8(bytes: &mut Vec<u8>) -> String {
     }
 }
 
-fn run(opts: &LocalOptions, m: &Loaded, job: &Job, shared: &Shared) -> Result<Generated, LlmError> {
+fn run<'m>(
+    opts: &LocalOptions,
+    m: &'m Loaded,
+    slots: &mut Vec<Slot<'m>>,
+    job: &Job,
+    shared: &Shared,
+) -> Result<Generated, LlmError> {
     let backend = backend()?;
     let chat: Vec<LlamaChatMessage> = job
         .messages
@@ -413,8 +468,8 @@ fn run(opts: &LocalOptions, m: &Loaded, job: &Job, shared: &Shared) -> Result<Ge
             "the prompt has {n_prompt} tokens, more than the built-in model's context of {budget}"
         )));
     }
-    let max_new = (job.max_tokens as usize).min(budget - n_prompt);
-    let n_ctx = u32::try_from(n_prompt + max_new + 8).unwrap_or(opts.max_context);
+    let max_new = (job.max_tokens as usize).min(budget - n_prompt - 8);
+    let need = n_prompt + max_new + 8;
     // background work: half the cores (one on a 2-core machine), so the UI keeps one
     let threads = if opts.threads == 0 {
         std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1))
@@ -422,30 +477,95 @@ fn run(opts: &LocalOptions, m: &Loaded, job: &Job, shared: &Shared) -> Result<Ge
         opts.threads
     };
     let threads = i32::try_from(threads).unwrap_or(2);
-    let params = LlamaContextParams::default()
-        .with_n_ctx(NonZeroU32::new(n_ctx))
-        .with_n_batch(n_ctx)
-        .with_n_ubatch(512)
-        .with_n_threads(threads)
-        .with_n_threads_batch(threads);
-    let mut ctx = m
-        .model
-        .new_context(backend, params)
-        .map_err(|e| llama_err("creating a context", e))?;
-    let t_prompt = Instant::now();
 
-    let mut batch = LlamaBatch::new(n_prompt.max(1), 1);
-    let last = n_prompt.saturating_sub(1);
-    for (i, t) in tokens.iter().enumerate() {
+    // the kept context whose cache shares the longest start with this prompt (and is large
+    // enough), else a new one in place of the least recently used
+    let best = slots
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.n_ctx >= need)
+        .map(|(i, s)| (i, common_prefix(&s.cached, &tokens)))
+        .max_by_key(|&(_, n)| n);
+    let mut slot = match best {
+        Some((i, n)) if n > 0 || slots.len() >= SLOTS => slots.remove(i),
+        _ => {
+            if slots.len() >= SLOTS {
+                slots.remove(0);
+            }
+            let n_ctx = need.max(SLOT_MIN_CTX).min(budget);
+            let n_ctx_u32 = u32::try_from(n_ctx).unwrap_or(opts.max_context);
+            let params = LlamaContextParams::default()
+                .with_n_ctx(NonZeroU32::new(n_ctx_u32))
+                .with_n_batch(n_ctx_u32)
+                .with_n_ubatch(512)
+                .with_n_threads(threads)
+                .with_n_threads_batch(threads);
+            let ctx = m
+                .model
+                .new_context(backend, params)
+                .map_err(|e| llama_err("creating a context", e))?;
+            Slot {
+                ctx,
+                n_ctx,
+                cached: Vec::new(),
+            }
+        }
+    };
+    // at least the prompt's last token is read again: its logits start the answer
+    let reuse = common_prefix(&slot.cached, &tokens).min(n_prompt.saturating_sub(1));
+    let result = generate_in(&mut slot, reuse, &tokens, max_new, m, job, shared);
+    if result.is_err() {
+        // what the cache holds is unknown after a failure: start it over next time
+        slot.ctx.clear_kv_cache();
+        slot.cached.clear();
+    }
+    slots.push(slot);
+    result
+}
+
+/// Reads `tokens[reuse..]` into the slot (the first `reuse` are in its cache already) and
+/// generates the answer.
+fn generate_in(
+    slot: &mut Slot<'_>,
+    reuse: usize,
+    tokens: &[LlamaToken],
+    max_new: usize,
+    m: &Loaded,
+    job: &Job,
+    shared: &Shared,
+) -> Result<Generated, LlmError> {
+    let vocab = m.model.vocab();
+    let n_prompt = tokens.len();
+    let ctx = &mut slot.ctx;
+    let t_prompt = Instant::now();
+    let p0 = u32::try_from(reuse).unwrap_or(0);
+    let kept = ctx
+        .clear_kv_cache_seq(Some(0), Some(p0), None)
+        .map_err(|e| llama_err("reusing the cache", e))?;
+    let reuse = if kept {
+        reuse
+    } else {
+        ctx.clear_kv_cache();
+        0
+    };
+    slot.cached.truncate(reuse);
+    let fresh = &tokens[reuse..];
+    let mut batch = LlamaBatch::new(fresh.len().max(1), 1);
+    let last = fresh.len().saturating_sub(1);
+    for (i, t) in fresh.iter().enumerate() {
         batch
-            .add(*t, i as i32, &[0], i == last)
+            .add(*t, (reuse + i) as i32, &[0], i == last)
             .map_err(|e| llama_err("reading the prompt", e))?;
     }
     ctx.decode(&mut batch)
         .map_err(|e| llama_err("reading the prompt", e))?;
+    slot.cached.extend_from_slice(fresh);
     shared
         .prompt_tokens
         .fetch_add(n_prompt as u64, Ordering::Relaxed);
+    shared
+        .prompt_tokens_reused
+        .fetch_add(reuse as u64, Ordering::Relaxed);
     shared
         .prompt_ms
         .fetch_add(t_prompt.elapsed().as_millis() as u64, Ordering::Relaxed);
@@ -471,12 +591,12 @@ fn run(opts: &LocalOptions, m: &Loaded, job: &Job, shared: &Shared) -> Result<Ge
     let mut n_cur = n_prompt as i32;
     let mut generated = 0u32;
     let mut batch = LlamaBatch::new(1, 1);
-    let mut last_idx = batch_last(n_prompt);
+    let mut last_idx = batch_last(fresh.len());
     while (generated as usize) < max_new {
         if job.cancelled.load(Ordering::Relaxed) {
             return Err(LlmError::Protocol("the request was cancelled".into()));
         }
-        let token = sampler.sample(&ctx, last_idx);
+        let token = sampler.sample(ctx, last_idx);
         if vocab.is_eog(token) {
             break;
         }
@@ -497,6 +617,7 @@ fn run(opts: &LocalOptions, m: &Loaded, job: &Job, shared: &Shared) -> Result<Ge
         last_idx = 0;
         ctx.decode(&mut batch)
             .map_err(|e| llama_err("generating", e))?;
+        slot.cached.push(token);
     }
     shared
         .generated_tokens

@@ -94,3 +94,42 @@ async fn structured_answers_follow_the_schema_grammar_and_chat_streams() {
         resp.text
     );
 }
+
+#[tokio::test]
+async fn a_prompt_that_starts_like_the_last_one_reuses_its_cache_and_answers_the_same() {
+    let system = "You label notes. Example: note 'Ada walks her dog Pixel on the beach' \
+                  gives 'About Ada's dog: a beach walk.' Answer with one short sentence.";
+    let ask = |note: &str| ChatRequest {
+        messages: vec![Message::system(system), Message::user(note)],
+        temperature: 0.0,
+        max_tokens: Some(20),
+        grammar: None,
+    };
+    let warm = client();
+    let a = warm
+        .chat(&ask("Sam paid 40 euros for concert tickets."))
+        .await
+        .unwrap();
+    let b = warm
+        .chat(&ask("Maria repotted the basil on the balcony."))
+        .await
+        .unwrap();
+    let s = warm.local().map(LocalModel::status).unwrap_or_default();
+    // the second prompt shares the system part with the first: it is not read again
+    assert!(s.prompt_tokens_reused >= 20, "{s:?}");
+    assert!(s.prompt_tokens_reused < s.prompt_tokens, "{s:?}");
+    // and the answer is what a fresh model gives for it
+    let cold = client();
+    let b_cold = cold
+        .chat(&ask("Maria repotted the basil on the balcony."))
+        .await
+        .unwrap();
+    assert_eq!(b.text, b_cold.text);
+    assert_eq!(b.usage.prompt_tokens, b_cold.usage.prompt_tokens);
+    // the same prompt again (all but its last token reused) gives the same answer as well
+    let a2 = warm
+        .chat(&ask("Sam paid 40 euros for concert tickets."))
+        .await
+        .unwrap();
+    assert_eq!(a.text, a2.text);
+}

@@ -172,6 +172,21 @@ pub struct EventSummary {
     pub links: i64,
     pub revisions: i64,
     pub created_at: DateTime<Utc>,
+    /// The stage timings as stored (a JSON object of milliseconds, see `timings_ms`).
+    #[serde(skip)]
+    pub timings: Option<String>,
+}
+
+impl EventSummary {
+    /// Milliseconds per stage (`construct`, `embed`, `link_evolve`, `total`); `{}` for
+    /// events that recorded none.
+    pub fn timings_ms(&self) -> serde_json::Value {
+        self.timings
+            .as_deref()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(t).ok())
+            .filter(serde_json::Value::is_object)
+            .unwrap_or_else(|| serde_json::json!({}))
+    }
 }
 
 /// Token totals per model (for `kasten usage`).
@@ -676,7 +691,7 @@ impl Store {
                         tokens_in, tokens_out, tokens_estimated, llm_calls, unknown_handles, dropped,
                         count(SELECT id FROM link WHERE event = $parent.id) AS links,
                         count(SELECT id FROM revision WHERE event = $parent.id) AS revisions,
-                        created_at
+                        created_at, timings.raw AS timings
                  FROM event ORDER BY created_at DESC LIMIT $limit",
             )
             .bind(("limit", limit as i64))

@@ -16,6 +16,8 @@ vi.mock("../api", async (orig) => {
       loadSample: vi.fn(),
       getNote: vi.fn(),
       status: vi.fn().mockResolvedValue({ llm_configured: true, llm_label: "built-in SmolLM2-135M" }),
+      llmOverview: vi.fn(),
+      useLlm: vi.fn(),
     },
   };
 });
@@ -78,8 +80,21 @@ describe("NotesView", () => {
   it("teaches when the memory is empty and offers the sample notebook", async () => {
     mocked.listNotes.mockResolvedValue({ total: 0, offset: 0, notes: [] });
     mocked.loadSample.mockResolvedValue(12);
+    mocked.llmOverview.mockResolvedValue({
+      in_use: { label: "built-in SmolLM2-135M", source: "built_in", ready: true, problem: null, steps: "construction", model_path: null },
+      discovered: [{ server: "Ollama", provider: "ollama", base_url: "http://127.0.0.1:11434", models: ["qwen2.5:7b", "llama3.2"] }],
+      env_chooses: false,
+    });
+    mocked.useLlm.mockResolvedValue({ label: "Ollama llama3.2", source: "settings", ready: true, problem: null, steps: "all", model_path: null });
     const { ctx } = renderWith(<NotesView />);
     expect((await screen.findByTestId("first-run-llm")).textContent).toContain("built-in SmolLM2-135M");
+    // the servers found on this machine are offered with one click
+    await userEvent.selectOptions(await screen.findByTestId("llm-discovered-model-0"), "llama3.2");
+    await userEvent.click(screen.getByTestId("llm-use-0"));
+    await waitFor(() =>
+      expect(mocked.useLlm).toHaveBeenCalledWith({ kind: "server", provider: "ollama", base_url: "http://127.0.0.1:11434", model: "llama3.2" }),
+    );
+    expect(ctx.toast).toHaveBeenCalledWith("Now using Ollama llama3.2");
     await userEvent.click(await screen.findByText("Load the sample notebook"));
     await waitFor(() => expect(ctx.bump).toHaveBeenCalled());
     expect(ctx.toast).toHaveBeenCalledWith("Loaded 12 sample notes");

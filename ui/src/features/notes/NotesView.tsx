@@ -2,6 +2,7 @@ import { useCallback, useEffect, useState } from "react";
 import { api, errorText, type BoxDto, type HitDto, type NoteDto, type TagCount } from "../../api";
 import { useApp } from "../../app-context";
 import Empty from "../../components/Empty";
+import { FoundServers, useLlmOverview } from "../settings/LlmPanel";
 import NoteDetail from "./NoteDetail";
 import NoteEditor from "./NoteEditor";
 import NoteItem from "./NoteItem";
@@ -153,7 +154,9 @@ export default function NotesView() {
               Write a note above — a fact, a decision, something someone said — and press Ctrl+Enter. Kasten saves it at
               once; the LLM then adds keywords, tags and context and links it to related notes, and every change it makes
               waits for you in Review.
-              <FirstRunLlm />
+              {/* asked again once the memory is open (the status bar bumps the revision) */}
+              <FirstRunLlm key={`llm-${revision}`} />
+              <FirstRunServers key={`servers-${revision}`} />
               <div style={{ marginTop: 8 }}>
                 <button
                   onClick={() =>
@@ -196,6 +199,19 @@ export default function NotesView() {
           )}
         </div>
       </div>
+    </div>
+  );
+}
+
+/** The servers found on this machine, offered on the first screen with a one-click "Use". */
+function FirstRunServers() {
+  const { o, error, busy, pick } = useLlmOverview();
+  if (!o || o.discovered.length === 0) return null;
+  return (
+    <div className="small" style={{ marginTop: 8 }} data-testid="first-run-servers">
+      <div>LLM servers on this computer (a bigger model writes better notes):</div>
+      <FoundServers servers={o.discovered} busy={busy} onPick={pick} />
+      {error && <div className="error">{error}</div>}
     </div>
   );
 }

@@ -2,6 +2,7 @@ import { useEffect, useState } from "react";
 import { api, errorText, type SettingsDto, type SettingsInput } from "../../api";
 import { useApp } from "../../app-context";
 import ImportPanel from "./ImportPanel";
+import LlmPanel from "./LlmPanel";
 
 const KEY_TEXT: Record<SettingsDto["api_key_storage"], string> = {
   none: "no key stored",
@@ -19,12 +20,13 @@ export default function SettingsView() {
   const [warning, setWarning] = useState<string | null>(null);
   const [busy, setBusy] = useState(false);
 
-  useEffect(() => {
+  const loadSettings = () => {
     api
       .getSettings()
       .then(setS)
       .catch((e) => setMsg({ text: errorText(e), bad: true }));
-  }, []);
+  };
+  useEffect(loadSettings, []);
 
   if (!s)
     return (
@@ -50,6 +52,7 @@ export default function SettingsView() {
   return (
     <div className="view" data-testid="settings">
       <h2>Settings</h2>
+      <LlmPanel onChanged={loadSettings} />
       <form
         className="card"
         style={{ maxWidth: 720 }}
@@ -70,7 +73,7 @@ export default function SettingsView() {
             .finally(() => setBusy(false));
         }}
       >
-        <h3 style={{ marginTop: 0, fontSize: 14 }}>LLM</h3>
+        <h3 style={{ marginTop: 0, fontSize: 14 }}>LLM server by hand</h3>
         <div className="field">
           <label htmlFor="provider">Provider</label>
           <div>
