@@ -472,8 +472,9 @@ export async function graphBoxes() {
     assert(Number(await field.getValue()) === DEFAULT_THRESHOLD, `the default threshold is ${DEFAULT_THRESHOLD} (${await field.getValue()})`);
     if (threshold !== DEFAULT_THRESHOLD) {
       await field.setValue(String(threshold));
-      // leaving the field applies it
-      await browser.$("h2=Graph").click();
+      // leaving the field applies it (Enter does too, but this WebDriver's key actions do
+      // not reach the page)
+      await browser.execute(() => document.querySelector('[data-testid="graph-box-threshold"]').blur());
       await browser.waitUntil(async () => Number(await field.getValue()) === threshold, { timeout: T, timeoutMsg: `the threshold field does not hold ${threshold}` });
     }
     await browser.waitUntil(async () => (await $t(browser, "graph-mode").getText()) === "boxes", { timeout: 120000, interval: 250, timeoutMsg: "the whole memory is not drawn as Boxes" }).catch(async (e) => {
