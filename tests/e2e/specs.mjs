@@ -444,7 +444,7 @@ function cli(home, args) {
  * opens its notes and the way back returns; the few unenriched notes finish their jobs while
  * the graph is open and are merged in place (no second load of the memory).
  *
- * By default 400 notes (~35 s), with the threshold lowered to 300 through the Graph view's
+ * By default 400 notes (35-45 s), with the threshold lowered to 300 through the Graph view's
  * field; E2E_GRAPH_NOTES=2100 runs it above the default threshold (2,000) without lowering
  * it (103 s, 87 s of them importing, on 2 shared cores). Either way the field first shows
  * 2,000.
