@@ -5,10 +5,12 @@
 //
 //   node tests/e2e/graph-bench.mjs [100 1000 10000]
 //
-// BENCH_QUERY=search=garden adds page parameters (search: highlight notes matching it).
+// BENCH_QUERY=search=garden adds page parameters (search: highlight notes matching it;
+// view=boxes: the aggregate Box view drawn above the Box threshold; open=b0: one Box's notes).
 // Needs Debian's `chromium` (CHROMIUM=/path to use another) and ui's dev dependencies.
 // Prints one JSON line per size: build + first draw, layout, synchronous render and full
-// refresh (ms of JS), overlay redraw, and requestAnimationFrame deltas (p50/p95) while the
+// refresh (ms of JS), overlay redraw, readability of the fitted picture (share of pixels
+// under an edge, share of overlapping nodes), and requestAnimationFrame deltas (p50/p95) while the
 // camera animates ("animate": as wheel zoom and drags, large graphs drop edges and labels
 // meanwhile) and while it is set every frame ("redraw": everything drawn every frame).
 import { spawnSync } from "node:child_process";
@@ -76,12 +78,14 @@ try {
       for (let i = 0; i < 5; i++) overlay.push(g.measureOverlay());
       const animate = await g.measureFrames(frames, { mode: "animate" });
       const redraw = await g.measureFrames(Math.min(frames, 60), { mode: "redraw" });
-      return { render, refresh, overlay, animate, redraw, dashed: g.dashedLinks() };
+      return { render, refresh, overlay, animate, redraw, dashed: g.dashedLinks(), readable: window.__benchReadability() };
     }, FRAMES);
     const med = (xs) => pct(xs, 0.5);
     console.log(
       JSON.stringify({
         engine: `chromium ${version} (headless, --disable-gpu)`,
+        notes: info.notes,
+        view: info.view + (info.open ? `:${info.open}` : ""),
         nodes: info.nodes,
         edges: info.edges,
         dashed: r.dashed,
@@ -91,6 +95,8 @@ try {
         renderMs: med(r.render),
         refreshMs: med(r.refresh),
         overlayMs: med(r.overlay),
+        edgeInk: Math.round(r.readable.edgeInk * 1000) / 1000,
+        overlapping: Math.round(r.readable.overlapping * 1000) / 1000,
         frameMs: { animate: { p50: pct(r.animate, 0.5), p95: pct(r.animate, 0.95) }, redraw: { p50: pct(r.redraw, 0.5), p95: pct(r.redraw, 0.95) } },
         frames: r.animate.length + r.redraw.length,
       }),

@@ -14,6 +14,7 @@ const { remote } = require("webdriverio");
 const target = process.env.CARGO_TARGET_DIR || path.join(root, "target");
 export const APP = process.env.KASTEN_APP || path.join(target, "debug/kasten-desktop");
 export const FAKELLM = process.env.KASTEN_FAKELLM || path.join(target, "debug/kasten-fakellm");
+export const CLI = process.env.KASTEN_CLI || path.join(target, "debug/kasten");
 const dataHome = process.env.XDG_DATA_HOME || path.join(os.homedir(), ".local/share");
 // where scripts/setup put the model and ONNX Runtime ($KASTEN_HOME, else the data dir)
 const installed = process.env.KASTEN_INSTALLED_HOME || process.env.KASTEN_HOME || path.join(dataHome, "kasten");
@@ -62,8 +63,9 @@ export function stopAll() {
 process.on("exit", stopAll);
 for (const sig of ["SIGINT", "SIGTERM"]) process.on(sig, () => process.exit(130));
 
-export async function startFakeLlm() {
-  const p = start(FAKELLM, ["--port", "0"]);
+/** A fake LLM server; `args` are kasten-fakellm's (e.g. `["--mode", "slow:2000"]`). */
+export async function startFakeLlm(args = []) {
+  const p = start(FAKELLM, ["--port", "0", ...args]);
   const url = await new Promise((resolve, reject) => {
     let buf = "";
     const t = setTimeout(() => reject(new Error("kasten-fakellm did not start")), 20000);
@@ -96,6 +98,16 @@ async function waitForPort(port, ms) {
   throw new Error(`nothing listens on ${port}`);
 }
 
+/** The environment that points the app or the CLI at memory `home` and the embedding model. */
+export function memoryEnv(home) {
+  return {
+    ...process.env,
+    KASTEN_HOME: home,
+    KASTEN_MODEL_DIR: process.env.KASTEN_MODEL_DIR || path.join(installed, "models/all-minilm-l6-v2-int8"),
+    ORT_DYLIB_PATH: process.env.ORT_DYLIB_PATH || path.join(installed, "lib/libonnxruntime.so.1.31.1"),
+  };
+}
+
 /**
  * A fresh app: new KASTEN_HOME, new tauri-driver, new WebDriver session. Without an LLM
  * unless `llmUrl` names one (the fake server) or `builtinLlm` lets the app choose as it
@@ -105,10 +117,7 @@ async function waitForPort(port, ms) {
 export async function launch({ llmUrl, home, extraEnv = {}, builtinLlm = false } = {}) {
   home = home || fs.mkdtempSync(path.join(os.tmpdir(), "kasten-e2e-"));
   const env = {
-    ...process.env,
-    KASTEN_HOME: home,
-    KASTEN_MODEL_DIR: process.env.KASTEN_MODEL_DIR || path.join(installed, "models/all-minilm-l6-v2-int8"),
-    ORT_DYLIB_PATH: process.env.ORT_DYLIB_PATH || path.join(installed, "lib/libonnxruntime.so.1.31.1"),
+    ...memoryEnv(home),
     // (WEBKIT_DISABLE_COMPOSITING_MODE=1 would keep WebGL out of screenshots)
     // Without a GPU the app turns WebKit's DMA-BUF renderer off (src-tauri/src/main.rs: its
     // frames take seconds there), but then WebKitWebDriver's screenshots hang: screenshot

@@ -26,6 +26,7 @@ export default function App() {
   const [highlight, setHighlight] = useState<string[]>([]);
   const [graphFocus, setGraphFocus] = useState<GraphFocus>({ center: null, depth: 1, boxId: null });
   const [revision, setRevision] = useState(0);
+  const [jobs, setJobs] = useState(0);
   const [toastMsg, setToastMsg] = useState<string | null>(null);
 
   const bump = useCallback(() => setRevision((r) => r + 1), []);
@@ -42,7 +43,10 @@ export default function App() {
   useEffect(() => {
     let off: (() => void) | undefined;
     let gone = false;
-    onJob(() => bump())
+    onJob(() => {
+      bump();
+      setJobs((j) => j + 1);
+    })
       .then((f) => {
         if (gone) f();
         else off = f;
@@ -79,10 +83,11 @@ export default function App() {
       graphFocus,
       setGraphFocus,
       revision,
+      jobs,
       bump,
       toast,
     }),
-    [view, openNote, selected, highlight, graphFocus, revision, bump, toast],
+    [view, openNote, selected, highlight, graphFocus, revision, jobs, bump, toast],
   );
 
   return (

@@ -23,6 +23,11 @@ export interface AppCtx {
   setGraphFocus: (f: GraphFocus) => void;
   /** Bumped whenever the memory changed (a job finished, a review action). */
   revision: number;
+  /**
+   * How many of the `revision` bumps came from finished jobs (the Graph view merges those
+   * itself and reloads only for the others).
+   */
+  jobs: number;
   bump: () => void;
   toast: (msg: string) => void;
 }

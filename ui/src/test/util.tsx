@@ -15,6 +15,7 @@ export function ctx(over: Partial<AppCtx> = {}): AppCtx {
     graphFocus: { center: null, depth: 1, boxId: null },
     setGraphFocus: vi.fn(),
     revision: 0,
+    jobs: 0,
     bump: vi.fn(),
     toast: vi.fn(),
     ...over,

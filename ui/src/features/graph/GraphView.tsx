@@ -1,9 +1,11 @@
-import { useEffect, useMemo, useRef, useState } from "react";
+import { useCallback, useEffect, useMemo, useRef, useState } from "react";
 import type Graph from "graphology";
-import { api, errorText, type BoxDto } from "../../api";
+import { api, errorText, onJob, type BoxDto, type GraphNodeDto } from "../../api";
 import { useApp } from "../../app-context";
 import Empty from "../../components/Empty";
-import { buildGraph, loadWhole, PALETTE, type GraphData } from "./graphData";
+import { boxIndex, buildGraph, loadNodes, loadWhole, nodeColour, PALETTE, type GraphData } from "./graphData";
+import { aggregate, boxSubgraph, boxThreshold, buildBoxGraph, setBoxThreshold, syncBoxGraph, UNBOXED, type Aggregate } from "./boxGraph";
+import { fetchPatches, patchData, patchGraph } from "./incremental";
 import { mountGraph, type GraphStats as Stats, type Mounted } from "./mountGraph";
 
 function useDark(): boolean {
@@ -18,22 +20,80 @@ function useDark(): boolean {
   return dark;
 }
 
-/** The link graph: whole memory or a note's neighbourhood, coloured by Box. */
+/**
+ * Jobs finishing within this many ms are merged into the graph together; when merging costs
+ * more (re-aggregating 100k notes takes 0.2-0.3 s), the wait grows to ten times its cost (at
+ * most 5 s), so merging never takes more than a tenth of the main thread.
+ */
+const JOB_BATCH_MS = 400;
+const batchWait = (costMs: number) => Math.min(Math.max(JOB_BATCH_MS, costMs * 10), 5000);
+
+const sameIds = (a: BoxDto[], b: BoxDto[]) => a.length === b.length && a.every((x, i) => x.id === b[i].id);
+
+/**
+ * The link graph: whole memory or a note's neighbourhood, coloured by Box. Above the Box
+ * threshold the whole memory is drawn as Boxes (aggregate nodes); a click opens one into its
+ * notes. Finished jobs are merged into the drawn graph in place (no reload, no new layout).
+ */
 export default function GraphView() {
-  const { graphFocus, setGraphFocus, openNote, highlight, revision } = useApp();
+  const { graphFocus, setGraphFocus, openNote, highlight, revision, jobs } = useApp();
   const container = useRef<HTMLDivElement>(null);
   const overlay = useRef<HTMLCanvasElement>(null);
-  const [data, setData] = useState<GraphData | null>(null);
-  const [boxes, setBoxes] = useState<BoxDto[]>([]);
+  // the loaded data (patched by jobs) and a counter of full loads: a new graph is built for a
+  // new load or a new level of detail, never for a job
+  const [data, setDataState] = useState<GraphData | null>(null);
+  const dataRef = useRef<GraphData | null>(null);
+  const setData = (d: GraphData) => {
+    dataRef.current = d;
+    setDataState(d);
+  };
+  const [loads, setLoads] = useState(0);
+  const [boxes, setBoxesState] = useState<BoxDto[]>([]);
+  const boxesRef = useRef<BoxDto[]>([]);
+  const setBoxes = (b: BoxDto[]) => {
+    boxesRef.current = b;
+    setBoxesState(b);
+  };
   const [err, setErr] = useState<string | null>(null);
   const [progress, setProgress] = useState("");
   const [search, setSearch] = useState("");
   const [tag, setTag] = useState("");
   const [showProposed, setShowProposed] = useState(true);
   const [stats, setStats] = useState<Stats | null>(null);
+  const [threshold, setThreshold] = useState(boxThreshold);
+  // the field applies on Enter or when left, not at each keystroke (each one could redraw)
+  const [thresholdDraft, setThresholdDraft] = useState(() => String(boxThreshold()));
+  const applyThreshold = () => {
+    const v = Math.round(Number(thresholdDraft));
+    if (!Number.isFinite(v) || v < 1) {
+      setThresholdDraft(String(threshold));
+      return;
+    }
+    setThreshold(v);
+    setBoxThreshold(v);
+  };
+  const [openBox, setOpenBox] = useState<string | null>(null);
+  const [allNotes, setAllNotes] = useState(false);
+  // the aggregate as jobs and filters changed it since the graph was built
+  const [aggLive, setAggLive] = useState<{ graph: Graph; agg: Aggregate } | null>(null);
+  // finished jobs merged in place since the view opened (for the e2e suite)
+  const [patched, setPatched] = useState(0);
   const dark = useDark();
 
-  // Load (paged) whenever the focus or the memory changes.
+  // Level of detail: the whole memory above the threshold is drawn as Boxes unless a Box is
+  // open (clicked here, or chosen in the Boxes view) or every note was asked for.
+  const whole = graphFocus.center === null;
+  const above = whole && (data?.nodes.length ?? 0) > threshold;
+  const opened = above ? (openBox ?? graphFocus.boxId) : null;
+  const mode: "boxes" | "notes" = above && !opened && !allNotes ? "boxes" : "notes";
+
+  // Jobs finished while the data loads wait here, and are merged once it is loaded.
+  const queued = useRef(new Set<string>());
+  const loading = useRef(false);
+  const flush = useRef<() => void>(() => {});
+
+  // Load (paged) whenever the focus changes or the memory changed other than by a job.
+  const changes = revision - jobs;
   useEffect(() => {
     let gone = false;
     const t0 = performance.now();
@@ -49,6 +109,7 @@ export default function GraphView() {
         return api.graphLinks(a, l);
       },
     };
+    loading.current = true;
     const load: Promise<GraphData> = graphFocus.center
       ? api.localGraph(graphFocus.center, graphFocus.depth).then((g) => {
           pages = 1;
@@ -60,36 +121,79 @@ export default function GraphView() {
         if (gone) return;
         setData(d);
         setBoxes(b);
+        setLoads((n) => n + 1);
         setErr(null);
         setProgress("");
         setStats({ nodes: d.nodes.length, edges: d.links.length, loadMs: Math.round(performance.now() - t0), pages });
       })
-      .catch((e) => !gone && setErr(errorText(e)));
+      .catch((e) => !gone && setErr(errorText(e)))
+      .finally(() => {
+        if (gone) return;
+        loading.current = false;
+        if (queued.current.size > 0) flush.current();
+      });
     return () => {
       gone = true;
     };
-  }, [graphFocus.center, graphFocus.depth, revision]);
+  }, [graphFocus.center, graphFocus.depth, changes]);
 
-  const graph: Graph | null = useMemo(() => (data ? buildGraph(data, boxes) : null), [data, boxes]);
+  // The drawn graph: aggregate Boxes, an opened Box's notes, or all loaded notes.
+  const filters = useRef({ search: "", tag: "", showProposed: true, highlightSet: new Set<string>(), boxMembers: null as Set<string> | null, center: graphFocus.center });
+  const aggFilters = useRef({ tag, showProposed });
+  aggFilters.current = { tag, showProposed };
+  const built: { graph: Graph; agg: Aggregate | null } | null = useMemo(() => {
+    const d = dataRef.current;
+    if (!d) return null;
+    if (mode === "boxes") {
+      const a = aggregate(d, boxesRef.current, aggFilters.current);
+      return { graph: buildBoxGraph(a), agg: a };
+    }
+    return { graph: buildGraph(opened ? boxSubgraph(d, opened) : d, boxesRef.current), agg: null };
+    // a new graph for a new load or level of detail only; jobs and filters change it in place
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, [loads, mode, opened]);
+  const graph = built?.graph ?? null;
+  const agg = aggLive && aggLive.graph === graph ? aggLive.agg : (built?.agg ?? null);
+
   const highlightSet = useMemo(() => new Set(highlight), [highlight]);
+  // Boxes holding a highlighted note (chat citations) are highlighted at the Box level.
+  const highlightBoxes = useMemo(() => {
+    if (mode !== "boxes" || !data || highlightSet.size === 0) return new Set<string>();
+    const s = new Set<string>();
+    for (const n of data.nodes) if (highlightSet.has(n.id)) (n.boxes.length ? n.boxes : [UNBOXED]).forEach((b) => s.add(b));
+    return s;
+  }, [mode, data, highlightSet]);
   const boxMembers = useMemo(() => {
     const id = graphFocus.boxId;
-    if (!id) return null;
+    if (!id || opened) return null;
     return new Set((data?.nodes ?? []).filter((n) => n.boxes.includes(id)).map((n) => n.id));
-  }, [data, graphFocus.boxId]);
+  }, [data, graphFocus.boxId, opened]);
   const tags = useMemo(() => {
     const c = new Map<string, number>();
     data?.nodes.forEach((n) => n.tags.forEach((t) => c.set(t, (c.get(t) ?? 0) + 1)));
     return [...c.entries()].sort((a, b) => b[1] - a[1]).slice(0, 40);
   }, [data]);
 
-  // The renderer; rebuilt with the graph, reducers read the filters through a ref.
-  const filters = useRef({ search: "", tag: "", showProposed: true, highlightSet, boxMembers, center: graphFocus.center });
-  filters.current = { search: search.trim().toLowerCase(), tag, showProposed, highlightSet, boxMembers, center: graphFocus.center };
+  // The renderer; rebuilt with the graph, reducers read the filters through a ref. At the
+  // Box level the tag and proposed filters change the aggregate itself (see below).
+  filters.current =
+    mode === "boxes"
+      ? { search: search.trim().toLowerCase(), tag: "", showProposed, highlightSet: highlightBoxes, boxMembers: null, center: null }
+      : { search: search.trim().toLowerCase(), tag, showProposed, highlightSet, boxMembers, center: graphFocus.center };
   const mounted = useRef<Mounted | null>(null);
+  const graphRef = useRef<Graph | null>(null);
   const [dashed, setDashed] = useState(true);
 
+  const onClick = useCallback(
+    (id: string) => {
+      if (mode === "boxes") setOpenBox(id);
+      else openNote(id);
+    },
+    [mode, openNote],
+  );
+
   useEffect(() => {
+    graphRef.current = graph;
     if (!graph || !container.current || !overlay.current || graph.order === 0) return;
     const m = mountGraph({
       graph,
@@ -97,8 +201,9 @@ export default function GraphView() {
       overlay: overlay.current,
       dark,
       filters: () => filters.current,
-      onClickNode: openNote,
-      whole: graphFocus.center === null,
+      onClickNode: onClick,
+      // the whole memory's note positions are kept for the session (not a Box's, not Boxes')
+      whole: graphFocus.center === null && mode === "notes" && !opened,
     });
     mounted.current = m;
     setDashed(m.dashed);
@@ -106,9 +211,126 @@ export default function GraphView() {
       m.kill();
       mounted.current = null;
     };
-    // graphFocus.center changes only together with `graph` (a new load)
+    // graphFocus.center and mode change only together with `graph` (a new build)
     // eslint-disable-next-line react-hooks/exhaustive-deps
-  }, [graph, dark, openNote]);
+  }, [graph, dark, onClick]);
+
+  // Finished jobs: their notes' neighbourhoods are fetched and merged in place.
+  const level = useRef({ mode, opened });
+  level.current = { mode, opened };
+  useEffect(() => {
+    let gone = false;
+    let timer = 0;
+    let busy = false;
+    let cost = 0;
+    const run = async () => {
+      if (busy || loading.current) return;
+      busy = true;
+      try {
+        while (queued.current.size > 0 && !gone && !loading.current) {
+          const notes = [...queued.current];
+          queued.current.clear();
+          const [patches, fresh] = await Promise.all([fetchPatches(api, notes), api.listBoxes(200).catch(() => boxesRef.current)]);
+          if (gone || loading.current || !dataRef.current) {
+            notes.forEach((n) => queued.current.add(n));
+            return;
+          }
+          const t0 = performance.now();
+          let d = dataRef.current;
+          // a full Box recompute moved many notes: their memberships are read again
+          if (!sameIds(fresh, boxesRef.current) && whole) {
+            const nodes = await loadNodes(api);
+            if (gone || loading.current) return;
+            const byId = new Map(nodes.map((n) => [n.id, n]));
+            d = { ...d, nodes: d.nodes.map((n) => byId.get(n.id) ?? n) };
+          }
+          for (const p of patches) d = patchData(d, p);
+          const boxesChanged = !sameIds(fresh, boxesRef.current);
+          setBoxes(fresh);
+          setData(d);
+          setStats((s) => (s ? { ...s, nodes: d.nodes.length, edges: d.links.length } : s));
+          setPatched((n) => n + patches.length);
+          const g = graphRef.current;
+          const m = mounted.current;
+          if (!g) continue;
+          const { mode, opened } = level.current;
+          if (mode === "boxes") {
+            const a = aggregate(d, fresh, aggFilters.current);
+            setAggLive({ graph: g, agg: a });
+            const grew = syncBoxGraph(g, a);
+            m?.changed(grew);
+            cost = performance.now() - t0;
+            continue;
+          }
+          const admit = (n: GraphNodeDto) => {
+            if (opened) return opened === UNBOXED ? n.boxes.length === 0 : n.boxes.includes(opened);
+            return true;
+          };
+          let grew = false;
+          for (const p of patches) {
+            // a neighbourhood takes a note only when it is linked to a note already drawn
+            const drawn = g.hasNode(p.note) || ("links" in p && p.links.some((l) => g.hasNode(l.from === p.note ? l.to : l.from)));
+            if (!whole && !drawn) continue;
+            const c = patchGraph(g, p, fresh, admit);
+            grew ||= c.added.length > 0 || c.edgesAdded > 0;
+          }
+          if (boxesChanged) {
+            const byId = new Map(d.nodes.map((n) => [n.id, n]));
+            const index = boxIndex(fresh);
+            g.updateEachNodeAttributes(
+              (id, a) => {
+                const n = byId.get(id);
+                if (n) {
+                  a.boxes = n.boxes;
+                  a.color = nodeColour(n, index);
+                }
+                return a;
+              },
+              { attributes: ["boxes", "color"] },
+            );
+          }
+          m?.changed(grew);
+          cost = performance.now() - t0;
+        }
+      } catch (e) {
+        if (!gone) setErr(errorText(e));
+      } finally {
+        busy = false;
+      }
+    };
+    flush.current = () => void run();
+    let off: (() => void) | undefined;
+    onJob((e) => {
+      queued.current.add(e.note);
+      // the first job of a batch sets the time (later ones join it: a steady stream of jobs
+      // must not put the merge off for ever)
+      if (timer) return;
+      timer = window.setTimeout(() => {
+        timer = 0;
+        void run();
+      }, batchWait(cost));
+    })
+      .then((f) => {
+        if (gone) f();
+        else off = f;
+      })
+      .catch(() => {});
+    return () => {
+      gone = true;
+      window.clearTimeout(timer);
+      off?.();
+    };
+  }, [whole]);
+
+  // At the Box level the tag and proposed filters change the aggregate, in place.
+  useEffect(() => {
+    const g = graphRef.current;
+    const d = dataRef.current;
+    if (mode !== "boxes" || !g || !d) return;
+    const a = aggregate(d, boxesRef.current, { tag, showProposed });
+    setAggLive({ graph: g, agg: a });
+    mounted.current?.changed(syncBoxGraph(g, a));
+  }, [mode, tag, showProposed]);
 
   useEffect(() => {
     if (window.__kastenGraph && stats) window.__kastenGraph.stats = stats;
@@ -117,9 +339,24 @@ export default function GraphView() {
   // Filters change: re-run the reducers.
   useEffect(() => {
     mounted.current?.refresh();
-  }, [search, tag, showProposed, highlightSet, boxMembers]);
+  }, [search, tag, showProposed, highlightSet, highlightBoxes, boxMembers]);
 
   const box = graphFocus.boxId ? boxes.find((b) => b.id === graphFocus.boxId) : null;
+  const openedLabel = opened ? (opened === UNBOXED ? "no Box" : (boxes.find((b) => b.id === opened)?.label ?? "Box")) : null;
+  // notes and links shown (an opened Box: its own; otherwise all loaded, also at the Box level)
+  const shown = useMemo(() => {
+    if (!data) return { nodes: 0, links: 0 };
+    if (!opened) return { nodes: data.nodes.length, links: data.links.length };
+    const s = boxSubgraph(data, opened);
+    return { nodes: s.nodes.length, links: s.links.length };
+  }, [data, opened]);
+  const drawnNodes = shown.nodes;
+  const drawnEdges = shown.links;
+  const back = () => {
+    setOpenBox(null);
+    setAllNotes(false);
+    if (graphFocus.boxId) setGraphFocus({ ...graphFocus, boxId: null });
+  };
 
   return (
     <div className="view" style={{ display: "flex", flexDirection: "column", gap: 8 }}>
@@ -154,10 +391,27 @@ export default function GraphView() {
         {box && (
           <span className="chip">
             Box: {box.label}{" "}
-            <button className="small" onClick={() => setGraphFocus({ ...graphFocus, boxId: null })} aria-label="Clear Box">
+            <button
+              className="small"
+              onClick={() => {
+                setOpenBox(null);
+                setGraphFocus({ ...graphFocus, boxId: null });
+              }}
+              aria-label="Clear Box"
+            >
               ×
             </button>
           </span>
+        )}
+        {above && (opened || allNotes) && (
+          <button className="small" data-testid="graph-back" onClick={back}>
+            ← all Boxes
+          </button>
+        )}
+        {mode === "boxes" && (
+          <button className="small" data-testid="graph-all-notes" onClick={() => setAllNotes(true)} title="Draw every note (slow to read above the threshold)">
+            every note
+          </button>
         )}
         <select value={tag} onChange={(e) => setTag(e.target.value)} aria-label="Filter by tag">
           <option value="">any tag</option>
@@ -171,10 +425,34 @@ export default function GraphView() {
           <input type="checkbox" checked={showProposed} onChange={(e) => setShowProposed(e.target.checked)} /> proposed links
         </label>
         <input placeholder="Highlight…" value={search} onChange={(e) => setSearch(e.target.value)} aria-label="Highlight notes" />
+        <label className="small" title="Above this many notes the whole memory is drawn as Boxes">
+          Boxes above{" "}
+          <input
+            type="number"
+            min={1}
+            step={500}
+            style={{ width: "6em" }}
+            data-testid="graph-box-threshold"
+            aria-label="Boxes above this many notes"
+            value={thresholdDraft}
+            onChange={(e) => setThresholdDraft(e.target.value)}
+            onBlur={applyThreshold}
+            onKeyDown={(e) => {
+              if (e.key === "Enter") applyThreshold();
+            }}
+          />{" "}
+          notes
+        </label>
         <span className="grow" />
         {stats && (
           <span className="small muted">
-            {stats.nodes} notes · {stats.edges} links
+            <span className="chip" data-testid="graph-mode" title="What a dot is: a Box or a note">
+              {mode}
+            </span>{" "}
+            {mode === "boxes" && agg
+              ? `${agg.notes} notes in ${agg.nodes.length} Boxes · ${agg.links} links`
+              : `${drawnNodes} notes · ${drawnEdges} links`}
+            {openedLabel ? ` in ${openedLabel}` : ""}
             {data?.truncated ? " (neighbourhood cut at 2,000)" : ""}
           </span>
         )}
@@ -187,20 +465,47 @@ export default function GraphView() {
           waiting for your review. Write a few related notes and let the LLM link them.
         </Empty>
       ) : (
-        <div className="graph-wrap" data-testid="graph-view" data-nodes={stats?.nodes ?? 0} data-edges={stats?.edges ?? 0}>
+        <div
+          className="graph-wrap"
+          data-testid="graph-view"
+          data-nodes={drawnNodes}
+          data-edges={drawnEdges}
+          data-mode={mode}
+          data-loads={loads}
+          data-patched={patched}
+        >
           <div ref={container} style={{ position: "absolute", inset: 0 }} />
           <canvas ref={overlay} className="overlay" />
-          <div className="graph-legend">
-            {boxes.slice(0, 6).map((b, i) => (
-              <span key={b.id} style={{ marginRight: 8 }}>
-                <span className="dot" style={{ background: PALETTE[i % PALETTE.length] }} />
-                {b.label}
+          {mode === "boxes" && agg ? (
+            <div className="graph-legend graph-boxes" data-testid="graph-box-list">
+              <div className="muted">Boxes by size — choose one to open it</div>
+              {agg.nodes.map((a) => (
+                <button
+                  key={a.id}
+                  className="small"
+                  data-testid="graph-box-item"
+                  data-id={a.id}
+                  data-members={a.members}
+                  onClick={() => setOpenBox(a.id)}
+                >
+                  <span className="dot" style={{ background: a.index < 0 ? "#9aa3b5" : PALETTE[a.index % PALETTE.length] }} />
+                  {a.label} ({a.members})
+                </button>
+              ))}
+            </div>
+          ) : (
+            <div className="graph-legend">
+              {boxes.slice(0, 6).map((b, i) => (
+                <span key={b.id} style={{ marginRight: 8 }}>
+                  <span className="dot" style={{ background: PALETTE[i % PALETTE.length] }} />
+                  {b.label}
+                </span>
+              ))}
+              <span className="muted" data-testid="graph-proposed-legend">
+                {dashed ? "– – proposed" : "amber lines: proposed"}
               </span>
-            ))}
-            <span className="muted" data-testid="graph-proposed-legend">
-              {dashed ? "– – proposed" : "amber lines: proposed"}
-            </span>
-          </div>
+            </div>
+          )}
         </div>
       )}
     </div>

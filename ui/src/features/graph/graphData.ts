@@ -10,18 +10,24 @@ export interface GraphData {
   truncated: boolean;
 }
 
-/** The whole memory, nodes then links, `PAGE` per call (never one big payload). */
-export async function loadWhole(api: Api, onProgress?: (nodes: number, links: number) => void): Promise<GraphData> {
+/** Every note of the memory as a graph node, `PAGE` per call. */
+export async function loadNodes(api: Pick<Api, "graphNodes">, onProgress?: (nodes: number) => void): Promise<GraphNodeDto[]> {
   const nodes: GraphNodeDto[] = [];
-  const links: GraphLinkDto[] = [];
   let after: string | null = null;
   do {
     const p = await api.graphNodes(after, PAGE);
     nodes.push(...p.nodes);
     after = p.next;
-    onProgress?.(nodes.length, 0);
+    onProgress?.(nodes.length);
   } while (after);
-  after = null;
+  return nodes;
+}
+
+/** The whole memory, nodes then links, `PAGE` per call (never one big payload). */
+export async function loadWhole(api: Api, onProgress?: (nodes: number, links: number) => void): Promise<GraphData> {
+  const nodes = await loadNodes(api, (n) => onProgress?.(n, 0));
+  const links: GraphLinkDto[] = [];
+  let after: string | null = null;
   do {
     const p = await api.graphLinks(after, PAGE);
     links.push(...p.links);
@@ -36,11 +42,26 @@ export const PALETTE = [
   "#b07aa1", "#ff9da7", "#9c755f", "#86bcb6", "#d37295", "#8cd17d",
 ];
 export const NO_BOX = "#9aa3b5";
+/** A note waiting for enrichment (and in no Box yet): pale, until its job is done. */
+export const PENDING = "#d3d8e2";
+/** A note whose enrichment failed. */
+export const FAILED = "#8c2f39";
 
 /** A Box's position in the list (largest first), which picks its colour. */
 export function boxIndex(boxes: BoxDto[]): Map<string, number> {
   return new Map(boxes.map((b, i) => [b.id, i]));
 }
+
+/** A note's colour: its main Box's, else grey; pale while pending, dark red when failed. */
+export function nodeColour(n: GraphNodeDto, index: Map<string, number>): string {
+  if (n.enrich === "failed") return FAILED;
+  const b = n.boxes.map((id) => index.get(id)).find((i) => i !== undefined);
+  if (b !== undefined) return PALETTE[b % PALETTE.length];
+  return n.enrich === "pending" ? PENDING : NO_BOX;
+}
+
+/** Node sizes grow with degree. */
+export const sizeFor = (degree: number) => Math.min(5 + Math.sqrt(degree) * 2, 16);
 
 function hash(s: string): number {
   let h = 2166136261;
@@ -73,7 +94,7 @@ export function buildGraph(data: GraphData, boxes: BoxDto[]): Graph {
       x: cx + r * Math.cos(a),
       y: cy + r * Math.sin(a),
       size: 5,
-      color: b === undefined ? NO_BOX : PALETTE[b % PALETTE.length],
+      color: nodeColour(n, index),
       tags: n.tags,
       box: b ?? -1,
       boxes: n.boxes,
@@ -91,7 +112,7 @@ export function buildGraph(data: GraphData, boxes: BoxDto[]): Graph {
     g.addEdgeWithKey(l.id, l.from, l.to, { proposed, kind: l.kind, size: 1, color: "#b6bdcc" });
   }
   g.forEachNode((id) => {
-    g.setNodeAttribute(id, "size", Math.min(5 + Math.sqrt(g.degree(id)) * 2, 16));
+    g.setNodeAttribute(id, "size", sizeFor(g.degree(id)));
   });
   return g;
 }

@@ -65,14 +65,23 @@ export interface Layout {
 /** How long a worker layout runs for a graph of `order` nodes (ms). */
 export const layoutBudget = (order: number) => Math.min(2000 + order / 4, 8000);
 
+export interface LayoutOptions {
+  /** Iterations of a synchronous layout (small graphs); 150 by default. */
+  iterations?: number;
+  /** How long a worker layout runs (ms); `layoutBudget` by default. */
+  budgetMs?: number;
+}
+
 /**
- * Lays `graph` out. Small graphs (≤ 300 nodes) synchronously; up to `BIG` nodes in a
- * worker that moves the nodes live; above that in a worker on a copy, applied once when it
- * stops. `done` runs after the positions are final.
+ * Lays `graph` out from its current positions. Small graphs (≤ 300 nodes) synchronously;
+ * up to `BIG` nodes in a worker that moves the nodes live (nodes and edges added meanwhile
+ * join it where they are); above that in a worker on a copy, applied once when it stops
+ * (nodes added meanwhile go next to a neighbour then). `done` runs after the positions are
+ * final. Run again on a graph already laid out, it continues from where it is.
  */
-export function startLayout(graph: Graph, done: () => void): Layout {
+export function startLayout(graph: Graph, done: () => void, opts: LayoutOptions = {}): Layout {
   if (graph.order <= 300) {
-    forceAtlas2.assign(graph, { iterations: 150, settings: forceAtlas2.inferSettings(graph) });
+    forceAtlas2.assign(graph, { iterations: opts.iterations ?? 150, settings: forceAtlas2.inferSettings(graph) });
     done();
     return { running: () => false, stop: () => {} };
   }
@@ -91,19 +100,14 @@ export function startLayout(graph: Graph, done: () => void): Layout {
     finished = true;
     fa2.kill();
     if (!live) {
-      graph.updateEachNodeAttributes(
-        (id, a) => {
-          a.x = target.getNodeAttribute(id, "x");
-          a.y = target.getNodeAttribute(id, "y");
-          return a;
-        },
-        { attributes: ["x", "y"] },
-      );
+      const laid: Positions = new Map();
+      target.forEachNode((id, a) => laid.set(id, { x: a.x as number, y: a.y as number }));
+      applyPositions(graph, laid);
     }
     done();
   };
   fa2.start();
-  const timer = window.setTimeout(finish, layoutBudget(graph.order));
+  const timer = window.setTimeout(finish, opts.budgetMs ?? layoutBudget(graph.order));
   return {
     running: () => !finished,
     stop: () => {

@@ -72,6 +72,12 @@ export interface Mounted {
   dashed: boolean;
   /** Re-runs the reducers (after a filter change). */
   refresh: () => void;
+  /**
+   * The graph was changed in place (a job's note merged): the overlay's list is rebuilt and,
+   * when nodes or edges were added to a graph of at most `BIG` nodes whose layout has
+   * stopped, the layout runs a little longer from the current positions.
+   */
+  changed: (grew: boolean) => void;
   kill: () => void;
 }
 
@@ -225,7 +231,7 @@ export function mountGraph(o: MountOptions): Mounted {
     o.onLayoutDone?.();
   };
   const cache = cachedPositions();
-  let layout = { running: () => false, stop: () => {} };
+  let layout: { running: () => boolean; stop: () => void } = { running: () => false, stop: () => {} };
   if (o.whole && cache.size > 0 && applyPositions(graph, cache) <= graph.order * 0.05) {
     onLayoutDone();
   } else {
@@ -295,6 +301,13 @@ export function mountGraph(o: MountOptions): Mounted {
     refresh: () => {
       update();
       renderer.refresh();
+    },
+    changed: (grew: boolean) => {
+      update();
+      renderer.scheduleRefresh();
+      if (grew && !layout.running() && graph.order <= BIG) {
+        layout = startLayout(graph, () => onLayoutDone(), { iterations: 30, budgetMs: 1500 });
+      }
     },
     kill: () => {
       window.clearTimeout(stillTimer);
