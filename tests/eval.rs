@@ -322,8 +322,14 @@ fn with_an_llm_notes_are_enriched_and_questions_answered_and_scored() {
         "--no-links",
         "--no-evolution",
     ]);
-    assert_eq!(ablated["llm"]["steps"], "no-links+no-evolution", "{ablated:#}");
-    assert_eq!(ablated["samples"][0]["ingest"]["cached"], false, "{ablated:#}");
+    assert_eq!(
+        ablated["llm"]["steps"], "no-links+no-evolution",
+        "{ablated:#}"
+    );
+    assert_eq!(
+        ablated["samples"][0]["ingest"]["cached"], false,
+        "{ablated:#}"
+    );
     let ablated_in = ablated["tokens"]["ingest_llm"]["in"].as_u64().unwrap_or(0);
     let full_in = r["tokens"]["ingest_llm"]["in"].as_u64().unwrap_or(0);
     assert!(
