@@ -414,7 +414,7 @@ async fn run(cli: Cli) -> Result<()> {
                 _ = tokio::signal::ctrl_c() => Err(anyhow!("interrupted; everything committed so far is saved")),
             };
         }
-        share::Opened::Local(e) => e,
+        share::Opened::Local(e) => *e,
     };
     let workers = match &cli.command {
         Command::Enrich { workers, .. } => *workers,

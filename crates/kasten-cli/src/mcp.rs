@@ -27,7 +27,7 @@ pub async fn run(db: Option<&str>) -> Result<()> {
                 _ = tokio::signal::ctrl_c() => Ok(()),
             };
         }
-        Opened::Local(e) => e,
+        Opened::Local(e) => *e,
     };
     if let Err(e) = configure(&mut engine, None, true).await {
         engine.close().await;

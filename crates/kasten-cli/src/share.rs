@@ -28,7 +28,7 @@ pub fn dir(ep: &Endpoint) -> Option<PathBuf> {
 
 /// The memory opened here, or the process that has it open.
 pub enum Opened {
-    Local(Engine),
+    Local(Box<Engine>),
     Remote(Client),
 }
 
@@ -67,7 +67,7 @@ pub async fn open_or_connect(db: Option<&str>, as_client: bool) -> Result<Opened
             }
         };
         match crate::open_engine_with(&ep, e).await {
-            Ok(engine) => return Ok(Opened::Local(engine)),
+            Ok(engine) => return Ok(Opened::Local(Box::new(engine))),
             Err(e) if dir.is_some() && is_locked(&e) && Instant::now() < deadline => {
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
