@@ -1,6 +1,7 @@
 //! A client: another process's engine behind the socket.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use kasten_core::{NewNote, Note, NoteId};
@@ -19,23 +20,28 @@ const WRITE: Duration = Duration::from_secs(600);
 const ASK: Duration = Duration::from_secs(1800);
 
 /// What a lost connection means for a read and for a write.
-const READ_LOST: &str = "nothing was changed; run the command again";
+const READ_LOST: &str = "nothing was changed; try again";
 const WRITE_LOST: &str =
     "the change may or may not have been saved; `kasten list` shows what the memory holds";
 
 /// A connection to the process that has the memory open. Cloning shares the connection.
+/// When the owner goes away, the next call connects to whichever process has the memory
+/// open then (a read is tried again at once on it; a write is not, since the first
+/// attempt may have been saved).
 #[derive(Clone)]
 pub struct Client {
+    dir: PathBuf,
+    conn: Arc<RwLock<Conn>>,
+}
+
+#[derive(Clone)]
+struct Conn {
     inner: MemoryServiceClient,
     owner: OwnerInfo,
 }
 
-impl Client {
-    /// Connects to the owner of the memory in `dir`. `Ok(None)` when nobody serves it:
-    /// no socket, a socket nobody listens on (its owner was killed; the next owner
-    /// replaces it), or an owner that is just stopping. The caller then opens the memory
-    /// itself (and waits and tries again if that finds it locked).
-    pub async fn connect(dir: &Path) -> Result<Option<Self>, ShareError> {
+impl Conn {
+    async fn open(dir: &Path) -> Result<Option<Self>, ShareError> {
         let Some(stream) = platform::connect(dir).await? else {
             return Ok(None);
         };
@@ -46,87 +52,157 @@ impl Client {
             .new_framed(stream);
         let transport = tarpc::serde_transport::new(framed, Json::default());
         let inner = MemoryServiceClient::new(tarpc::client::Config::default(), transport).spawn();
-        let owner = match inner.hello(deadline(READ)).await {
-            Ok(o) => o,
+        match inner.hello(deadline(READ)).await {
+            Ok(owner) => Ok(Some(Self { inner, owner })),
             Err(e) => {
                 tracing::debug!("the memory's owner did not say hello: {e}");
-                return Ok(None);
+                Ok(None)
             }
-        };
-        Ok(Some(Self { inner, owner }))
+        }
+    }
+}
+
+/// A call's reply as tarpc hands it over.
+type Reply<T> = Result<Result<T, RemoteError>, RpcError>;
+
+impl Client {
+    /// Connects to the owner of the memory in `dir`. `Ok(None)` when nobody serves it:
+    /// no socket, a socket nobody listens on (its owner was killed; the next owner
+    /// replaces it), or an owner that is just stopping. The caller then opens the memory
+    /// itself (and waits and tries again if that finds it locked).
+    pub async fn connect(dir: &Path) -> Result<Option<Self>, ShareError> {
+        Ok(Conn::open(dir).await?.map(|c| Self {
+            dir: dir.to_path_buf(),
+            conn: Arc::new(RwLock::new(c)),
+        }))
     }
 
     /// Who serves the memory.
-    pub fn owner(&self) -> &OwnerInfo {
-        &self.owner
+    pub fn owner(&self) -> OwnerInfo {
+        self.conn().owner
     }
 
-    fn fail(&self, e: RpcError, limit: Duration, consequence: &'static str) -> ShareError {
-        match e {
-            RpcError::DeadlineExceeded => ShareError::Timeout {
-                owner: self.owner.to_string(),
-                secs: limit.as_secs(),
-            },
-            RpcError::Server(e) => ShareError::Protocol(e.to_string()),
-            RpcError::Shutdown | RpcError::Send(_) | RpcError::Channel(_) => ShareError::Lost {
-                owner: self.owner.to_string(),
-                consequence,
-            },
+    fn conn(&self) -> Conn {
+        match self.conn.read() {
+            Ok(c) => c.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
         }
     }
 
-    fn answer<T>(
-        &self,
-        r: Result<Result<T, RemoteError>, RpcError>,
-        limit: Duration,
-        consequence: &'static str,
-    ) -> Result<T, ShareError> {
-        match r {
-            Ok(Ok(v)) => Ok(v),
-            Ok(Err(e)) => Err(ShareError::Remote(e)),
-            Err(e) => Err(self.fail(e, limit, consequence)),
+    /// Connects again after the owner went away; `None` when nobody serves the memory.
+    async fn reconnect(&self) -> Option<Conn> {
+        let fresh = Conn::open(&self.dir).await.ok().flatten()?;
+        match self.conn.write() {
+            Ok(mut c) => *c = fresh.clone(),
+            Err(poisoned) => *poisoned.into_inner() = fresh.clone(),
+        }
+        Some(fresh)
+    }
+
+    /// Runs one call; see the type's notes for what happens when the owner is gone.
+    async fn call<T, F, Fut>(&self, write: bool, limit: Duration, f: F) -> Result<T, ShareError>
+    where
+        F: Fn(MemoryServiceClient, tarpc::context::Context) -> Fut,
+        Fut: std::future::Future<Output = Reply<T>>,
+    {
+        let conn = self.conn();
+        let consequence = if write { WRITE_LOST } else { READ_LOST };
+        match f(conn.inner.clone(), deadline(limit)).await {
+            Err(RpcError::Shutdown | RpcError::Send(_) | RpcError::Channel(_)) => {
+                match self.reconnect().await {
+                    Some(fresh) if !write => {
+                        let r = f(fresh.inner.clone(), deadline(limit)).await;
+                        answer(&fresh.owner, r, limit, consequence)
+                    }
+                    _ => Err(ShareError::Lost {
+                        owner: conn.owner.to_string(),
+                        consequence,
+                    }),
+                }
+            }
+            r => answer(&conn.owner, r, limit, consequence),
         }
     }
 
     /// Asks the owner who it is; a round trip with no work in the engine.
     pub async fn ping(&self) -> Result<OwnerInfo, ShareError> {
-        self.inner
-            .hello(deadline(READ))
-            .await
-            .map_err(|e| self.fail(e, READ, READ_LOST))
+        self.call(
+            false,
+            READ,
+            |c, ctx| async move { c.hello(ctx).await.map(Ok) },
+        )
+        .await
     }
 
     pub async fn add(&self, notes: Vec<NewNote>) -> Result<AddedBatch, ShareError> {
-        let r = self.inner.add(deadline(WRITE), notes).await;
-        self.answer(r, WRITE, WRITE_LOST)
+        self.call(true, WRITE, |c, ctx| {
+            let notes = notes.clone();
+            async move { c.add(ctx, notes).await }
+        })
+        .await
     }
 
     pub async fn search(&self, query: &str, k: usize) -> Result<SearchOutput, ShareError> {
-        let r = self.inner.search(deadline(READ), query.to_owned(), k).await;
-        self.answer(r, READ, READ_LOST)
+        self.call(false, READ, |c, ctx| {
+            let query = query.to_owned();
+            async move { c.search(ctx, query, k).await }
+        })
+        .await
     }
 
     pub async fn get(&self, id: &NoteId) -> Result<NoteDetail, ShareError> {
-        let r = self.inner.get(deadline(READ), id.clone()).await;
-        self.answer(r, READ, READ_LOST)
+        self.call(false, READ, |c, ctx| {
+            let id = id.clone();
+            async move { c.get(ctx, id).await }
+        })
+        .await
     }
 
     pub async fn list(&self, limit: usize, offset: usize) -> Result<Vec<Note>, ShareError> {
-        let r = self.inner.list(deadline(READ), limit, offset).await;
-        self.answer(r, READ, READ_LOST)
+        self.call(false, READ, |c, ctx| async move {
+            c.list(ctx, limit, offset).await
+        })
+        .await
     }
 
     pub async fn list_counts(&self) -> Result<ListCounts, ShareError> {
-        let r = self.inner.list_counts(deadline(READ)).await;
-        self.answer(r, READ, READ_LOST)
+        self.call(
+            false,
+            READ,
+            |c, ctx| async move { c.list_counts(ctx).await },
+        )
+        .await
     }
 
     pub async fn ask(&self, question: &str, options: &AskOptions) -> Result<Answer, ShareError> {
-        let r = self
-            .inner
-            .ask(deadline(ASK), question.to_owned(), options.clone())
-            .await;
-        self.answer(r, ASK, READ_LOST)
+        self.call(false, ASK, |c, ctx| {
+            let (question, options) = (question.to_owned(), options.clone());
+            async move { c.ask(ctx, question, options).await }
+        })
+        .await
+    }
+}
+
+fn answer<T>(
+    owner: &OwnerInfo,
+    r: Reply<T>,
+    limit: Duration,
+    consequence: &'static str,
+) -> Result<T, ShareError> {
+    match r {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(ShareError::Remote(e)),
+        Err(RpcError::DeadlineExceeded) => Err(ShareError::Timeout {
+            owner: owner.to_string(),
+            secs: limit.as_secs(),
+        }),
+        Err(RpcError::Server(e)) => Err(ShareError::Protocol(e.to_string())),
+        Err(RpcError::Shutdown | RpcError::Send(_) | RpcError::Channel(_)) => {
+            Err(ShareError::Lost {
+                owner: owner.to_string(),
+                consequence,
+            })
+        }
     }
 }
 

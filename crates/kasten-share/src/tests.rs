@@ -353,3 +353,27 @@ async fn a_stopped_owner_leaves_no_files_and_its_clients_are_told() {
         Ok(_) => panic!("a stopped owner took a write"),
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_follows_the_memory_to_its_next_owner() {
+    let dir = tmp();
+    let (_first, owner) = serve(dir.path()).await;
+    let c = client(dir.path()).await;
+    owner.stop().await;
+    // the memory changes hands (here: another engine, so the handover is visible)
+    let (second, owner) = serve(dir.path()).await;
+    second
+        .add(note("written in the second owner"))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    // a read goes to the new owner at once
+    let listed = c.list(10, 0).await.unwrap_or_else(|e| panic!("list: {e}"));
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].content, "written in the second owner");
+    // and so do writes from then on
+    c.add(vec![note("a client write after the handover")])
+        .await
+        .unwrap_or_else(|e| panic!("add: {e}"));
+    assert_eq!(second.count().await.unwrap_or_else(|e| panic!("{e}")), 2);
+    owner.stop().await;
+}
