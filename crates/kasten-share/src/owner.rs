@@ -25,10 +25,13 @@ use crate::error::{ErrorKind, RemoteError, ShareError};
 use crate::wire::MemoryService;
 
 /// How long a new connection may take to present the token.
+#[cfg_attr(not(unix), allow(dead_code))] // no listener there yet
 pub(crate) const HANDSHAKE: Duration = Duration::from_secs(2);
 /// The byte the owner answers a good token with.
+#[cfg_attr(not(unix), allow(dead_code))] // no listener there yet
 pub(crate) const ACCEPTED: u8 = 0x4b;
 /// Connections served at once; more are closed at once.
+#[cfg_attr(not(unix), allow(dead_code))] // no listener there yet
 const MAX_CLIENTS: usize = 64;
 /// Requests of one connection in progress at once; more are refused.
 const MAX_REQUESTS_PER_CLIENT: usize = 16;
@@ -160,6 +163,7 @@ impl Owner {
 }
 
 /// Serves one connection that presented the token.
+#[cfg_attr(not(unix), allow(dead_code))] // no listener there yet
 async fn serve_connection<S>(stream: S, shared: Arc<Shared>)
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
@@ -184,11 +188,13 @@ where
 }
 
 /// Constant-time comparison of the token a client sent with ours.
+#[cfg_attr(not(unix), allow(dead_code))] // no listener there yet
 fn same_token(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// A fresh token, as the hex text the file holds and clients send.
+#[cfg_attr(not(unix), allow(dead_code))] // no listener there yet
 fn new_token() -> String {
     use rand::RngCore;
     let mut bytes = [0u8; crate::TOKEN_BYTES];
@@ -197,6 +203,7 @@ fn new_token() -> String {
 }
 
 /// Length of the token as sent (hex).
+#[cfg_attr(not(unix), allow(dead_code))] // no listener there yet
 pub(crate) const TOKEN_LEN: usize = crate::TOKEN_BYTES * 2;
 
 #[derive(Clone)]
