@@ -425,14 +425,19 @@ async fn run(cli: Cli) -> Result<()> {
         return Err(e);
     }
     let engine = Arc::new(engine);
-    // While it runs, this command serves the memory to other Kasten processes.
-    let owner = share::serve(
-        &engine,
-        cli.db.as_deref(),
-        &format!("`kasten {}`", command_name(&cli.command)),
-        None,
-    )
-    .await;
+    // While it runs, this command serves the memory to other Kasten processes; not a
+    // restore, which fills an empty memory table by table and must be alone in it.
+    let owner = if matches!(prepared, Prepared::Restore(_)) {
+        None
+    } else {
+        share::serve(
+            &engine,
+            cli.db.as_deref(),
+            &format!("`kasten {}`", command_name(&cli.command)),
+            None,
+        )
+        .await
+    };
     let result = tokio::select! {
         r = output::until_stdout_closed(execute(&engine, prepared, cli.json)) => r,
         _ = tokio::signal::ctrl_c() => Err(anyhow!("interrupted; everything committed so far is saved")),
