@@ -8,9 +8,10 @@
 //!   event), no update is lost (each note's fields are the last applied revision's, and
 //!   every applied revision starts from the one before), and the results are those of the
 //!   embedded store given the same input.
-//! - On the embedded store, `kasten mcp` holds the memory; a second process (the CLI, or
-//!   another MCP server) is told it is open in another process, and nothing is damaged
-//!   (tests/crash.rs covers CLI against CLI).
+//! - On the embedded store, `kasten mcp` holds the memory and serves it: `kasten add` and
+//!   a second MCP server go through it, an import (which needs the memory to itself) is
+//!   told it is open in another process, and nothing is damaged (tests/crash.rs covers
+//!   CLI against CLI, tests/share.rs the sharing itself).
 //!
 //! The server binary: `$KASTEN_SURREAL_SERVER`, else `kasten-surreal-server` next to the
 //! `kasten` binary (same target directory), else under `$CARGO_TARGET_DIR/debug` or
@@ -733,34 +734,35 @@ impl Mcp {
 }
 
 #[test]
-fn while_kasten_mcp_holds_the_embedded_memory_other_processes_are_told_and_nothing_breaks() {
+fn while_kasten_mcp_holds_the_embedded_memory_others_go_through_it_and_nothing_breaks() {
     let llm = FakeServer::start("normal");
     let m = Memory::embedded(&llm);
     m.ok(&["add", "The deploy key lives in the team vault"]);
     let mut agent = Mcp::start(&m, "agent one");
     agent.add("Priya booked the Lisbon trip for May");
 
-    // the CLI, a second MCP server and an import are each refused with the same message
+    // `kasten add` and a second MCP server go through the agent's server (which serves
+    // the memory while it has it open) ...
+    m.ok(&["add", "a second writer"]);
+    let mut second = Mcp::start(&m, "agent two");
+    second.add("a second agent's note");
+    second.close();
+    // ... an import needs the memory to itself and is refused
     let f = m.file("more.jsonl", &corpus(200, 5));
-    for args in [
-        vec!["add", "a second writer"],
-        vec!["mcp"],
-        Memory::import_args(&f),
-    ] {
-        let out = m
-            .cmd(&args)
-            .output()
-            .unwrap_or_else(|e| panic!("kasten {args:?}: {e}"));
-        assert!(
-            !out.status.success(),
-            "kasten {args:?} opened a held memory"
-        );
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            err.contains("open in another process"),
-            "kasten {args:?}: {err}"
-        );
-    }
+    let args = Memory::import_args(&f);
+    let out = m
+        .cmd(&args)
+        .output()
+        .unwrap_or_else(|e| panic!("kasten {args:?}: {e}"));
+    assert!(
+        !out.status.success(),
+        "kasten {args:?} opened a held memory"
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("open in another process"),
+        "kasten {args:?}: {err}"
+    );
     // the holder is unaffected, and after it leaves everything is there, once
     agent.add("Feed the sourdough starter on Sundays");
     agent.close();
@@ -778,6 +780,8 @@ fn while_kasten_mcp_holds_the_embedded_memory_other_processes_are_told_and_nothi
             "Feed the sourdough starter on Sundays",
             "Priya booked the Lisbon trip for May",
             "The deploy key lives in the team vault",
+            "a second agent's note",
+            "a second writer",
         ],
         "{list:#}"
     );

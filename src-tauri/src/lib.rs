@@ -89,6 +89,8 @@ fn init_logging() {
 async fn shutdown(state: &AppState) {
     state.stop.store(true, Ordering::SeqCst);
     state.kick.notify_one();
+    // other processes' requests in progress finish; then they wait for the next owner
+    worker::stop_sharing(state).await;
     let slot = std::mem::replace(&mut *state.slot.write().await, Slot::Closed);
     let Slot::Ready(mut arc) = slot else { return };
     // An enrichment pass in flight finishes its current job's single transaction or is

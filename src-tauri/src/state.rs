@@ -36,6 +36,9 @@ pub struct AppState {
     /// Milliseconds from process start until the memory was open.
     pub opened_ms: Mutex<Option<u64>>,
     pub started: std::time::Instant,
+    /// The memory served to the user's other Kasten processes (`kasten mcp`, `kasten
+    /// add`, …) while the app has it open.
+    pub owner: tokio::sync::Mutex<Option<kasten_share::Owner>>,
 }
 
 impl AppState {
@@ -49,6 +52,7 @@ impl AppState {
             llm: Mutex::new(LlmSeen::default()),
             opened_ms: Mutex::new(None),
             started,
+            owner: tokio::sync::Mutex::new(None),
         }
     }
 

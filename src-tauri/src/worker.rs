@@ -62,7 +62,9 @@ pub async fn open(app: AppHandle) {
                 *o = Some(ms);
             }
             tracing::info!("memory open after {ms} ms");
-            *state.slot.write().await = Slot::Ready(Arc::new(engine));
+            let engine = Arc::new(engine);
+            *state.slot.write().await = Slot::Ready(Arc::clone(&engine));
+            start_sharing(&app, &engine).await;
         }
         Err(m) => {
             tracing::error!("{m}");
@@ -85,8 +87,47 @@ pub async fn emit_status(app: &AppHandle) {
     }
 }
 
-/// Rebuilds the LLM client from the settings; waits until nobody else holds the engine.
-async fn reconfigure(state: &AppState) {
+/// Serves the open memory to the user's other Kasten processes (kasten-share): their
+/// writes wake the enrichment worker and refresh the status bar. A memory on a server is
+/// shared by the server, so only an embedded one is served.
+async fn start_sharing(app: &AppHandle, engine: &Arc<Engine>) {
+    let Ok(Endpoint::SurrealKv(dir)) = Endpoint::default_from_env() else {
+        return;
+    };
+    let handle = app.clone();
+    let on_write: kasten_share::OnWrite = Arc::new(move || {
+        handle.state::<AppState>().kick.notify_one();
+        let h = handle.clone();
+        tauri::async_runtime::spawn(async move { emit_status(&h).await });
+    });
+    let info = kasten_share::OwnerInfo::this_process("the Kasten app");
+    match kasten_share::Owner::start(Arc::clone(engine), &dir, info, Some(on_write)).await {
+        Ok(owner) => *app.state::<AppState>().owner.lock().await = Some(owner),
+        Err(e) => tracing::warn!("{e}"),
+    }
+}
+
+/// Stops serving the memory to other processes (they wait, then find it again).
+pub async fn stop_sharing(state: &AppState) {
+    let owner = state.owner.lock().await.take();
+    if let Some(o) = owner {
+        o.stop().await;
+    }
+}
+
+/// Rebuilds the LLM client from the settings; waits until nobody else holds the engine
+/// (sharing pauses meanwhile: the served connections hold it too).
+async fn reconfigure(app: &AppHandle) {
+    let state = app.state::<AppState>();
+    let sharing = state.owner.lock().await.is_some();
+    stop_sharing(&state).await;
+    reconfigure_engine(&state).await;
+    if sharing && let Ok(engine) = state.engine().await {
+        start_sharing(app, &engine).await;
+    }
+}
+
+async fn reconfigure_engine(state: &AppState) {
     let mut slot = state.slot.write().await;
     let Slot::Ready(arc) = &mut *slot else { return };
     let config = crate::settings::llm_choice(arc).await;
@@ -130,7 +171,7 @@ pub async fn run(app: AppHandle) {
             return;
         }
         if state.reconfigure.swap(false, Ordering::SeqCst) {
-            reconfigure(&state).await;
+            reconfigure(&app).await;
         }
         let Ok(engine) = state.engine().await else {
             continue;

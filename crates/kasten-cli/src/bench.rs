@@ -3,6 +3,8 @@
 //! hybrid search and note fetch latency, RSS and bytes on disk per note.
 //! `--export DIR` writes the corpus and query vectors for `bench/chroma_bench.py`, so
 //! ChromaDB can be measured on exactly the same vectors.
+//! `kasten bench share`: what going through the memory's owner (kasten-share) adds to a
+//! search: the same queries in the owning engine and through a client on its socket.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -49,6 +51,17 @@ pub enum BenchCommand {
         /// after that wrote. Embedded memories only.
         #[arg(long)]
         reopen: bool,
+    },
+    /// What a client round trip through the memory's owner adds to `search`: the same
+    /// queries on a new memory of N notes, in the owning engine and through a client
+    /// connected to its socket (the socket, token check and tarpc as between processes).
+    Share {
+        #[arg(long, default_value_t = 1000)]
+        notes: usize,
+        #[arg(long, default_value_t = 200)]
+        queries: usize,
+        #[arg(short, default_value_t = 10)]
+        k: usize,
     },
 }
 
@@ -103,7 +116,13 @@ pub async fn run(cmd: &BenchCommand, db: Option<&str>, json_out: bool) -> Result
         no_boxes,
         exact_scan,
         reopen,
-    } = cmd;
+    } = cmd
+    else {
+        let BenchCommand::Share { notes, queries, k } = cmd else {
+            bail!("unknown bench");
+        };
+        return share(*notes, (*queries).max(1), (*k).max(1), json_out).await;
+    };
     let (n, q, k) = (*notes, (*queries).max(1), (*k).max(1));
     if n == 0 {
         bail!("--notes must be at least 1");
@@ -523,4 +542,100 @@ fn print_report(r: &serde_json::Value) {
         r["db_bytes"],
         r["db_bytes_per_note"].as_f64().unwrap_or(0.0)
     );
+}
+
+/// See [`BenchCommand::Share`]. The memory is a new folder under the system's temporary
+/// directory, removed afterwards.
+async fn share(n: usize, q: usize, k: usize, json_out: bool) -> Result<()> {
+    let dir = std::env::temp_dir().join(format!("kasten-bench-share-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let ep = Endpoint::SurrealKv(dir.clone());
+    let engine = std::sync::Arc::new(crate::open_engine_with(&ep, crate::load_embedder()?).await?);
+    let result = share_measure(&engine, &dir, n, q, k, json_out).await;
+    crate::share::close(None, engine).await?;
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}
+
+async fn share_measure(
+    engine: &std::sync::Arc<Engine>,
+    dir: &Path,
+    n: usize,
+    q: usize,
+    k: usize,
+    json_out: bool,
+) -> Result<()> {
+    let mut rng = StdRng::seed_from_u64(7);
+    let notes: Vec<NewNote> = (0..n)
+        .filter_map(|_| NewNote::new(&synthetic::sentence(&mut rng)).ok())
+        .collect();
+    for chunk in notes.chunks(256) {
+        engine.add_batch(chunk.to_vec()).await?;
+    }
+    let owner = kasten_share::Owner::start(
+        std::sync::Arc::clone(engine),
+        dir,
+        kasten_share::OwnerInfo::this_process("`kasten bench share`"),
+        None,
+    )
+    .await?;
+    let measured = async {
+        let client = kasten_share::Client::connect(dir)
+            .await?
+            .context("the owner did not answer on its socket")?;
+        let texts: Vec<String> = (0..q).map(|_| synthetic::sentence(&mut rng)).collect();
+        let (mut local, mut remote, mut added, mut ping) = (vec![], vec![], vec![], vec![]);
+        for (i, t) in texts.iter().enumerate() {
+            let t0 = Instant::now();
+            let a = engine.search(t, k).await?;
+            let l = t0.elapsed();
+            let t1 = Instant::now();
+            let b = client.search(t, k).await?;
+            let r = t1.elapsed();
+            let t2 = Instant::now();
+            client.ping().await?;
+            let p = t2.elapsed();
+            if a.hits.len() != b.hits.len() {
+                bail!(
+                    "the client got {} hits, the engine {}",
+                    b.hits.len(),
+                    a.hits.len()
+                );
+            }
+            if i >= 10 {
+                // the first few warm caches on both sides
+                local.push(l);
+                remote.push(r);
+                added.push(r.saturating_sub(l));
+                ping.push(p);
+            }
+        }
+        Ok::<_, anyhow::Error>(json!({
+            "notes": n,
+            "k": k,
+            "search_here": stats(local),
+            "search_through_owner": stats(remote),
+            "added_by_round_trip": stats(added),
+            "empty_round_trip": stats(ping),
+        }))
+    }
+    .await;
+    owner.stop().await;
+    let v = measured?;
+    if json_out {
+        crate::output::print_json(&v);
+    } else {
+        println!(
+            "search p50 {:.3} ms here, {:.3} ms through the owner: +{:.3} ms p50 (p95 +{:.3} ms); empty round trip p50 {:.3} ms ({} queries, {} notes, k {})",
+            v["search_here"]["p50_ms"].as_f64().unwrap_or(0.0),
+            v["search_through_owner"]["p50_ms"].as_f64().unwrap_or(0.0),
+            v["added_by_round_trip"]["p50_ms"].as_f64().unwrap_or(0.0),
+            v["added_by_round_trip"]["p95_ms"].as_f64().unwrap_or(0.0),
+            v["empty_round_trip"]["p50_ms"].as_f64().unwrap_or(0.0),
+            q.saturating_sub(10),
+            n,
+            k
+        );
+    }
+    Ok(())
 }

@@ -11,6 +11,7 @@ mod mcp;
 mod memory;
 mod oserror;
 mod output;
+mod share;
 mod transfer;
 
 use std::io::{IsTerminal, Read};
@@ -24,6 +25,7 @@ use kasten_core::import::{LineError, parse_jsonl_bytes, parse_time};
 use kasten_core::{NewNote, NoteId};
 use kasten_embed::{Embedder, FastEmbedder};
 use kasten_engine::{Engine, FieldEdit, JobOutcome, Progress, ReviewStatus};
+use kasten_share::Memory;
 
 /// Who the CLI acts as in the audit history.
 const ACTOR: &str = "user";
@@ -362,7 +364,10 @@ fn progress_bar() -> ProgressBar {
 
 async fn open_engine(db: Option<&str>) -> Result<Engine> {
     let ep = endpoint(db)?;
-    let embedder = load_embedder()?;
+    open_engine_with(&ep, load_embedder()?).await
+}
+
+async fn open_engine_with(ep: &Endpoint, embedder: Arc<dyn Embedder>) -> Result<Engine> {
     let pb = progress_bar();
     let report = |p: Progress| {
         let (msg, done, total) = match p {
@@ -376,7 +381,7 @@ async fn open_engine(db: Option<&str>) -> Result<Engine> {
             pb.set_position(done);
         }
     };
-    let engine = Engine::open(&ep, embedder, &report)
+    let engine = Engine::open(ep, embedder, &report)
         .await
         .with_context(|| format!("cannot open the memory at {ep}"))?;
     pb.finish_and_clear();
@@ -398,7 +403,19 @@ async fn run(cli: Cli) -> Result<()> {
     }
     // Validate what can be validated before opening anything.
     let prepared = prepare(&cli.command)?;
-    let mut engine = open_engine(cli.db.as_deref()).await?;
+    // A command the memory's owner can carry out goes through it when another process
+    // has the memory open.
+    let as_client = served_by_owner(&prepared);
+    let mut engine = match share::open_or_connect(cli.db.as_deref(), as_client).await? {
+        share::Opened::Remote(client) => {
+            let memory = Memory::Remote(client);
+            return tokio::select! {
+                r = output::until_stdout_closed(execute_shared(&memory, prepared, cli.json)) => r,
+                _ = tokio::signal::ctrl_c() => Err(anyhow!("interrupted; everything committed so far is saved")),
+            };
+        }
+        share::Opened::Local(e) => *e,
+    };
     let workers = match &cli.command {
         Command::Enrich { workers, .. } => *workers,
         _ => None,
@@ -407,12 +424,89 @@ async fn run(cli: Cli) -> Result<()> {
         engine.close().await;
         return Err(e);
     }
+    let engine = Arc::new(engine);
+    // While it runs, this command serves the memory to other Kasten processes; not a
+    // restore, which fills an empty memory table by table and must be alone in it.
+    let owner = if matches!(prepared, Prepared::Restore(_)) {
+        None
+    } else {
+        share::serve(
+            &engine,
+            cli.db.as_deref(),
+            &format!("`kasten {}`", command_name(&cli.command)),
+            None,
+        )
+        .await
+    };
     let result = tokio::select! {
         r = output::until_stdout_closed(execute(&engine, prepared, cli.json)) => r,
         _ = tokio::signal::ctrl_c() => Err(anyhow!("interrupted; everything committed so far is saved")),
     };
-    engine.close().await;
+    share::close(owner, engine).await?;
     result
+}
+
+/// The subcommand's name, as other processes see the owner.
+fn command_name(cmd: &Command) -> String {
+    let debug = format!("{cmd:?}");
+    let word: String = debug
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric())
+        .collect();
+    // ArchiveCandidates → archive-candidates
+    let mut name = String::new();
+    for (i, c) in word.chars().enumerate() {
+        if c.is_ascii_uppercase() && i > 0 {
+            name.push('-');
+        }
+        name.push(c.to_ascii_lowercase());
+    }
+    name
+}
+
+/// Commands another process that has the memory open can carry out for this one.
+fn served_by_owner(p: &Prepared) -> bool {
+    matches!(
+        p,
+        Prepared::Add(_, false)
+            | Prepared::Show(_)
+            | Prepared::List(_)
+            | Prepared::Search(..)
+            | Prepared::Memory(memory::MemoryCmd::Ask { session: None, .. })
+    )
+}
+
+/// The commands of [`served_by_owner`], over the engine here or the owner's.
+async fn execute_shared(memory: &Memory, cmd: Prepared, json: bool) -> Result<()> {
+    match cmd {
+        Prepared::Add(new, false) => {
+            let mut added = memory.add(vec![new]).await?;
+            if let Some(m) = added.merges.first() {
+                memory::merged(json, m);
+                return Ok(());
+            }
+            let note = added
+                .notes
+                .pop()
+                .ok_or_else(|| anyhow!("the saved note went missing"))?;
+            output::added(json, &note, None);
+        }
+        Prepared::Show(id) => output::show(json, &memory.get(&id).await?),
+        Prepared::List(limit) => output::list(
+            json,
+            &memory.list(limit, 0).await?,
+            memory.list_counts().await?,
+        ),
+        Prepared::Search(q, k) => output::search(json, &memory.search(&q, k).await?),
+        Prepared::Memory(memory::MemoryCmd::Ask {
+            question,
+            session: None,
+            new,
+            k,
+        }) => memory::ask(memory, &question, None, new, k, json).await?,
+        _ => bail!("internal error: this command cannot go through another process"),
+    }
+    Ok(())
 }
 
 /// The LLM and pipeline settings: environment first, then what `kasten config` stored,
@@ -617,7 +711,10 @@ fn prepare(cmd: &Command) -> Result<Prepared> {
     })
 }
 
-async fn execute(engine: &Engine, cmd: Prepared, json: bool) -> Result<()> {
+async fn execute(engine: &Arc<Engine>, cmd: Prepared, json: bool) -> Result<()> {
+    if served_by_owner(&cmd) {
+        return execute_shared(&Memory::Local(Arc::clone(engine)), cmd, json).await;
+    }
     match cmd {
         Prepared::Add(new, wait) => {
             let mut added = engine.add_batch_merging(vec![new]).await?;
@@ -680,17 +777,13 @@ async fn execute(engine: &Engine, cmd: Prepared, json: bool) -> Result<()> {
                 .edit_note(&id, &edit, ACTOR, "edited by the user")
                 .await?,
         ),
-        Prepared::Show(id) => output::show(json, &engine.get(&id).await?),
-        Prepared::List(limit) => output::list(
-            json,
-            &engine.list(limit, 0).await?,
-            engine.list_counts().await?,
-        ),
+        Prepared::Show(_) | Prepared::List(_) | Prepared::Search(..) => {
+            execute_shared(&Memory::Local(Arc::clone(engine)), cmd, json).await?
+        }
         Prepared::Delete(id) => {
             engine.delete(&id).await?;
             output::deleted(json, &id);
         }
-        Prepared::Search(q, k) => output::search(json, &engine.search(&q, k).await?),
         Prepared::Import(job) => import(engine, job, json).await?,
         Prepared::ImportPlan(plan) => transfer::import(engine, plan, json).await?,
         Prepared::Export(dir) => transfer::export(engine, &dir, json).await?,

@@ -1,43 +1,46 @@
 //! `kasten mcp`: the MCP server over stdio (kasten-mcp). stdout is the protocol, so this
 //! command prints nothing itself; logs and errors go to stderr.
+//!
+//! When another Kasten process has the memory open (the app, another `kasten mcp`), the
+//! tools go through it (kasten-share); otherwise this process opens the memory and
+//! serves it to the others while the agent's session lasts.
 
 use std::sync::Arc;
 
-use anyhow::{Result, anyhow};
+use anyhow::Result;
+use kasten_share::Memory;
+use tokio::sync::Notify;
 
-use crate::{configure, open_engine};
+use crate::configure;
+use crate::share::{self, Opened};
 
 pub async fn run(db: Option<&str>) -> Result<()> {
-    let mut engine = open_engine(db).await?;
+    let mut engine = match share::open_or_connect(db, true).await? {
+        Opened::Remote(client) => {
+            tracing::info!(
+                "the memory is open in {}; serving through it",
+                client.owner()
+            );
+            let memory = Memory::Remote(client);
+            return tokio::select! {
+                r = kasten_mcp::serve_stdio_memory(memory, Arc::new(Notify::new())) => r.map_err(anyhow::Error::from),
+                _ = tokio::signal::ctrl_c() => Ok(()),
+            };
+        }
+        Opened::Local(e) => *e,
+    };
     if let Err(e) = configure(&mut engine, None, true).await {
         engine.close().await;
         return Err(e);
     }
     let engine = Arc::new(engine);
+    let wake = Arc::new(Notify::new());
+    let owner = share::serve(&engine, db, "`kasten mcp`", Some(Arc::clone(&wake))).await;
     let served = tokio::select! {
-        r = kasten_mcp::serve_stdio(Arc::clone(&engine)) => r.map_err(anyhow::Error::from),
+        r = kasten_mcp::serve_stdio_memory(Memory::Local(Arc::clone(&engine)), wake) => r.map_err(anyhow::Error::from),
         _ = tokio::signal::ctrl_c() => Ok(()),
     };
     // The server's tasks hold clones of the engine for a moment after the connection ends.
-    let mut engine = engine;
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    let engine = loop {
-        match Arc::try_unwrap(engine) {
-            Ok(e) => break Some(e),
-            Err(still_shared) if std::time::Instant::now() < deadline => {
-                engine = still_shared;
-                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-            }
-            Err(_) => break None,
-        }
-    };
-    match engine {
-        Some(e) => e.close().await,
-        None => {
-            return Err(anyhow!(
-                "the MCP server did not release the memory within 10 s; everything committed is saved"
-            ));
-        }
-    }
+    share::close(owner, engine).await?;
     served
 }

@@ -2,12 +2,14 @@
 //! `project`) and how `add` reports a merge.
 
 use std::io::Write;
+use std::sync::Arc;
 
 use anyhow::{Result, bail};
 use clap::Subcommand;
 use kasten_core::NoteId;
 use kasten_core::lifecycle::Tier;
 use kasten_engine::{Answer, Engine, MergeInfo, Retrieval};
+use kasten_share::Memory;
 use serde_json::json;
 
 use crate::output::{preview, print_json};
@@ -55,14 +57,17 @@ pub fn parse_tier(s: &str) -> Result<Tier> {
     }
 }
 
-pub async fn execute(engine: &Engine, cmd: MemoryCmd, json: bool) -> Result<()> {
+pub async fn execute(engine: &Arc<Engine>, cmd: MemoryCmd, json: bool) -> Result<()> {
     match cmd {
         MemoryCmd::Ask {
             question,
             session,
             new,
             k,
-        } => ask(engine, &question, session.as_deref(), new, k, json).await,
+        } => {
+            let memory = Memory::Local(Arc::clone(engine));
+            ask(&memory, &question, session.as_deref(), new, k, json).await
+        }
         MemoryCmd::Boxes { recompute } => boxes(engine, recompute, json).await,
         MemoryCmd::ArchiveCandidates { threshold, limit } => {
             let c = engine.archive_candidates(threshold, limit).await?;
@@ -135,22 +140,33 @@ pub async fn execute(engine: &Engine, cmd: MemoryCmd, json: bool) -> Result<()> 
     }
 }
 
-async fn ask(
-    engine: &Engine,
+/// `ask`, in this process or through the process that has the memory open (which
+/// answers with its LLM; the answer then arrives whole instead of token by token).
+/// Sessions need the memory here.
+pub async fn ask(
+    memory: &Memory,
     question: &str,
     session: Option<&str>,
     new: bool,
     k: usize,
     json: bool,
 ) -> Result<()> {
-    if let Some(s) = session
+    let engine = match (memory, session) {
+        (Memory::Local(e), _) => Some(e),
+        (Memory::Remote(_), None) => None,
+        (Memory::Remote(c), Some(_)) => bail!(
+            "ask --session needs the memory to itself; it is open in {}",
+            c.owner()
+        ),
+    };
+    if let (Some(engine), Some(s)) = (engine, session)
         && new
     {
         engine.clear_chat(s).await?;
     }
-    let history = match session {
-        Some(s) => engine.chat_history(s, 6).await?,
-        None => Vec::new(),
+    let history = match (engine, session) {
+        (Some(engine), Some(s)) => engine.chat_history(s, 6).await?,
+        _ => Vec::new(),
     };
     let options = kasten_engine::AskOptions {
         k: k.clamp(1, 50),
@@ -164,10 +180,15 @@ async fn ask(
             let _ = out.flush();
         }
     };
-    let answer = engine
-        .ask_with(question, &history, &options, &on_token)
-        .await?;
-    if let Some(s) = session {
+    let answer = match engine {
+        Some(engine) => {
+            engine
+                .ask_with(question, &history, &options, &on_token)
+                .await?
+        }
+        None => memory.ask(question, &options, &on_token).await?,
+    };
+    if let (Some(engine), Some(s)) = (engine, session) {
         engine.record_chat(s, question, &answer).await?;
     }
     if json {

@@ -117,12 +117,32 @@ pub fn index_text(content: &str, keywords: &[String], tags: &[String], context: 
     s
 }
 
-/// What a caller supplies to create a note.
-#[derive(Debug, Clone, PartialEq)]
+/// What a caller supplies to create a note. Deserializing validates like [`NewNote::new`]
+/// (a note that crosses a process boundary is input like any other).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "NewNoteFields")]
 pub struct NewNote {
     pub content: String,
     pub created_at: Option<DateTime<Utc>>,
     pub source: Option<String>,
+}
+
+/// The fields of a [`NewNote`] before validation.
+#[derive(Deserialize)]
+struct NewNoteFields {
+    content: String,
+    created_at: Option<DateTime<Utc>>,
+    source: Option<String>,
+}
+
+impl TryFrom<NewNoteFields> for NewNote {
+    type Error = CoreError;
+
+    fn try_from(f: NewNoteFields) -> Result<Self, CoreError> {
+        Ok(Self::new(&f.content)?
+            .at(f.created_at)
+            .with_source(f.source))
+    }
 }
 
 impl NewNote {
@@ -186,6 +206,25 @@ mod tests {
             NewNote::new("  hi  ").map(|n| n.content),
             Ok("hi".to_owned())
         );
+    }
+
+    #[test]
+    fn a_deserialized_new_note_is_validated_like_a_new_one() {
+        let ok: NewNote =
+            serde_json::from_str(r#"{"content":"  hi ","created_at":null,"source":"a"}"#)
+                .expect("valid");
+        assert_eq!(
+            ok,
+            NewNote::new("hi")
+                .expect("ok")
+                .with_source(Some("a".into()))
+        );
+        let round: NewNote =
+            serde_json::from_str(&serde_json::to_string(&ok).expect("ser")).expect("de");
+        assert_eq!(round, ok);
+        let empty =
+            serde_json::from_str::<NewNote>(r#"{"content":" ","created_at":null,"source":null}"#);
+        assert!(empty.is_err());
     }
 
     #[test]

@@ -20,14 +20,14 @@ use kasten_core::lifecycle::Reinforce;
 use kasten_core::text::Tokenizer;
 use kasten_core::{NoteId, Via};
 use kasten_llm::{ChatRequest, Message, Role, Usage};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::{Engine, EngineError};
 
 pub use kasten_core::chat::Turn as ChatTurn;
 
 /// How [`Engine::ask_with`] retrieves.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AskOptions {
     /// Notes retrieved (before the relevance gate).
     pub k: usize,
@@ -48,7 +48,7 @@ impl Default for AskOptions {
 }
 
 /// A note that was shown to the model.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct AnswerNote {
     /// Its number in the prompt (`[n]`).
     pub n: usize,
@@ -62,7 +62,7 @@ pub struct AnswerNote {
 }
 
 /// Whether the answer used retrieval.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "mode", rename_all = "snake_case")]
 pub enum Retrieval {
     /// Retrieval ran: `candidates` notes came back, `shown` passed the relevance gate.
@@ -72,7 +72,7 @@ pub enum Retrieval {
 }
 
 /// An answer from memory.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Answer {
     pub answer: String,
     /// Ids of the cited notes, in order of first citation; always notes in `notes`.

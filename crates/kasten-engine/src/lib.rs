@@ -38,7 +38,7 @@ use kasten_core::vector::VectorIndex;
 use kasten_core::{CoreError, EnrichState, JobId, Link, NewNote, Note, NoteId, NoteStatus};
 use kasten_embed::{EmbedError, Embedder};
 use kasten_store::{Endpoint, NoteWrite, Store, StoreError};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 pub use boxes::{BoxInfo, BoxReport};
@@ -149,7 +149,7 @@ impl Indexes {
 }
 
 /// A note with its links, as `show` presents it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct NoteDetail {
     #[serde(flatten)]
     pub note: Note,
@@ -819,14 +819,14 @@ impl Engine {
 }
 
 /// See [`Engine::list_counts`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ListCounts {
     pub total: u64,
     pub merged: u64,
 }
 
 /// What [`Engine::add_batch`] saved, with where the time went.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct AddedBatch {
     pub notes: Vec<Note>,
     /// Notes of the batch that repeat an existing note and were merged into it.

@@ -61,7 +61,7 @@ impl Default for MergeOptions {
 }
 
 /// A note of a batch merged into an existing one.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct MergeInfo {
     pub note: NoteId,
     pub duplicate_of: NoteId,

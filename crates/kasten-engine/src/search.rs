@@ -10,7 +10,7 @@ use kasten_core::fusion::{self, FusedHit, Via};
 use kasten_core::ranking::{self, Signals, Weights};
 use kasten_core::{Note, NoteId, period};
 use kasten_store::views::NoteFilter;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::{Engine, EngineError};
 
@@ -21,7 +21,7 @@ const MIN_CANDIDATES: usize = 30;
 /// How many of the whole memory's best notes a filtered search chooses from (at least).
 pub const FILTER_POOL: usize = 200;
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SearchHit {
     pub note: Note,
     pub score: f32,
@@ -29,7 +29,7 @@ pub struct SearchHit {
 }
 
 /// Where a search spent its time.
-#[derive(Debug, Clone, Copy, Default, Serialize)]
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
 pub struct SearchTimings {
     /// Embedding the query.
     pub embed: Duration,
@@ -39,7 +39,7 @@ pub struct SearchTimings {
     pub fetch: Duration,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SearchOutput {
     pub hits: Vec<SearchHit>,
     pub timings: SearchTimings,

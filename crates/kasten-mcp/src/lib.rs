@@ -16,7 +16,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use chrono::{DateTime, Utc};
 use kasten_core::import::parse_time;
 use kasten_core::{Link, NewNote, Note, NoteId};
-use kasten_engine::{Engine, EngineError};
+use kasten_engine::{AskOptions, Engine};
+use kasten_share::{ErrorKind, Memory, ShareError};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{Implementation, ServerCapabilities, ServerConfig};
@@ -41,10 +42,11 @@ pub enum McpError {
     Run(String),
 }
 
-/// The server: an open engine and the tools over it.
+/// The server: the memory (open here, or through the process that has it open) and the
+/// tools over it.
 #[derive(Clone)]
 pub struct KastenMcp {
-    engine: Arc<Engine>,
+    memory: Memory,
     /// Wakes the background enrichment worker after a write.
     wake: Arc<Notify>,
     /// Position of the next note in this session's source stream.
@@ -215,30 +217,31 @@ fn link_out(l: &Link) -> LinkOut {
 }
 
 /// An engine error as an MCP error: the user's mistakes are invalid parameters, the
-/// rest internal errors; the message is the engine's sentence either way.
-fn mcp_error(e: EngineError) -> ErrorData {
+/// rest internal errors; the message is the engine's sentence either way (also when the
+/// engine runs in the process that has the memory open).
+fn mcp_error(e: ShareError) -> ErrorData {
     let msg = e.to_string();
-    match e {
-        EngineError::NotFound(_) | EngineError::EmptyQuery | EngineError::Invalid(_) => {
+    match e.kind() {
+        ErrorKind::NotFound | ErrorKind::EmptyQuery | ErrorKind::Invalid => {
             ErrorData::invalid_params(msg, None)
         }
-        EngineError::NoLlm => ErrorData::invalid_request(msg, None),
-        _ => ErrorData::internal_error(msg, None),
+        ErrorKind::NoLlm => ErrorData::invalid_request(msg, None),
+        ErrorKind::Conflict | ErrorKind::Other => ErrorData::internal_error(msg, None),
     }
 }
 
 /// Runs `f` again (up to three times in all) when the store reports a write conflict: the
 /// background enrichment may commit at the same moment, and the attempt that lost wrote
 /// nothing.
-async fn retrying<T, F, Fut>(f: F) -> Result<T, EngineError>
+async fn retrying<T, F, Fut>(f: F) -> Result<T, ShareError>
 where
     F: Fn() -> Fut,
-    Fut: std::future::Future<Output = Result<T, EngineError>>,
+    Fut: std::future::Future<Output = Result<T, ShareError>>,
 {
     let mut attempt = 0;
     loop {
         match f().await {
-            Err(EngineError::Store(kasten_store::StoreError::Conflict)) if attempt < 2 => {
+            Err(e) if e.kind() == ErrorKind::Conflict && attempt < 2 => {
                 attempt += 1;
                 tokio::time::sleep(std::time::Duration::from_millis(20 * attempt)).await;
             }
@@ -279,9 +282,9 @@ fn client_name(ctx: &RequestContext<RoleServer>) -> String {
 
 #[tool_router]
 impl KastenMcp {
-    pub fn new(engine: Arc<Engine>) -> Self {
+    pub fn new(memory: Memory) -> Self {
         Self {
-            engine,
+            memory,
             wake: Arc::new(Notify::new()),
             seq: Arc::new(AtomicU64::new(1)),
             tool_router: Self::tool_router(),
@@ -306,9 +309,12 @@ impl KastenMcp {
             .map_err(|e| bad(e.to_string()))?
             .at(at)
             .with_source(Some(source));
-        let note = retrying(|| self.engine.add(new.clone()))
+        let mut added = retrying(|| self.memory.add(vec![new.clone()]))
             .await
             .map_err(mcp_error)?;
+        let note = added.notes.pop().ok_or_else(|| {
+            ErrorData::internal_error("internal error: a saved note went missing", None)
+        })?;
         self.wake.notify_one();
         Ok(Json(Added {
             id: note.id.to_string(),
@@ -329,7 +335,7 @@ impl KastenMcp {
             return Err(bad("the search query is empty"));
         }
         let k = args.k.unwrap_or(10).clamp(1, MAX_RESULTS);
-        let out = retrying(|| self.engine.search(&args.query, k))
+        let out = retrying(|| self.memory.search(&args.query, k))
             .await
             .map_err(mcp_error)?;
         Ok(Json(SearchResult {
@@ -357,7 +363,7 @@ impl KastenMcp {
         Parameters(args): Parameters<ReadNoteArgs>,
     ) -> Result<Json<NoteWithLinks>, ErrorData> {
         let id = NoteId::parse(&args.id).map_err(|e| bad(e.to_string()))?;
-        let d = self.engine.get(&id).await.map_err(mcp_error)?;
+        let d = self.memory.get(&id).await.map_err(mcp_error)?;
         Ok(Json(NoteWithLinks {
             note: note_out(&d.note),
             links: d
@@ -384,10 +390,13 @@ impl KastenMcp {
         if args.question.trim().is_empty() {
             return Err(bad("the question is empty"));
         }
-        if self.engine.llm_client().is_none() {
-            return Err(mcp_error(EngineError::NoLlm));
+        if let Memory::Local(engine) = &self.memory
+            && engine.llm_client().is_none()
+        {
+            return Err(mcp_error(kasten_engine::EngineError::NoLlm.into()));
         }
-        let a = retrying(|| self.engine.ask(&args.question, &[], &|_| {}))
+        let options = AskOptions::default();
+        let a = retrying(|| self.memory.ask(&args.question, &options, &|_| {}))
             .await
             .map_err(mcp_error)?;
         Ok(Json(AnswerOut {
@@ -414,8 +423,8 @@ impl KastenMcp {
         Parameters(args): Parameters<ListRecentArgs>,
     ) -> Result<Json<Recent>, ErrorData> {
         let limit = args.limit.unwrap_or(20).clamp(1, MAX_RESULTS);
-        let notes = self.engine.list(limit, 0).await.map_err(mcp_error)?;
-        let total = self.engine.list_counts().await.map_err(mcp_error)?.total;
+        let notes = self.memory.list(limit, 0).await.map_err(mcp_error)?;
+        let total = self.memory.list_counts().await.map_err(mcp_error)?.total;
         Ok(Json(Recent {
             notes: notes.iter().map(note_out).collect(),
             total,
@@ -441,8 +450,17 @@ impl ServerHandler for KastenMcp {
 /// Serves the tools over stdin/stdout until the client disconnects. While it runs,
 /// notes added by agents are enriched in the background when an LLM is configured.
 pub async fn serve_stdio(engine: Arc<Engine>) -> Result<(), McpError> {
-    let server = KastenMcp::new(Arc::clone(&engine));
-    let wake = Arc::clone(&server.wake);
+    serve_stdio_memory(Memory::Local(engine), Arc::new(Notify::new())).await
+}
+
+/// [`serve_stdio`] over a memory open here or in another process. `wake` is notified
+/// after every write of this server; the enrichment worker that runs here when the
+/// memory is open here (with an LLM) waits on it, so whoever else writes to this
+/// engine (other processes through kasten-share) should notify it too. Through another
+/// process, that process enriches.
+pub async fn serve_stdio_memory(memory: Memory, wake: Arc<Notify>) -> Result<(), McpError> {
+    let mut server = KastenMcp::new(memory.clone());
+    server.wake = Arc::clone(&wake);
     let serve = async {
         let running = server
             .serve(rmcp::transport::stdio())
@@ -454,9 +472,10 @@ pub async fn serve_stdio(engine: Arc<Engine>) -> Result<(), McpError> {
             .map_err(|e| McpError::Run(e.to_string()))?;
         Ok(())
     };
-    if engine.llm_client().is_none() {
-        return serve.await;
-    }
+    let engine = match memory {
+        Memory::Local(e) if e.llm_client().is_some() => e,
+        _ => return serve.await,
+    };
     // The worker runs beside the server in this task and stops with it; a job cut off
     // there is requeued when the memory is next opened (see the pipeline).
     tokio::select! {

@@ -1,0 +1,105 @@
+//! What can go wrong when sharing a memory, and how the engine's errors cross the socket.
+
+use kasten_engine::EngineError;
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+/// What kind of mistake an error is, so that a client can treat it as the engine's own
+/// error would be treated (an MCP "invalid params", a retry after a write conflict, …).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorKind {
+    /// No note with that id.
+    NotFound,
+    /// The input was refused (empty content, a bad id, …).
+    Invalid,
+    /// The search query was empty.
+    EmptyQuery,
+    /// No LLM is configured in the process that has the memory open.
+    NoLlm,
+    /// A write conflicted with another one and wrote nothing; trying again is safe.
+    Conflict,
+    /// Anything else.
+    Other,
+}
+
+/// An engine error as it crosses the socket: its sentence, word for word (with its causes
+/// joined by ": ", as the CLI prints an error chain), and its kind.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Error)]
+#[error("{message}")]
+pub struct RemoteError {
+    pub kind: ErrorKind,
+    pub message: String,
+}
+
+impl RemoteError {
+    pub fn other(message: impl Into<String>) -> Self {
+        Self {
+            kind: ErrorKind::Other,
+            message: message.into(),
+        }
+    }
+}
+
+impl From<&EngineError> for RemoteError {
+    fn from(e: &EngineError) -> Self {
+        let kind = match e {
+            EngineError::NotFound(_) | EngineError::UnknownItem(_) => ErrorKind::NotFound,
+            EngineError::Invalid(_) => ErrorKind::Invalid,
+            EngineError::EmptyQuery => ErrorKind::EmptyQuery,
+            EngineError::NoLlm => ErrorKind::NoLlm,
+            EngineError::Store(kasten_store::StoreError::Conflict) => ErrorKind::Conflict,
+            _ => ErrorKind::Other,
+        };
+        let mut message = e.to_string();
+        let mut cause = std::error::Error::source(e);
+        while let Some(c) = cause {
+            message.push_str(": ");
+            message.push_str(&c.to_string());
+            cause = c.source();
+        }
+        Self { kind, message }
+    }
+}
+
+/// Errors of sharing a memory; each reads as a sentence for the user.
+#[derive(Debug, Error)]
+pub enum ShareError {
+    /// The engine in this process refused.
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    /// The owner's engine refused (its sentence, word for word).
+    #[error(transparent)]
+    Remote(#[from] RemoteError),
+    /// The owner could not be reached or went away during a call.
+    #[error(
+        "the Kasten process that has the memory open ({owner}) went away during the call; {consequence}"
+    )]
+    Lost {
+        owner: String,
+        consequence: &'static str,
+    },
+    /// The owner did not answer in time.
+    #[error("the Kasten process that has the memory open ({owner}) did not answer within {secs} s")]
+    Timeout { owner: String, secs: u64 },
+    /// The owner answered with something that is not an answer.
+    #[error("the Kasten process that has the memory open answered something unexpected: {0}")]
+    Protocol(String),
+    /// This process cannot serve its memory to others (the memory still works here).
+    #[error("cannot serve the memory to other Kasten processes: {0}")]
+    Serve(String),
+    /// The socket or token could not be read.
+    #[error("cannot connect to the Kasten process that has the memory open: {0}")]
+    Connect(String),
+}
+
+impl ShareError {
+    /// The kind of mistake, whichever side made it.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Self::Engine(e) => RemoteError::from(e).kind,
+            Self::Remote(r) => r.kind,
+            _ => ErrorKind::Other,
+        }
+    }
+}

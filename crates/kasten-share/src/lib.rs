@@ -1,0 +1,142 @@
+//! One memory, many processes.
+//!
+//! An embedded memory (`surrealkv://DIR`) can be opened by one process at a time (SurrealKV
+//! holds a lock on the folder). The process that opens it — the app, `kasten mcp`, a
+//! `kasten` command — is its *owner* and serves it to the user's other Kasten processes
+//! over a local socket in the memory's folder ([`Owner`]); they become its *clients*
+//! ([`Client`]) instead of failing with "open in another process". Every read and write of a
+//! client runs in the owner's engine: one index, one job queue, enrichment in the owner's
+//! workers.
+//!
+//! - **Transport.** A Unix domain socket `DIR/kasten.sock` (mode 0600); on Windows the
+//!   same protocol is meant to run over a named pipe (see [`owner`]; not built yet, so
+//!   there an owner does not serve and other processes are told the memory is open
+//!   elsewhere, as before). There is no TCP listener.
+//! - **Who may connect.** The owner writes a random 32-byte token to `DIR/kasten.token`
+//!   (mode 0600, so only the user reads it). A client sends it first; the owner compares
+//!   it in constant time and also checks the peer's uid (`SO_PEERCRED`) against its own.
+//!   Anything else is closed without an answer.
+//! - **Protocol.** [tarpc](https://docs.rs/tarpc) over the socket: length-delimited
+//!   frames (at most [`MAX_FRAME`]) of JSON. The wire types are the engine's own serde
+//!   types (`NewNote`, `AddedBatch`, `SearchOutput`, `NoteDetail`, `Answer`, …); errors
+//!   travel as [`RemoteError`]: the engine's sentence, word for word, and its kind.
+//! - **Robustness.** Every connection is its own task; a request's engine work is spawned
+//!   apart from the connection, so a client that disconnects mid-call, sends garbage or
+//!   reads slowly cannot cut a write in half or hold up anyone else.
+//!
+//! [`Memory`] is what the CLI and the MCP server program against: the engine in this
+//! process, or a connection to the owner.
+
+mod client;
+mod error;
+pub mod owner;
+mod wire;
+
+#[cfg(test)]
+mod tests;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use kasten_core::{NewNote, Note, NoteId};
+use kasten_engine::{AddedBatch, Answer, AskOptions, Engine, ListCounts, NoteDetail, SearchOutput};
+
+pub use client::Client;
+pub use error::{ErrorKind, RemoteError, ShareError};
+pub use owner::{OnWrite, Owner, OwnerInfo};
+pub use wire::MemoryServiceRequest;
+
+/// The socket's file name in the memory's folder.
+pub const SOCKET_FILE: &str = "kasten.sock";
+/// The token's file name in the memory's folder.
+pub const TOKEN_FILE: &str = "kasten.token";
+/// Largest frame either side accepts (a batch of long notes fits; garbage does not grow
+/// buffers without bound).
+pub const MAX_FRAME: usize = 16 * 1024 * 1024;
+/// Bytes of the token.
+const TOKEN_BYTES: usize = 32;
+
+/// Where the socket of the memory in `dir` lives.
+pub fn socket_path(dir: &Path) -> PathBuf {
+    dir.join(SOCKET_FILE)
+}
+
+/// Where the token of the memory in `dir` lives.
+pub fn token_path(dir: &Path) -> PathBuf {
+    dir.join(TOKEN_FILE)
+}
+
+/// The memory as a command or the MCP server uses it: the engine in this process (this
+/// process is the owner, or the memory is not shareable), or the owner's engine through
+/// a connection.
+#[derive(Clone)]
+pub enum Memory {
+    Local(Arc<Engine>),
+    Remote(Client),
+}
+
+impl Memory {
+    /// Saves notes (merging near-duplicates as `add` does).
+    pub async fn add(&self, notes: Vec<NewNote>) -> Result<AddedBatch, ShareError> {
+        match self {
+            Self::Local(e) => Ok(e.add_batch_merging(notes).await?),
+            Self::Remote(c) => c.add(notes).await,
+        }
+    }
+
+    /// Hybrid search.
+    pub async fn search(&self, query: &str, k: usize) -> Result<SearchOutput, ShareError> {
+        match self {
+            Self::Local(e) => Ok(e.search(query, k).await?),
+            Self::Remote(c) => c.search(query, k).await,
+        }
+    }
+
+    /// A note with its links.
+    pub async fn get(&self, id: &NoteId) -> Result<NoteDetail, ShareError> {
+        match self {
+            Self::Local(e) => Ok(e.get(id).await?),
+            Self::Remote(c) => c.get(id).await,
+        }
+    }
+
+    /// Notes, newest first.
+    pub async fn list(&self, limit: usize, offset: usize) -> Result<Vec<Note>, ShareError> {
+        match self {
+            Self::Local(e) => Ok(e.list(limit, offset).await?),
+            Self::Remote(c) => c.list(limit, offset).await,
+        }
+    }
+
+    /// How many notes `list` can show, and how many were merged away.
+    pub async fn list_counts(&self) -> Result<ListCounts, ShareError> {
+        match self {
+            Self::Local(e) => Ok(e.list_counts().await?),
+            Self::Remote(c) => c.list_counts().await,
+        }
+    }
+
+    /// An answer with citations, from the LLM of the process that has the memory open.
+    /// Locally, `on_token` sees the answer as it is written; through an owner it sees the
+    /// whole answer at once.
+    pub async fn ask(
+        &self,
+        question: &str,
+        options: &AskOptions,
+        on_token: &(dyn Fn(&str) + Send + Sync),
+    ) -> Result<Answer, ShareError> {
+        match self {
+            Self::Local(e) => Ok(e.ask_with(question, &[], options, on_token).await?),
+            Self::Remote(c) => {
+                let a = c.ask(question, options).await?;
+                on_token(&a.answer);
+                Ok(a)
+            }
+        }
+    }
+
+    /// Whether the memory is served by another process.
+    pub fn is_remote(&self) -> bool {
+        matches!(self, Self::Remote(_))
+    }
+}

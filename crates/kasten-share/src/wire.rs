@@ -1,0 +1,26 @@
+//! The service a memory's owner offers, in tarpc's terms. Arguments and results are the
+//! engine's own serde types.
+
+use kasten_core::{NewNote, Note, NoteId};
+use kasten_engine::{AddedBatch, Answer, AskOptions, ListCounts, NoteDetail, SearchOutput};
+
+use crate::error::RemoteError;
+use crate::owner::OwnerInfo;
+
+#[tarpc::service]
+pub trait MemoryService {
+    /// Who serves (for messages), and that the service answers.
+    async fn hello() -> OwnerInfo;
+    /// `Engine::add_batch_merging`.
+    async fn add(notes: Vec<NewNote>) -> Result<AddedBatch, RemoteError>;
+    /// `Engine::search`.
+    async fn search(query: String, k: usize) -> Result<SearchOutput, RemoteError>;
+    /// `Engine::get`.
+    async fn get(id: NoteId) -> Result<NoteDetail, RemoteError>;
+    /// `Engine::list`.
+    async fn list(limit: usize, offset: usize) -> Result<Vec<Note>, RemoteError>;
+    /// `Engine::list_counts`.
+    async fn list_counts() -> Result<ListCounts, RemoteError>;
+    /// `Engine::ask_with`, without history.
+    async fn ask(question: String, options: AskOptions) -> Result<Answer, RemoteError>;
+}
