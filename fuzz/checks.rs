@@ -9,7 +9,9 @@
 use std::collections::HashSet;
 use std::sync::OnceLock;
 
-use kasten_core::chat::{ShownNote, answer_prompt, citations, says_not_in_memory, small_talk};
+use kasten_core::chat::{
+    ShownLink, ShownNote, answer_prompt, citations, says_not_in_memory, small_talk,
+};
 use kasten_core::import::{parse_jsonl_bytes, parse_time};
 use kasten_core::markdown::{
     LINKS_MARKER, NoteView, RenderLink, VaultFile, file_names, parse_date, parse_file, plan_vault,
@@ -228,18 +230,40 @@ pub fn chat_answer(data: &[u8]) {
         .map(|i| ShownNote {
             time: format!("2024-05-0{}", i + 1),
             content: answer.to_string(),
+            // the annotations are model output: as hostile as the content
+            context: if i % 2 == 0 {
+                answer.to_string()
+            } else {
+                String::new()
+            },
+            keywords: vec![answer.to_string(); i],
         })
         .collect();
-    let msgs = answer_prompt(&notes, &[], &answer);
+    let links: Vec<ShownLink> = (1..notes.len())
+        .map(|i| ShownLink {
+            from: i + 1,
+            to: 1,
+            kind: answer.chars().take(8).collect(),
+            reason: answer.to_string(),
+        })
+        .collect();
+    let msgs = answer_prompt(&notes, &links, &[], &answer);
     let user = &msgs[msgs.len() - 1].content;
-    // "Notes:", one line per note (newlines in notes become spaces), then the question
-    for line in user.lines().skip(1).take(notes.len()) {
+    // every piece of note data (content, context, keywords, link reasons) is one fenced
+    // line: newlines become spaces, fences inside are defused
+    let data = user
+        .rsplit_once("\nQuestion: ")
+        .map_or(user.as_str(), |(d, _)| d);
+    let mut fenced = 0;
+    for line in data.lines().filter(|l| l.contains("<<<")) {
         let inner = line
             .split_once("<<<")
             .and_then(|(_, r)| r.strip_suffix(">>>"))
-            .unwrap_or_else(|| panic!("a note line is not fenced: {line}"));
+            .unwrap_or_else(|| panic!("note data is not fenced: {line}"));
         assert!(!inner.contains(">>>") && !inner.contains("<<<"), "{line}");
+        fenced += 1;
     }
+    assert!(fenced >= notes.len(), "{user}");
 }
 
 /// JSON Lines import: every record is a note with content, good and bad lines are told
