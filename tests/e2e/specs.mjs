@@ -471,11 +471,19 @@ export async function graphBoxes() {
     const field = $t(browser, "graph-box-threshold");
     assert(Number(await field.getValue()) === DEFAULT_THRESHOLD, `the default threshold is ${DEFAULT_THRESHOLD} (${await field.getValue()})`);
     if (threshold !== DEFAULT_THRESHOLD) {
-      await field.setValue(String(threshold));
       // leaving the field applies it (Enter does too, but this WebDriver's key actions do
-      // not reach the page)
-      await browser.execute(() => document.querySelector('[data-testid="graph-box-threshold"]').blur());
-      await browser.waitUntil(async () => Number(await field.getValue()) === threshold, { timeout: T, timeoutMsg: `the threshold field does not hold ${threshold}` });
+      // not reach the page). Typed again if the view re-rendered under the typing (a slow,
+      // loaded machine: the first load of the graph can land mid-typing).
+      let held = false;
+      for (let attempt = 0; attempt < 5 && !held; attempt++) {
+        await field.setValue(String(threshold));
+        await browser.execute(() => document.querySelector('[data-testid="graph-box-threshold"]').blur());
+        held = await browser
+          .waitUntil(async () => Number(await field.getValue()) === threshold && (await browser.execute(() => window.localStorage.getItem("kasten.graph.boxThreshold"))) === String(threshold), { timeout: 5000 })
+          .then(() => true)
+          .catch(() => false);
+      }
+      assert(held, `the threshold field does not hold ${threshold} (${await field.getValue()})`);
     }
     await browser.waitUntil(async () => (await $t(browser, "graph-mode").getText()) === "boxes", { timeout: 120000, interval: 250, timeoutMsg: "the whole memory is not drawn as Boxes" }).catch(async (e) => {
       throw new Error(`${e.message}: mode ${await $t(browser, "graph-mode").getText()}, ${await view.getAttribute("data-nodes")} notes, threshold field ${await field.getValue()}`);
