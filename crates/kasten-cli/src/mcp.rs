@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use anyhow::{Result, anyhow};
+use anyhow::Result;
 
 use crate::{configure, open_engine};
 
@@ -18,26 +18,9 @@ pub async fn run(db: Option<&str>) -> Result<()> {
         r = kasten_mcp::serve_stdio(Arc::clone(&engine)) => r.map_err(anyhow::Error::from),
         _ = tokio::signal::ctrl_c() => Ok(()),
     };
-    // The server's tasks hold clones of the engine for a moment after the connection ends.
-    let mut engine = engine;
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    let engine = loop {
-        match Arc::try_unwrap(engine) {
-            Ok(e) => break Some(e),
-            Err(still_shared) if std::time::Instant::now() < deadline => {
-                engine = still_shared;
-                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-            }
-            Err(_) => break None,
-        }
-    };
-    match engine {
-        Some(e) => e.close().await,
-        None => {
-            return Err(anyhow!(
-                "the MCP server did not release the memory within 10 s; everything committed is saved"
-            ));
-        }
-    }
+    // The server's tool calls may still hold the engine after the connection ends (an
+    // `ask_memory` waiting for the LLM): they are stopped before they write, and the
+    // store is closed on every path.
+    kasten_engine::Engine::close_shared(engine).await;
     served
 }

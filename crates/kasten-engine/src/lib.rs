@@ -80,6 +80,10 @@ pub enum EngineError {
     Setting(#[from] settings::SettingError),
     #[error("internal error: {0}")]
     Internal(String),
+    /// The memory is being closed; what was being waited for was abandoned before it
+    /// wrote anything.
+    #[error("Kasten is closing the memory; nothing was lost, try again after it reopens")]
+    Closing,
 }
 
 /// Long work the engine reports while it runs.
@@ -177,6 +181,9 @@ pub struct Engine {
     from_snapshot: AtomicBool,
     /// A committed write may be missing from the indexes (see [`IndexSync`]).
     diverged: AtomicBool,
+    /// Set by [`Engine::close_shared`]: LLM calls in flight are abandoned (before their
+    /// single write) and enrichment passes stop, so the last holder lets go promptly.
+    closing: tokio::sync::watch::Sender<bool>,
 }
 
 /// Taken right after a store write that changes indexed data returned `Ok`, and
@@ -283,6 +290,7 @@ impl Engine {
             snapshot_path: snapshot::path_for(endpoint),
             from_snapshot: AtomicBool::new(false),
             diverged: AtomicBool::new(false),
+            closing: tokio::sync::watch::Sender::new(false),
         };
         // One process owns an embedded store (LOCK file), so jobs left `running` there were
         // held by a process that died: they go back to the queue at once. On a server the
@@ -313,6 +321,59 @@ impl Engine {
         }
         self.save_snapshot().await;
         self.store.close().await;
+    }
+
+    /// Closes an engine that others may still hold (the app's commands, the MCP server's
+    /// tool calls, an enrichment pass): asks them to stop ([`Engine::begin_close`]), waits
+    /// until this is the last handle, then [`Engine::close`]s. Never gives up: everything
+    /// that waits long (LLM calls, enrichment passes) stops at the request, and the rest
+    /// are single store transactions, so the wait is short; it is logged every 10 s.
+    pub async fn close_shared(mut engine: Arc<Engine>) {
+        engine.begin_close();
+        let started = Instant::now();
+        let mut next_log = 10;
+        loop {
+            match Arc::try_unwrap(engine) {
+                Ok(e) => {
+                    e.close().await;
+                    return;
+                }
+                Err(still_shared) => {
+                    engine = still_shared;
+                    if started.elapsed().as_secs() >= next_log {
+                        tracing::warn!(
+                            holders = Arc::strong_count(&engine) - 1,
+                            "still waiting for work in flight before closing the memory"
+                        );
+                        next_log += 10;
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                }
+            }
+        }
+    }
+
+    /// Asks everything running on this engine to stop: LLM calls in flight end with
+    /// [`EngineError::Closing`] before they write, enrichment passes claim no more jobs.
+    pub fn begin_close(&self) {
+        self.closing.send_replace(true);
+    }
+
+    /// Whether [`Engine::begin_close`] was called.
+    pub fn is_closing(&self) -> bool {
+        *self.closing.borrow()
+    }
+
+    /// Runs `work` unless the engine starts closing first (then `work` is dropped).
+    async fn unless_closing<T>(
+        &self,
+        work: impl std::future::Future<Output = T>,
+    ) -> Result<T, EngineError> {
+        let mut closing = self.closing.subscribe();
+        tokio::select! {
+            out = work => Ok(out),
+            _ = closing.wait_for(|c| *c) => Err(EngineError::Closing),
+        }
     }
 
     /// Reads the indexes from the snapshot the store vouches for, else rebuilds them.

@@ -325,6 +325,9 @@ impl Engine {
             async move {
                 let mut outcomes = Vec::new();
                 loop {
+                    if self.is_closing() {
+                        break;
+                    }
                     let until = Utc::now()
                         + chrono::Duration::from_std(self.pipeline.lease)
                             .unwrap_or(chrono::Duration::minutes(10));
@@ -356,7 +359,12 @@ impl Engine {
                         self.store.release_job(&job.id).await?;
                         continue;
                     }
-                    let outcome = self.process(&job).await?;
+                    let outcome = match self.process(&job).await {
+                        Ok(o) => o,
+                        // the job went back to the queue untouched
+                        Err(EngineError::Closing) => break,
+                        Err(e) => return Err(e),
+                    };
                     on_job(&outcome);
                     outcomes.push(outcome);
                 }
@@ -418,6 +426,11 @@ impl Engine {
         };
         match result {
             Ok(outcome) => Ok(outcome),
+            // Abandoned before its write: not an attempt, the job goes back as it was.
+            Err(AttemptError::Engine(EngineError::Closing)) => {
+                self.store.release_job(&job.id).await?;
+                Err(EngineError::Closing)
+            }
             Err(e) => {
                 let (msg, retryable) = match &e {
                     AttemptError::Llm(l) => (format!("LLM: {l}"), true),
@@ -494,7 +507,9 @@ impl Engine {
             prompts::construct(&note.content, &note.created_at.to_rfc3339())
         };
         let validate = |v: &serde_json::Value| Construction::from_value(v).map(|_| ());
-        let resp: StructuredResponse = llm.structured(&request(&p, 300), &validate).await?;
+        let resp: StructuredResponse = self
+            .unless_closing(llm.structured(&request(&p, 300), &validate))
+            .await??;
         usage.add(&resp.usage);
         calls += resp.attempts;
         tracing::debug!(note = %note.id, answer = %resp.value, "construction");
@@ -569,7 +584,9 @@ impl Engine {
             };
             if let Some((p, max_tokens, parse)) = call {
                 let validate = |v: &serde_json::Value| parse(v, &handles).map(|_| ());
-                let resp = llm.structured(&request(&p, max_tokens), &validate).await?;
+                let resp = self
+                    .unless_closing(llm.structured(&request(&p, max_tokens), &validate))
+                    .await??;
                 usage.add(&resp.usage);
                 calls += resp.attempts;
                 le = parse(&resp.value, &handles).map_err(|e| LlmError::BadOutput {
