@@ -56,11 +56,11 @@ pub async fn open(app: AppHandle) {
                 *o = Some(ms);
             }
             tracing::info!("memory open after {ms} ms");
-            *state.slot.write().await = Slot::Ready(Arc::new(engine));
+            state.set_opened(Slot::Ready(Arc::new(engine))).await;
         }
         Err(m) => {
             tracing::error!("{m}");
-            *state.slot.write().await = Slot::Failed(m);
+            state.set_opened(Slot::Failed(m)).await;
         }
     }
     if let Ok(engine) = state.engine().await

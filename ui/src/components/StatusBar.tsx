@@ -69,7 +69,8 @@ export default function StatusBar() {
       <span data-testid="jobs">
         jobs: {s.jobs_queued} queued · {s.jobs_running} running ·{" "}
         <span className={s.jobs_failed ? "error" : ""}>{s.jobs_failed} failed</span>
-        {s.enriching && " · enriching…"}
+        {/* the worker's pass outlives its last job by a moment: only say so while jobs wait or run */}
+        {s.enriching && s.jobs_queued + s.jobs_running > 0 && " · enriching…"}
       </span>
       {s.jobs_failed > 0 && (
         <button

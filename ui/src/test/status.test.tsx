@@ -49,6 +49,15 @@ describe("StatusBar", () => {
     expect(screen.getByText("retry failed")).toBeTruthy();
   });
 
+  it("does not say enriching while no job waits or runs", async () => {
+    (api.status as ReturnType<typeof vi.fn>).mockResolvedValue(
+      status({ jobs_queued: 0, jobs_running: 0, jobs_failed: 0, enriching: true }),
+    );
+    renderWith(<StatusBar />);
+    expect(await screen.findByText("12 notes")).toBeTruthy();
+    expect(screen.getByTestId("jobs").textContent).toBe("jobs: 0 queued · 0 running · 0 failed");
+  });
+
   it("refreshes the views once the memory has opened", async () => {
     (api.status as ReturnType<typeof vi.fn>).mockResolvedValue(status({ memory: "opening", memory_message: "reading notes: 10 of 100" }));
     const { ctx } = renderWith(<StatusBar />);
