@@ -184,6 +184,12 @@ pub struct Engine {
     /// Set by [`Engine::close_shared`]: LLM calls in flight are abandoned (before their
     /// single write) and enrichment passes stop, so the last holder lets go promptly.
     closing: tokio::sync::watch::Sender<bool>,
+    /// Orders every store write that changes indexed data with the index update that
+    /// follows it ([`Engine::index_order`]), so the indexes apply writes in commit order.
+    write_order: tokio::sync::Mutex<()>,
+    /// Tests: every other write waits between its commit and its index update.
+    #[cfg(test)]
+    stagger: std::sync::atomic::AtomicU64,
 }
 
 /// Taken right after a store write that changes indexed data returned `Ok`, and
@@ -291,6 +297,9 @@ impl Engine {
             from_snapshot: AtomicBool::new(false),
             diverged: AtomicBool::new(false),
             closing: tokio::sync::watch::Sender::new(false),
+            write_order: tokio::sync::Mutex::new(()),
+            #[cfg(test)]
+            stagger: std::sync::atomic::AtomicU64::new(0),
         };
         // One process owns an embedded store (LOCK file), so jobs left `running` there were
         // held by a process that died: they go back to the queue at once. On a server the
@@ -490,6 +499,27 @@ impl Engine {
         }
     }
 
+    /// Taken before a store write that changes indexed data and held until the indexes
+    /// show it. Without it two writers could commit A then B and update the indexes B
+    /// then A, leaving the older write in the indexes (an edit committed while an
+    /// enrichment or a review action of the same note was between its commit and its
+    /// index update). Never taken twice by one task: helpers called under it
+    /// (`index_note`) do not take it.
+    async fn index_order(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        self.write_order.lock().await
+    }
+
+    /// Tests: widens the step from a commit to its index update for every other write.
+    #[cfg(test)]
+    async fn after_commit(&self) {
+        // 0: off; else the writes numbered from it, and the even ones wait
+        if self.stagger.load(Ordering::SeqCst) > 0
+            && self.stagger.fetch_add(1, Ordering::SeqCst).is_multiple_of(2)
+        {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    }
+
     /// A guard for the step from a committed write to the index update; see [`IndexSync`].
     fn index_sync(&self) -> IndexSync<'_> {
         IndexSync {
@@ -625,6 +655,7 @@ impl Engine {
             let texts: Vec<String> = chunk.iter().map(|(_, t)| t.clone()).collect();
             let vectors = self.embed_blocking(texts).await?;
             for ((id, _), v) in chunk.iter().zip(&vectors) {
+                let _order = self.index_order().await;
                 self.store.set_embedding(id, v, &model).await?;
                 let sync = self.index_sync();
                 self.write_indexes()?.vector.upsert(id.clone(), v)?;
@@ -731,6 +762,7 @@ impl Engine {
             (notes, writes, Vec::new(), Vec::new(), Vec::new())
         };
         let t1 = Instant::now();
+        let _order = self.index_order().await;
         self.store
             .insert_notes_with(&writes, &merge_writes, &differs)
             .await?;
@@ -789,6 +821,7 @@ impl Engine {
     /// Deletes a note with its links and jobs. Notes merged into it come back as regular
     /// notes (indexed, enrichment queued if they were never enriched).
     pub async fn delete(&self, id: &NoteId) -> Result<(), EngineError> {
+        let _order = self.index_order().await;
         let Some(back) = self.store.delete_note(id).await? else {
             return Err(EngineError::NotFound(id.clone()));
         };
@@ -807,6 +840,7 @@ impl Engine {
         &self,
         links: &[kasten_store::ImportLinkWrite],
     ) -> Result<u64, EngineError> {
+        let _order = self.index_order().await;
         let created = self.store.insert_import_links(links).await?;
         let sync = self.index_sync();
         let mut ix = self.write_indexes()?;
@@ -826,6 +860,7 @@ impl Engine {
     /// Rebuilds the link-expansion index from the accepted links in the store (after links
     /// were written outside the pipeline and review, e.g. by an import or a benchmark).
     pub async fn reload_links(&self) -> Result<usize, EngineError> {
+        let _order = self.index_order().await;
         let links = self.store.accepted_links().await?;
         let mut ix = self.write_indexes()?;
         ix.links.clear();
@@ -889,6 +924,8 @@ pub struct AddedBatch {
     pub store_time: std::time::Duration,
 }
 
+#[cfg(test)]
+mod concurrency_tests;
 #[cfg(test)]
 mod memory_tests;
 #[cfg(test)]

@@ -697,8 +697,11 @@ impl Engine {
             links,
             updates: writes,
         };
+        let order = self.index_order().await;
         // updates of neighbours that changed meanwhile are held for review, not applied
         let held = self.store.apply_enrichment(&e).await?;
+        #[cfg(test)]
+        self.after_commit().await;
 
         // 7. the indexes follow the committed write (until they do, a close writes no
         // index snapshot)
@@ -724,6 +727,7 @@ impl Engine {
             }
         }
         sync.done();
+        drop(order);
         // the incremental Box update: the note joins the Box its links lead to (a failure
         // here only delays it to the next recompute; the enrichment is committed)
         if let Err(err) = self.place_in_box(&note.id).await {
