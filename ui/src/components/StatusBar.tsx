@@ -1,11 +1,12 @@
 import { useEffect, useRef, useState } from "react";
-import { api, onStatus, type StatusEvent } from "../api";
+import { api, errorText, onStatus, type StatusEvent } from "../api";
 import { useApp } from "../app-context";
 
 /** The memory, the LLM connection and the job queue, live. */
 export default function StatusBar() {
-  const { go, bump } = useApp();
+  const { go, bump, toast } = useApp();
   const [s, setS] = useState<StatusEvent | null>(null);
+  const [pollErr, setPollErr] = useState<string | null>(null);
   // Views asked for data while the memory was opening: refresh them once it is open.
   const wasReady = useRef(false);
   useEffect(() => {
@@ -20,15 +21,19 @@ export default function StatusBar() {
     const poll = () =>
       api
         .status()
-        .then((x) => !gone && setS(x))
-        .catch(() => {});
+        .then((x) => {
+          if (gone) return;
+          setS(x);
+          setPollErr(null);
+        })
+        .catch((e) => !gone && setPollErr(errorText(e)));
     poll();
     onStatus((x) => setS(x))
       .then((f) => {
         if (gone) f();
         else off = f;
       })
-      .catch(() => {});
+      .catch((e) => !gone && setPollErr(errorText(e)));
     // The status is pushed on every change; a slow poll covers opening progress.
     const t = window.setInterval(poll, 3000);
     return () => {
@@ -38,7 +43,12 @@ export default function StatusBar() {
     };
   }, []);
 
-  if (!s) return <footer className="statusbar" data-testid="status-bar">Starting…</footer>;
+  if (!s)
+    return (
+      <footer className="statusbar" data-testid="status-bar">
+        {pollErr ? <span className="error">status unavailable: {pollErr}</span> : "Starting…"}
+      </footer>
+    );
 
   const llmClass = !s.llm_configured ? "warn" : s.llm_ok === false ? "bad" : s.llm_ok ? "ok" : "";
   const llmText = !s.llm_configured
@@ -79,14 +89,13 @@ export default function StatusBar() {
             api
               .retryFailed()
               .then(bump)
-              .catch(() => {})
+              .catch((e) => toast(`Retry failed: ${errorText(e)}`))
           }
         >
           retry failed
         </button>
       )}
       <span className="grow" />
-      {s.opened_ms != null && <span title="process start to memory open">opened in {s.opened_ms} ms</span>}
     </footer>
   );
 }

@@ -49,6 +49,21 @@ describe("StatusBar", () => {
     expect(screen.getByText("retry failed")).toBeTruthy();
   });
 
+  it("shows a failed retry instead of swallowing it, and no debug timing", async () => {
+    (api.status as ReturnType<typeof vi.fn>).mockResolvedValue(status());
+    (api.retryFailed as ReturnType<typeof vi.fn>).mockRejectedValue(new Error("the memory is busy"));
+    const { ctx } = renderWith(<StatusBar />);
+    (await screen.findByText("retry failed")).click();
+    await waitFor(() => expect(ctx.toast).toHaveBeenCalledWith("Retry failed: the memory is busy"));
+    expect(screen.getByTestId("status-bar").textContent).not.toContain("opened in");
+  });
+
+  it("says when the status cannot be read", async () => {
+    (api.status as ReturnType<typeof vi.fn>).mockRejectedValue(new Error("no connection to the app"));
+    renderWith(<StatusBar />);
+    expect(await screen.findByText("status unavailable: no connection to the app")).toBeTruthy();
+  });
+
   it("does not say enriching while no job waits or runs", async () => {
     (api.status as ReturnType<typeof vi.fn>).mockResolvedValue(
       status({ jobs_queued: 0, jobs_running: 0, jobs_failed: 0, enriching: true }),
