@@ -21,6 +21,7 @@ mod pipeline;
 mod quality;
 mod review;
 mod search;
+pub mod secrets;
 pub mod settings;
 mod snapshot;
 mod transfer;
@@ -187,6 +188,8 @@ pub struct Engine {
     /// Orders every store write that changes indexed data with the index update that
     /// follows it ([`Engine::index_order`]), so the indexes apply writes in commit order.
     write_order: tokio::sync::Mutex<()>,
+    /// Where the LLM API key is kept outside the memory (`secrets.rs`).
+    keys: Arc<dyn secrets::KeyStore>,
     /// Tests: every other write waits between its commit and its index update.
     #[cfg(test)]
     stagger: std::sync::atomic::AtomicU64,
@@ -298,6 +301,7 @@ impl Engine {
             diverged: AtomicBool::new(false),
             closing: tokio::sync::watch::Sender::new(false),
             write_order: tokio::sync::Mutex::new(()),
+            keys: Arc::new(secrets::OsKeyring),
             #[cfg(test)]
             stagger: std::sync::atomic::AtomicU64::new(0),
         };
@@ -514,7 +518,10 @@ impl Engine {
     async fn after_commit(&self) {
         // 0: off; else the writes numbered from it, and the even ones wait
         if self.stagger.load(Ordering::SeqCst) > 0
-            && self.stagger.fetch_add(1, Ordering::SeqCst).is_multiple_of(2)
+            && self
+                .stagger
+                .fetch_add(1, Ordering::SeqCst)
+                .is_multiple_of(2)
         {
             tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         }

@@ -383,6 +383,11 @@ impl Engine {
     /// Checks and stores one setting (`group.field`).
     pub async fn set_setting_checked(&self, key: &str, raw: &str) -> Result<(), EngineError> {
         let value = validate_setting(key, raw)?;
+        if key == "llm.api_key" {
+            // the keyring first, the settings only where there is none (secrets.rs)
+            self.store_api_key(raw).await?;
+            return Ok(());
+        }
         let (group, field) = key.split_once('.').unwrap_or((key, ""));
         if group == "policy" {
             let mut p = serde_json::to_value(self.policy().await?)
@@ -405,6 +410,11 @@ impl Engine {
     pub async fn unset_setting(&self, key: &str) -> Result<(), EngineError> {
         if !SETTINGS.iter().any(|(k, _)| *k == key) {
             validate_setting(key, "")?;
+        }
+        if key == "llm.api_key" {
+            // from the keyring and the settings both
+            self.store_api_key("").await?;
+            return Ok(());
         }
         let (group, field) = key.split_once('.').unwrap_or((key, ""));
         if group == "policy" {
@@ -451,7 +461,12 @@ impl Engine {
         get: &(dyn Fn(&str) -> Option<String> + Send + Sync),
     ) -> Result<LlmChoice, EngineError> {
         let stored = self.setting_group("llm").await?;
-        Ok(LlmSettings::combine(get, &stored).choose(get))
+        let mut settings = LlmSettings::combine(get, &stored);
+        // the environment's key wins; else the keyring's, else the settings' (secrets.rs)
+        if get("KASTEN_LLM_API_KEY").is_none_or(|k| k.trim().is_empty()) {
+            settings.api_key = self.api_key_without_env(&stored).await;
+        }
+        Ok(settings.choose(get))
     }
 
     /// Pipeline options from the stored settings (values out of range are clamped).
