@@ -207,14 +207,15 @@ mod tests {
         choice.client.and_then(|c| c.config().api_key.clone())
     }
 
-    /// `kasten config set llm.api_key` and the app's Settings store the key the same way,
-    /// and the CLI and `kasten mcp` (which choose the LLM through `choose_llm`) use it.
+    /// The key the app's Settings store (through `store_api_key`) is the one the CLI and
+    /// `kasten mcp` use: they choose the LLM through `choose_llm`.
     #[tokio::test]
     async fn the_key_goes_to_the_keyring_first_and_every_surface_reads_it() {
         let (e, keys) = engine(true).await;
-        e.set_setting_checked("llm.api_key", "sk-in-keyring")
-            .await
-            .unwrap();
+        assert_eq!(
+            e.store_api_key("sk-in-keyring").await.unwrap(),
+            Some(KeyPlace::Keyring)
+        );
         assert_eq!(keys.get().as_deref(), Some("sk-in-keyring"));
         assert!(
             e.setting_group("llm")
@@ -229,8 +230,8 @@ mod tests {
             key_in_use(&e, Some("sk-env")).await.as_deref(),
             Some("sk-env")
         );
-        // unset removes it from the keyring
-        e.unset_setting("llm.api_key").await.unwrap();
+        // an empty key removes it from the keyring
+        e.store_api_key("").await.unwrap();
         assert_eq!(keys.get(), None);
         assert_eq!(key_in_use(&e, None).await, None);
         e.close().await;

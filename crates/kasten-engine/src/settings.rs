@@ -383,11 +383,6 @@ impl Engine {
     /// Checks and stores one setting (`group.field`).
     pub async fn set_setting_checked(&self, key: &str, raw: &str) -> Result<(), EngineError> {
         let value = validate_setting(key, raw)?;
-        if key == "llm.api_key" {
-            // the keyring first, the settings only where there is none (secrets.rs)
-            self.store_api_key(raw).await?;
-            return Ok(());
-        }
         let (group, field) = key.split_once('.').unwrap_or((key, ""));
         if group == "policy" {
             let mut p = serde_json::to_value(self.policy().await?)
@@ -410,11 +405,6 @@ impl Engine {
     pub async fn unset_setting(&self, key: &str) -> Result<(), EngineError> {
         if !SETTINGS.iter().any(|(k, _)| *k == key) {
             validate_setting(key, "")?;
-        }
-        if key == "llm.api_key" {
-            // from the keyring and the settings both
-            self.store_api_key("").await?;
-            return Ok(());
         }
         let (group, field) = key.split_once('.').unwrap_or((key, ""));
         if group == "policy" {
