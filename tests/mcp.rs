@@ -239,3 +239,70 @@ async fn without_an_llm_ask_memory_says_why_and_the_rest_works() {
     );
     c.cancel().await.unwrap_or_else(|e| panic!("close: {e}"));
 }
+
+/// An agent that disconnects while a tool call still waits for a slow LLM: the server
+/// stops the call before it writes anything, closes the store and exits 0 at once,
+/// instead of giving up on the memory after 10 s with an error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_leaving_during_a_slow_answer_still_closes_the_memory() {
+    let fake = FakeServer::start("slow:120000");
+    let h = Home::with_llm(&fake.openai_url());
+    h.ok(&[
+        "add",
+        "Melanie painted a sunrise over the lake with her kids",
+    ]);
+
+    let mut cmd = tokio::process::Command::from(h.cmd(&["mcp"]));
+    cmd.env("KASTEN_LLM_TIMEOUT", "600")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    let mut child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start kasten mcp: {e}"));
+    let (Some(stdout), Some(stdin), Some(mut stderr)) =
+        (child.stdout.take(), child.stdin.take(), child.stderr.take())
+    else {
+        panic!("no pipes")
+    };
+    let c = ClientConfig::new(
+        ClientCapabilities::default(),
+        Implementation::new("leaving-agent", "1.0"),
+    )
+    .serve((stdout, stdin))
+    .await
+    .unwrap_or_else(|e| panic!("initialize failed: {e}"));
+    let peer = c.peer().clone();
+    let before = fake.request_count();
+    let asking = tokio::spawn(async move {
+        let mut args = serde_json::Map::new();
+        args.insert("question".into(), json!("What did Melanie paint?"));
+        peer.call_tool(CallToolRequestParams::new("ask_memory").with_arguments(args))
+            .await
+    });
+    // wait until the answer is being generated
+    let t0 = std::time::Instant::now();
+    while fake.request_count() <= before && t0.elapsed() < std::time::Duration::from_secs(60) {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(fake.request_count() > before, "the LLM was never asked");
+
+    c.cancel().await.unwrap_or_else(|e| panic!("close: {e}"));
+    let left = std::time::Instant::now();
+    let status = tokio::time::timeout(std::time::Duration::from_secs(8), child.wait())
+        .await
+        .unwrap_or_else(|_| panic!("kasten mcp still running 8 s after the client left"))
+        .unwrap_or_else(|e| panic!("wait: {e}"));
+    let mut err = String::new();
+    let _ = tokio::io::AsyncReadExt::read_to_string(&mut stderr, &mut err).await;
+    assert!(status.success(), "exit {status:?}; stderr:\n{err}");
+    assert!(
+        left.elapsed() < std::time::Duration::from_secs(8),
+        "took {:?}",
+        left.elapsed()
+    );
+    asking.abort();
+    // the memory is free again and the note is there
+    assert_eq!(h.all_ids().len(), 1);
+}

@@ -590,3 +590,52 @@ fn backup_then_restore_reproduces_the_memory_exactly() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("neither a backup file nor a note id"));
 }
+
+/// A memory whose settings hold the API key (the fallback where no OS keyring works):
+/// its backups leave the key out. The key is put there through a restore, so the test
+/// never touches a real keyring.
+#[test]
+fn a_backup_never_holds_the_api_key() {
+    const KEY: &str = "sk-kasten-backup-7a6b5c4d3e2f1a0b";
+    let a = Home::new();
+    a.ok(&["add", "Ada's dog Pixel loves the beach"]);
+    let first = a.dir.path().join("first.json");
+    a.ok(&["backup", first.to_str().unwrap_or_default()]);
+    let mut v: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(&first).unwrap_or_else(|e| panic!("read backup: {e}")),
+    )
+    .unwrap_or_else(|e| panic!("backup is not JSON: {e}"));
+    let settings = v["tables"]["setting"]
+        .as_array_mut()
+        .unwrap_or_else(|| panic!("no settings in the backup"));
+    let mut row = settings
+        .first()
+        .cloned()
+        .unwrap_or_else(|| panic!("no setting row to copy"));
+    row["id"]["$record"]["key"] = serde_json::json!("llm");
+    row["value"] = serde_json::json!(
+        serde_json::json!({"provider": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "m", "api_key": KEY})
+            .to_string()
+    );
+    settings.retain(|r| r["id"]["$record"]["key"] != "llm");
+    settings.push(row);
+    let with_key = a.file("with-key.json", v.to_string().as_bytes());
+
+    let b = Home::new();
+    b.ok(&["restore", with_key.to_str().unwrap_or_default()]);
+    // the key is in this memory's settings (masked when shown) ...
+    let config = b.ok(&["--json", "config"]);
+    assert!(
+        config.contains("********") && !config.contains(KEY),
+        "{config}"
+    );
+    // ... and not in its backup, which keeps the rest of the LLM settings
+    let second = b.dir.path().join("second.json");
+    b.ok(&["backup", second.to_str().unwrap_or_default()]);
+    let text = std::fs::read_to_string(&second).unwrap_or_else(|e| panic!("{e}"));
+    assert!(!text.contains(KEY), "the backup holds the API key");
+    assert!(
+        text.contains("127.0.0.1:9"),
+        "the LLM settings were dropped"
+    );
+}

@@ -70,6 +70,12 @@ pub async fn status_of(state: &AppState) -> StatusEvent {
         jobs_done: 0,
         enriching: state.is_enriching(),
         opened_ms,
+        clients: state
+            .owner
+            .try_lock()
+            .ok()
+            .and_then(|o| o.as_ref().map(|o| clamp_u32(o.clients() as u64)))
+            .unwrap_or(0),
     };
     let engine = match &*state.slot.read().await {
         Slot::Ready(e) => std::sync::Arc::clone(e),
@@ -115,15 +121,17 @@ pub async fn app_status(state: State<'_, AppState>) -> AppResult<StatusEvent> {
     Ok(status_of(&state).await)
 }
 
-/// Saves a note (embedded and searchable at once) and wakes the enrichment worker.
+/// Saves a note (embedded and searchable at once) and wakes the enrichment worker. A
+/// note saved while the memory is still opening is written as soon as it is open.
 #[tauri::command]
 #[specta::specta]
 pub async fn add_note(state: State<'_, AppState>, content: String) -> AppResult<NoteDto> {
-    let note = state
-        .engine()
-        .await?
-        .add(NewNote::new(&content).map_err(|e| AppError::Invalid(e.to_string()))?)
-        .await?;
+    add_note_to(&state, content).await
+}
+
+pub(crate) async fn add_note_to(state: &AppState, content: String) -> AppResult<NoteDto> {
+    let new = NewNote::new(&content).map_err(|e| AppError::Invalid(e.to_string()))?;
+    let note = state.engine_when_open().await?.add(new).await?;
     state.kick.notify_one();
     Ok(note.into())
 }
@@ -596,7 +604,7 @@ pub async fn load_sample_notebook(state: State<'_, AppState>) -> AppResult<u32> 
         .into_iter()
         .map(|r| r.note.with_source(Some("import:sample-notebook".into())))
         .collect();
-    let added = state.engine().await?.add_batch(notes).await?;
+    let added = state.engine_when_open().await?.add_batch(notes).await?;
     state.kick.notify_one();
     Ok(clamp_u32(added.notes.len() as u64))
 }

@@ -78,4 +78,7 @@ pub struct StatusEvent {
     pub enriching: bool,
     /// Milliseconds from process start to the memory being open.
     pub opened_ms: Option<u32>,
+    /// Other Kasten processes (agents over `kasten mcp`, `kasten` commands) connected to
+    /// this app's memory now.
+    pub clients: u32,
 }

@@ -15,7 +15,6 @@ pub mod state;
 mod worker;
 
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
 use tauri::{Manager, RunEvent};
 
@@ -85,31 +84,18 @@ fn init_logging() {
         .try_init();
 }
 
-/// Closes the memory: stops the worker, waits for in-flight commands, closes the store.
+/// Closes the memory: stops the worker, asks the commands in flight to stop, waits for
+/// them and closes the store (`Engine::close_shared`: never drops the engine unclosed).
 async fn shutdown(state: &AppState) {
     state.stop.store(true, Ordering::SeqCst);
     state.kick.notify_one();
     // other processes' requests in progress finish; then they wait for the next owner
     worker::stop_sharing(state).await;
     let slot = std::mem::replace(&mut *state.slot.write().await, Slot::Closed);
-    let Slot::Ready(mut arc) = slot else { return };
-    // An enrichment pass in flight finishes its current job's single transaction or is
-    // abandoned before it; either way the job is requeued at the next open.
-    for _ in 0..500 {
-        match std::sync::Arc::try_unwrap(arc) {
-            Ok(engine) => {
-                engine.close().await;
-                tracing::info!("memory closed");
-                return;
-            }
-            Err(a) => {
-                arc = a;
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        }
-    }
-    tracing::warn!("the memory was still in use after 10 s; closing anyway");
-    drop(arc);
+    let Slot::Ready(engine) = slot else { return };
+    // An enrichment pass in flight stops before its next write; its job is given back.
+    kasten_engine::Engine::close_shared(engine).await;
+    tracing::info!("memory closed");
 }
 
 async fn wait_for_signal() {

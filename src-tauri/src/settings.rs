@@ -1,20 +1,13 @@
 //! LLM and pipeline settings: stored in the memory (`setting:llm`, `setting:pipeline`,
 //! `setting:policy`, the same keys `kasten config` uses), with the environment
-//! (`KASTEN_LLM_*`) winning, and the API key in the OS keyring when there is one.
+//! (`KASTEN_LLM_*`) winning, and the API key kept by the engine's one rule for every
+//! surface (`kasten_engine::secrets`: the OS keyring first, the settings with a warning).
 
 use kasten_engine::{Engine, LlmClient, LlmConfig, PipelineOptions, Policy, PolicyMode};
 use serde::{Deserialize, Serialize};
 use specta::Type;
 
 use crate::error::{AppError, AppResult};
-
-// Tests use their own keyring entry so that running them never touches a real key.
-const KEYRING_SERVICE: &str = if cfg!(test) {
-    "app.kasten.desktop.test"
-} else {
-    "app.kasten.desktop"
-};
-const KEYRING_USER: &str = "llm-api-key";
 
 /// Where the API key is kept.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, Type, PartialEq, Eq)]
@@ -73,30 +66,6 @@ fn env(k: &str) -> Option<String> {
     std::env::var(k).ok().filter(|v| !v.is_empty())
 }
 
-fn keyring_entry() -> Option<keyring::Entry> {
-    keyring::Entry::new(KEYRING_SERVICE, KEYRING_USER).ok()
-}
-
-/// The key from the OS keyring, if there is a keyring and a key in it.
-async fn keyring_get() -> Option<String> {
-    tokio::task::spawn_blocking(|| keyring_entry()?.get_password().ok())
-        .await
-        .ok()
-        .flatten()
-}
-
-async fn keyring_set(key: String) -> bool {
-    tokio::task::spawn_blocking(move || {
-        keyring_entry().is_some_and(|e| e.set_password(&key).is_ok())
-    })
-    .await
-    .unwrap_or(false)
-}
-
-async fn keyring_delete() {
-    let _ = tokio::task::spawn_blocking(|| keyring_entry().map(|e| e.delete_credential())).await;
-}
-
 fn mode_str(m: PolicyMode) -> String {
     match m {
         PolicyMode::Auto => "auto".into(),
@@ -146,7 +115,7 @@ pub async fn load(engine: &Engine) -> AppResult<SettingsDto> {
         KeyStorage::Environment
     } else if str_of(&llm, "api_key").is_some() {
         KeyStorage::Settings
-    } else if keyring_get().await.is_some() {
+    } else if engine.api_key_from_keyring().await.is_some() {
         KeyStorage::Keyring
     } else {
         KeyStorage::None
@@ -219,36 +188,22 @@ pub fn validate(input: &SettingsInput) -> AppResult<()> {
 
 pub async fn save(engine: &Engine, input: &SettingsInput) -> AppResult<Option<String>> {
     validate(input)?;
+    // the key first (the keyring, else the settings with a warning): it rewrites `llm`
+    let mut warning = None;
+    if let Some(key) = input.api_key.as_deref()
+        && engine.store_api_key(key).await? == Some(kasten_engine::secrets::KeyPlace::Settings)
+    {
+        warning = Some(kasten_engine::secrets::UNENCRYPTED_WARNING.to_owned());
+    }
     let mut llm = setting(engine, "llm").await?;
     if !llm.is_object() {
         llm = serde_json::json!({});
     }
-    let mut warning = None;
     if let Some(obj) = llm.as_object_mut() {
         obj.insert("provider".into(), input.provider.clone().into());
         obj.insert("base_url".into(), input.base_url.trim().to_owned().into());
         obj.insert("model".into(), input.model.trim().to_owned().into());
         obj.insert("timeout".into(), input.timeout_secs.into());
-        match input.api_key.as_deref().map(str::trim) {
-            None => {}
-            Some("") => {
-                obj.remove("api_key");
-                keyring_delete().await;
-            }
-            Some(key) => {
-                if keyring_set(key.to_owned()).await {
-                    obj.remove("api_key");
-                } else {
-                    obj.insert("api_key".into(), key.to_owned().into());
-                    warning = Some(
-                        "No OS keyring is available, so the API key is stored unencrypted in \
-                         the memory's settings: anyone who can read Kasten's data directory \
-                         can read it."
-                            .to_owned(),
-                    );
-                }
-            }
-        }
     }
     let store_err = |e| AppError::from(kasten_engine::EngineError::from(e));
     engine
@@ -312,13 +267,9 @@ pub async fn client_and_pipeline(
     engine: &Engine,
 ) -> AppResult<(Option<LlmClient>, PipelineOptions)> {
     let s = load(engine).await?;
-    let llm = setting(engine, "llm").await?;
     let key = match env("KASTEN_LLM_API_KEY") {
         Some(k) => Some(k),
-        None => match str_of(&llm, "api_key") {
-            Some(k) => Some(k),
-            None => keyring_get().await,
-        },
+        None => engine.stored_api_key().await?,
     };
     let client = client_for(&s.provider, &s.base_url, &s.model, s.timeout_secs, key)?;
     let pipeline = PipelineOptions {
@@ -366,15 +317,13 @@ pub async fn key_for_test(engine: &Engine, typed: Option<String>) -> AppResult<O
     if let Some(k) = env("KASTEN_LLM_API_KEY") {
         return Ok(Some(k));
     }
-    let llm = setting(engine, "llm").await?;
-    Ok(match str_of(&llm, "api_key") {
-        Some(k) => Some(k),
-        None => keyring_get().await,
-    })
+    Ok(engine.stored_api_key().await?)
 }
 
 #[cfg(test)]
 mod tests {
+    use kasten_engine::secrets::KeyStore as _;
+
     use super::*;
 
     fn input() -> SettingsInput {
@@ -422,61 +371,100 @@ mod tests {
         }
     }
 
+    /// A keyring in memory (tests never touch the real one); `works: false` is a machine
+    /// without one.
+    struct TestKeys {
+        works: bool,
+        key: std::sync::Mutex<Option<String>>,
+    }
+    impl kasten_engine::secrets::KeyStore for TestKeys {
+        fn get(&self) -> Option<String> {
+            self.key.lock().ok()?.clone()
+        }
+        fn set(&self, key: &str) -> bool {
+            self.works && self.key.lock().map(|mut k| *k = Some(key.into())).is_ok()
+        }
+        fn delete(&self) {
+            if let Ok(mut k) = self.key.lock() {
+                *k = None;
+            }
+        }
+    }
+
     /// Whichever way the key goes (the OS keyring where there is one, else the settings
-    /// with a warning), it is used afterwards, the UI is told where it is, and removing it
-    /// removes it from both places.
+    /// with a warning), it is used afterwards (by the app and by the CLI and MCP server's
+    /// path, `Engine::choose_llm`), the UI is told where it is, and removing it removes it
+    /// from both places.
     #[tokio::test]
     async fn the_api_key_goes_to_the_keyring_or_to_the_settings_with_a_warning() {
         if env("KASTEN_LLM_API_KEY").is_some() {
             return; // the environment would win over both places; nothing to observe here
         }
-        let engine = Engine::open(
-            &kasten_store::Endpoint::Mem,
-            std::sync::Arc::new(Flat),
-            &|_| {},
-        )
-        .await
-        .unwrap();
-        let key = "sk-test-0123456789";
-        let mut i = input();
-        i.api_key = Some(key.into());
-        let warning = save(&engine, &i).await.unwrap();
-        let llm = setting(&engine, "llm").await.unwrap();
-        let stored = load(&engine).await.unwrap().api_key_storage;
-        match warning {
-            Some(w) => {
+        for works in [true, false] {
+            let mut engine = Engine::open(
+                &kasten_store::Endpoint::Mem,
+                std::sync::Arc::new(Flat),
+                &|_| {},
+            )
+            .await
+            .unwrap();
+            let keys = std::sync::Arc::new(TestKeys {
+                works,
+                key: std::sync::Mutex::new(None),
+            });
+            engine.set_key_store(keys.clone());
+            let key = "sk-test-0123456789";
+            let mut i = input();
+            i.api_key = Some(key.into());
+            let warning = save(&engine, &i).await.unwrap();
+            let llm = setting(&engine, "llm").await.unwrap();
+            let stored = load(&engine).await.unwrap().api_key_storage;
+            if works {
+                // a keyring took it: the settings hold no copy
+                assert_eq!(warning, None);
+                assert_eq!(str_of(&llm, "api_key"), None);
+                assert_eq!(keys.get().as_deref(), Some(key));
+                assert_eq!(stored, KeyStorage::Keyring);
+            } else {
                 // no keyring (a headless machine, CI): kept in the settings, said plainly
+                let w = warning.unwrap_or_default();
                 assert!(w.contains("unencrypted"), "{w}");
                 assert_eq!(str_of(&llm, "api_key").as_deref(), Some(key));
                 assert_eq!(stored, KeyStorage::Settings);
             }
-            None => {
-                // a keyring took it: the settings hold no copy
-                assert_eq!(str_of(&llm, "api_key"), None);
-                assert_eq!(keyring_get().await.as_deref(), Some(key));
-                assert_eq!(stored, KeyStorage::Keyring);
-            }
+            // the stored key is the one a connection test uses
+            assert_eq!(
+                key_for_test(&engine, None).await.unwrap().as_deref(),
+                Some(key)
+            );
+            // and the one the CLI and `kasten mcp` use: they choose the LLM through the
+            // engine with the environment as lookup
+            let choice = engine.choose_llm(&|_: &str| None).await.unwrap();
+            let client = choice
+                .client
+                .unwrap_or_else(|| panic!("no client: {:?}", choice.problem));
+            assert_eq!(
+                client.config().api_key.as_deref(),
+                Some(key),
+                "keyring works: {works}"
+            );
+            // saving without a key keeps it; an empty key removes it everywhere
+            i.api_key = None;
+            assert!(save(&engine, &i).await.unwrap().is_none());
+            assert_eq!(
+                key_for_test(&engine, None).await.unwrap().as_deref(),
+                Some(key)
+            );
+            i.api_key = Some(String::new());
+            save(&engine, &i).await.unwrap();
+            assert_eq!(key_for_test(&engine, None).await.unwrap(), None);
+            assert_eq!(keys.get(), None);
+            assert_eq!(
+                load(&engine).await.unwrap().api_key_storage,
+                KeyStorage::None
+            );
+            engine.close().await;
         }
-        // the stored key is the one a connection test uses
-        assert_eq!(
-            key_for_test(&engine, None).await.unwrap().as_deref(),
-            Some(key)
-        );
-        // saving without a key keeps it; an empty key removes it everywhere
-        i.api_key = None;
-        assert!(save(&engine, &i).await.unwrap().is_none());
-        assert_eq!(
-            key_for_test(&engine, None).await.unwrap().as_deref(),
-            Some(key)
-        );
-        i.api_key = Some(String::new());
-        save(&engine, &i).await.unwrap();
-        assert_eq!(key_for_test(&engine, None).await.unwrap(), None);
-        assert_eq!(
-            load(&engine).await.unwrap().api_key_storage,
-            KeyStorage::None
-        );
-        engine.close().await;
     }
 
     #[test]

@@ -32,6 +32,8 @@ pub struct AppState {
     /// The worker is inside a `run_pending` pass.
     pub enriching: AtomicBool,
     pub stop: AtomicBool,
+    /// Woken once the memory is open (or failed to open).
+    pub opened: Notify,
     pub llm: Mutex<LlmSeen>,
     /// Milliseconds from process start until the memory was open.
     pub opened_ms: Mutex<Option<u64>>,
@@ -49,6 +51,7 @@ impl AppState {
             reconfigure: AtomicBool::new(false),
             enriching: AtomicBool::new(false),
             stop: AtomicBool::new(false),
+            opened: Notify::new(),
             llm: Mutex::new(LlmSeen::default()),
             opened_ms: Mutex::new(None),
             started,
@@ -70,6 +73,27 @@ impl AppState {
         }
     }
 
+    /// The open engine, waiting while the memory is still opening: a note saved right
+    /// after launch is written once the memory is open instead of being refused.
+    pub async fn engine_when_open(&self) -> AppResult<Arc<Engine>> {
+        loop {
+            let opened = self.opened.notified();
+            tokio::pin!(opened);
+            // registered before the slot is read, so an open finishing in between wakes it
+            opened.as_mut().enable();
+            if !matches!(&*self.slot.read().await, Slot::Opening { .. }) {
+                return self.engine().await;
+            }
+            opened.await;
+        }
+    }
+
+    /// The memory is open (or failed to open): wakes everything waiting for it.
+    pub async fn set_opened(&self, slot: Slot) {
+        *self.slot.write().await = slot;
+        self.opened.notify_waiters();
+    }
+
     pub fn set_llm(&self, ok: Option<bool>, message: impl Into<String>) {
         if let Ok(mut l) = self.llm.lock() {
             *l = LlmSeen {
@@ -85,5 +109,89 @@ impl AppState {
 
     pub fn is_enriching(&self) -> bool {
         self.enriching.load(Ordering::SeqCst)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::panic)] // test code fails loudly
+
+    use std::time::{Duration, Instant};
+
+    use kasten_embed::{EmbedError, Embedder};
+    use kasten_store::Endpoint;
+
+    use super::*;
+
+    /// Words hashed into a few dimensions: enough for an engine that only stores.
+    struct Words;
+    impl Embedder for Words {
+        fn model_id(&self) -> &str {
+            "test-words"
+        }
+        fn dim(&self) -> usize {
+            8
+        }
+        fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+            Ok(texts
+                .iter()
+                .map(|t| {
+                    let mut v = vec![0.1f32; 8];
+                    for w in t.split_whitespace() {
+                        v[w.len() % 8] += 1.0;
+                    }
+                    v
+                })
+                .collect())
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_note_saved_while_the_memory_opens_is_written_once_it_is_open() {
+        let state = Arc::new(AppState::new(Instant::now()));
+        let saving = {
+            let state = Arc::clone(&state);
+            tokio::spawn(async move {
+                crate::commands::add_note_to(&state, "saved right after launch".into()).await
+            })
+        };
+        // the memory takes a while to open
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(
+            !saving.is_finished(),
+            "the save did not wait for the memory"
+        );
+        let engine = Engine::open(&Endpoint::Mem, Arc::new(Words), &|_| {})
+            .await
+            .unwrap_or_else(|e| panic!("open: {e}"));
+        state.set_opened(Slot::Ready(Arc::new(engine))).await;
+        let saved = tokio::time::timeout(Duration::from_secs(10), saving)
+            .await
+            .unwrap_or_else(|_| panic!("the save never finished"))
+            .unwrap_or_else(|e| panic!("join: {e}"))
+            .unwrap_or_else(|e| panic!("the save was refused: {e}"));
+        assert_eq!(saved.content, "saved right after launch");
+        let engine = state.engine().await.unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(engine.count().await.unwrap_or(0), 1);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_save_waiting_for_a_memory_that_fails_to_open_says_why() {
+        let state = Arc::new(AppState::new(Instant::now()));
+        let saving = {
+            let state = Arc::clone(&state);
+            tokio::spawn(async move { crate::commands::add_note_to(&state, "x".into()).await })
+        };
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        state
+            .set_opened(Slot::Failed("the disk is gone".into()))
+            .await;
+        let e = tokio::time::timeout(Duration::from_secs(10), saving)
+            .await
+            .unwrap_or_else(|_| panic!("the save never finished"))
+            .unwrap_or_else(|e| panic!("join: {e}"))
+            .err()
+            .unwrap_or_else(|| panic!("saved into a memory that failed to open"));
+        assert!(e.to_string().contains("the disk is gone"), "{e}");
     }
 }

@@ -63,12 +63,12 @@ pub async fn open(app: AppHandle) {
             }
             tracing::info!("memory open after {ms} ms");
             let engine = Arc::new(engine);
-            *state.slot.write().await = Slot::Ready(Arc::clone(&engine));
+            state.set_opened(Slot::Ready(Arc::clone(&engine))).await;
             start_sharing(&app, &engine).await;
         }
         Err(m) => {
             tracing::error!("{m}");
-            *state.slot.write().await = Slot::Failed(m);
+            state.set_opened(Slot::Failed(m)).await;
         }
     }
     if let Ok(engine) = state.engine().await

@@ -124,8 +124,11 @@ export default function App() {
         <StatusBar />
       </div>
       {toastMsg && (
-        <div className="toast" role="status" onClick={() => setToastMsg(null)}>
-          {toastMsg}
+        <div className="toast" role="status" data-testid="toast">
+          {toastMsg}{" "}
+          <button className="small toast-close" aria-label="Dismiss" onClick={() => setToastMsg(null)}>
+            ×
+          </button>
         </div>
       )}
     </Ctx.Provider>

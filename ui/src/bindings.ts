@@ -9,7 +9,10 @@ import * as __TAURI_EVENT from "@tauri-apps/api/event";
 export const commands = {
 	/**  The status bar's figures (the same as the `StatusEvent` pushes). */
 	appStatus: () => typedError<StatusEvent, AppError>(__TAURI_INVOKE("app_status")),
-	/**  Saves a note (embedded and searchable at once) and wakes the enrichment worker. */
+	/**
+	 *  Saves a note (embedded and searchable at once) and wakes the enrichment worker. A
+	 *  note saved while the memory is still opening is written as soon as it is open.
+	 */
 	addNote: (content: string) => typedError<NoteDto, AppError>(__TAURI_INVOKE("add_note", { content })),
 	/**  A page of notes, newest first, with filters. */
 	listNotes: (filter: NoteFilterInput, offset: number, limit: number) => typedError<NotesPage, AppError>(__TAURI_INVOKE("list_notes", { filter, offset, limit })),
@@ -454,6 +457,11 @@ export type StatusEvent = {
 	enriching: boolean,
 	/**  Milliseconds from process start to the memory being open. */
 	opened_ms: number | null,
+	/**
+	 *  Other Kasten processes (agents over `kasten mcp`, `kasten` commands) connected to
+	 *  this app's memory now.
+	 */
+	clients: number,
 };
 
 export type TagCount = {

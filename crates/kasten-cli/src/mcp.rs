@@ -40,7 +40,9 @@ pub async fn run(db: Option<&str>) -> Result<()> {
         r = kasten_mcp::serve_stdio_memory(Memory::Local(Arc::clone(&engine)), wake) => r.map_err(anyhow::Error::from),
         _ = tokio::signal::ctrl_c() => Ok(()),
     };
-    // The server's tasks hold clones of the engine for a moment after the connection ends.
+    // The server's tool calls may still hold the engine after the connection ends (an
+    // `ask_memory` waiting for the LLM): serving stops, they are stopped before they
+    // write, and the store is closed on every path.
     share::close(owner, engine).await?;
     served
 }

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{Result, anyhow};
+use anyhow::Result;
 use kasten_embed::Embedder;
 use kasten_engine::{Engine, EngineError};
 use kasten_share::{Client, Owner, OwnerInfo};
@@ -108,23 +108,8 @@ pub async fn close(owner: Option<Owner>, engine: Arc<Engine>) -> Result<()> {
     if let Some(o) = owner {
         o.stop().await;
     }
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let mut engine = engine;
-    loop {
-        match Arc::try_unwrap(engine) {
-            Ok(e) => {
-                e.close().await;
-                return Ok(());
-            }
-            Err(still_shared) if Instant::now() < deadline => {
-                engine = still_shared;
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-            Err(_) => {
-                return Err(anyhow!(
-                    "the memory was not released within 10 s; everything committed is saved"
-                ));
-            }
-        }
-    }
+    // work still holding the engine is asked to stop before it writes; the store is
+    // closed whatever happens (never dropped unclosed)
+    Engine::close_shared(engine).await;
+    Ok(())
 }

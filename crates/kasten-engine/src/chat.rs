@@ -214,9 +214,9 @@ impl Engine {
             grammar: small.then(|| kasten_core::chat::cited_answer_grammar(prompt_notes.len())),
         };
         let mut sink = |t: &str| on_token(t);
-        let resp = llm
-            .chat_stream(&req, &mut sink)
-            .await
+        let resp = self
+            .unless_closing(llm.chat_stream(&req, &mut sink))
+            .await?
             .map_err(|e| EngineError::Llm(e.to_string()))?;
         let not_in_memory = says_not_in_memory(&resp.text);
         let (numbers, invalid) = if not_in_memory {
@@ -327,9 +327,9 @@ impl Engine {
             grammar: None,
         };
         let mut sink = |t: &str| on_token(t);
-        let resp = llm
-            .chat_stream(&req, &mut sink)
-            .await
+        let resp = self
+            .unless_closing(llm.chat_stream(&req, &mut sink))
+            .await?
             .map_err(|e| EngineError::Llm(e.to_string()))?;
         Ok(Answer {
             answer: resp.text,

@@ -21,6 +21,7 @@ mod pipeline;
 mod quality;
 mod review;
 mod search;
+pub mod secrets;
 pub mod settings;
 mod snapshot;
 mod transfer;
@@ -82,6 +83,10 @@ pub enum EngineError {
     Setting(#[from] settings::SettingError),
     #[error("internal error: {0}")]
     Internal(String),
+    /// The memory is being closed; what was being waited for was abandoned before it
+    /// wrote anything.
+    #[error("Kasten is closing the memory; nothing was lost, try again after it reopens")]
+    Closing,
 }
 
 /// Long work the engine reports while it runs.
@@ -179,6 +184,17 @@ pub struct Engine {
     from_snapshot: AtomicBool,
     /// A committed write may be missing from the indexes (see [`IndexSync`]).
     diverged: AtomicBool,
+    /// Set by [`Engine::close_shared`]: LLM calls in flight are abandoned (before their
+    /// single write) and enrichment passes stop, so the last holder lets go promptly.
+    closing: tokio::sync::watch::Sender<bool>,
+    /// Orders every store write that changes indexed data with the index update that
+    /// follows it ([`Engine::index_order`]), so the indexes apply writes in commit order.
+    write_order: tokio::sync::Mutex<()>,
+    /// Where the LLM API key is kept outside the memory (`secrets.rs`).
+    keys: Arc<dyn secrets::KeyStore>,
+    /// Tests: every other write waits between its commit and its index update.
+    #[cfg(test)]
+    stagger: std::sync::atomic::AtomicU64,
 }
 
 /// Taken right after a store write that changes indexed data returned `Ok`, and
@@ -285,6 +301,11 @@ impl Engine {
             snapshot_path: snapshot::path_for(endpoint),
             from_snapshot: AtomicBool::new(false),
             diverged: AtomicBool::new(false),
+            closing: tokio::sync::watch::Sender::new(false),
+            write_order: tokio::sync::Mutex::new(()),
+            keys: Arc::new(secrets::OsKeyring),
+            #[cfg(test)]
+            stagger: std::sync::atomic::AtomicU64::new(0),
         };
         // One process owns an embedded store (LOCK file), so jobs left `running` there were
         // held by a process that died: they go back to the queue at once. On a server the
@@ -315,6 +336,59 @@ impl Engine {
         }
         self.save_snapshot().await;
         self.store.close().await;
+    }
+
+    /// Closes an engine that others may still hold (the app's commands, the MCP server's
+    /// tool calls, an enrichment pass): asks them to stop ([`Engine::begin_close`]), waits
+    /// until this is the last handle, then [`Engine::close`]s. Never gives up: everything
+    /// that waits long (LLM calls, enrichment passes) stops at the request, and the rest
+    /// are single store transactions, so the wait is short; it is logged every 10 s.
+    pub async fn close_shared(mut engine: Arc<Engine>) {
+        engine.begin_close();
+        let started = Instant::now();
+        let mut next_log = 10;
+        loop {
+            match Arc::try_unwrap(engine) {
+                Ok(e) => {
+                    e.close().await;
+                    return;
+                }
+                Err(still_shared) => {
+                    engine = still_shared;
+                    if started.elapsed().as_secs() >= next_log {
+                        tracing::warn!(
+                            holders = Arc::strong_count(&engine) - 1,
+                            "still waiting for work in flight before closing the memory"
+                        );
+                        next_log += 10;
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                }
+            }
+        }
+    }
+
+    /// Asks everything running on this engine to stop: LLM calls in flight end with
+    /// [`EngineError::Closing`] before they write, enrichment passes claim no more jobs.
+    pub fn begin_close(&self) {
+        self.closing.send_replace(true);
+    }
+
+    /// Whether [`Engine::begin_close`] was called.
+    pub fn is_closing(&self) -> bool {
+        *self.closing.borrow()
+    }
+
+    /// Runs `work` unless the engine starts closing first (then `work` is dropped).
+    async fn unless_closing<T>(
+        &self,
+        work: impl std::future::Future<Output = T>,
+    ) -> Result<T, EngineError> {
+        let mut closing = self.closing.subscribe();
+        tokio::select! {
+            out = work => Ok(out),
+            _ = closing.wait_for(|c| *c) => Err(EngineError::Closing),
+        }
     }
 
     /// Reads the indexes from the snapshot the store vouches for, else rebuilds them.
@@ -428,6 +502,30 @@ impl Engine {
                 "saved the index snapshot"
             ),
             Err(e) => tracing::warn!("could not record the index snapshot in the store: {e}"),
+        }
+    }
+
+    /// Taken before a store write that changes indexed data and held until the indexes
+    /// show it. Without it two writers could commit A then B and update the indexes B
+    /// then A, leaving the older write in the indexes (an edit committed while an
+    /// enrichment or a review action of the same note was between its commit and its
+    /// index update). Never taken twice by one task: helpers called under it
+    /// (`index_note`) do not take it.
+    async fn index_order(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        self.write_order.lock().await
+    }
+
+    /// Tests: widens the step from a commit to its index update for every other write.
+    #[cfg(test)]
+    async fn after_commit(&self) {
+        // 0: off; else the writes numbered from it, and the even ones wait
+        if self.stagger.load(Ordering::SeqCst) > 0
+            && self
+                .stagger
+                .fetch_add(1, Ordering::SeqCst)
+                .is_multiple_of(2)
+        {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         }
     }
 
@@ -571,6 +669,7 @@ impl Engine {
             let texts: Vec<String> = chunk.iter().map(|(_, t)| t.clone()).collect();
             let vectors = self.embed_blocking(texts).await?;
             for ((id, _), v) in chunk.iter().zip(&vectors) {
+                let _order = self.index_order().await;
                 self.store.set_embedding(id, v, &model).await?;
                 let sync = self.index_sync();
                 self.write_indexes()?.vector.upsert(id.clone(), v)?;
@@ -677,6 +776,7 @@ impl Engine {
             (notes, writes, Vec::new(), Vec::new(), Vec::new())
         };
         let t1 = Instant::now();
+        let _order = self.index_order().await;
         self.store
             .insert_notes_with(&writes, &merge_writes, &differs)
             .await?;
@@ -735,6 +835,7 @@ impl Engine {
     /// Deletes a note with its links and jobs. Notes merged into it come back as regular
     /// notes (indexed, enrichment queued if they were never enriched).
     pub async fn delete(&self, id: &NoteId) -> Result<(), EngineError> {
+        let _order = self.index_order().await;
         let Some(back) = self.store.delete_note(id).await? else {
             return Err(EngineError::NotFound(id.clone()));
         };
@@ -753,6 +854,7 @@ impl Engine {
         &self,
         links: &[kasten_store::ImportLinkWrite],
     ) -> Result<u64, EngineError> {
+        let _order = self.index_order().await;
         let created = self.store.insert_import_links(links).await?;
         let sync = self.index_sync();
         let mut ix = self.write_indexes()?;
@@ -772,6 +874,7 @@ impl Engine {
     /// Rebuilds the link-expansion index from the accepted links in the store (after links
     /// were written outside the pipeline and review, e.g. by an import or a benchmark).
     pub async fn reload_links(&self) -> Result<usize, EngineError> {
+        let _order = self.index_order().await;
         let links = self.store.accepted_links().await?;
         let mut ix = self.write_indexes()?;
         ix.links.clear();
@@ -835,6 +938,8 @@ pub struct AddedBatch {
     pub store_time: std::time::Duration,
 }
 
+#[cfg(test)]
+mod concurrency_tests;
 #[cfg(test)]
 mod memory_tests;
 #[cfg(test)]

@@ -139,6 +139,7 @@ impl Engine {
                 ),
             )));
         }
+        let _order = self.index_order().await;
         if !self
             .store
             .change_status(
@@ -172,6 +173,7 @@ impl Engine {
                 ),
             )));
         }
+        let _order = self.index_order().await;
         if !self
             .store
             .change_status(

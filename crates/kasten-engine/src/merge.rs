@@ -277,6 +277,7 @@ impl Engine {
         let in_force = matches!(link.status.as_str(), "proposed" | "accepted");
         match (in_force, note.status) {
             (false, NoteStatus::Merged) => {
+                let _order = self.index_order().await;
                 self.store
                     .change_status(&dup, "merged", "active", "unmerge", "user", &link.id)
                     .await?;
@@ -288,6 +289,7 @@ impl Engine {
                 }
             }
             (true, NoteStatus::Active) => {
+                let _order = self.index_order().await;
                 self.store
                     .change_status(&dup, "active", "merged", "merge", "user", &link.id)
                     .await?;

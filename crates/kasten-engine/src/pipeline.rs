@@ -369,6 +369,9 @@ impl Engine {
             async move {
                 let mut outcomes = Vec::new();
                 loop {
+                    if self.is_closing() {
+                        break;
+                    }
                     let until = Utc::now()
                         + chrono::Duration::from_std(self.pipeline.lease)
                             .unwrap_or(chrono::Duration::minutes(10));
@@ -400,7 +403,12 @@ impl Engine {
                         self.store.release_job(&job.id).await?;
                         continue;
                     }
-                    let outcome = self.process(&job).await?;
+                    let outcome = match self.process(&job).await {
+                        Ok(o) => o,
+                        // the job went back to the queue untouched
+                        Err(EngineError::Closing) => break,
+                        Err(e) => return Err(e),
+                    };
                     on_job(&outcome);
                     outcomes.push(outcome);
                 }
@@ -462,6 +470,11 @@ impl Engine {
         };
         match result {
             Ok(outcome) => Ok(outcome),
+            // Abandoned before its write: not an attempt, the job goes back as it was.
+            Err(AttemptError::Engine(EngineError::Closing)) => {
+                self.store.release_job(&job.id).await?;
+                Err(EngineError::Closing)
+            }
             Err(e) => {
                 let (msg, retryable) = match &e {
                     AttemptError::Llm(l) => (format!("LLM: {l}"), true),
@@ -540,7 +553,9 @@ impl Engine {
         let steps = self.pipeline.steps;
         let mut c = if steps.construction {
             let validate = |v: &serde_json::Value| Construction::from_value(v).map(|_| ());
-            let resp: StructuredResponse = llm.structured(&request(&p, 300), &validate).await?;
+            let resp: StructuredResponse = self
+                .unless_closing(llm.structured(&request(&p, 300), &validate))
+                .await??;
             usage.add(&resp.usage);
             calls += resp.attempts;
             tracing::debug!(note = %note.id, answer = %resp.value, "construction");
@@ -618,7 +633,9 @@ impl Engine {
             };
             if let Some((p, max_tokens, parse)) = call {
                 let validate = |v: &serde_json::Value| parse(v, &handles).map(|_| ());
-                let resp = llm.structured(&request(&p, max_tokens), &validate).await?;
+                let resp = self
+                    .unless_closing(llm.structured(&request(&p, max_tokens), &validate))
+                    .await??;
                 usage.add(&resp.usage);
                 calls += resp.attempts;
                 le = parse(&resp.value, &handles).map_err(|e| LlmError::BadOutput {
@@ -735,8 +752,11 @@ impl Engine {
             links,
             updates: writes,
         };
+        let order = self.index_order().await;
         // updates of neighbours that changed meanwhile are held for review, not applied
         let held = self.store.apply_enrichment(&e).await?;
+        #[cfg(test)]
+        self.after_commit().await;
 
         // 7. the indexes follow the committed write (until they do, a close writes no
         // index snapshot)
@@ -762,6 +782,7 @@ impl Engine {
             }
         }
         sync.done();
+        drop(order);
         // the incremental Box update: the note joins the Box its links lead to (a failure
         // here only delays it to the next recompute; the enrichment is committed)
         if let Err(err) = self.place_in_box(&note.id).await {

@@ -385,6 +385,7 @@ impl Engine {
         min_confidence: f64,
         actor: &str,
     ) -> Result<usize, EngineError> {
+        let _order = self.index_order().await;
         let accepted = self
             .store
             .accept_links_above(
@@ -393,12 +394,15 @@ impl Engine {
                 "accepted with every link above a confidence",
             )
             .await?;
+        let sync = self.index_sync();
         let mut ix = self.write_indexes()?;
         for (_, a, b) in &accepted {
             if ix.vector.contains(a) && ix.vector.contains(b) {
                 ix.add_link(a, b);
             }
         }
+        drop(ix);
+        sync.done();
         // a merge stays in force from proposed to accepted: nothing to settle
         Ok(accepted.len())
     }
@@ -897,12 +901,15 @@ impl Engine {
 
     /// Commits a review batch, then brings the in-memory indexes in line with it.
     async fn commit_review(&self, batch: &ReviewBatch) -> Result<(), EngineError> {
+        let order = self.index_order().await;
         self.store.apply_review(batch).await.map_err(|e| match e {
             StoreError::Conflict => {
                 conflict("a note changed while this was being done; try again".into())
             }
             other => EngineError::Store(other),
         })?;
+        #[cfg(test)]
+        self.after_commit().await;
         let sync = self.index_sync();
         let ids: Vec<NoteId> = batch.field_changes.iter().map(|c| c.note.clone()).collect();
         let notes = self.store.get_notes(&ids).await?;
@@ -935,6 +942,7 @@ impl Engine {
             }
         }
         sync.done();
+        drop(order);
         // a merge link whose status changed folds its note in or lets it out
         for (link, _, _) in &batch.link_status {
             if let Some(l) = self.store.link(link).await? {

@@ -451,7 +451,12 @@ impl Engine {
         get: &(dyn Fn(&str) -> Option<String> + Send + Sync),
     ) -> Result<LlmChoice, EngineError> {
         let stored = self.setting_group("llm").await?;
-        Ok(LlmSettings::combine(get, &stored).choose(get))
+        let mut settings = LlmSettings::combine(get, &stored);
+        // the environment's key wins; else the keyring's, else the settings' (secrets.rs)
+        if get("KASTEN_LLM_API_KEY").is_none_or(|k| k.trim().is_empty()) {
+            settings.api_key = self.api_key_without_env(&stored).await;
+        }
+        Ok(settings.choose(get))
     }
 
     /// Pipeline options from the stored settings (values out of range are clamped).

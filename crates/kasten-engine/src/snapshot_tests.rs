@@ -40,15 +40,15 @@ type Place = (Option<i64>, Option<String>, Option<String>);
 /// order in which terms were first seen: vectors to the bit, each note's terms, timeline
 /// places and neighbours, links as sets.
 #[derive(Debug, PartialEq)]
-struct Fingerprint {
-    vectors: BTreeMap<String, Vec<u32>>,
+pub(crate) struct Fingerprint {
+    pub(crate) vectors: BTreeMap<String, Vec<u32>>,
     /// Each note's terms with frequencies.
-    text: BTreeMap<String, Vec<String>>,
-    timeline: BTreeMap<String, Place>,
-    links: BTreeMap<String, Vec<String>>,
+    pub(crate) text: BTreeMap<String, Vec<String>>,
+    pub(crate) timeline: BTreeMap<String, Place>,
+    pub(crate) links: BTreeMap<String, Vec<String>>,
 }
 
-fn fingerprint(e: &Engine) -> Fingerprint {
+pub(crate) fn fingerprint(e: &Engine) -> Fingerprint {
     let ix = e.read_indexes().unwrap_or_else(|err| panic!("{err}"));
     let mut vectors = BTreeMap::new();
     let mut timeline = BTreeMap::new();

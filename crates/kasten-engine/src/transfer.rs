@@ -204,6 +204,7 @@ impl Engine {
                 .collect();
             summary.queued += writes.iter().filter(|w| w.job.is_some()).count() as u64;
             let ts = std::time::Instant::now();
+            let _order = self.index_order().await;
             self.store.insert_notes(&writes).await?;
             let sync = self.index_sync();
             store_ms += ts.elapsed().as_millis();
@@ -259,6 +260,7 @@ impl Engine {
         let mut done = 0u64;
         progress(ImportProgress::Links { done, total });
         for chunk in writes.chunks(LINK_BATCH) {
+            let _order = self.index_order().await;
             let created = self.store.insert_import_links(chunk).await?;
             let sync = self.index_sync();
             summary.links_created += created;
@@ -357,7 +359,12 @@ impl Engine {
                 list.join(", ")
             ))));
         }
-        let summary = self.store.restore(backup).await?;
+        // the load after it reads everything back from the store (and re-embeds under
+        // the write order itself)
+        let summary = {
+            let _order = self.index_order().await;
+            self.store.restore(backup).await?
+        };
         let sync = self.index_sync();
         self.load(progress).await?;
         sync.done();

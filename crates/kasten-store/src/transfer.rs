@@ -264,6 +264,11 @@ impl Store {
             let mut rows: Vec<Json> = rows.into_iter().map(to_json).collect::<Result<_, _>>()?;
             // the index snapshot's seal describes this memory's own snapshot file, not data
             rows.retain(|r| !is_snapshot_seal(&t, r));
+            // secrets stay out of backups: the API key is the keyring's (or, where there is
+            // none, this machine's settings), never a file's that is copied elsewhere
+            if t == "setting" {
+                rows.iter_mut().for_each(without_secrets);
+            }
             tables.insert(t, Json::Array(rows));
         }
         Ok(json!({
@@ -418,6 +423,24 @@ impl Store {
 }
 
 /// Whether a backup row is the index snapshot's seal (`setting:index_snapshot`).
+/// Removes `api_key` from a backed-up `setting:llm` row (its value is JSON in a string).
+fn without_secrets(row: &mut Json) {
+    if row.pointer("/id/$record/key").and_then(Json::as_str) != Some("llm") {
+        return;
+    }
+    let Some(value) = row.get_mut("value") else {
+        return;
+    };
+    if let Some(mut v) = value
+        .as_str()
+        .and_then(|s| serde_json::from_str::<Json>(s).ok())
+        && let Some(obj) = v.as_object_mut()
+        && obj.remove("api_key").is_some()
+    {
+        *value = Json::String(v.to_string());
+    }
+}
+
 fn is_snapshot_seal(table: &str, row: &Json) -> bool {
     table == "setting"
         && row.pointer("/id/$record/key").and_then(Json::as_str) == Some(crate::SNAPSHOT_SETTING)

@@ -1,11 +1,12 @@
 import { useEffect, useRef, useState } from "react";
-import { api, onStatus, type StatusEvent } from "../api";
+import { api, errorText, onStatus, type StatusEvent } from "../api";
 import { useApp } from "../app-context";
 
 /** The memory, the LLM connection and the job queue, live. */
 export default function StatusBar() {
-  const { go, bump } = useApp();
+  const { go, bump, toast } = useApp();
   const [s, setS] = useState<StatusEvent | null>(null);
+  const [pollErr, setPollErr] = useState<string | null>(null);
   // Views asked for data while the memory was opening: refresh them once it is open.
   const wasReady = useRef(false);
   useEffect(() => {
@@ -13,6 +14,14 @@ export default function StatusBar() {
     if (ready && !wasReady.current) bump();
     wasReady.current = ready;
   }, [s?.memory, bump]);
+  // Notes added or removed by another process (an agent over `kasten mcp`, a `kasten`
+  // command going through the app): the views show them without a reload.
+  const lastNotes = useRef<number | null>(null);
+  useEffect(() => {
+    if (s?.memory !== "ready") return;
+    if (lastNotes.current !== null && lastNotes.current !== s.notes) bump();
+    lastNotes.current = s.notes;
+  }, [s?.memory, s?.notes, bump]);
 
   useEffect(() => {
     let off: (() => void) | undefined;
@@ -20,15 +29,19 @@ export default function StatusBar() {
     const poll = () =>
       api
         .status()
-        .then((x) => !gone && setS(x))
-        .catch(() => {});
+        .then((x) => {
+          if (gone) return;
+          setS(x);
+          setPollErr(null);
+        })
+        .catch((e) => !gone && setPollErr(errorText(e)));
     poll();
     onStatus((x) => setS(x))
       .then((f) => {
         if (gone) f();
         else off = f;
       })
-      .catch(() => {});
+      .catch((e) => !gone && setPollErr(errorText(e)));
     // The status is pushed on every change; a slow poll covers opening progress.
     const t = window.setInterval(poll, 3000);
     return () => {
@@ -38,7 +51,12 @@ export default function StatusBar() {
     };
   }, []);
 
-  if (!s) return <footer className="statusbar" data-testid="status-bar">Starting…</footer>;
+  if (!s)
+    return (
+      <footer className="statusbar" data-testid="status-bar">
+        {pollErr ? <span className="error">status unavailable: {pollErr}</span> : "Starting…"}
+      </footer>
+    );
 
   const llmClass = !s.llm_configured ? "warn" : s.llm_ok === false ? "bad" : s.llm_ok ? "ok" : "";
   const llmText = !s.llm_configured
@@ -69,8 +87,14 @@ export default function StatusBar() {
       <span data-testid="jobs">
         jobs: {s.jobs_queued} queued · {s.jobs_running} running ·{" "}
         <span className={s.jobs_failed ? "error" : ""}>{s.jobs_failed} failed</span>
-        {s.enriching && " · enriching…"}
+        {/* the worker's pass outlives its last job by a moment: only say so while jobs wait or run */}
+        {s.enriching && s.jobs_queued + s.jobs_running > 0 && " · enriching…"}
       </span>
+      {s.clients > 0 && (
+        <span data-testid="clients" title="Agents (kasten mcp) and kasten commands using this memory through the app">
+          {s.clients === 1 ? "1 agent connected" : `${s.clients} agents connected`}
+        </span>
+      )}
       {s.jobs_failed > 0 && (
         <button
           className="small"
@@ -78,14 +102,13 @@ export default function StatusBar() {
             api
               .retryFailed()
               .then(bump)
-              .catch(() => {})
+              .catch((e) => toast(`Retry failed: ${errorText(e)}`))
           }
         >
           retry failed
         </button>
       )}
       <span className="grow" />
-      {s.opened_ms != null && <span title="process start to memory open">opened in {s.opened_ms} ms</span>}
     </footer>
   );
 }

@@ -100,6 +100,13 @@ describe("NotesView", () => {
     expect(ctx.toast).toHaveBeenCalledWith("Loaded 12 sample notes");
   });
 
+  it("says when the tags or Boxes cannot be listed", async () => {
+    mocked.listNotes.mockResolvedValue({ total: 0, offset: 0, notes: [] });
+    mocked.listTags.mockRejectedValue(new Error("the store is locked"));
+    renderWith(<NotesView />);
+    expect(await screen.findByText(/Cannot list the tags: the store is locked/)).toBeTruthy();
+  });
+
   it("asks for one page at a time and fetches the next on demand", async () => {
     const page = (from: number, n: number) => Array.from({ length: n }, (_, i) => note({ id: `N${from + i}`, content: `note ${from + i}` }));
     mocked.listNotes.mockImplementation((_f: unknown, offset: number, limit: number) =>

@@ -87,6 +87,22 @@ describe("ReviewView", () => {
     await waitFor(() => expect(mocked.rollback).toHaveBeenCalledWith("ev1"));
   });
 
+  it("ties the edit fields to their labels", async () => {
+    mocked.reviewQueue.mockResolvedValue({ items: [{ ...edit, status: "proposed" }], more: false });
+    renderWith(<ReviewView />);
+    await userEvent.click(await screen.findByText("Edit"));
+    await userEvent.type(screen.getByLabelText("keywords"), "beach");
+    expect((screen.getByLabelText("keywords") as HTMLInputElement).value).toContain("beach");
+    expect(screen.getByLabelText("tags").tagName).toBe("INPUT");
+    expect(screen.getByLabelText("context").tagName).toBe("TEXTAREA");
+  });
+
+  it("says when the events cannot be listed", async () => {
+    mocked.listEvents.mockRejectedValue(new Error("the store is locked"));
+    renderWith(<ReviewView />);
+    expect(await screen.findByText("Cannot list the events: the store is locked")).toBeTruthy();
+  });
+
   it("bulk-accepts links above the chosen confidence", async () => {
     const { ctx } = renderWith(<ReviewView />);
     await screen.findAllByTestId("review-item");

@@ -34,6 +34,7 @@ const status = (over: Partial<StatusEvent> = {}): StatusEvent => ({
   jobs_done: 9,
   enriching: true,
   opened_ms: 1500,
+  clients: 0,
   ...over,
 });
 
@@ -49,6 +50,30 @@ describe("StatusBar", () => {
     expect(screen.getByText("retry failed")).toBeTruthy();
   });
 
+  it("shows a failed retry instead of swallowing it, and no debug timing", async () => {
+    (api.status as ReturnType<typeof vi.fn>).mockResolvedValue(status());
+    (api.retryFailed as ReturnType<typeof vi.fn>).mockRejectedValue(new Error("the memory is busy"));
+    const { ctx } = renderWith(<StatusBar />);
+    (await screen.findByText("retry failed")).click();
+    await waitFor(() => expect(ctx.toast).toHaveBeenCalledWith("Retry failed: the memory is busy"));
+    expect(screen.getByTestId("status-bar").textContent).not.toContain("opened in");
+  });
+
+  it("says when the status cannot be read", async () => {
+    (api.status as ReturnType<typeof vi.fn>).mockRejectedValue(new Error("no connection to the app"));
+    renderWith(<StatusBar />);
+    expect(await screen.findByText("status unavailable: no connection to the app")).toBeTruthy();
+  });
+
+  it("does not say enriching while no job waits or runs", async () => {
+    (api.status as ReturnType<typeof vi.fn>).mockResolvedValue(
+      status({ jobs_queued: 0, jobs_running: 0, jobs_failed: 0, enriching: true }),
+    );
+    renderWith(<StatusBar />);
+    expect(await screen.findByText("12 notes")).toBeTruthy();
+    expect(screen.getByTestId("jobs").textContent).toBe("jobs: 0 queued · 0 running · 0 failed");
+  });
+
   it("refreshes the views once the memory has opened", async () => {
     (api.status as ReturnType<typeof vi.fn>).mockResolvedValue(status({ memory: "opening", memory_message: "reading notes: 10 of 100" }));
     const { ctx } = renderWith(<StatusBar />);
@@ -60,5 +85,20 @@ describe("StatusBar", () => {
     expect(screen.getByTestId("llm-status").textContent).toBe(
       "LLM error: connection refused · built-in SmolLM2-135M",
     );
+  });
+
+  it("says how many agents use the memory through the app, and shows notes they add", async () => {
+    (api.status as ReturnType<typeof vi.fn>).mockResolvedValue(status({ clients: 2 }));
+    const { ctx } = renderWith(<StatusBar />);
+    expect((await screen.findByTestId("clients")).textContent).toBe("2 agents connected");
+    await waitFor(() => expect(push).not.toBeNull());
+    const bumps = (ctx.bump as ReturnType<typeof vi.fn>).mock.calls.length;
+    // an agent added a note: the views are told to reload
+    act(() => push?.(status({ clients: 1, notes: 13 })));
+    await waitFor(() => expect((ctx.bump as ReturnType<typeof vi.fn>).mock.calls.length).toBe(bumps + 1));
+    expect(screen.getByTestId("clients").textContent).toBe("1 agent connected");
+    act(() => push?.(status({ clients: 0, notes: 13 })));
+    await waitFor(() => expect(screen.queryByTestId("clients")).toBeNull());
+    expect((ctx.bump as ReturnType<typeof vi.fn>).mock.calls.length).toBe(bumps + 1);
   });
 });

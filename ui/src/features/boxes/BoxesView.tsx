@@ -7,6 +7,10 @@ import { PALETTE } from "../graph/graphData";
 /** Boxes (clusters of linked notes): choosing one focuses the graph on it. */
 export default function BoxesView() {
   const { setGraphFocus, go, revision } = useApp();
+  const open = (boxId: string) => {
+    setGraphFocus({ center: null, depth: 1, boxId });
+    go("graph");
+  };
   const [boxes, setBoxes] = useState<BoxDto[] | null>(null);
   const [err, setErr] = useState<string | null>(null);
 
@@ -38,9 +42,14 @@ export default function BoxesView() {
             data-testid="box-item"
             data-id={b.id}
             tabIndex={0}
-            onClick={() => {
-              setGraphFocus({ center: null, depth: 1, boxId: b.id });
-              go("graph");
+            role="button"
+            aria-label={`${b.label}, ${b.size} notes: show in the graph`}
+            onClick={() => open(b.id)}
+            onKeyDown={(e) => {
+              if (e.key === "Enter" || e.key === " ") {
+                e.preventDefault();
+                open(b.id);
+              }
             }}
           >
             <span className="dot" style={{ background: PALETTE[i % PALETTE.length] }} />

@@ -77,7 +77,7 @@ export default function ChatView() {
             <div className="msg user">{t.question}</div>
             <div className="msg card" data-testid="chat-answer" data-done={t.answer ? "true" : "false"} data-not-in-memory={t.answer?.not_in_memory ? "true" : "false"}>
               {t.answer?.not_in_memory && <div className="warning"><strong>Not in memory.</strong> None of your notes answers this.</div>}
-              <div className="content">
+              <div className="content" aria-live="polite" aria-busy={t.answer || t.error ? "false" : "true"}>
                 {withCitations(t.text || (t.error ? "" : "…"), t.answer?.citations.map((c) => c.n) ?? [], (n) => {
                   const c = t.answer?.citations.find((x) => x.n === n);
                   if (!c) return;

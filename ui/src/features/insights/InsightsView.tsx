@@ -31,10 +31,15 @@ export default function InsightsView() {
   const { revision } = useApp();
   const [d, setD] = useState<InsightsDto | null>(null);
   const [err, setErr] = useState<string | null>(null);
+  const [openedMs, setOpenedMs] = useState<number | null>(null);
   useEffect(() => {
     api
       .insights()
       .then(setD)
+      .catch((e) => setErr(errorText(e)));
+    api
+      .status()
+      .then((s) => setOpenedMs(s.opened_ms))
       .catch((e) => setErr(errorText(e)));
   }, [revision]);
   if (err) return <div className="view error">{err}</div>;
@@ -70,6 +75,11 @@ export default function InsightsView() {
         </div>
       </div>
       <p className="small muted">{d.total_notes} notes in memory; the last 90 days are charted.</p>
+      {openedMs != null && (
+        <p className="small muted" data-testid="opened-ms" title="from the start of the process until the memory was open">
+          This session opened the memory in {openedMs} ms.
+        </p>
+      )}
     </div>
   );
 }

@@ -61,8 +61,14 @@ export default function NotesView() {
   useEffect(() => loadList(), [loadList, revision]);
 
   useEffect(() => {
-    api.listTags(50).then(setTags).catch(() => {});
-    api.listBoxes(50).then(setBoxes).catch(() => {});
+    api
+      .listTags(50)
+      .then(setTags)
+      .catch((e) => setErr(`Cannot list the tags: ${errorText(e)}`));
+    api
+      .listBoxes(50)
+      .then(setBoxes)
+      .catch((e) => setErr(`Cannot list the Boxes: ${errorText(e)}`));
   }, [revision]);
 
   // Search as you type (debounced).

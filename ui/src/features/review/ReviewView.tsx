@@ -1,4 +1,4 @@
-import { useCallback, useEffect, useState } from "react";
+import { useCallback, useEffect, useId, useState } from "react";
 import { api, errorText, type EventDto, type ReviewItemDto } from "../../api";
 import { useApp } from "../../app-context";
 import Diff from "../../components/Diff";
@@ -14,6 +14,7 @@ const list = (s: string) =>
 function Item({ it, onDone }: { it: ReviewItemDto; onDone: (msg: string) => void }) {
   const { openNote } = useApp();
   const [editing, setEditing] = useState(false);
+  const fieldId = useId();
   const [form, setForm] = useState({ keywords: "", tags: "", context: "" });
   const [err, setErr] = useState<string | null>(null);
   const act = async (f: () => Promise<unknown>, msg: string) => {
@@ -53,16 +54,16 @@ function Item({ it, onDone }: { it: ReviewItemDto; onDone: (msg: string) => void
       {editing && (
         <div style={{ marginTop: 6 }}>
           <div className="field">
-            <label>keywords</label>
-            <input value={form.keywords} onChange={(e) => setForm({ ...form, keywords: e.target.value })} />
+            <label htmlFor={`${fieldId}-keywords`}>keywords</label>
+            <input id={`${fieldId}-keywords`} value={form.keywords} onChange={(e) => setForm({ ...form, keywords: e.target.value })} />
           </div>
           <div className="field">
-            <label>tags</label>
-            <input value={form.tags} onChange={(e) => setForm({ ...form, tags: e.target.value })} />
+            <label htmlFor={`${fieldId}-tags`}>tags</label>
+            <input id={`${fieldId}-tags`} value={form.tags} onChange={(e) => setForm({ ...form, tags: e.target.value })} />
           </div>
           <div className="field">
-            <label>context</label>
-            <textarea rows={2} value={form.context} onChange={(e) => setForm({ ...form, context: e.target.value })} />
+            <label htmlFor={`${fieldId}-context`}>context</label>
+            <textarea id={`${fieldId}-context`} rows={2} value={form.context} onChange={(e) => setForm({ ...form, context: e.target.value })} />
           </div>
         </div>
       )}
@@ -142,7 +143,10 @@ export default function ReviewView() {
         setErr(null);
       })
       .catch((e) => setErr(errorText(e)));
-    api.listEvents(50).then(setEvents).catch(() => {});
+    api
+      .listEvents(50)
+      .then(setEvents)
+      .catch((e) => setErr(`Cannot list the events: ${errorText(e)}`));
   }, [key]);
   useEffect(() => load(), [load, revision]);
 
