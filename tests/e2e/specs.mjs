@@ -1,5 +1,5 @@
 // The e2e specs. Each gets a fresh app (new KASTEN_HOME, new driver, new session).
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, mkdirSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -580,6 +580,94 @@ export async function builtinLlm({ llmUrl }) {
     });
     return { enrichSeconds: Math.round(enrichSeconds), perNote: +(enrichSeconds / 12).toFixed(1) };
   } finally {
+    await app.close();
+  }
+}
+
+/** An MCP client over `kasten mcp`'s stdio: newline-delimited JSON-RPC. */
+function mcpClient(home) {
+  const proc = spawn(CLI, ["mcp"], { env: { ...memoryEnv(home), KASTEN_LLM_PROVIDER: "none" }, stdio: ["pipe", "pipe", "pipe"] });
+  let buf = "";
+  let stderr = "";
+  const waiting = new Map();
+  proc.stdout.on("data", (d) => {
+    buf += d.toString();
+    let i;
+    while ((i = buf.indexOf("\n")) >= 0) {
+      const line = buf.slice(0, i).trim();
+      buf = buf.slice(i + 1);
+      if (!line) continue;
+      const msg = JSON.parse(line);
+      if (msg.id !== undefined && waiting.has(msg.id)) {
+        waiting.get(msg.id)(msg);
+        waiting.delete(msg.id);
+      }
+    }
+  });
+  proc.stderr.on("data", (d) => (stderr += d.toString()));
+  let next = 1;
+  const request = (method, params) =>
+    new Promise((resolve, reject) => {
+      const id = next++;
+      const timer = setTimeout(() => reject(new Error(`no answer to ${method} in 30 s; stderr: ${stderr}`)), 30000);
+      waiting.set(id, (m) => {
+        clearTimeout(timer);
+        if (m.error) reject(new Error(`${method}: ${JSON.stringify(m.error)}`));
+        else resolve(m.result);
+      });
+      proc.stdin.write(JSON.stringify({ jsonrpc: "2.0", id, method, params }) + "\n");
+    });
+  const notify = (method) => proc.stdin.write(JSON.stringify({ jsonrpc: "2.0", method }) + "\n");
+  const close = () =>
+    new Promise((resolve) => {
+      proc.once("exit", resolve);
+      proc.stdin.end();
+      setTimeout(() => proc.kill("SIGKILL"), 10000);
+    });
+  return { request, notify, close, stderr: () => stderr };
+}
+
+/**
+ * One memory for the app and an agent: with the app open, an agent's `kasten mcp` goes
+ * through the app (no "open in another process"). The note it adds appears in the app's
+ * list without a reload, the status bar counts the agent, and the agent finds a note the
+ * user wrote in the app.
+ */
+export async function agentOverMcp() {
+  const app = await launch({});
+  const { browser } = app;
+  let agent = null;
+  try {
+    await ready(browser);
+    const input = $t(browser, "note-input");
+    await input.waitForDisplayed({ timeout: T });
+    await input.setValue("The plumber comes on Friday at eight to fix the kitchen tap.");
+    await $t(browser, "note-save").click();
+    await browser.waitUntil(async () => (await $$t(browser, "note-item")).length === 1, { timeout: T, timeoutMsg: "the user's note did not appear" });
+
+    agent = mcpClient(app.home);
+    await agent.request("initialize", { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "e2e-agent", version: "1.0" } });
+    agent.notify("notifications/initialized");
+    await browser.waitUntil(async () => (await $t(browser, "clients").isExisting()) && (await $t(browser, "clients").getText()) === "1 agent connected", {
+      timeout: T,
+      timeoutMsg: "the status bar does not count the agent",
+    });
+    const found = await agent.request("tools/call", { name: "search_memory", arguments: { query: "when does the plumber come", k: 3 } });
+    assert(JSON.stringify(found).includes("plumber comes on Friday"), `the agent finds the user's note (${JSON.stringify(found).slice(0, 300)})`);
+    const t0 = Date.now();
+    const added = await agent.request("tools/call", { name: "add_memory", arguments: { content: "The user prefers tea over coffee in the afternoon." } });
+    assert(!added.isError, `add_memory worked (${JSON.stringify(added).slice(0, 300)})`);
+    await browser.waitUntil(async () => (await $$t(browser, "note-item")).length === 2, { timeout: T, interval: 100, timeoutMsg: "the agent's note did not appear in the app" });
+    const appearMs = Date.now() - t0;
+    const texts = [];
+    for (const item of await $$t(browser, "note-item")) texts.push(await item.getProperty("textContent"));
+    assert(texts.some((t) => t.includes("prefers tea over coffee")), `the list shows the agent's note (${texts.join(" | ")})`);
+    await agent.close();
+    agent = null;
+    await browser.waitUntil(async () => !(await $t(browser, "clients").isExisting()), { timeout: T, timeoutMsg: "the agent is still counted after it left" });
+    return { appearMs };
+  } finally {
+    if (agent) await agent.close();
     await app.close();
   }
 }

@@ -347,3 +347,41 @@ fn engine_futures_are_send(e: &Engine) {
     assert_send(&e.proposals(&[], 1));
     assert_send(&e.history(&NoteId::generate()));
 }
+
+#[tokio::test]
+async fn strength_weighting_decides_which_notes_make_the_top_k() {
+    let e = engine(None).await;
+    let strong = e
+        .add(NewNote::new("Every morning Pixel runs along Brighton beach with Ada").unwrap())
+        .await
+        .unwrap()
+        .id;
+    let weak = e
+        .add(NewNote::new("Pixel the dog loves the beach at Brighton in summer").unwrap())
+        .await
+        .unwrap()
+        .id;
+    let q = "Pixel the dog loves the beach at Brighton in summer";
+    let plain = e.search(q, 1).await.unwrap().hits;
+    assert_eq!(
+        plain[0].note.id, weak,
+        "without weighting the closer note wins"
+    );
+    // the closer note was last used long ago and has faded almost to nothing
+    let long_ago = chrono::Utc::now() - chrono::Duration::days(3650);
+    e.store()
+        .reinforce(&[(weak.clone(), 0.01, long_ago)])
+        .await
+        .unwrap();
+    let options = crate::SearchOptions {
+        strength_weight: 1.0,
+        ..crate::SearchOptions::default()
+    };
+    let weighted = e.search_with(q, 1, &options).await.unwrap().hits;
+    assert_eq!(weighted.len(), 1);
+    assert_eq!(
+        weighted[0].note.id, strong,
+        "strength takes part in choosing the top k, not only in ordering it"
+    );
+    e.close().await;
+}

@@ -112,6 +112,10 @@ fn normalised(v: &[f32]) -> Vec<f32> {
     }
 }
 
+/// Notes ranked beyond `k` (at least; `3 k` when larger) before strength weighting picks
+/// the top `k`.
+const STRENGTH_POOL_EXTRA: usize = 20;
+
 impl Engine {
     /// Embeds a search query with the memory's model.
     pub async fn embed_query(&self, query: &str) -> Result<Vec<f32>, EngineError> {
@@ -419,7 +423,14 @@ impl Engine {
         let qv = self.embed_query(query).await?;
         let embed = t0.elapsed();
         let t1 = Instant::now();
-        let mut fused = self.rank_expanded(query, &qv, k, options)?;
+        // with strength weighting, a larger pool is ranked first, so that strength decides
+        // which notes make the top k (not only their order within it)
+        let pool = if options.strength_weight > 0.0 {
+            k.saturating_mul(3).max(k + STRENGTH_POOL_EXTRA)
+        } else {
+            k
+        };
+        let mut fused = self.rank_expanded(query, &qv, pool, options)?;
         if options.strength_weight > 0.0 {
             let ids: Vec<NoteId> = fused.iter().map(|h| h.id.clone()).collect();
             let strength = self.strength_now(&ids).await?;
@@ -433,6 +444,7 @@ impl Engine {
                     .partial_cmp(&a.score)
                     .unwrap_or(std::cmp::Ordering::Equal)
             });
+            fused.truncate(k);
         }
         let rank = t1.elapsed();
         let t2 = Instant::now();
