@@ -181,7 +181,14 @@ export async function launch({ llmUrl, home, extraEnv = {}, builtinLlm = false }
     stop(driver);
     return exited;
   };
-  return { browser, home, close, terminate, startedAt, log: () => fs.readFileSync(path.join(home, "app.log"), "utf8") };
+  /** The app's peak resident memory so far (VmHWM, MiB), or null when it is not found. */
+  const peakRssMiB = () => {
+    const app = descendants(driver.pid).find((p) => p.comm.startsWith("kasten-desktop"));
+    if (!app) return null;
+    const m = /VmHWM:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${app.pid}/status`, "utf8"));
+    return m ? Math.round(Number(m[1]) / 1024) : null;
+  };
+  return { browser, home, close, terminate, startedAt, peakRssMiB, log: () => fs.readFileSync(path.join(home, "app.log"), "utf8") };
 }
 
 /** The processes below `pid` (from /proc), with their command names. */

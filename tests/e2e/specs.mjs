@@ -551,6 +551,8 @@ export async function builtinLlm({ llmUrl }) {
       { timeout: 900000, interval: 2000, timeoutMsg: "some sample notes stayed pending with the built-in model" },
     );
     const enrichSeconds = (Date.now() - t0) / 1000;
+    // the app's peak memory with the model loaded and all 12 notes enriched
+    const peakRssMiB = app.peakRssMiB();
     const failed = (await browser.$$('[data-testid="note-item"][data-enrich="failed"]')).length;
     const done = await enrichedCount(browser);
     assert(done === 12 && failed === 0, `every sample note enriched by the built-in model (${done} done, ${failed} failed)`);
@@ -578,7 +580,7 @@ export async function builtinLlm({ llmUrl }) {
       timeout: T,
       timeoutMsg: "the status bar does not name the built-in model again",
     });
-    return { enrichSeconds: Math.round(enrichSeconds), perNote: +(enrichSeconds / 12).toFixed(1) };
+    return { enrichSeconds: Math.round(enrichSeconds), perNote: +(enrichSeconds / 12).toFixed(1), peakRssMiB };
   } finally {
     await app.close();
   }
