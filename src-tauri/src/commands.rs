@@ -627,11 +627,7 @@ pub async fn save_settings(
     let warning = settings::save(&engine, &input).await?;
     let settings = settings::load(&engine).await?;
     drop(engine);
-    state
-        .reconfigure
-        .store(true, std::sync::atomic::Ordering::SeqCst);
-    state.kick.notify_one();
-    crate::worker::emit_status(&app).await;
+    crate::worker::llm_settings_changed(&app, &state).await;
     Ok(SaveOutcome { settings, warning })
 }
 

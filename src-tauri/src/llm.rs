@@ -159,10 +159,6 @@ pub async fn use_llm(
         engine.set_setting_checked(k, v).await.map_err(invalid)?;
     }
     drop(engine);
-    state
-        .reconfigure
-        .store(true, std::sync::atomic::Ordering::SeqCst);
-    state.kick.notify_one();
-    crate::worker::emit_status(&app).await;
+    crate::worker::llm_settings_changed(&app, &state).await;
     in_use(&state).await
 }

@@ -80,6 +80,14 @@ pub async fn open(app: AppHandle) {
     state.kick.notify_one();
 }
 
+/// The stored LLM settings changed: the client is rebuilt before the next enrichment
+/// pass (the worker is woken for it), and the window gets the status at once.
+pub async fn llm_settings_changed(app: &AppHandle, state: &AppState) {
+    state.reconfigure.store(true, Ordering::SeqCst);
+    state.kick.notify_one();
+    emit_status(app).await;
+}
+
 pub async fn emit_status(app: &AppHandle) {
     let status = crate::commands::status_of(&app.state::<AppState>()).await;
     if let Err(e) = status.emit(app) {
