@@ -249,3 +249,22 @@ fn boxes_and_archive_round_trip() {
     let c = h.json(&["archive-candidates"]);
     assert_eq!(c.as_array().map(Vec::len), Some(0), "{c:#}");
 }
+
+/// The answer prompt shows each note's context, not only its content: a question whose
+/// answer is only in a note's context is answered from it, citing that note.
+#[test]
+fn ask_answers_from_a_notes_context() {
+    let fake = FakeServer::start("normal");
+    let h = Home::with_llm(&fake.openai_url());
+    add_all(&h);
+    let id = h.json(&["add", "Met Jo on Tuesday afternoon.", "--wait"])["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    h.json(&["edit", &id, "--context", "Jo is Caroline's piano teacher."]);
+
+    let a = h.json(&["ask", "Who is Caroline's piano teacher?"]);
+    let answer = a["answer"].as_str().unwrap_or_default();
+    assert!(answer.contains("Jo is Caroline's piano teacher"), "{a:#}");
+    assert_eq!(strs(&a["citations"]).first(), Some(&id), "{a:#}");
+}

@@ -135,14 +135,30 @@ pub fn content_words(text: &str) -> Vec<String> {
 /// The answer to a chat without structured output (rules in the crate docs).
 pub fn plain_answer(messages: &[Message]) -> String {
     let mut notes: Vec<(&str, &str)> = Vec::new();
+    // (note number, text) of what a note shows besides its content: its context line, and
+    // the reasons of links that start at it
+    let mut extra: Vec<(&str, &str)> = Vec::new();
+    let mut current: Option<&str> = None;
     for line in messages.iter().flat_map(|m| m.content.lines()) {
-        if let Some(rest) = line.trim_start().strip_prefix('[')
+        let trimmed = line.trim_start();
+        if let Some(rest) = trimmed.strip_prefix('[')
             && let Some((number, text)) = rest.split_once(']')
             && !number.is_empty()
             && number.chars().all(|c| c.is_ascii_digit())
-            && !notes.iter().any(|(n, _)| *n == number)
         {
-            notes.push((number, text.trim()));
+            if notes.iter().any(|(n, _)| *n == number) {
+                // a link line `[a] kind [b]: <<<reason>>>`
+                if let Some((_, reason)) = text.split_once(':') {
+                    extra.push((number, reason.trim()));
+                }
+            } else {
+                notes.push((number, text.trim()));
+                current = Some(number);
+            }
+        } else if let Some(ctx) = trimmed.strip_prefix("context:")
+            && let Some(n) = current
+        {
+            extra.push((n, ctx.trim()));
         }
     }
     let Some((_, first)) = notes.first() else {
@@ -155,8 +171,33 @@ pub fn plain_answer(messages: &[Message]) -> String {
             NOT_IN_MEMORY.to_string()
         };
     };
+    // the question's words; a context or link reason that shares more of them than the
+    // first note's content is what the answer quotes
+    let question = messages
+        .iter()
+        .rev()
+        .find(|m| m.role == "user")
+        .and_then(|m| m.content.rsplit_once("Question:"))
+        .map(|(_, q)| q.lines().next().unwrap_or(""))
+        .unwrap_or("");
+    let asked = content_words(question);
+    let overlap = |text: &str| {
+        content_words(text)
+            .iter()
+            .filter(|w| asked.contains(w))
+            .count()
+    };
+    let mut quoted: (&str, &str) = notes[0];
+    let mut best = overlap(first);
+    for &(n, text) in &extra {
+        let o = overlap(text);
+        if o > best {
+            best = o;
+            quoted = (n, text);
+        }
+    }
     // a leading "(time)" and the <<< >>> fence around note text are not words of the note
-    let mut text: &str = first.trim();
+    let mut text: &str = quoted.1.trim();
     if text.starts_with('(')
         && let Some(end) = text.find(')')
     {
@@ -171,7 +212,16 @@ pub fn plain_answer(messages: &[Message]) -> String {
         answer.push_str(", ");
         answer.push_str(words);
     }
-    for (number, _) in notes.iter().take(2) {
+    let mut cited = vec![quoted.0];
+    for (number, _) in &notes {
+        if cited.len() == 2 {
+            break;
+        }
+        if !cited.contains(number) {
+            cited.push(number);
+        }
+    }
+    for number in cited {
         answer.push_str(&format!(" [{number}]"));
     }
     answer.push('.');
@@ -468,6 +518,19 @@ mod tests {
         assert_eq!(
             plain_answer(&msg(notes)),
             "According to my notes, My cat is called Miso [1] [2]."
+        );
+        // what only a note's context or a link reason says is quoted, citing that note
+        let notes = "[1] (2024-05-01) <<<Met Jo on Tuesday.>>>\n    context: <<<Jo is Caroline's piano teacher.>>>\n\
+                     [2] <<<Bought a piano.>>>\n\nLinks between these notes:\n[2] causes [1]: <<<the new piano needs tuning by Sam>>>\n\n\
+                     Question: Who is Caroline's teacher?";
+        assert_eq!(
+            plain_answer(&msg(notes)),
+            "According to my notes, Jo is Caroline's piano teacher [1] [2]."
+        );
+        let asked = notes.replace("Who is Caroline's teacher?", "Who does the tuning?");
+        assert_eq!(
+            plain_answer(&msg(&asked)),
+            "According to my notes, the new piano needs tuning by Sam [2] [1]."
         );
     }
 

@@ -52,6 +52,11 @@
 //! notes. If there are any, the answer is `According to my notes, <first 12 words of the first
 //! note (a leading `(…)` and `<<<`/`>>>` fences left out), trailing .,;:!? removed> [a] [b].` citing the first two distinct note numbers found
 //! (only `[a]` if there is one), e.g. `According to my notes, My cat is called Miso [1] [2].`.
+//! A note's `context: …` line and the reasons of link lines (`[a] kind [b]: <<<reason>>>`)
+//! are read too: when one of them shares more content words with the question (the text after
+//! the last `Question:` of the last user message, up to the line end) than the first note's
+//! content, its first 12 words are quoted instead and its note is cited first (`[a]` for a
+//! link), then the first other note: the model "reads" the annotations a prompt shows.
 //! Otherwise the answer is exactly `Not in memory.`, except when a system message mentions
 //! `small talk`: then it is `Hello! Ask me anything about your notes.`.
 //!
