@@ -117,3 +117,71 @@ fn review_rollback_and_history_round_trip() {
     let out = h.run(&["proposals", "--status", "maybe"]);
     assert_eq!(out.status.code(), Some(1));
 }
+
+/// Evolution is a list of operations, each with its own reason: the history of an evolved
+/// neighbour says why each change was made, and what no operation named is still there.
+#[test]
+fn an_evolved_neighbour_says_why_each_change_was_made() {
+    let fake = FakeServer::start("normal");
+    let h = Home::with_llm(&fake.openai_url());
+    let s = h.json(&["add", "Caroline plans a trip to Berlin in May", "--wait"])["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let before = h.json(&["show", &s]);
+    let second = h.json(&["add", "Caroline booked flights to Berlin", "--wait"])["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+
+    let hist = h.json(&["history", &s]);
+    let entries = hist["history"].as_array().cloned().unwrap_or_default();
+    let evolution: Vec<_> = entries
+        .iter()
+        .filter(|e| e["action"] == "evolution")
+        .collect();
+    assert_eq!(evolution.len(), 1, "{hist:#}");
+    let ev = evolution[0];
+    let changes = ev["changes"].as_array().cloned().unwrap_or_default();
+    assert!(!changes.is_empty(), "{ev:#}");
+    for c in &changes {
+        let reason = c["reason"].as_str().unwrap_or_default();
+        assert!(!reason.is_empty() && reason != "evolution", "{c:#}");
+        assert!(c["op"].as_str().is_some_and(|o| o.contains('_')), "{c:#}");
+    }
+    assert_ne!(ev["reason"], "evolution", "{ev:#}");
+    // the fake adds a tag from the new note; the keywords nobody named are untouched
+    let after = h.json(&["show", &s]);
+    assert_eq!(after["keywords"], before["keywords"]);
+    for c in changes.iter().filter(|c| c["op"] == "add_tag") {
+        assert!(
+            after["tags"]
+                .as_array()
+                .is_some_and(|t| t.contains(&c["value"])),
+            "{after:#}"
+        );
+    }
+
+    // the new note's own tags were revised in the same call, and say why
+    let hist2 = h.json(&["history", &second]);
+    let construction = hist2["history"]
+        .as_array()
+        .and_then(|a| a.iter().find(|e| e["action"] == "construction").cloned())
+        .unwrap_or_default();
+    let own = construction["changes"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        own.iter()
+            .all(|c| c["op"].as_str().is_some_and(|o| o.ends_with("_tag"))
+                && !c["reason"].as_str().unwrap_or_default().is_empty()),
+        "{construction:#}"
+    );
+
+    // the text history shows each change with its reason
+    let out = h.run(&["history", &s]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let first = changes[0]["reason"].as_str().unwrap_or_default();
+    assert!(text.contains(first), "{text}");
+}

@@ -154,6 +154,27 @@ pub struct HistoryDto {
     pub reason: String,
     pub before: Option<FieldsDto>,
     pub after: Option<FieldsDto>,
+    /// Each change of an LLM revision with its own reason.
+    pub changes: Vec<ChangeDto>,
+}
+
+/// One change of a revision (`add_tag`, `remove_tag`, `add_keyword`, `remove_keyword`,
+/// `set_context`) with the tag, keyword or context it names and why.
+#[derive(Debug, Clone, Serialize, Type)]
+pub struct ChangeDto {
+    pub op: String,
+    pub value: String,
+    pub reason: String,
+}
+
+fn changes(c: Vec<kasten_store::Change>) -> Vec<ChangeDto> {
+    c.into_iter()
+        .map(|c| ChangeDto {
+            op: c.op,
+            value: c.value,
+            reason: c.reason,
+        })
+        .collect()
 }
 
 impl From<HistoryEntry> for HistoryDto {
@@ -167,6 +188,7 @@ impl From<HistoryEntry> for HistoryDto {
             reason: h.reason,
             before: h.before.map(Into::into),
             after: h.after.map(Into::into),
+            changes: changes(h.changes),
         }
     }
 }
@@ -188,6 +210,7 @@ pub struct ReviewItemDto {
     pub after: Option<FieldsDto>,
     pub status: String,
     pub created_at: String,
+    pub changes: Vec<ChangeDto>,
 }
 
 pub fn review_dto(
@@ -210,6 +233,7 @@ pub fn review_dto(
         after: r.after.map(Into::into),
         status: status(r.status),
         created_at: time(r.created_at),
+        changes: changes(r.changes),
     }
 }
 

@@ -143,6 +143,7 @@ async fn generate(engine: &Engine, n: usize) -> Result<(), String> {
                     tags: vec![t.into()],
                     context: format!("An observation about {t}."),
                 },
+                construction_changes: Vec::new(),
                 embedding,
                 construction_mode: ApplyMode::Apply,
                 tier: None,

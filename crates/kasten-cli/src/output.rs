@@ -496,6 +496,7 @@ pub fn proposals(json: bool, items: &[ReviewItem]) {
             ),
             _ => {
                 println!("{}  edit  {:<11} {} ({})", i.id, status, i.note, i.label);
+                print_changes(&i.changes);
                 for d in diff(i.before.as_ref(), i.after.as_ref()) {
                     println!("      {d}");
                 }
@@ -523,6 +524,18 @@ pub fn reviewed(json: bool, o: &ReviewOutcome) {
     );
 }
 
+/// Each change of an LLM revision with its own reason, one per line.
+fn print_changes(changes: &[kasten_store::Change]) {
+    for c in changes {
+        let why = if c.reason.is_empty() {
+            "(no reason given)"
+        } else {
+            c.reason.as_str()
+        };
+        println!("      {} {:?} — {why}", c.op.replace('_', " "), c.value);
+    }
+}
+
 pub fn history(json: bool, id: &NoteId, entries: &[HistoryEntry]) {
     if json {
         print_json(&json!({ "id": id, "history": entries }));
@@ -540,12 +553,13 @@ pub fn history(json: bool, id: &NoteId, entries: &[HistoryEntry]) {
             e.action,
             e.id.as_deref().unwrap_or(""),
             status.map(|s| format!(" [{s}]")).unwrap_or_default(),
-            if e.reason.is_empty() || e.reason == e.action {
+            if e.reason.is_empty() || e.reason == e.action || !e.changes.is_empty() {
                 String::new()
             } else {
                 format!(" — {}", e.reason)
             }
         );
+        print_changes(&e.changes);
         for d in diff(e.before.as_ref(), e.after.as_ref()) {
             println!("      {d}");
         }

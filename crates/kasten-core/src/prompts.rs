@@ -3,9 +3,11 @@
 //!
 //! Two calls per note (DESIGN.md §2):
 //! 1. **construct**: the note → keywords, tags, context.
-//! 2. **link + evolve**: the note and its k nearest neighbours, shown as short handles
-//!    `N1..Nk` → links (handle, kind, reason, confidence) and neighbour updates (context,
-//!    tags, keywords only — never content).
+//! 2. **link + evolve**: the note and its k nearest neighbours (each with its date,
+//!    keywords, tags and whole context), shown as short handles `N1..Nk` → links (handle,
+//!    kind, reason, confidence), neighbour updates as operations with a one-line reason each
+//!    (add/remove a tag or keyword, rewrite the context — never content, never a blind
+//!    overwrite: what an operation does not name stays), and tag operations on the new note.
 //!
 //! Handles are constrained by the schema to the enum of handles shown; whatever comes back
 //! is checked again here: unknown handles are dropped and counted, never guessed.
@@ -20,7 +22,7 @@ use serde_json::{Value, json};
 use crate::NoteId;
 
 /// Changes whenever a template or schema changes; recorded on every event.
-pub const PROMPT_VERSION: &str = "amem-v3";
+pub const PROMPT_VERSION: &str = "amem-v5";
 
 /// Link kinds the LLM may choose from.
 pub const LINK_KINDS: &[&str] = &[
@@ -43,11 +45,17 @@ const MAX_TERM_CHARS: usize = 40;
 /// Links and updates per note: bounds the output (a tiny model otherwise links all k).
 const MAX_LINKS: usize = 5;
 const MAX_UPDATES: usize = 3;
-/// Characters of a neighbour's content shown in the link prompt (keeps tokens per note
-/// within the ~1,200 budget at k = 10).
-const NEIGHBOUR_PREVIEW_CHARS: usize = 160;
-/// Characters of a neighbour's context shown.
-const NEIGHBOUR_CONTEXT_CHARS: usize = 100;
+/// Operations per updated neighbour, and on the new note's own tags.
+const MAX_OPS: usize = 3;
+const MAX_NOTE_TAG_OPS: usize = 2;
+/// An operation's reason: one line.
+const MAX_OP_REASON_CHARS: usize = 100;
+/// Tags and keywords an evolved note may grow to (an operation beyond is not applied).
+const MAX_EVOLVED_TAGS: usize = MAX_TAGS + 2;
+const MAX_EVOLVED_KEYWORDS: usize = MAX_KEYWORDS + 2;
+/// Characters of a neighbour's content shown in the link prompt (its keywords, tags and
+/// whole context are shown too; tokens per note stay within the ~1,200 budget at k = 10).
+const NEIGHBOUR_PREVIEW_CHARS: usize = 140;
 /// Characters of the new note shown (a very long note is cut, with a marker).
 const NOTE_CHARS: usize = 2000;
 
@@ -239,23 +247,35 @@ impl Handles {
     }
 }
 
-/// Prompt 2: links from the new note to its neighbours, and neighbour updates.
+/// Prompt 2: links from the new note to its neighbours, neighbour updates as operations,
+/// and tag operations on the new note itself (A-Mem's `tags_to_update`). Every neighbour is
+/// shown with its date, keywords, tags and whole context: an operation may only remove what
+/// the model was shown, and what no operation names stays as it is.
 pub fn link_evolve(note: &Neighbour, neighbours: &[Neighbour], handles: &Handles) -> Prompt {
+    let date = |t: &Option<String>| t.as_deref().map(|t| format!(" ({t})")).unwrap_or_default();
     let mut shown = String::new();
     for (i, n) in neighbours.iter().enumerate() {
         shown.push_str(&format!(
-            "{} {} | tags: {} | context: {}\n",
+            "{}{} {}\n  keywords: {} | tags: {} | context: {}\n",
             Handles::handle(i),
-            fenced(&cut(&n.content, NEIGHBOUR_PREVIEW_CHARS)),
+            date(&n.time),
+            fenced(&cut(&n.content, NEIGHBOUR_PREVIEW_CHARS)).replace('\n', " "),
+            n.keywords.join(", "),
             n.tags.join(", "),
-            cut(&n.context, NEIGHBOUR_CONTEXT_CHARS)
+            n.context.replace('\n', " ")
         ));
     }
     let user = format!(
-        "New note:\n{}\nkeywords: {} | tags: {} | context: {}\n\nRelated notes:\n{shown}\n\
-         Choose which related notes the new note should link to (kind: {}; a one-line reason; \
-         confidence 0-1). Then, only where the new note changes how an older note should be \
-         understood, give updated context/tags/keywords for it. Use only the handles above.",
+        "New note{}:\n{}\nkeywords: {} | tags: {} | context: {}\n\nRelated notes:\n{shown}\n\
+         1. links: the related notes the new note should link to (kind: {}; a one-line reason; \
+         confidence 0-1).\n\
+         2. updates: only where the new note changes how an older note should be understood, \
+         operations on it: add_tag/remove_tag, add_keyword/remove_keyword (remove only what it \
+         lists), set_context (a new one-sentence context); each with a one-line reason. What \
+         you do not name stays.\n\
+         3. note_tags: add_tag/remove_tag on the new note's own tags where the related notes \
+         show a better one, with a reason.\nUse only the handles above.",
+        date(&note.time),
         fenced(&cut(&note.content, NOTE_CHARS)),
         note.keywords.join(", "),
         note.tags.join(", "),
@@ -263,6 +283,47 @@ pub fn link_evolve(note: &Neighbour, neighbours: &[Neighbour], handles: &Handles
         LINK_KINDS.join(", ")
     );
     let hs = handles.all();
+    let reason = json!({"type": "string", "maxLength": MAX_OP_REASON_CHARS});
+    let tag_op = |ops: &[&str]| {
+        json!({
+            "type": "object",
+            "properties": {
+                "op": {"type": "string", "enum": ops},
+                "tag": {"type": "string", "maxLength": MAX_TERM_CHARS},
+                "reason": reason
+            },
+            "required": ["op", "tag", "reason"],
+            "additionalProperties": false
+        })
+    };
+    let field_ops = json!({
+        "type": "array",
+        "minItems": 1,
+        "maxItems": MAX_OPS,
+        "items": {"anyOf": [
+            tag_op(&["add_tag", "remove_tag"]),
+            {
+                "type": "object",
+                "properties": {
+                    "op": {"type": "string", "enum": ["add_keyword", "remove_keyword"]},
+                    "keyword": {"type": "string", "maxLength": MAX_TERM_CHARS},
+                    "reason": reason
+                },
+                "required": ["op", "keyword", "reason"],
+                "additionalProperties": false
+            },
+            {
+                "type": "object",
+                "properties": {
+                    "op": {"type": "string", "enum": ["set_context"]},
+                    "context": {"type": "string", "maxLength": MAX_CONTEXT_CHARS},
+                    "reason": reason
+                },
+                "required": ["op", "context", "reason"],
+                "additionalProperties": false
+            }
+        ]}
+    });
     Prompt {
         messages: vec![
             PromptMessage {
@@ -300,16 +361,19 @@ pub fn link_evolve(note: &Neighbour, neighbours: &[Neighbour], handles: &Handles
                         "type": "object",
                         "properties": {
                             "target": {"type": "string", "enum": hs},
-                            "context": {"type": "string", "maxLength": MAX_CONTEXT_CHARS},
-                            "tags": {"type": "array", "items": {"type": "string", "maxLength": MAX_TERM_CHARS}, "maxItems": MAX_TAGS},
-                            "keywords": {"type": "array", "items": {"type": "string", "maxLength": MAX_TERM_CHARS}, "maxItems": MAX_KEYWORDS}
+                            "ops": field_ops
                         },
-                        "required": ["target"],
+                        "required": ["target", "ops"],
                         "additionalProperties": false
                     }
+                },
+                "note_tags": {
+                    "type": "array",
+                    "maxItems": MAX_NOTE_TAG_OPS,
+                    "items": tag_op(&["add_tag", "remove_tag"])
                 }
             },
-            "required": ["links", "updates"],
+            "required": ["links", "updates", "note_tags"],
             "additionalProperties": false
         }),
     }
@@ -587,13 +651,155 @@ pub struct ProposedLink {
     pub confidence: f64,
 }
 
-/// A neighbour update the LLM proposed; `None` fields stay as they are.
+/// What an evolution operation does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum OpKind {
+    AddTag,
+    RemoveTag,
+    AddKeyword,
+    RemoveKeyword,
+    SetContext,
+}
+
+impl OpKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::AddTag => "add_tag",
+            Self::RemoveTag => "remove_tag",
+            Self::AddKeyword => "add_keyword",
+            Self::RemoveKeyword => "remove_keyword",
+            Self::SetContext => "set_context",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s.trim() {
+            "add_tag" => Self::AddTag,
+            "remove_tag" => Self::RemoveTag,
+            "add_keyword" => Self::AddKeyword,
+            "remove_keyword" => Self::RemoveKeyword,
+            "set_context" => Self::SetContext,
+            _ => return None,
+        })
+    }
+
+    fn is_tag(self) -> bool {
+        matches!(self, Self::AddTag | Self::RemoveTag)
+    }
+}
+
+/// One change the LLM proposes to a note's annotations, with its one-line reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldOp {
+    pub op: OpKind,
+    /// The tag or keyword added or removed, or the new context.
+    pub value: String,
+    pub reason: String,
+}
+
+impl FieldOp {
+    /// Reads `{op, tag|keyword|context, reason}`; `None` for an unknown op or an empty value.
+    fn from_value(v: &Value) -> Option<Self> {
+        let op = OpKind::parse(v.get("op")?.as_str()?)?;
+        let key = match op {
+            OpKind::AddTag | OpKind::RemoveTag => "tag",
+            OpKind::AddKeyword | OpKind::RemoveKeyword => "keyword",
+            OpKind::SetContext => "context",
+        };
+        let raw = v.get(key).or_else(|| v.get("value"))?.as_str()?;
+        let raw = raw.split_whitespace().collect::<Vec<_>>().join(" ");
+        let value = match op {
+            OpKind::AddTag | OpKind::RemoveTag => cut(&raw.to_lowercase(), MAX_TERM_CHARS),
+            OpKind::AddKeyword | OpKind::RemoveKeyword => cut(&raw, MAX_TERM_CHARS),
+            OpKind::SetContext => cut(&raw, MAX_CONTEXT_CHARS),
+        };
+        if value.is_empty() {
+            return None;
+        }
+        let reason = v.get("reason").and_then(Value::as_str).unwrap_or("");
+        let reason = cut(
+            &reason.split_whitespace().collect::<Vec<_>>().join(" "),
+            MAX_OP_REASON_CHARS,
+        );
+        Some(Self { op, value, reason })
+    }
+
+    /// Applies the operation; `false` when it changes nothing (a tag already there, a
+    /// keyword the note does not have, a list already at its limit, the same context).
+    pub fn apply(
+        &self,
+        keywords: &mut Vec<String>,
+        tags: &mut Vec<String>,
+        context: &mut String,
+    ) -> bool {
+        let has = |list: &[String], v: &str| list.iter().position(|x| x.eq_ignore_ascii_case(v));
+        match self.op {
+            OpKind::AddTag | OpKind::AddKeyword => {
+                let (list, max) = if self.op == OpKind::AddTag {
+                    (tags, MAX_EVOLVED_TAGS)
+                } else {
+                    (keywords, MAX_EVOLVED_KEYWORDS)
+                };
+                if has(list, &self.value).is_some() || list.len() >= max {
+                    return false;
+                }
+                list.push(self.value.clone());
+                true
+            }
+            OpKind::RemoveTag | OpKind::RemoveKeyword => {
+                let list = if self.op == OpKind::RemoveTag {
+                    tags
+                } else {
+                    keywords
+                };
+                match has(list, &self.value) {
+                    Some(i) => {
+                        list.remove(i);
+                        true
+                    }
+                    None => false,
+                }
+            }
+            OpKind::SetContext => {
+                if context.trim() == self.value {
+                    return false;
+                }
+                *context = self.value.clone();
+                true
+            }
+        }
+    }
+}
+
+/// Reads a list of operations, keeping at most `max` (and only tag operations when
+/// `tags_only`); returns them and how many were dropped.
+fn read_ops(
+    v: Option<&Value>,
+    max: usize,
+    tags_only: bool,
+) -> Result<(Vec<FieldOp>, usize), String> {
+    let items = match v {
+        None | Some(Value::Null) => return Ok((Vec::new(), 0)),
+        Some(v) => v.as_array().ok_or("'ops' and 'note_tags' must be arrays")?,
+    };
+    let mut ops = Vec::new();
+    let mut dropped = 0;
+    for item in items {
+        match FieldOp::from_value(item) {
+            Some(op) if (!tags_only || op.op.is_tag()) && ops.len() < max && !ops.contains(&op) => {
+                ops.push(op)
+            }
+            _ => dropped += 1,
+        }
+    }
+    Ok((ops, dropped))
+}
+
+/// A neighbour update the LLM proposed: operations applied in order.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProposedUpdate {
     pub target: NoteId,
-    pub context: Option<String>,
-    pub tags: Option<Vec<String>>,
-    pub keywords: Option<Vec<String>>,
+    pub ops: Vec<FieldOp>,
 }
 
 /// The link-and-evolve answer, resolved and cleaned.
@@ -601,6 +807,8 @@ pub struct ProposedUpdate {
 pub struct LinkEvolve {
     pub links: Vec<ProposedLink>,
     pub updates: Vec<ProposedUpdate>,
+    /// Tag operations on the new note itself.
+    pub note_tags: Vec<FieldOp>,
     /// Entries naming a handle that was not shown (dropped).
     pub unknown_handles: usize,
     /// Entries dropped for another reason (unknown kind, duplicate).
@@ -683,29 +891,19 @@ impl LinkEvolve {
                 out.dropped += 1;
                 continue;
             }
-            let context = u
-                .get("context")
-                .and_then(Value::as_str)
-                .map(|c| cut(c.trim(), MAX_CONTEXT_CHARS))
-                .filter(|c| !c.is_empty());
-            let tags = u
-                .get("tags")
-                .and_then(|t| clean_list(t, MAX_TAGS, true))
-                .filter(|t| !t.is_empty());
-            let keywords = u
-                .get("keywords")
-                .and_then(|k| clean_list(k, MAX_KEYWORDS, false))
-                .filter(|k| !k.is_empty());
-            if context.is_none() && tags.is_none() && keywords.is_none() {
+            let (ops, dropped) = read_ops(u.get("ops"), MAX_OPS, false)?;
+            out.dropped += dropped;
+            if ops.is_empty() {
                 continue; // nothing to change
             }
             out.updates.push(ProposedUpdate {
                 target: id.clone(),
-                context,
-                tags,
-                keywords,
+                ops,
             });
         }
+        let (note_tags, dropped) = read_ops(obj.get("note_tags"), MAX_NOTE_TAG_OPS, true)?;
+        out.note_tags = note_tags;
+        out.dropped += dropped;
         Ok(out)
     }
 }
@@ -768,9 +966,17 @@ mod tests {
                     {"target": "N1", "kind": "Relates", "reason": "x", "confidence": 7}
                 ],
                 "updates": [
-                    {"target": "N3", "context": "now about Berlin", "tags": ["Travel"]},
-                    {"target": "N0", "context": "nope"},
-                    {"target": "N1"}
+                    {"target": "N3", "ops": [
+                        {"op": "set_context", "context": "now about Berlin", "reason": "the trip moved"},
+                        {"op": "add_tag", "tag": "Travel", "reason": "it is a trip"},
+                        {"op": "explode", "tag": "x", "reason": "unknown op"}
+                    ]},
+                    {"target": "N0", "ops": [{"op": "add_tag", "tag": "nope", "reason": "r"}]},
+                    {"target": "N1", "context": "an old-style overwrite is not an operation"}
+                ],
+                "note_tags": [
+                    {"op": "add_tag", "tag": "Berlin", "reason": "the neighbours say where"},
+                    {"op": "set_context", "context": "not a tag op", "reason": "r"}
                 ]
             }),
             &h,
@@ -781,11 +987,82 @@ mod tests {
         assert_eq!(le.links[1].kind, "relates");
         assert_eq!(le.links[1].confidence, 1.0);
         assert_eq!(le.unknown_handles, 2);
-        assert_eq!(le.dropped, 2);
+        // bad kind, duplicate link, unknown op, the note's non-tag op
+        assert_eq!(le.dropped, 4);
         assert_eq!(le.updates.len(), 1);
         assert_eq!(le.updates[0].target, id("c"));
-        assert_eq!(le.updates[0].tags, Some(vec!["travel".to_owned()]));
-        assert_eq!(le.updates[0].keywords, None);
+        let ops: Vec<(OpKind, &str, &str)> = le.updates[0]
+            .ops
+            .iter()
+            .map(|o| (o.op, o.value.as_str(), o.reason.as_str()))
+            .collect();
+        assert_eq!(
+            ops,
+            vec![
+                (OpKind::SetContext, "now about Berlin", "the trip moved"),
+                (OpKind::AddTag, "travel", "it is a trip")
+            ]
+        );
+        assert_eq!(le.note_tags.len(), 1);
+        assert_eq!(le.note_tags[0].value, "berlin");
+    }
+
+    #[test]
+    fn operations_change_only_what_they_name() {
+        let mut kw = vec!["Paris".to_owned(), "museum".to_owned()];
+        let mut tags = vec!["travel".to_owned()];
+        let mut ctx = "A trip.".to_owned();
+        let op = |op, value: &str| FieldOp {
+            op,
+            value: value.into(),
+            reason: "r".into(),
+        };
+        assert!(op(OpKind::AddTag, "art").apply(&mut kw, &mut tags, &mut ctx));
+        assert!(
+            !op(OpKind::AddTag, "Art").apply(&mut kw, &mut tags, &mut ctx),
+            "already there"
+        );
+        assert!(
+            !op(OpKind::RemoveKeyword, "louvre").apply(&mut kw, &mut tags, &mut ctx),
+            "never had it"
+        );
+        assert!(op(OpKind::RemoveKeyword, "paris").apply(&mut kw, &mut tags, &mut ctx));
+        assert!(op(OpKind::AddKeyword, "Louvre").apply(&mut kw, &mut tags, &mut ctx));
+        assert!(!op(OpKind::SetContext, "A trip.").apply(&mut kw, &mut tags, &mut ctx));
+        assert!(op(OpKind::SetContext, "A museum visit.").apply(&mut kw, &mut tags, &mut ctx));
+        assert_eq!(
+            kw,
+            vec!["museum", "Louvre"],
+            "the keyword no op named stays"
+        );
+        assert_eq!(tags, vec!["travel", "art"]);
+        assert_eq!(ctx, "A museum visit.");
+        let mut many: Vec<String> = (0..MAX_EVOLVED_TAGS).map(|i| format!("t{i}")).collect();
+        assert!(
+            !op(OpKind::AddTag, "one-more").apply(&mut kw, &mut many, &mut ctx),
+            "at the limit"
+        );
+    }
+
+    #[test]
+    fn the_link_prompt_shows_each_neighbours_annotations_and_date() {
+        let mut n = nb("a", "Bought tomato seedlings for the garden.");
+        n.keywords = vec!["tomato seedlings".into()];
+        n.tags = vec!["garden".into()];
+        n.context =
+            "About gardening: preparing the spring beds with young plants from the market.".into();
+        let me = nb("m", "The tomatoes got blight.");
+        let p = link_evolve(&me, &[n], &Handles::new([id("a")]));
+        let body = &p.messages[1].content;
+        assert!(body.contains("N1 (2024-05-01) <<<"), "{body}");
+        assert!(body.contains("keywords: tomato seedlings | tags: garden | context: About gardening: preparing the spring beds with young plants from the market."));
+        assert!(body.starts_with("New note (2024-05-01):"));
+        let ops = &p.schema["properties"]["updates"]["items"]["properties"]["ops"];
+        assert_eq!(ops["maxItems"], json!(MAX_OPS));
+        assert_eq!(
+            p.schema["properties"]["note_tags"]["maxItems"],
+            json!(MAX_NOTE_TAG_OPS)
+        );
     }
 
     #[test]

@@ -18,7 +18,7 @@ use kasten_llm::{
     LlmClient, LlmError, Message, Role, StructuredRequest, StructuredResponse, Usage,
 };
 use kasten_store::{
-    ApplyMode, ClaimedJob, Enrichment, Fields, LinkWrite, NeighbourWrite, StoreError,
+    ApplyMode, Change, ClaimedJob, Enrichment, Fields, LinkWrite, NeighbourWrite, StoreError,
 };
 use serde::{Deserialize, Serialize};
 
@@ -647,12 +647,36 @@ impl Engine {
                 }
                 if !steps.evolution {
                     le.updates.clear();
+                    le.note_tags.clear();
                 }
             }
         }
         let link_ms = t2.elapsed().as_millis() as u64;
 
-        // 5. neighbour updates: new fields, re-embedded
+        // the new note's own tags, revised in the same call (A-Mem's tags_to_update)
+        let mut construction_changes = Vec::new();
+        let mut no_kw = Vec::new();
+        let mut no_ctx = String::new();
+        for op in &le.note_tags {
+            if op.apply(&mut no_kw, &mut c.tags, &mut no_ctx) {
+                construction_changes.push(change(op));
+            }
+        }
+        let text = if construction_changes.is_empty() {
+            text
+        } else {
+            index_text(&note.content, &c.keywords, &c.tags, &c.context)
+        };
+        let vector = if construction_changes.is_empty() {
+            vector
+        } else {
+            self.embed_blocking(vec![text.clone()])
+                .await?
+                .pop()
+                .unwrap_or_default()
+        };
+
+        // 5. neighbour updates: operations on the fields the model was shown, re-embedded
         let by_id: HashMap<&NoteId, &Note> = neighbours.iter().map(|n| (&n.id, n)).collect();
         let mut updates = Vec::new();
         let mut texts = Vec::new();
@@ -661,14 +685,13 @@ impl Engine {
                 continue;
             };
             let before = fields(n);
-            let after = Fields {
-                keywords: u
-                    .keywords
-                    .clone()
-                    .unwrap_or_else(|| before.keywords.clone()),
-                tags: u.tags.clone().unwrap_or_else(|| before.tags.clone()),
-                context: u.context.clone().unwrap_or_else(|| before.context.clone()),
-            };
+            let mut after = before.clone();
+            let mut changes = Vec::new();
+            for op in &u.ops {
+                if op.apply(&mut after.keywords, &mut after.tags, &mut after.context) {
+                    changes.push(change(op));
+                }
+            }
             if after == before {
                 continue;
             }
@@ -678,7 +701,7 @@ impl Engine {
                 &after.tags,
                 &after.context,
             ));
-            updates.push((n, before, after));
+            updates.push((n, before, after, changes));
         }
         let new_vectors = if texts.is_empty() {
             Vec::new()
@@ -691,7 +714,7 @@ impl Engine {
             ApplyMode::Hold
         };
         let mut writes = Vec::new();
-        for ((n, before, after), v) in updates.into_iter().zip(new_vectors) {
+        for ((n, before, after, changes), v) in updates.into_iter().zip(new_vectors) {
             writes.push(NeighbourWrite {
                 id: n.id.clone(),
                 version: n.version,
@@ -700,6 +723,7 @@ impl Engine {
                 embedding_before: self.store.embedding_of(&n.id).await?,
                 embedding_after: v,
                 mode: edit_mode,
+                changes,
             });
         }
         let links: Vec<LinkWrite> = le
@@ -728,6 +752,7 @@ impl Engine {
                 tags: c.tags.clone(),
                 context: c.context.clone(),
             },
+            construction_changes,
             embedding: vector.clone(),
             construction_mode: edit_mode,
             tier: c.tier.map(|t| t.as_str().to_owned()),
@@ -794,5 +819,14 @@ impl Engine {
             updates: e.updates.len(),
             tokens,
         })
+    }
+}
+
+/// An applied operation as the store records it.
+fn change(op: &prompts::FieldOp) -> Change {
+    Change {
+        op: op.op.as_str().to_owned(),
+        value: op.value.clone(),
+        reason: op.reason.clone(),
     }
 }

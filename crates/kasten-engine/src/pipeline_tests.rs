@@ -133,6 +133,22 @@ async fn every_note_is_constructed_linked_and_evolved_with_exact_records() {
         );
         for r in &evolved {
             assert_ne!(r.before, r.after);
+            // each change carries its own reason, and a keyword no operation removed stays
+            assert!(
+                !r.changes.is_empty(),
+                "evolution without its changes: {r:?}"
+            );
+            for c in &r.changes {
+                assert!(!c.reason.is_empty() && c.reason != "evolution", "{c:?}");
+            }
+            let after_kw = r.after["keywords"].as_array().unwrap();
+            for k in r.before["keywords"].as_array().unwrap() {
+                let removed = r
+                    .changes
+                    .iter()
+                    .any(|c| c.op == "remove_keyword" && Some(c.value.as_str()) == k.as_str());
+                assert!(removed || after_kw.contains(k), "{k} lost in {r:?}");
+            }
             let note = &NoteId::parse(&r.note).unwrap();
             let n = e.get(note).await.unwrap().note;
             let expected = e

@@ -22,8 +22,8 @@ use std::collections::HashSet;
 use chrono::{DateTime, Utc};
 use kasten_core::{NoteId, note::index_text};
 use kasten_store::{
-    AuditEntry, FieldChange, Fields, LinkRecord, NewRevision, QueueStates, ReviewBatch, Revision,
-    StoreError,
+    AuditEntry, Change, FieldChange, Fields, LinkRecord, NewRevision, QueueStates, ReviewBatch,
+    Revision, StoreError,
 };
 use serde::Serialize;
 
@@ -92,6 +92,8 @@ pub struct ReviewItem {
     pub after: Option<Fields>,
     pub status: ReviewStatus,
     pub created_at: DateTime<Utc>,
+    /// Each change of an edit with its own reason (empty for links and older revisions).
+    pub changes: Vec<Change>,
 }
 
 /// Changes a user makes to a note's annotations; `None` keeps a field.
@@ -128,9 +130,29 @@ pub struct HistoryEntry {
     /// The revision, link or event it is about.
     pub id: Option<String>,
     pub status: Option<ReviewStatus>,
+    /// Why: for an LLM change with operations, their reasons; otherwise what it is.
     pub reason: String,
     pub before: Option<Fields>,
     pub after: Option<Fields>,
+    /// Each change with its own reason (LLM revisions; empty for the rest).
+    pub changes: Vec<Change>,
+}
+
+/// The reason shown for a revision: its operations' reasons when it has them (the
+/// revision's own `reason` only says what kind of change it is).
+pub(crate) fn explanation(r: &Revision) -> String {
+    let mut seen: Vec<&str> = Vec::new();
+    for c in &r.changes {
+        let why = c.reason.trim();
+        if !why.is_empty() && !seen.contains(&why) {
+            seen.push(why);
+        }
+    }
+    if seen.is_empty() {
+        r.reason.clone()
+    } else {
+        seen.join("; ")
+    }
 }
 
 /// What a review action changed.
@@ -221,10 +243,12 @@ impl Engine {
                 after: None,
                 status,
                 created_at: l.created_at,
+                changes: Vec::new(),
             });
         }
         for r in self.store.queue_revisions(states, limit).await? {
             let status = ReviewStatus::of_revision(&r.status, r.reviewed);
+            let reason = explanation(&r);
             items.push(ReviewItem {
                 kind: "edit",
                 id: r.id,
@@ -232,12 +256,13 @@ impl Engine {
                 target: None,
                 event: r.event,
                 label: r.reason.clone(),
-                reason: r.reason,
+                reason,
                 confidence: None,
                 before: Some(r.before),
                 after: Some(r.after),
                 status,
                 created_at: r.created_at,
+                changes: r.changes,
             });
         }
         items.sort_by(|a, b| {
@@ -709,6 +734,7 @@ impl Engine {
             reason: note.source.clone().unwrap_or_default(),
             before: None,
             after: None,
+            changes: Vec::new(),
         }];
         for r in self.store.revisions_where(Some(id), None).await? {
             out.push(HistoryEntry {
@@ -721,9 +747,10 @@ impl Engine {
                 },
                 id: Some(r.id.clone()),
                 status: Some(ReviewStatus::of_revision(&r.status, r.reviewed)),
-                reason: r.reason.clone(),
+                reason: explanation(&r),
                 before: Some(r.before),
                 after: Some(r.after),
+                changes: r.changes,
             });
         }
         for a in self.store.audit_of(id).await? {
@@ -739,6 +766,7 @@ impl Engine {
                 reason: a.reason,
                 before: None,
                 after: None,
+                changes: Vec::new(),
             });
         }
         out.sort_by_key(|e| e.at);

@@ -163,6 +163,7 @@ mod tests {
                 tags: vec![tag.into()],
                 context: String::new(),
             },
+            construction_changes: Vec::new(),
             embedding,
             construction_mode: ApplyMode::Apply,
             tier: None,

@@ -36,8 +36,8 @@ pub use boxes::{BoxRecord, ChatRecord};
 pub use endpoint::Endpoint;
 pub use lifecycle::{ProjectState, StrengthRow};
 pub use pipeline::{
-    ApplyMode, ClaimedJob, Enrichment, EventSummary, Fields, JobCounts, LinkWrite, ModelUsage,
-    NeighbourWrite, RevisionSummary,
+    ApplyMode, Change, ClaimedJob, Enrichment, EventSummary, Fields, JobCounts, LinkWrite,
+    ModelUsage, NeighbourWrite, RevisionSummary,
 };
 pub use review::{
     AuditEntry, FieldChange, LinkRecord, NewRevision, QueueStates, ReviewBatch, Revision,

@@ -59,6 +59,18 @@ pub struct Fields {
     pub context: String,
 }
 
+/// One change of a revision with its own reason: an evolution operation (`add_tag`,
+/// `remove_tag`, `add_keyword`, `remove_keyword`, `set_context`) and what it named.
+#[derive(
+    Debug, Clone, PartialEq, Eq, Default, SurrealValue, serde::Serialize, serde::Deserialize,
+)]
+#[surreal(crate = "surrealdb::types")]
+pub struct Change {
+    pub op: String,
+    pub value: String,
+    pub reason: String,
+}
+
 /// Whether an LLM proposal is in force or waits for review.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ApplyMode {
@@ -87,6 +99,8 @@ pub struct NeighbourWrite {
     pub embedding_before: Option<Vec<f32>>,
     pub embedding_after: Vec<f32>,
     pub mode: ApplyMode,
+    /// The operations that make `after` from `before`, each with its reason.
+    pub changes: Vec<Change>,
 }
 
 /// What one pipeline run produced for one note.
@@ -98,6 +112,9 @@ pub struct Enrichment {
     /// read inside the apply transaction, so the revision is exact even if another job
     /// evolved the note meanwhile.
     pub after: Fields,
+    /// Changes the link step made to the construction's tags (A-Mem's `tags_to_update`),
+    /// each with its reason; already part of `after`.
+    pub construction_changes: Vec<Change>,
     pub embedding: Vec<f32>,
     /// Whether construction is applied at once or held for review.
     pub construction_mode: ApplyMode,
@@ -138,6 +155,7 @@ struct UpdateParam {
     after: Fields,
     embedding_before: Option<Bytes>,
     embedding_after: Bytes,
+    changes: Vec<Change>,
 }
 
 #[derive(Debug, Clone, SurrealValue)]
@@ -212,6 +230,8 @@ pub struct RevisionSummary {
     pub before: serde_json::Value,
     pub after: serde_json::Value,
     pub created_at: DateTime<Utc>,
+    /// Each change with its own reason (see [`Change`]).
+    pub changes: Vec<Change>,
 }
 
 /// Counts of jobs by state.
@@ -534,6 +554,7 @@ impl Store {
                 after: u.after.clone(),
                 embedding_before: u.embedding_before.as_deref().map(emb_to_bytes),
                 embedding_after: emb_to_bytes(&u.embedding_after),
+                changes: u.changes.clone(),
             })
             .collect();
         let event = EventParam {
@@ -577,7 +598,8 @@ impl Store {
              CREATE revision CONTENT {{
                  note: $n, event: $ev, actor: 'llm', reason: 'construction',
                  before: {{ keywords: $cur.keywords, tags: $cur.tags, context: $cur.context }},
-                 after: $after, embedding_before: $cur.embedding, embedding_after: $emb,
+                 after: $after, changes: $construction_changes,
+                 embedding_before: $cur.embedding, embedding_after: $emb,
                  status: IF $construct_apply {{ 'applied' }} ELSE {{ 'proposed' }}, created_at: $now
              }};
              FOR $l IN $links {{
@@ -600,7 +622,7 @@ impl Store {
                  }};
                  CREATE revision CONTENT {{
                      note: $t, event: $ev, actor: 'llm', reason: 'evolution',
-                     before: $u.before, after: $u.after,
+                     before: $u.before, after: $u.after, changes: $u.changes,
                      embedding_before: $u.embedding_before, embedding_after: $u.embedding_after,
                      status: IF $u.apply AND $fresh {{ 'applied' }} ELSE {{ 'proposed' }}, created_at: $now
                  }};
@@ -621,6 +643,7 @@ impl Store {
                     .bind(("job", e.job.to_string()))
                     .bind(("note", e.note.to_string()))
                     .bind(("after", e.after.clone()))
+                    .bind(("construction_changes", e.construction_changes.clone()))
                     .bind(("emb", emb.clone()))
                     .bind(("construct_apply", e.construction_mode == ApplyMode::Apply))
                     .bind(("tier", e.tier.clone()))
@@ -716,7 +739,7 @@ impl Store {
             .query(format!(
                 "SELECT record::id(id) AS id, record::id(note) AS note,
                         IF event != NONE {{ record::id(event) }} ELSE {{ NONE }} AS event,
-                        actor, reason, status, before, after, created_at
+                        actor, reason, status, before, after, created_at, changes ?? [] AS changes
                  FROM revision {filter} ORDER BY created_at DESC LIMIT $limit"
             ))
             .bind(("note", note.map(|n| n.to_string()).unwrap_or_default()))

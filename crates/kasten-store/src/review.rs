@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use kasten_core::NoteId;
 use surrealdb::types::{Bytes, SurrealValue};
 
-use crate::pipeline::Fields;
+use crate::pipeline::{Change, Fields};
 use crate::{Store, StoreError, bytes_to_emb, emb_to_bytes, first_real_error};
 
 /// A revision with everything rollback needs.
@@ -27,6 +27,8 @@ pub struct Revision {
     pub status: String,
     pub reviewed: bool,
     pub created_at: DateTime<Utc>,
+    /// Each change with its own reason (LLM revisions since evolution became operations).
+    pub changes: Vec<Change>,
 }
 
 #[derive(Debug, SurrealValue)]
@@ -44,6 +46,7 @@ struct RevisionRow {
     status: String,
     reviewed: bool,
     created_at: DateTime<Utc>,
+    changes: Vec<Change>,
 }
 
 impl RevisionRow {
@@ -69,13 +72,14 @@ impl RevisionRow {
             status: self.status,
             reviewed: self.reviewed,
             created_at: self.created_at,
+            changes: self.changes,
         })
     }
 }
 
 const REVISION_COLUMNS: &str = "record::id(id) AS id, record::id(note) AS note,
     IF event != NONE { record::id(event) } ELSE { NONE } AS event, actor, reason, before, after,
-    embedding_before, embedding_after, status, reviewed, created_at";
+    embedding_before, embedding_after, status, reviewed, created_at, changes ?? [] AS changes";
 
 /// A link with its record id.
 #[derive(Debug, Clone, PartialEq, SurrealValue, serde::Serialize)]

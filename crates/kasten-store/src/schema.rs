@@ -2,7 +2,7 @@
 //! changes go in a new one. `schema_version:current` records the last one applied.
 
 /// (version, SurrealQL). Each runs in its own transaction together with the version bump.
-pub(crate) const MIGRATIONS: &[(u32, &str)] = &[(1, V1), (2, V2)];
+pub(crate) const MIGRATIONS: &[(u32, &str)] = &[(1, V1), (2, V2), (3, V3)];
 
 /// DESIGN.md §4. Embeddings are stored as little-endian f32 bytes (4 bytes per dimension,
 /// 1.5 KB for 384-d) rather than `array<float>`: a quarter of the size on disk, and the
@@ -131,4 +131,13 @@ DEFINE FIELD content ON chat TYPE string;
 DEFINE FIELD citations ON chat TYPE array<string> DEFAULT [];
 DEFINE FIELD at ON chat TYPE datetime;
 DEFINE INDEX chat_session ON chat FIELDS session, at;
+"#;
+
+/// Each change of an LLM revision with its own reason (evolution operations, and the tag
+/// operations on a new note); revisions written before have none.
+const V3: &str = r#"
+DEFINE FIELD changes ON revision TYPE array<object> DEFAULT [];
+DEFINE FIELD changes[*].op ON revision TYPE string;
+DEFINE FIELD changes[*].value ON revision TYPE string;
+DEFINE FIELD changes[*].reason ON revision TYPE string;
 "#;

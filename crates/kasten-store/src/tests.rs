@@ -216,6 +216,7 @@ fn enrichment(job: &JobId, note: &Note) -> Enrichment {
             tags: vec!["t".into()],
             context: "c".into(),
         },
+        construction_changes: Vec::new(),
         embedding: vec![1.0, 0.0],
         construction_mode: ApplyMode::Apply,
         tier: None,
@@ -310,6 +311,7 @@ async fn a_stale_neighbour_update_is_held_and_the_rest_applies() -> Result<(), S
         embedding_before: Some(vec![0.0, 1.0]),
         embedding_after: vec![0.5, 0.5],
         mode: ApplyMode::Apply,
+        changes: Vec::new(),
     });
     // the neighbour changed since the pipeline read it: its update is held for review,
     // everything else lands
