@@ -126,6 +126,16 @@ export type BulkOutcome = {
 	failed: string[],
 };
 
+/**
+ *  One change of a revision (`add_tag`, `remove_tag`, `add_keyword`, `remove_keyword`,
+ *  `set_context`) with the tag, keyword or context it names and why.
+ */
+export type ChangeDto = {
+	op: string,
+	value: string,
+	reason: string,
+};
+
 /**  One earlier exchange, for follow-up questions. */
 export type ChatTurnDto = {
 	question: string,
@@ -217,6 +227,8 @@ export type HistoryDto = {
 	reason: string,
 	before: FieldsDto | null,
 	after: FieldsDto | null,
+	/**  Each change of an LLM revision with its own reason. */
+	changes: ChangeDto[],
 };
 
 export type HitDto = {
@@ -389,6 +401,7 @@ export type ReviewItemDto = {
 	after: FieldsDto | null,
 	status: string,
 	created_at: string,
+	changes: ChangeDto[],
 };
 
 export type ReviewPage = {

@@ -94,6 +94,7 @@ describe("hostile note content", () => {
           reason: SVG,
           before: { keywords: ["old"], tags: [], context: "before" },
           after: { keywords: [IMG], tags: [SCRIPT], context: IFRAME },
+          changes: [{ op: "add_tag", value: SCRIPT, reason: SVG }],
         },
       ],
     });

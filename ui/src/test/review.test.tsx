@@ -40,6 +40,7 @@ const link: ReviewItemDto = {
   after: null,
   status: "proposed",
   created_at: "2024-05-01T10:00:00Z",
+  changes: [],
 };
 const edit: ReviewItemDto = {
   ...link,
@@ -53,6 +54,7 @@ const edit: ReviewItemDto = {
   before: { keywords: ["dog"], tags: ["pets"], context: "old" },
   after: { keywords: ["dog"], tags: ["pets", "beach"], context: "new" },
   status: "applied",
+  changes: [{ op: "add_tag", value: "beach", reason: "the new note says Pixel swims at the beach" }],
 };
 
 beforeEach(() => {
@@ -72,6 +74,10 @@ describe("ReviewView", () => {
     expect(items).toHaveLength(2);
     expect(screen.getByText("why: both are about Pixel")).toBeTruthy();
     expect(screen.getByText("confidence 0.80")).toBeTruthy();
+    // an evolution shows each change with the reason the model gave for it
+    const change = screen.getByTestId("change");
+    expect(change.getAttribute("data-op")).toBe("add_tag");
+    expect(screen.getByTestId("change-reason").textContent).toBe("the new note says Pixel swims at the beach");
     // the diff lists only changed fields
     expect(screen.getByText("pets, beach")).toBeTruthy();
     expect(screen.queryByText("keywords")).toBeNull();

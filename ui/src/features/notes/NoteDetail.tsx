@@ -1,6 +1,7 @@
 import { useCallback, useEffect, useState } from "react";
 import { api, errorText, type HistoryDto, type NoteDetailDto } from "../../api";
 import { useApp } from "../../app-context";
+import Changes from "../../components/Changes";
 import Diff from "../../components/Diff";
 import { EnrichBadge } from "./NoteItem";
 
@@ -167,7 +168,11 @@ export default function NoteDetail({ id }: { id: string }) {
                 </button>
               )}
             </div>
-            {h.reason && h.reason !== h.action && <div className="muted">{h.reason}</div>}
+            {h.changes.length > 0 ? (
+              <Changes changes={h.changes} />
+            ) : (
+              h.reason && h.reason !== h.action && <div className="muted">{h.reason}</div>
+            )}
             <Diff before={h.before} after={h.after} />
           </li>
         ))}

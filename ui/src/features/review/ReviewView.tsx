@@ -1,6 +1,7 @@
 import { useCallback, useEffect, useId, useState } from "react";
 import { api, errorText, type EventDto, type ReviewItemDto } from "../../api";
 import { useApp } from "../../app-context";
+import Changes from "../../components/Changes";
 import Diff from "../../components/Diff";
 import Empty from "../../components/Empty";
 
@@ -49,7 +50,11 @@ function Item({ it, onDone }: { it: ReviewItemDto; onDone: (msg: string) => void
           </>
         )}
       </div>
-      {it.reason && <div className="small muted">why: {it.reason}</div>}
+      {it.changes.length > 0 ? (
+        <Changes changes={it.changes} />
+      ) : (
+        it.reason && <div className="small muted">why: {it.reason}</div>
+      )}
       {it.kind === "edit" && <Diff before={it.before} after={it.after} />}
       {editing && (
         <div style={{ marginTop: 6 }}>
