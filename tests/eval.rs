@@ -306,7 +306,7 @@ fn with_an_llm_notes_are_enriched_and_questions_answered_and_scored() {
     assert_eq!(again["samples"][0]["ingest"]["cached"], true, "{again:#}");
     assert_eq!(again["tokens"]["ingest_llm"], r["tokens"]["ingest_llm"]);
     assert_eq!(r["llm"]["steps"], "full");
-    assert_eq!(r["llm"]["prompt_version"], "amem-v3");
+    assert_eq!(r["llm"]["prompt_version"], "amem-v5");
 
     // an ablation is a memory of its own: not the full system's cache, and its step skipped
     let ablated = h.json(&[
@@ -335,5 +335,91 @@ fn with_an_llm_notes_are_enriched_and_questions_answered_and_scored() {
     assert!(
         ablated_in > 0 && ablated_in < full_in,
         "construction only reads less: {ablated_in} vs {full_in}"
+    );
+}
+
+/// An enriching ingest killed part way resumes after the last note added on the next run,
+/// instead of starting over (a run with a real model takes hours).
+#[test]
+fn an_interrupted_enriching_ingest_resumes_where_it_stopped() {
+    let llm = FakeServer::start("slow:300");
+    let h = Home::with_llm(&llm.openai_url());
+    let (file, cache) = setup(&h);
+    let (f, c) = (file.display().to_string(), cache.display().to_string());
+    let args = [
+        "eval",
+        "locomo",
+        &f,
+        "--cache",
+        &c,
+        "-k",
+        "3",
+        "--samples",
+        "conv-a",
+    ];
+    let mut child = h
+        .cmd(&args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start kasten: {e}"));
+    // wait until three notes are in, then kill it without warning
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let partial = loop {
+        let found = std::fs::read_dir(&cache).ok().and_then(|d| {
+            d.filter_map(Result::ok)
+                .map(|e| e.path().join("kasten-eval-partial.json"))
+                .find(|p| {
+                    std::fs::read_to_string(p)
+                        .ok()
+                        .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+                        .is_some_and(|v| v["added"].as_u64().unwrap_or(0) >= 3)
+                })
+        });
+        if let Some(p) = found {
+            break p;
+        }
+        assert!(std::time::Instant::now() < deadline, "no progress saved");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    let before = llm.request_count();
+    llm.set_mode(r#"{"mode": "normal"}"#);
+
+    let out = h.run(&[
+        "--json",
+        "eval",
+        "locomo",
+        &f,
+        "--cache",
+        &c,
+        "-k",
+        "3",
+        "--samples",
+        "conv-a",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    let ingest = &r["samples"][0]["ingest"];
+    assert_eq!(ingest["cached"], false, "{r:#}");
+    assert_eq!(ingest["notes"], 7, "{r:#}");
+    assert_eq!(
+        num(&ingest["enriched"]) + num(&ingest["enrichment_failed"]),
+        7.0,
+        "{r:#}"
+    );
+    assert_eq!(r["questions"]["scored"], 4, "{r:#}");
+    // the resumed run enriched only what was left: fewer calls than the 7 notes need
+    // (one construction call each, and a link call for each note after the first)
+    let resumed_calls = llm.request_count() - before;
+    assert!(resumed_calls < 13, "{resumed_calls} calls: started over?");
+    assert!(
+        !partial.exists(),
+        "the finished memory keeps no progress file"
     );
 }

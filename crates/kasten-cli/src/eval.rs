@@ -72,6 +72,10 @@ pub enum EvalCommand {
 /// Bumped whenever the notes made from a file change, so old caches are not reused.
 const NOTE_FORMAT: u32 = 1;
 const COMPLETE: &str = "kasten-eval-complete.json";
+/// Progress of an enriching ingest that has not finished: a run with a real model takes
+/// hours, so an interrupted one (Ctrl-C, a crash, the end of a work day) resumes where it
+/// stopped instead of starting over.
+const PARTIAL: &str = "kasten-eval-partial.json";
 const BATCH: usize = 256;
 /// Enrichment failures in a row, at the start, after which the LLM is taken to be broken.
 const EARLY_FAILURES: usize = 3;
@@ -373,9 +377,11 @@ async fn eval_sample(
     log: &dyn Fn(String),
 ) -> Result<SampleReport> {
     let marker = dir.join(COMPLETE);
+    let partial = dir.join(PARTIAL);
     let cached = !fresh && marker.is_file();
-    if !cached && dir.exists() {
-        // a partial ingest (interrupted) or --fresh: start over
+    let resume = !fresh && !cached && mode.llm.is_some() && partial.is_file();
+    if !cached && !resume && dir.exists() {
+        // a partial ingest without an LLM (quick to redo) or --fresh: start over
         std::fs::remove_dir_all(dir)
             .with_context(|| format!("cannot clear the cached memory {}", dir.display()))?;
     }
@@ -407,11 +413,18 @@ async fn eval_sample(
                 notes.len(),
                 dir.display()
             ));
-            let mut v = ingest(&engine, &notes, mode.llm.is_some()).await?;
+            let progress = Progress {
+                path: &partial,
+                resume,
+                log,
+            };
+            let mut v = ingest(&engine, &notes, mode.llm.is_some(), &progress).await?;
             totals.ingest_seconds += v["seconds"].as_f64().unwrap_or(0.0);
             totals.ingested_notes += notes.len();
             std::fs::write(&marker, serde_json::to_string_pretty(&v)?)
                 .with_context(|| format!("cannot write {}", marker.display()))?;
+            // the complete marker supersedes it; a leftover one is harmless
+            let _ = std::fs::remove_file(&partial);
             v["cached"] = json!(false);
             v
         };
@@ -441,9 +454,49 @@ async fn eval_sample(
     result
 }
 
+/// Where an enriching ingest records its progress, and whether it resumes from it.
+struct Progress<'a> {
+    path: &'a Path,
+    resume: bool,
+    log: &'a dyn Fn(String),
+}
+
+impl Progress<'_> {
+    /// (notes enriched, failed, seconds spent) by the runs before this one.
+    fn before(&self) -> (u64, u64, f64) {
+        if !self.resume {
+            return (0, 0, 0.0);
+        }
+        let v: Value = std::fs::read_to_string(self.path)
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or(json!({}));
+        (
+            v["enriched"].as_u64().unwrap_or(0),
+            v["enrichment_failed"].as_u64().unwrap_or(0),
+            v["seconds"].as_f64().unwrap_or(0.0),
+        )
+    }
+
+    fn save(&self, added: usize, enriched: u64, failed: u64, seconds: f64) -> Result<()> {
+        let v = json!({"added": added, "enriched": enriched, "enrichment_failed": failed, "seconds": seconds});
+        let tmp = self.path.with_extension("tmp");
+        std::fs::write(&tmp, v.to_string())
+            .and_then(|()| std::fs::rename(&tmp, self.path))
+            .with_context(|| format!("cannot write {}", self.path.display()))
+    }
+}
+
 /// Writes the notes into the (empty) memory. With an LLM each note is enriched before
-/// the next is added, so its links and evolution only see the conversation so far.
-async fn ingest(engine: &Engine, notes: &[NewNote], enrich: bool) -> Result<Value> {
+/// the next is added, so its links and evolution only see the conversation so far; the
+/// progress is saved as it goes, and a run that finds it resumes after the last note added
+/// (finishing that note's enrichment first).
+async fn ingest(
+    engine: &Engine,
+    notes: &[NewNote],
+    enrich: bool,
+    progress: &Progress<'_>,
+) -> Result<Value> {
     // one note per turn, as in the A-Mem protocol: a repeated turn ("Thanks!") stays a
     // note of its own instead of being merged into the earlier one
     engine
@@ -453,12 +506,28 @@ async fn ingest(engine: &Engine, notes: &[NewNote], enrich: bool) -> Result<Valu
         })
         .await?;
     let t0 = Instant::now();
-    let (mut enriched, mut failed) = (0u64, 0u64);
+    let (mut enriched, mut failed, secs_before) = progress.before();
     if enrich {
+        let start = if progress.resume {
+            let added = (engine.count().await? as usize).min(notes.len());
+            (progress.log)(format!(
+                "resuming after note {added} of {} (saved progress in {})",
+                notes.len(),
+                progress.path.display()
+            ));
+            let s = engine.run_pending(&|_| {}).await?;
+            enriched += s.done as u64;
+            failed += (s.failed + s.retrying) as u64;
+            added
+        } else {
+            0
+        };
+        progress.save(start, enriched, failed, secs_before)?;
         let pb = crate::progress_bar();
         pb.set_message("enriching");
         pb.set_length(notes.len() as u64);
-        for (i, n) in notes.iter().enumerate() {
+        pb.set_position(start as u64);
+        for (i, n) in notes.iter().enumerate().skip(start) {
             let note = engine.add(n.clone()).await?;
             match engine.enrich_note(&note.id).await? {
                 Some(JobOutcome::Done { .. }) => enriched += 1,
@@ -471,6 +540,12 @@ async fn ingest(engine: &Engine, notes: &[NewNote], enrich: bool) -> Result<Valu
                 Some(JobOutcome::Gone { .. }) | None => failed += 1,
             }
             pb.inc(1);
+            progress.save(
+                i + 1,
+                enriched,
+                failed,
+                secs_before + t0.elapsed().as_secs_f64(),
+            )?;
         }
         pb.finish_and_clear();
     } else {
@@ -478,7 +553,7 @@ async fn ingest(engine: &Engine, notes: &[NewNote], enrich: bool) -> Result<Valu
             engine.add_batch(chunk.to_vec()).await?;
         }
     }
-    let secs = t0.elapsed().as_secs_f64();
+    let secs = secs_before + t0.elapsed().as_secs_f64();
     let (mut tin, mut tout) = (0i64, 0i64);
     if enrich {
         for u in engine.store().usage_by_model().await? {
