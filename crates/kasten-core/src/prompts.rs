@@ -44,10 +44,10 @@ const MAX_REASON_CHARS: usize = 120;
 const MAX_TERM_CHARS: usize = 40;
 /// Links and updates per note: bounds the output (a tiny model otherwise links all k).
 const MAX_LINKS: usize = 5;
-const MAX_UPDATES: usize = 3;
+const MAX_UPDATES: usize = 2;
 /// Operations per updated neighbour, and on the new note's own tags.
-const MAX_OPS: usize = 3;
-const MAX_NOTE_TAG_OPS: usize = 2;
+const MAX_OPS: usize = 2;
+const MAX_NOTE_TAG_OPS: usize = 1;
 /// An operation's reason: one line.
 const MAX_OP_REASON_CHARS: usize = 100;
 /// Tags and keywords an evolved note may grow to (an operation beyond is not applied).
@@ -55,7 +55,7 @@ const MAX_EVOLVED_TAGS: usize = MAX_TAGS + 2;
 const MAX_EVOLVED_KEYWORDS: usize = MAX_KEYWORDS + 2;
 /// Characters of a neighbour's content shown in the link prompt (its keywords, tags and
 /// whole context are shown too; tokens per note stay within the ~1,200 budget at k = 10).
-const NEIGHBOUR_PREVIEW_CHARS: usize = 140;
+const NEIGHBOUR_PREVIEW_CHARS: usize = 100;
 /// Characters of the new note shown (a very long note is cut, with a marker).
 const NOTE_CHARS: usize = 2000;
 
@@ -256,7 +256,7 @@ pub fn link_evolve(note: &Neighbour, neighbours: &[Neighbour], handles: &Handles
     let mut shown = String::new();
     for (i, n) in neighbours.iter().enumerate() {
         shown.push_str(&format!(
-            "{}{} {}\n  keywords: {} | tags: {} | context: {}\n",
+            "{}{} {}\n  k: {} | t: {} | c: {}\n",
             Handles::handle(i),
             date(&n.time),
             fenced(&cut(&n.content, NEIGHBOUR_PREVIEW_CHARS)).replace('\n', " "),
@@ -266,15 +266,13 @@ pub fn link_evolve(note: &Neighbour, neighbours: &[Neighbour], handles: &Handles
         ));
     }
     let user = format!(
-        "New note{}:\n{}\nkeywords: {} | tags: {} | context: {}\n\nRelated notes:\n{shown}\n\
-         1. links: the related notes the new note should link to (kind: {}; a one-line reason; \
-         confidence 0-1).\n\
-         2. updates: only where the new note changes how an older note should be understood, \
-         operations on it: add_tag/remove_tag, add_keyword/remove_keyword (remove only what it \
-         lists), set_context (a new one-sentence context); each with a one-line reason. What \
-         you do not name stays.\n\
-         3. note_tags: add_tag/remove_tag on the new note's own tags where the related notes \
-         show a better one, with a reason.\nUse only the handles above.",
+        "New note{}:\n{}\nk: {} | t: {} | c: {}\n\nRelated notes (k keywords, t tags, c context):\n{shown}\n\
+         links: related notes to link to (kind: {}; one-line reason; confidence 0-1).\n\
+         updates: only where the new note changes how an older note should be understood: \
+         add/remove a tag or keyword it has, or set_context; each with a one-line reason. \
+         What you do not name stays.\n\
+         note_tags: add/remove the new note's own tags if the related notes show better ones.\n\
+         Use only the handles above.",
         date(&note.time),
         fenced(&cut(&note.content, NOTE_CHARS)),
         note.keywords.join(", "),
@@ -1055,7 +1053,7 @@ mod tests {
         let p = link_evolve(&me, &[n], &Handles::new([id("a")]));
         let body = &p.messages[1].content;
         assert!(body.contains("N1 (2024-05-01) <<<"), "{body}");
-        assert!(body.contains("keywords: tomato seedlings | tags: garden | context: About gardening: preparing the spring beds with young plants from the market."));
+        assert!(body.contains("k: tomato seedlings | t: garden | c: About gardening: preparing the spring beds with young plants from the market."));
         assert!(body.starts_with("New note (2024-05-01):"));
         let ops = &p.schema["properties"]["updates"]["items"]["properties"]["ops"];
         assert_eq!(ops["maxItems"], json!(MAX_OPS));
