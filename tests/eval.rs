@@ -423,3 +423,40 @@ fn an_interrupted_enriching_ingest_resumes_where_it_stopped() {
         "the finished memory keeps no progress file"
     );
 }
+
+/// `--held-out` chooses the ranking settings on the other conversations and scores them on
+/// the one left out, so a reported figure is not tuned on the questions it scores.
+#[test]
+fn held_out_settings_are_tuned_on_the_other_conversations() {
+    let h = Home::new();
+    let (file, cache) = setup(&h);
+    let r = eval(&h, &file, &cache, &["-k", "3", "--held-out"]);
+    let ho = &r["held_out"];
+    let rows = ho["conversations"].as_array().cloned().unwrap_or_default();
+    assert_eq!(rows.len(), 2, "{ho:#}");
+    for row in &rows {
+        let held = row["held_out"].as_str().unwrap_or_default();
+        let tuned_on: Vec<&str> = row["tuned_on"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|x| x.as_str()).collect())
+            .unwrap_or_default();
+        assert_eq!(tuned_on.len(), 1, "{row:#}");
+        assert_ne!(tuned_on[0], held, "tuned on what it scores: {row:#}");
+        for key in [
+            "recall_held_out",
+            "recall_default_held_out",
+            "recall_tuned_on_others",
+        ] {
+            assert!((0.0..=1.0).contains(&num(&row[key])), "{key}: {row:#}");
+        }
+    }
+    assert_eq!(ho["grid"], 36);
+    // one conversation cannot be held out against anything
+    let one = eval(
+        &h,
+        &file,
+        &cache,
+        &["-k", "3", "--held-out", "--samples", "conv-a"],
+    );
+    assert!(one.get("held_out").is_none(), "{one:#}");
+}

@@ -66,8 +66,28 @@ pub enum EvalCommand {
         /// Include every question's result in the --json report.
         #[arg(long)]
         per_question: bool,
+        /// Ranking settings measured out of sample: for each conversation, the grid setting
+        /// (vector, context and date weights) with the best recall on the other
+        /// conversations, and its recall on this one (needs two or more conversations).
+        #[arg(long)]
+        held_out: bool,
     },
 }
+
+/// The ranking settings `--held-out` chooses from: (vector, context, date) weights, the
+/// default first (ties keep it).
+const GRID: &[(f64, f64, f64)] = &{
+    const V: [f64; 3] = [0.5, 0.3, 0.7];
+    const C: [f64; 4] = [0.5, 0.0, 0.25, 0.75];
+    const D: [f64; 3] = [0.2, 0.0, 0.4];
+    let mut out = [(0.0, 0.0, 0.0); 36];
+    let mut i = 0;
+    while i < 36 {
+        out[i] = (V[i / 12], C[(i / 3) % 4], D[i % 3]);
+        i += 1;
+    }
+    out
+};
 
 /// Bumped whenever the notes made from a file change, so old caches are not reused.
 const NOTE_FORMAT: u32 = 1;
@@ -180,6 +200,8 @@ struct Totals {
     enrich_failed: u64,
     query_tokens: (u64, u64),
     query_tokens_estimated: bool,
+    /// `--held-out`: per sample, per grid setting, the recall of each scored question.
+    grid: Vec<(String, Vec<Vec<f64>>)>,
 }
 
 /// What the run does besides retrieval.
@@ -191,6 +213,7 @@ struct Mode {
     /// The A-Mem steps that run (the ablations switch them off).
     steps: kasten_engine::Steps,
     answer: bool,
+    held_out: bool,
 }
 
 pub async fn run(cmd: &EvalCommand, json_out: bool) -> Result<()> {
@@ -206,6 +229,7 @@ pub async fn run(cmd: &EvalCommand, json_out: bool) -> Result<()> {
         cache,
         fresh,
         per_question,
+        held_out,
     } = cmd;
     let k = (*k).max(1);
     // the LLM every other command would use: the environment, else the built-in model
@@ -240,6 +264,7 @@ pub async fn run(cmd: &EvalCommand, json_out: bool) -> Result<()> {
             evolution: !no_evolution,
         },
         answer: *answer,
+        held_out: *held_out,
     };
     let t_run = Instant::now();
     let bytes = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
@@ -688,6 +713,31 @@ async fn score_questions(
                     to_dia(hits.into_iter().map(|h| h.id.to_string()).collect()),
                 );
             }
+            if mode.held_out {
+                if totals
+                    .grid
+                    .last()
+                    .is_none_or(|(id, _)| *id != sample.sample_id)
+                {
+                    totals
+                        .grid
+                        .push((sample.sample_id.clone(), vec![Vec::new(); GRID.len()]));
+                }
+                for (i, &(v, c, d)) in GRID.iter().enumerate() {
+                    let opts = SearchOptions {
+                        vector_weight: v,
+                        context_weight: c,
+                        date_weight: d,
+                        ..options.clone()
+                    };
+                    let hits = engine.rank_expanded(&q.question, &qv, k, &opts)?;
+                    let got = to_dia(hits.into_iter().map(|h| h.id.to_string()).collect());
+                    let r = locomo::recall_at_k(&known, &got, k).unwrap_or(0.0);
+                    if let Some((_, per)) = totals.grid.last_mut() {
+                        per[i].push(r);
+                    }
+                }
+            }
             for (sys, got) in &retrieved {
                 let r = locomo::recall_at_k(&known, got, k).unwrap_or(0.0);
                 totals.recall.entry(*sys).or_default().add(q.category, r);
@@ -942,7 +992,60 @@ fn build_report(
             })
             .collect();
     }
+    if let Some(h) = held_out_json(&totals.grid) {
+        report["held_out"] = h;
+    }
     report
+}
+
+/// Leave one conversation out: the grid setting with the best recall on the others (all
+/// their questions pooled), scored on the one left out. `None` with fewer than two.
+fn held_out_json(grid: &[(String, Vec<Vec<f64>>)]) -> Option<Value> {
+    if grid.len() < 2 {
+        return None;
+    }
+    let mean = |xs: &[f64]| xs.iter().sum::<f64>() / xs.len().max(1) as f64;
+    let mut rows = Vec::new();
+    let (mut chosen_sum, mut default_sum, mut n) = (0.0, 0.0, 0usize);
+    for (held, per) in grid {
+        let others: Vec<&Vec<Vec<f64>>> = grid
+            .iter()
+            .filter(|(id, _)| id != held)
+            .map(|(_, p)| p)
+            .collect();
+        let tuned = |i: usize| -> f64 {
+            let pooled: Vec<f64> = others.iter().flat_map(|p| p[i].iter().copied()).collect();
+            mean(&pooled)
+        };
+        let mut best = 0;
+        for i in 1..GRID.len() {
+            if tuned(i) > tuned(best) + 1e-12 {
+                best = i;
+            }
+        }
+        let (v, c, d) = GRID[best];
+        let questions = per[best].len();
+        chosen_sum += per[best].iter().sum::<f64>();
+        default_sum += per[0].iter().sum::<f64>();
+        n += questions;
+        rows.push(json!({
+            "held_out": held,
+            "tuned_on": grid.iter().filter(|(id, _)| id != held).map(|(id, _)| id.clone()).collect::<Vec<_>>(),
+            "chosen": {"vector_weight": v, "context_weight": c, "date_weight": d},
+            "recall_tuned_on_others": tuned(best),
+            "recall_held_out": mean(&per[best]),
+            "recall_default_held_out": mean(&per[0]),
+            "questions": questions,
+        }));
+    }
+    Some(json!({
+        "grid": GRID.len(),
+        "default": {"vector_weight": GRID[0].0, "context_weight": GRID[0].1, "date_weight": GRID[0].2},
+        "note": "recall_held_out is out of sample; the default was tuned on all dev conversations in an earlier round, so its figures are in-sample",
+        "conversations": rows,
+        "recall_held_out": chosen_sum / n.max(1) as f64,
+        "recall_default": default_sum / n.max(1) as f64,
+    }))
 }
 
 fn print_report(r: &Value) {
@@ -1013,6 +1116,28 @@ fn print_report(r: &Value) {
         r["ingest"]["seconds"].as_f64().unwrap_or(0.0),
         r["runtime_seconds"].as_f64().unwrap_or(0.0)
     );
+    let h = &r["held_out"];
+    if h.is_object() {
+        println!(
+            "held out (out of sample; the default is in-sample): {} over {} settings, default {}",
+            f(&h["recall_held_out"]),
+            h["grid"],
+            f(&h["recall_default"])
+        );
+        for c in h["conversations"].as_array().into_iter().flatten() {
+            let ch = &c["chosen"];
+            println!(
+                "  {}: tuned on the others ({}) → vector {} context {} date {}: {} (default {})",
+                c["held_out"].as_str().unwrap_or("?"),
+                f(&c["recall_tuned_on_others"]),
+                ch["vector_weight"],
+                ch["context_weight"],
+                ch["date_weight"],
+                f(&c["recall_held_out"]),
+                f(&c["recall_default_held_out"])
+            );
+        }
+    }
 }
 
 #[cfg(test)]
