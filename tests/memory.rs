@@ -268,3 +268,30 @@ fn ask_answers_from_a_notes_context() {
     assert!(answer.contains("Jo is Caroline's piano teacher"), "{a:#}");
     assert_eq!(strs(&a["citations"]).first(), Some(&id), "{a:#}");
 }
+
+/// Search, opening a note and agents' searches reinforce what they return, as chat does;
+/// `retrieval.reinforce chat` limits it to chat again.
+#[test]
+fn searching_and_opening_a_note_reinforce_it_as_configured() {
+    let h = Home::new();
+    let ids = add_all(&h);
+    let count = |id: &str| {
+        let n = h.json(&["show", id]);
+        n["access_count"].as_u64().unwrap_or(u64::MAX)
+    };
+    // `show` reports the note as it was opened, then reinforces it
+    assert_eq!(count(&ids[2]), 0);
+    assert_eq!(count(&ids[2]), 1);
+    let found = h.json(&["search", "where did I park the car"]);
+    assert_eq!(found["hits"][0]["id"], ids[2].as_str(), "{found:#}");
+    assert_eq!(count(&ids[2]), 3, "the search reinforced it");
+
+    h.ok(&["config", "set", "retrieval.reinforce", "chat"]);
+    h.json(&["search", "where did I park the car"]);
+    // the last open counted; from now on nothing does
+    assert_eq!(count(&ids[2]), 4);
+    assert_eq!(count(&ids[2]), 4);
+    let bad = h.run(&["config", "set", "retrieval.reinforce", "sometimes"]);
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("retrieval.reinforce"));
+}

@@ -203,7 +203,7 @@ pub async fn search_notes(
 pub async fn get_note(state: State<'_, AppState>, id: String) -> AppResult<NoteDetailDto> {
     let engine = state.engine().await?;
     let nid = note_id(&id)?;
-    let detail = engine.get(&nid).await?;
+    let detail = engine.open_note(&nid).await?;
     let history = engine.history(&nid).await?;
     let others = detail.links.iter().map(|l| {
         if l.from == nid {

@@ -299,7 +299,7 @@ pub fn link_evolve(note: &Neighbour, neighbours: &[Neighbour], handles: &Handles
         "minItems": 1,
         "maxItems": MAX_OPS,
         "items": {"anyOf": [
-            tag_op(&["add_tag", "remove_tag"]),
+            tag_op(&["remove_tag", "add_tag"]),
             {
                 "type": "object",
                 "properties": {

@@ -148,7 +148,7 @@ impl Engine {
         }
 
         let query = retrieval_query(question, history);
-        let found = self.search(&query, options.k.max(1)).await?;
+        let found = self.search_unreinforced(&query, options.k.max(1)).await?;
         let candidates = found.hits.len();
         let qv = self.embed_query(&query).await?;
         let mut shown: Vec<AnswerNote> = Vec::new();
@@ -238,8 +238,10 @@ impl Engine {
             .filter(|s| !s.cited)
             .map(|s| s.id.clone())
             .collect();
-        self.reinforce(&retrieved, Reinforce::Retrieved).await?;
-        self.reinforce(&cited, Reinforce::Cited).await?;
+        if self.reinforce_on() != crate::lifecycle::ReinforceOn::Off {
+            self.reinforce(&retrieved, Reinforce::Retrieved).await?;
+            self.reinforce(&cited, Reinforce::Cited).await?;
+        }
         let shown_count = shown.len();
         Ok(Answer {
             answer: resp.text,

@@ -45,7 +45,10 @@ use thiserror::Error;
 pub use boxes::{BoxInfo, BoxReport};
 pub use chat::{Answer, AnswerNote, AskOptions, ChatTurn, Retrieval};
 pub use kasten_llm::{LlmClient, LlmConfig};
-pub use lifecycle::{ARCHIVE_THRESHOLD_SETTING, ArchiveCandidate, STRENGTH_WEIGHT_SETTING};
+pub use lifecycle::{
+    ARCHIVE_THRESHOLD_SETTING, ArchiveCandidate, REINFORCE_SETTING, ReinforceOn,
+    STRENGTH_WEIGHT_SETTING,
+};
 pub use merge::{MERGE_SETTING, MergeInfo, MergeOptions};
 pub use pipeline::{
     JobOutcome, ModelProfile, PipelineOptions, Policy, PolicyMode, RunSummary, Steps,
@@ -175,6 +178,8 @@ pub struct Engine {
     pipeline: PipelineOptions,
     /// `retrieval.strength_weight`, read at open (0: off).
     strength_weight: AtomicF64,
+    /// `retrieval.reinforce`, read at open ([`lifecycle::ReinforceOn`] as a number).
+    reinforce_on: std::sync::atomic::AtomicU8,
     /// Starts the name of every job worker of this engine: unique to this open (process
     /// id and a ULID), so that `close` can give back exactly the jobs it still holds.
     worker_prefix: String,
@@ -297,6 +302,7 @@ impl Engine {
             llm: options.llm,
             pipeline: options.pipeline,
             strength_weight: AtomicF64::default(),
+            reinforce_on: std::sync::atomic::AtomicU8::new(0),
             worker_prefix: format!("{}-{}-", std::process::id(), JobId::generate()),
             snapshot_path: snapshot::path_for(endpoint),
             from_snapshot: AtomicBool::new(false),
@@ -647,7 +653,7 @@ impl Engine {
     /// What every open does after the indexes are in place.
     async fn finish_open(&self) -> Result<(), EngineError> {
         let model = self.embedder.model_id().to_owned();
-        self.strength_weight.store(self.strength_weight().await?);
+        self.refresh_retrieval_settings().await?;
         let recorded = serde_json::json!({ "model": model, "dim": self.embedder.dim() });
         if self.store.get_setting(EMBEDDING_SETTING).await?.as_ref() != Some(&recorded) {
             self.store.set_setting(EMBEDDING_SETTING, &recorded).await?;

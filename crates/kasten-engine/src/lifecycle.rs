@@ -18,6 +18,46 @@ pub const ARCHIVE_THRESHOLD_SETTING: &str = "lifecycle.archive_threshold";
 /// 0–1 (0, the default, turns it off).
 pub const STRENGTH_WEIGHT_SETTING: &str = "retrieval.strength_weight";
 
+/// Setting (group `retrieval`, field `reinforce`): which retrievals reinforce the notes they
+/// return — `all` (search, MCP `search_memory`/`get_memory`, opening a note, chat; the
+/// default), `chat` (only chat's shown and cited notes) or `off`.
+pub const REINFORCE_SETTING: &str = "retrieval.reinforce";
+
+/// Which retrievals reinforce a note (setting [`REINFORCE_SETTING`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReinforceOn {
+    All,
+    Chat,
+    Off,
+}
+
+impl ReinforceOn {
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s.trim().to_ascii_lowercase().as_str() {
+            "all" => Self::All,
+            "chat" => Self::Chat,
+            "off" => Self::Off,
+            _ => return None,
+        })
+    }
+
+    pub(crate) fn to_u8(self) -> u8 {
+        match self {
+            Self::All => 0,
+            Self::Chat => 1,
+            Self::Off => 2,
+        }
+    }
+
+    pub(crate) fn from_u8(v: u8) -> Self {
+        match v {
+            1 => Self::Chat,
+            2 => Self::Off,
+            _ => Self::All,
+        }
+    }
+}
+
 /// A note the lifecycle suggests archiving.
 #[derive(Debug, Clone, Serialize)]
 pub struct ArchiveCandidate {
@@ -225,6 +265,47 @@ impl Engine {
             self.store.set_project_active(p, true, "user").await?;
         }
         self.require(id).await
+    }
+
+    /// Which retrievals reinforce (setting `retrieval.reinforce`, read at open).
+    pub async fn reinforce_setting(&self) -> Result<ReinforceOn, EngineError> {
+        Ok(self
+            .store
+            .get_setting("retrieval")
+            .await?
+            .and_then(|v| {
+                v.get("reinforce")
+                    .and_then(|x| x.as_str().and_then(ReinforceOn::parse))
+            })
+            .unwrap_or(ReinforceOn::All))
+    }
+
+    /// Reads the retrieval settings the search path keeps at hand (at open, and when one
+    /// of them is set).
+    pub(crate) async fn refresh_retrieval_settings(&self) -> Result<(), EngineError> {
+        self.strength_weight.store(self.strength_weight().await?);
+        self.reinforce_on.store(
+            self.reinforce_setting().await?.to_u8(),
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        Ok(())
+    }
+
+    /// [`Engine::reinforce_setting`] as last read.
+    pub fn reinforce_on(&self) -> ReinforceOn {
+        ReinforceOn::from_u8(self.reinforce_on.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
+    /// A note opened by a person or an agent (`kasten show`, MCP `get_memory`, the app's
+    /// note detail): its detail, and the note reinforced as *retrieved* when the setting
+    /// says every retrieval does. The detail is the one read before the reinforcement.
+    pub async fn open_note(&self, id: &NoteId) -> Result<crate::NoteDetail, EngineError> {
+        let detail = self.get(id).await?;
+        if self.reinforce_on() == ReinforceOn::All {
+            self.reinforce(std::slice::from_ref(id), Reinforce::Retrieved)
+                .await?;
+        }
+        Ok(detail)
     }
 
     /// The retrieval weight of strength in force (setting `retrieval.strength_weight`).

@@ -172,11 +172,12 @@ async fn near_duplicates_become_merge_proposals_under_both_policies() {
         // not a second note: not listed, not retrieved
         let listed = e.list(100, 0).await.unwrap();
         assert_eq!(listed.len() as u64, count);
-        let hits = e.search("cat called Miso", 10).await.unwrap().hits;
-        assert!(hits.iter().all(|h| h.note.id != m.note));
-        // the old note was reinforced; the new text is kept
+        // the old note was reinforced (as repeated; the search below reinforces it again)
         let old = e.store().get_note(&ids[0]).await.unwrap().unwrap();
         assert_eq!(old.access_count, 1);
+        let hits = e.search("cat called Miso", 10).await.unwrap().hits;
+        assert!(hits.iter().all(|h| h.note.id != m.note));
+        // the new text is kept
         let dup = e.store().get_note(&m.note).await.unwrap().unwrap();
         assert_eq!(dup.status, NoteStatus::Merged);
         // it is in the review queue
@@ -382,6 +383,42 @@ async fn strength_weighting_decides_which_notes_make_the_top_k() {
     assert_eq!(
         weighted[0].note.id, strong,
         "strength takes part in choosing the top k, not only in ordering it"
+    );
+    e.close().await;
+}
+
+#[tokio::test]
+async fn every_retrieval_surface_reinforces_unless_the_setting_says_otherwise() {
+    let e = engine(None).await;
+    let id = e
+        .add(NewNote::new("Ada keeps the spare key under the blue flowerpot").unwrap())
+        .await
+        .unwrap()
+        .id;
+    let count = |d: crate::NoteDetail| d.note.access_count;
+    assert_eq!(
+        count(e.get(&id).await.unwrap()),
+        0,
+        "get alone is not an open"
+    );
+    // default `all`: a search and an open each reinforce the note
+    assert_eq!(e.reinforce_on(), crate::ReinforceOn::All);
+    assert_eq!(e.search("spare key", 3).await.unwrap().hits[0].note.id, id);
+    assert_eq!(count(e.get(&id).await.unwrap()), 1);
+    e.open_note(&id).await.unwrap();
+    assert_eq!(count(e.get(&id).await.unwrap()), 2);
+    // `chat`: search and opening leave it alone
+    e.set_setting_checked("retrieval.reinforce", "chat")
+        .await
+        .unwrap();
+    assert_eq!(e.reinforce_on(), crate::ReinforceOn::Chat);
+    e.search("spare key", 3).await.unwrap();
+    e.open_note(&id).await.unwrap();
+    assert_eq!(count(e.get(&id).await.unwrap()), 2);
+    assert!(
+        e.set_setting_checked("retrieval.reinforce", "sometimes")
+            .await
+            .is_err()
     );
     e.close().await;
 }

@@ -647,6 +647,10 @@ impl Engine {
                 }
                 if !steps.evolution {
                     le.updates.clear();
+                }
+                // the new note's own tags are revised only when it was annotated and
+                // evolution is on (an ablation without construction writes no tags)
+                if !steps.evolution || !steps.construction {
                     le.note_tags.clear();
                 }
             }

@@ -244,7 +244,11 @@ async fn faults_lose_nothing_and_corrupt_nothing() {
         );
         assert_eq!(e.store().job_counts().await.unwrap().failed, 1);
         // the note is saved and searchable
-        let hits = e.search("adoption painting classes", 5).await.unwrap();
+        // (a search that reinforces would change the neighbour compared below)
+        let hits = e
+            .search_unreinforced("adoption painting classes", 5)
+            .await
+            .unwrap();
         assert!(
             hits.hits.iter().any(|h| h.note.id == n.id),
             "{mode:?}: not searchable"

@@ -372,12 +372,36 @@ impl Engine {
     }
 
     /// Hybrid search returning the `k` best notes with how each was found.
+    /// The notes found are reinforced as *retrieved* (setting `retrieval.reinforce`).
     pub async fn search(&self, query: &str, k: usize) -> Result<SearchOutput, EngineError> {
+        let out = self.search_unreinforced(query, k).await?;
+        self.reinforce_retrieval(&out).await?;
+        Ok(out)
+    }
+
+    /// [`Engine::search`] with the settings in force, reinforcing nothing (chat reinforces
+    /// what it showed and cited itself).
+    pub(crate) async fn search_unreinforced(
+        &self,
+        query: &str,
+        k: usize,
+    ) -> Result<SearchOutput, EngineError> {
         let options = SearchOptions {
             strength_weight: self.strength_weight.load(),
             ..SearchOptions::default()
         };
         self.search_with(query, k, &options).await
+    }
+
+    /// Reinforces the hits of a search made on a person's or an agent's behalf, when the
+    /// setting says every retrieval does.
+    async fn reinforce_retrieval(&self, out: &SearchOutput) -> Result<(), EngineError> {
+        if self.reinforce_on() != crate::lifecycle::ReinforceOn::All || out.hits.is_empty() {
+            return Ok(());
+        }
+        let ids: Vec<NoteId> = out.hits.iter().map(|h| h.note.id.clone()).collect();
+        self.reinforce(&ids, kasten_core::lifecycle::Reinforce::Retrieved)
+            .await
     }
 
     /// [`Engine::search`] among the notes `filter` admits (a Box's members, a tag, an
@@ -393,7 +417,7 @@ impl Engine {
             return self.search(query, k).await;
         }
         let mut out = self
-            .search(query, k.saturating_mul(10).max(FILTER_POOL))
+            .search_unreinforced(query, k.saturating_mul(10).max(FILTER_POOL))
             .await?;
         let ids: Option<HashSet<&NoteId>> = filter.ids.as_ref().map(|v| v.iter().collect());
         out.hits.retain(|h| {
@@ -405,6 +429,7 @@ impl Engine {
                     .is_none_or(|e| h.note.enrich_state.label() == e)
         });
         out.hits.truncate(k);
+        self.reinforce_retrieval(&out).await?;
         Ok(out)
     }
 

@@ -55,6 +55,10 @@ pub const SETTINGS: &[(&str, &str)] = &[
     ("policy.edits", "auto | review"),
     ("policy.auto_accept_confidence", "0-1"),
     ("retrieval.strength_weight", "0-1"),
+    (
+        "retrieval.reinforce",
+        "all | chat | off (which retrievals strengthen a note)",
+    ),
     ("lifecycle.archive_threshold", "0-1"),
     ("merge.enabled", "true | false"),
     ("merge.min_cosine", "0-1"),
@@ -144,6 +148,9 @@ pub fn validate_setting(key: &str, raw: &str) -> Result<Value, SettingError> {
             _ => Err(bad()),
         },
         "merge.enabled" => v.parse::<bool>().map(Value::from).map_err(|_| bad()),
+        "retrieval.reinforce" => crate::lifecycle::ReinforceOn::parse(v)
+            .map(|_| json!(v.trim().to_ascii_lowercase()))
+            .ok_or_else(bad),
         "policy.auto_accept_confidence"
         | "retrieval.strength_weight"
         | "lifecycle.archive_threshold"
@@ -397,7 +404,11 @@ impl Engine {
             obj = json!({});
         }
         obj[field] = value;
-        Ok(self.store.set_setting(group, &obj).await?)
+        self.store.set_setting(group, &obj).await?;
+        if group == "retrieval" {
+            self.refresh_retrieval_settings().await?;
+        }
+        Ok(())
     }
 
     /// Removes one stored setting (it falls back to its default). Unknown keys are refused;

@@ -92,10 +92,10 @@ impl Memory {
         }
     }
 
-    /// A note with its links.
+    /// A note with its links, opened (reinforced, see `Engine::open_note`).
     pub async fn get(&self, id: &NoteId) -> Result<NoteDetail, ShareError> {
         match self {
-            Self::Local(e) => Ok(e.get(id).await?),
+            Self::Local(e) => Ok(e.open_note(id).await?),
             Self::Remote(c) => c.get(id).await,
         }
     }

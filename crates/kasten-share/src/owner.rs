@@ -279,7 +279,7 @@ impl MemoryService for Handler {
     }
 
     async fn get(self, _: tarpc::context::Context, id: NoteId) -> Result<NoteDetail, RemoteError> {
-        self.run(|e| async move { e.get(&id).await }).await
+        self.run(|e| async move { e.open_note(&id).await }).await
     }
 
     async fn list(
