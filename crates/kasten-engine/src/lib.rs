@@ -16,6 +16,7 @@ mod boxes;
 mod chat;
 pub mod files;
 mod lifecycle;
+mod manual;
 mod merge;
 mod pipeline;
 mod quality;
@@ -46,6 +47,7 @@ pub use boxes::{BoxInfo, BoxReport};
 pub use chat::{Answer, AnswerNote, AskOptions, ChatTurn, Retrieval};
 pub use kasten_llm::{LlmClient, LlmConfig};
 pub use lifecycle::{ARCHIVE_THRESHOLD_SETTING, ArchiveCandidate, STRENGTH_WEIGHT_SETTING};
+pub use manual::{DEFAULT_LINK_KIND, link_kinds};
 pub use merge::{MERGE_SETTING, MergeInfo, MergeOptions};
 pub use pipeline::{
     JobOutcome, ModelProfile, PipelineOptions, Policy, PolicyMode, RunSummary, Steps,
@@ -940,6 +942,8 @@ pub struct AddedBatch {
 
 #[cfg(test)]
 mod concurrency_tests;
+#[cfg(test)]
+mod manual_tests;
 #[cfg(test)]
 mod memory_tests;
 #[cfg(test)]
