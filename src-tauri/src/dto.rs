@@ -154,6 +154,9 @@ pub struct HistoryDto {
     pub reason: String,
     pub before: Option<FieldsDto>,
     pub after: Option<FieldsDto>,
+    /// The note's text before and after, when the entry rewrote it.
+    pub content_before: Option<String>,
+    pub content_after: Option<String>,
 }
 
 impl From<HistoryEntry> for HistoryDto {
@@ -167,6 +170,8 @@ impl From<HistoryEntry> for HistoryDto {
             reason: h.reason,
             before: h.before.map(Into::into),
             after: h.after.map(Into::into),
+            content_before: h.content_before,
+            content_after: h.content_after,
         }
     }
 }

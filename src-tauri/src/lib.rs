@@ -10,6 +10,7 @@ pub mod dto;
 pub mod error;
 pub mod events;
 pub mod llm;
+pub mod manual;
 pub mod settings;
 pub mod state;
 mod worker;
@@ -56,6 +57,10 @@ pub fn specta_builder() -> tauri_specta::Builder<tauri::Wry> {
             insights,
             list_boxes,
             chat::ask,
+            manual::link_kinds,
+            manual::link_notes,
+            manual::unlink_notes,
+            manual::edit_content,
         ])
         .events(tauri_specta::collect_events![
             events::JobEvent,

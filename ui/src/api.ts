@@ -68,6 +68,11 @@ export const api = {
   useLlm: (pick: LlmPick) => un(commands.useLlm(pick)),
   insights: () => un(commands.insights()),
   listBoxes: (limit: number) => un(commands.listBoxes(limit)),
+  linkKinds: () => un(commands.linkKinds()),
+  linkNotes: (from: string, to: string, kind: string | null, reason: string) =>
+    un(commands.linkNotes(from, to, kind, reason)),
+  unlinkNotes: (from: string, to: string, kind: string | null) => un(commands.unlinkNotes(from, to, kind)),
+  editContent: (id: string, content: string) => un(commands.editContent(id, content)),
   /** Imports a folder or file from this computer; `onProgress` receives the progress. */
   importPath: (path: string, format: string, onProgress: (p: ImportProgressDto) => void) => {
     const ch = new Channel<ImportProgressDto>();

@@ -74,6 +74,23 @@ export const commands = {
 	listBoxes: (limit: number) => typedError<BoxDto[], AppError>(__TAURI_INVOKE("list_boxes", { limit })),
 	/**  Answers from memory, streaming the answer's tokens to `on_token` as they arrive. */
 	ask: (question: string, history: ChatTurnDto[], onToken: Channel<string>) => typedError<AnswerDto, AppError>(__TAURI_INVOKE("ask", { question, history, onToken })),
+	/**  The kinds a link may have (`relates` is the default). */
+	linkKinds: () => typedError<string[], AppError>(__TAURI_INVOKE("link_kinds")),
+	/**
+	 *  Links `from -> to` by hand: accepted at once, in both notes' history, undone by rolling
+	 *  the link back.
+	 */
+	linkNotes: (from: string, to: string, kind: string | null, reason: string) => typedError<OutcomeDto, AppError>(__TAURI_INVOKE("link_notes", { from, to, kind, reason })),
+	/**
+	 *  Removes the accepted links between two notes (only `kind` if given); re-applying the
+	 *  link brings it back.
+	 */
+	unlinkNotes: (from: string, to: string, kind: string | null) => typedError<OutcomeDto, AppError>(__TAURI_INVOKE("unlink_notes", { from, to, kind })),
+	/**
+	 *  Rewrites a note's text (a versioned edit), re-indexes it and wakes the worker to enrich
+	 *  it again.
+	 */
+	editContent: (id: string, content: string) => typedError<OutcomeDto, AppError>(__TAURI_INVOKE("edit_content", { id, content })),
 };
 
 /** Events */
@@ -217,6 +234,9 @@ export type HistoryDto = {
 	reason: string,
 	before: FieldsDto | null,
 	after: FieldsDto | null,
+	/**  The note's text before and after, when the entry rewrote it. */
+	content_before: string | null,
+	content_after: string | null,
 };
 
 export type HitDto = {
