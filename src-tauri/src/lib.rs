@@ -9,6 +9,7 @@ pub mod commands;
 pub mod dto;
 pub mod error;
 pub mod events;
+pub mod fading;
 pub mod llm;
 pub mod manual;
 pub mod settings;
@@ -61,6 +62,12 @@ pub fn specta_builder() -> tauri_specta::Builder<tauri::Wry> {
             manual::link_notes,
             manual::unlink_notes,
             manual::edit_content,
+            fading::note_lifecycle,
+            fading::fading_notes,
+            fading::archived_notes,
+            fading::archive_note,
+            fading::restore_note,
+            fading::keep_note,
         ])
         .events(tauri_specta::collect_events![
             events::JobEvent,

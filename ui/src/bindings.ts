@@ -91,6 +91,18 @@ export const commands = {
 	 *  it again.
 	 */
 	editContent: (id: string, content: string) => typedError<OutcomeDto, AppError>(__TAURI_INVOKE("edit_content", { id, content })),
+	/**  A note's strength, tier and whether it is fading. */
+	noteLifecycle: (id: string) => typedError<LifecycleDto, AppError>(__TAURI_INVOKE("note_lifecycle", { id })),
+	/**  The archive candidates: active notes below the threshold, weakest first. */
+	fadingNotes: (limit: number) => typedError<FadingDto, AppError>(__TAURI_INVOKE("fading_notes", { limit })),
+	/**  A page of archived notes (kept, out of retrieval), most recently archived first. */
+	archivedNotes: (offset: number, limit: number) => typedError<NotesPage, AppError>(__TAURI_INVOKE("archived_notes", { offset, limit })),
+	/**  Archives a note: out of retrieval, kept with its links and history. */
+	archiveNote: (id: string) => typedError<NoteDto, AppError>(__TAURI_INVOKE("archive_note", { id })),
+	/**  Brings an archived note back into the memory and its indexes. */
+	restoreNote: (id: string) => typedError<NoteDto, AppError>(__TAURI_INVOKE("restore_note", { id })),
+	/**  Keeps a fading note (reinforces it); returns its new strength. */
+	keepNote: (id: string) => typedError<number | null, AppError>(__TAURI_INVOKE("keep_note", { id })),
 };
 
 /** Events */
@@ -184,6 +196,23 @@ export type EventDto = {
 	revisions: number,
 	dropped: number,
 	created_at: string,
+};
+
+export type FadingDto = {
+	threshold: number | null,
+	/**  Weakest first. */
+	notes: FadingNoteDto[],
+};
+
+/**  A note fading below the archive threshold. */
+export type FadingNoteDto = {
+	id: string,
+	preview: string,
+	strength: number | null,
+	tier: string,
+	project: string | null,
+	/**  Days since it entered the memory or was last used. */
+	idle_days: number | null,
 };
 
 export type FieldsDto = {
@@ -296,6 +325,18 @@ export type KeyStorage = "none" |
 "settings" | 
 /**  `KASTEN_LLM_API_KEY` in the environment. */
 "environment";
+
+/**  Where a note stands: strength now (0–1) against the archive threshold, and its tier. */
+export type LifecycleDto = {
+	strength: number | null,
+	/**  `long-term`, `short-term` or `project`. */
+	tier: string,
+	project: string | null,
+	threshold: number | null,
+	/**  Below the threshold: the Fading view lists it. */
+	fading: boolean,
+	archived: boolean,
+};
 
 export type LinkDto = {
 	from: string,

@@ -14,6 +14,7 @@
 
 mod boxes;
 mod chat;
+mod fading;
 pub mod files;
 mod lifecycle;
 mod manual;
@@ -45,6 +46,7 @@ use thiserror::Error;
 
 pub use boxes::{BoxInfo, BoxReport};
 pub use chat::{Answer, AnswerNote, AskOptions, ChatTurn, Retrieval};
+pub use fading::Lifecycle;
 pub use kasten_llm::{LlmClient, LlmConfig};
 pub use lifecycle::{ARCHIVE_THRESHOLD_SETTING, ArchiveCandidate, STRENGTH_WEIGHT_SETTING};
 pub use manual::{DEFAULT_LINK_KIND, link_kinds};

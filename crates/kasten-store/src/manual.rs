@@ -328,3 +328,31 @@ impl Store {
         resp.take(n.saturating_sub(2)).map_err(StoreError::from_db)
     }
 }
+
+impl Store {
+    /// Archived notes, most recently changed first: one page, with how many there are.
+    pub async fn archived_notes(
+        &self,
+        limit: usize,
+        offset: usize,
+    ) -> Result<(u64, Vec<kasten_core::Note>), StoreError> {
+        let mut resp = self
+            .db
+            .query(format!(
+                "SELECT count() AS n FROM note WHERE status = 'archived' GROUP ALL;
+                 SELECT {} FROM note WHERE status = 'archived' ORDER BY updated_at DESC LIMIT $limit START $start",
+                crate::NOTE_COLUMNS
+            ))
+            .bind(("limit", i64::try_from(limit).unwrap_or(i64::MAX)))
+            .bind(("start", i64::try_from(offset).unwrap_or(i64::MAX)))
+            .await
+            .map_err(StoreError::from_db)?;
+        let n: Option<i64> = resp.take((0, "n")).map_err(StoreError::from_db)?;
+        let rows: Vec<crate::NoteRow> = resp.take(1).map_err(StoreError::from_db)?;
+        let notes = rows
+            .into_iter()
+            .map(crate::NoteRow::into_note)
+            .collect::<Result<_, _>>()?;
+        Ok((n.unwrap_or(0).max(0) as u64, notes))
+    }
+}
