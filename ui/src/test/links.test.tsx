@@ -18,6 +18,7 @@ vi.mock("../api", async (orig) => {
       editContent: vi.fn(),
       rollback: vi.fn(),
       reapply: vi.fn(),
+      noteLifecycle: vi.fn(),
     },
   };
 });
@@ -42,6 +43,7 @@ function typeAt(el: HTMLTextAreaElement, value: string) {
 beforeEach(() => {
   vi.clearAllMocks();
   mocked.linkKinds.mockResolvedValue(["relates", "supports", "contradicts"]);
+  mocked.noteLifecycle.mockResolvedValue({ strength: 0.9, tier: "long-term", project: null, threshold: 0.2, fading: false, archived: false });
   mocked.listNotes.mockResolvedValue({ total: 2, offset: 0, notes: [tea, chinese] });
   mocked.search.mockImplementation((q: string) =>
     Promise.resolve([tea, chinese].filter((n) => n.content.includes(q) || q === "tea").map((n) => ({ note: n, score: 1, via: [] }))),

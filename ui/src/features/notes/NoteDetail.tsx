@@ -5,6 +5,7 @@ import Diff from "../../components/Diff";
 import { EnrichBadge } from "./NoteItem";
 import LinkEditor from "../links/LinkEditor";
 import TextDiff from "../links/TextDiff";
+import NoteLifecycle from "../fading/StrengthBar";
 
 const list = (s: string) =>
   s
@@ -71,6 +72,7 @@ export default function NoteDetail({ id }: { id: string }) {
           Delete
         </button>
       </div>
+      <NoteLifecycle id={n.id} />
       {draft === null ? (
         <>
           <p className="content" data-testid="note-content">
