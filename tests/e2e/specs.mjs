@@ -833,3 +833,57 @@ export async function editText({ llmUrl }) {
     await app.close();
   }
 }
+
+/** The lifecycle, visible: with the archive threshold at 1 every note fades at once; the
+ *  detail says so, the Fading view archives one, the archived note opens and is restored. */
+export async function fadingView() {
+  const home = mkdtempSync(join(tmpdir(), "kasten-e2e-"));
+  cli(home, ["config", "set", "lifecycle.archive_threshold", "1"]);
+  cli(home, ["add", "Today's plan: buy stamps."]);
+  cli(home, ["add", "Remember the blue umbrella."]);
+  const app = await launch({ home });
+  const { browser } = app;
+  try {
+    await ready(browser);
+    await browser.waitUntil(async () => (await $$t(browser, "note-item")).length === 2, { timeout: T });
+    await (await $$t(browser, "note-item"))[0].click();
+    const strength = $t(browser, "note-strength");
+    await strength.waitForDisplayed({ timeout: T });
+    assert((await strength.getAttribute("data-fading")) === "true", "the detail says the note is fading");
+    assert(/fading/.test(await strength.getProperty("textContent")), "the bar is labelled fading");
+    assert((await $t(browser, "note-tier").getProperty("textContent")).length > 0, "the tier is shown");
+
+    await nav(browser, "fading");
+    await $t(browser, "fading-view").waitForDisplayed({ timeout: T });
+    await browser.waitUntil(async () => (await $$t(browser, "fading-item")).length === 2, { timeout: T, timeoutMsg: "the fading notes are not listed" });
+    await screenshot(browser, "fading");
+    const archivedId = await (await $$t(browser, "fading-item"))[0].getAttribute("data-id");
+    await $t(browser, "fading-archive-0").click();
+    await browser.waitUntil(async () => (await $$t(browser, "fading-item")).length === 1 && (await $$t(browser, "archived-item")).length === 1, {
+      timeout: T,
+      timeoutMsg: "archiving did not move the note to Archived",
+    });
+    await $t(browser, "fading-keep-0").click();
+    await browser.waitUntil(async () => /Kept/.test(await $t(browser, "toast").getProperty("textContent")), { timeout: T });
+
+    // an archived note is reachable: it opens, says so, and is restored from its detail
+    await browser.$('[data-testid="archived-item"] .content').click();
+    const restore = $t(browser, "note-restore");
+    await restore.waitForDisplayed({ timeout: T, timeoutMsg: "the archived note's detail offers no restore" });
+    assert((await $t(browser, "note-detail").getAttribute("data-id")) === archivedId, "the archived note opened");
+    await restore.click();
+    await $t(browser, "note-archive").waitForDisplayed({ timeout: T, timeoutMsg: "the note was not restored" });
+    await nav(browser, "fading");
+    await browser.waitUntil(async () => (await $$t(browser, "archived-item")).length === 0 && (await $$t(browser, "fading-item")).length === 2, {
+      timeout: T,
+      timeoutMsg: "the restored note is not back among the fading ones",
+    });
+    return { ok: true };
+  } catch (e) {
+    await screenshot(browser, "failure").catch(() => {});
+    console.error("--- app log ---\n" + app.log().slice(-4000));
+    throw e;
+  } finally {
+    await app.close();
+  }
+}
