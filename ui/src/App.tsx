@@ -60,7 +60,7 @@ export default function App() {
     };
   }, [bump]);
 
-  // Alt+1..7 switch views.
+  // Alt+1..8 switch views.
   useEffect(() => {
     const onKey = (e: KeyboardEvent) => {
       if (!e.altKey) return;
