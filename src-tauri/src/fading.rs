@@ -20,7 +20,7 @@ fn note_id(s: &str) -> AppResult<kasten_core::NoteId> {
 #[derive(Debug, Clone, Serialize, Type)]
 pub struct LifecycleDto {
     pub strength: f64,
-    /// `long-term`, `short-term` or `project`.
+    /// `long_term`, `short_term` or `project`.
     pub tier: String,
     pub project: Option<String>,
     pub threshold: f64,

@@ -329,7 +329,7 @@ export type KeyStorage = "none" |
 /**  Where a note stands: strength now (0–1) against the archive threshold, and its tier. */
 export type LifecycleDto = {
 	strength: number | null,
-	/**  `long-term`, `short-term` or `project`. */
+	/**  `long_term`, `short_term` or `project`. */
 	tier: string,
 	project: string | null,
 	threshold: number | null,

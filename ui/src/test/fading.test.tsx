@@ -48,7 +48,7 @@ describe("Strength", () => {
 
 describe("NoteLifecycle", () => {
   it("shows strength and tier; a fading note can be kept or archived, an archived one restored", async () => {
-    mocked.noteLifecycle.mockResolvedValue({ strength: 0.1, tier: "short-term", project: null, threshold: 0.2, fading: true, archived: false });
+    mocked.noteLifecycle.mockResolvedValue({ strength: 0.1, tier: "short_term", project: null, threshold: 0.2, fading: true, archived: false });
     mocked.keepNote.mockResolvedValue(0.6);
     const { ctx } = renderWith(<NoteLifecycle id="n1" />);
     expect((await screen.findByTestId("note-strength")).getAttribute("data-fading")).toBe("true");

@@ -1,7 +1,7 @@
 import { useCallback, useEffect, useState } from "react";
 import { api, errorText, type FadingDto, type NoteDto } from "../../api";
 import { useApp } from "../../app-context";
-import { Strength } from "./StrengthBar";
+import { Strength, tierLabel } from "./StrengthBar";
 
 /** Notes fading below the archive threshold (archive or keep each), and the archived
  * notes (restore each). Nothing is archived without the user. */
@@ -51,7 +51,7 @@ export default function FadingView() {
             <li key={n.id} className="small" data-testid="fading-item" data-id={n.id}>
               <div className="row">
                 <Strength strength={n.strength ?? 0} threshold={fading.threshold ?? 0} testid={`fading-strength-${i}`} />
-                <span className="chip">{n.tier}</span>
+                <span className="chip">{tierLabel(n.tier)}</span>
                 <span className="muted">idle {(n.idle_days ?? 0) < 1 ? "< 1" : Math.round(n.idle_days ?? 0)} day(s)</span>
                 <span className="grow" />
                 <button className="small" data-testid={`fading-keep-${i}`} onClick={() => void act(() => api.keepNote(n.id), "Kept")}>

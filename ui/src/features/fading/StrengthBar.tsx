@@ -2,7 +2,8 @@ import { useEffect, useState } from "react";
 import { api, errorText, type LifecycleDto } from "../../api";
 import { useApp } from "../../app-context";
 
-const TIERS: Record<string, string> = { "long-term": "long-term", "short-term": "short-term", project: "project" };
+/** A tier as people write it: `long_term` → "long-term". */
+export const tierLabel = (t: string) => t.replace(/_/g, "-");
 
 /** A small bar: how strong a note is now, "fading" below the archive threshold. */
 export function Strength({ strength, threshold, testid = "note-strength" }: { strength: number; threshold: number; testid?: string }) {
@@ -54,7 +55,7 @@ export default function NoteLifecycle({ id }: { id: string }) {
     <div className="row small" data-testid="note-lifecycle">
       <Strength strength={l.strength ?? 0} threshold={l.threshold ?? 0} />
       <span className="chip" data-testid="note-tier">
-        {TIERS[l.tier] ?? l.tier}
+        {tierLabel(l.tier)}
         {l.project ? `: ${l.project}` : ""}
       </span>
       {l.archived ? (
