@@ -133,3 +133,62 @@ pub async fn keep_note(state: State<'_, AppState>, id: String) -> AppResult<f64>
     let engine = state.engine().await?;
     Ok(engine.keep(&note_id(&id)?).await?)
 }
+
+/// Sets how fast a note fades: `long_term`, `short_term`, or `project` with the project's
+/// name (a new project starts open).
+#[tauri::command]
+#[specta::specta]
+pub async fn set_note_tier(
+    state: State<'_, AppState>,
+    id: String,
+    tier: String,
+    project: Option<String>,
+) -> AppResult<LifecycleDto> {
+    let engine = state.engine().await?;
+    let t = kasten_core::lifecycle::Tier::parse(&tier).ok_or_else(|| {
+        AppError::Invalid(format!(
+            "'{tier}' is not a tier; use long_term, short_term or project"
+        ))
+    })?;
+    let nid = note_id(&id)?;
+    engine.set_tier(&nid, t, project.as_deref()).await?;
+    Ok(engine.lifecycle_of(&nid).await?.into())
+}
+
+/// A project: while it is open its notes do not fade.
+#[derive(Debug, Clone, Serialize, Type)]
+pub struct ProjectDto {
+    pub name: String,
+    pub active: bool,
+}
+
+/// The projects notes belong to, open or closed.
+#[tauri::command]
+#[specta::specta]
+pub async fn list_projects(state: State<'_, AppState>) -> AppResult<Vec<ProjectDto>> {
+    let engine = state.engine().await?;
+    Ok(engine
+        .projects()
+        .await?
+        .into_iter()
+        .map(|p| ProjectDto {
+            name: p.name,
+            active: p.active,
+        })
+        .collect())
+}
+
+/// Opens or closes a project: the notes of a closed project start to fade.
+#[tauri::command]
+#[specta::specta]
+pub async fn set_project_open(
+    state: State<'_, AppState>,
+    name: String,
+    open: bool,
+) -> AppResult<()> {
+    Ok(state
+        .engine()
+        .await?
+        .set_project_active(&name, open)
+        .await?)
+}

@@ -68,6 +68,9 @@ pub fn specta_builder() -> tauri_specta::Builder<tauri::Wry> {
             fading::archive_note,
             fading::restore_note,
             fading::keep_note,
+            fading::set_note_tier,
+            fading::list_projects,
+            fading::set_project_open,
         ])
         .events(tauri_specta::collect_events![
             events::JobEvent,

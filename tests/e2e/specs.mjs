@@ -835,7 +835,8 @@ export async function editText({ llmUrl }) {
 }
 
 /** The lifecycle, visible: with the archive threshold at 1 every note fades at once; the
- *  detail says so, the Fading view archives one, the archived note opens and is restored. */
+ *  detail says so, the Fading view archives one, the archived note opens and is restored;
+ *  a note put in a project stops fading until the project is closed. */
 export async function fadingView() {
   const home = mkdtempSync(join(tmpdir(), "kasten-e2e-"));
   cli(home, ["config", "set", "lifecycle.archive_threshold", "1"]);
@@ -878,6 +879,31 @@ export async function fadingView() {
       timeout: T,
       timeoutMsg: "the restored note is not back among the fading ones",
     });
+
+    // a note of an open project does not fade; closing the project lets it fade again
+    await browser.$('[data-testid="fading-item"] .content').click();
+    await $t(browser, "note-tier-select").waitForDisplayed({ timeout: T });
+    await $t(browser, "note-tier-select").selectByAttribute("value", "project");
+    await $t(browser, "note-project").setValue("thesis");
+    await $t(browser, "note-project-save").click();
+    await browser.waitUntil(async () => (await $t(browser, "note-tier").getProperty("textContent")) === "project: thesis", {
+      timeout: T,
+      timeoutMsg: "the tier was not set",
+    });
+    await browser.waitUntil(async () => (await $t(browser, "note-strength").getAttribute("data-fading")) === "false", {
+      timeout: T,
+      timeoutMsg: "a note of an open project still fades",
+    });
+    await nav(browser, "fading");
+    await browser.waitUntil(async () => (await $$t(browser, "fading-item")).length === 1 && (await $$t(browser, "project-item")).length === 1, {
+      timeout: T,
+      timeoutMsg: "the project note is still listed as fading, or the project is not shown",
+    });
+    await $t(browser, "project-toggle-0").click();
+    await browser.waitUntil(
+      async () => (await browser.$('[data-testid="project-item"]').getAttribute("data-open")) === "false" && (await $$t(browser, "fading-item")).length === 2,
+      { timeout: T, timeoutMsg: "closing the project did not let its note fade" },
+    );
     return { ok: true };
   } catch (e) {
     await screenshot(browser, "failure").catch(() => {});

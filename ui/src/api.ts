@@ -79,6 +79,9 @@ export const api = {
   archiveNote: (id: string) => un(commands.archiveNote(id)),
   restoreNote: (id: string) => un(commands.restoreNote(id)),
   keepNote: (id: string) => un(commands.keepNote(id)),
+  setNoteTier: (id: string, tier: string, project: string | null) => un(commands.setNoteTier(id, tier, project)),
+  listProjects: () => un(commands.listProjects()),
+  setProjectOpen: (name: string, open: boolean) => un(commands.setProjectOpen(name, open)),
   /** Imports a folder or file from this computer; `onProgress` receives the progress. */
   importPath: (path: string, format: string, onProgress: (p: ImportProgressDto) => void) => {
     const ch = new Channel<ImportProgressDto>();

@@ -103,6 +103,15 @@ export const commands = {
 	restoreNote: (id: string) => typedError<NoteDto, AppError>(__TAURI_INVOKE("restore_note", { id })),
 	/**  Keeps a fading note (reinforces it); returns its new strength. */
 	keepNote: (id: string) => typedError<number | null, AppError>(__TAURI_INVOKE("keep_note", { id })),
+	/**
+	 *  Sets how fast a note fades: `long_term`, `short_term`, or `project` with the project's
+	 *  name (a new project starts open).
+	 */
+	setNoteTier: (id: string, tier: string, project: string | null) => typedError<LifecycleDto, AppError>(__TAURI_INVOKE("set_note_tier", { id, tier, project })),
+	/**  The projects notes belong to, open or closed. */
+	listProjects: () => typedError<ProjectDto[], AppError>(__TAURI_INVOKE("list_projects")),
+	/**  Opens or closes a project: the notes of a closed project start to fade. */
+	setProjectOpen: (name: string, open: boolean) => typedError<null, AppError>(__TAURI_INVOKE("set_project_open", { name, open })),
 };
 
 /** Events */
@@ -432,6 +441,12 @@ export type OutcomeDto = {
 	notes: string[],
 	revisions: number,
 	links: number,
+};
+
+/**  A project: while it is open its notes do not fade. */
+export type ProjectDto = {
+	name: string,
+	active: boolean,
 };
 
 export type ReviewItemDto = {

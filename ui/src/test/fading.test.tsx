@@ -14,6 +14,9 @@ vi.mock("../api", async (orig) => {
       archiveNote: vi.fn(),
       restoreNote: vi.fn(),
       keepNote: vi.fn(),
+      setNoteTier: vi.fn(),
+      listProjects: vi.fn(),
+      setProjectOpen: vi.fn(),
     },
   };
 });
@@ -26,6 +29,7 @@ const mocked = api as unknown as Record<string, ReturnType<typeof vi.fn>>;
 
 beforeEach(() => {
   vi.clearAllMocks();
+  mocked.listProjects.mockResolvedValue([]);
 });
 
 describe("Strength", () => {
@@ -67,6 +71,42 @@ describe("NoteLifecycle", () => {
     expect(mocked.restoreNote).toHaveBeenCalledWith("n2");
     expect(screen.getByTestId("note-tier").textContent).toBe("project: thesis");
     expect(screen.queryByTestId("note-keep")).toBeNull();
+  });
+});
+
+describe("tier and projects", () => {
+  it("sets a tier, and a project tier with its name", async () => {
+    mocked.noteLifecycle.mockResolvedValue({ strength: 0.9, tier: "long_term", project: null, threshold: 0.2, fading: false, archived: false });
+    mocked.setNoteTier.mockResolvedValue({});
+    renderWith(<NoteLifecycle id="n3" />);
+    const select = (await screen.findByTestId("note-tier-select")) as HTMLSelectElement;
+    expect(select.value).toBe("long_term");
+    await userEvent.selectOptions(select, "short_term");
+    expect(mocked.setNoteTier).toHaveBeenCalledWith("n3", "short_term", null);
+    await userEvent.selectOptions(select, "project");
+    expect(mocked.setNoteTier).toHaveBeenCalledTimes(1);
+    const save = screen.getByTestId("note-project-save") as HTMLButtonElement;
+    expect(save.disabled).toBe(true);
+    await userEvent.type(screen.getByTestId("note-project"), " thesis ");
+    await userEvent.click(save);
+    expect(mocked.setNoteTier).toHaveBeenLastCalledWith("n3", "project", "thesis");
+  });
+
+  it("opens and closes projects in the Fading view", async () => {
+    mocked.fadingNotes.mockResolvedValue({ threshold: 0.2, notes: [] });
+    mocked.archivedNotes.mockResolvedValue({ total: 0, offset: 0, notes: [] });
+    mocked.listProjects.mockResolvedValue([
+      { name: "thesis", active: true },
+      { name: "move", active: false },
+    ]);
+    mocked.setProjectOpen.mockResolvedValue(null);
+    renderWith(<FadingView />);
+    const items = await screen.findAllByTestId("project-item");
+    expect(items.map((i) => i.getAttribute("data-open"))).toEqual(["true", "false"]);
+    await userEvent.click(screen.getByTestId("project-toggle-0"));
+    expect(mocked.setProjectOpen).toHaveBeenCalledWith("thesis", false);
+    await userEvent.click(screen.getByTestId("project-toggle-1"));
+    expect(mocked.setProjectOpen).toHaveBeenCalledWith("move", true);
   });
 });
 

@@ -1,5 +1,5 @@
 import { useCallback, useEffect, useState } from "react";
-import { api, errorText, type FadingDto, type NoteDto } from "../../api";
+import { api, errorText, type FadingDto, type NoteDto, type ProjectDto } from "../../api";
 import { useApp } from "../../app-context";
 import { Strength, tierLabel } from "./StrengthBar";
 
@@ -9,13 +9,15 @@ export default function FadingView() {
   const { revision, bump, toast, openNote } = useApp();
   const [fading, setFading] = useState<FadingDto | null>(null);
   const [archived, setArchived] = useState<{ total: number; notes: NoteDto[] } | null>(null);
+  const [projects, setProjects] = useState<ProjectDto[]>([]);
   const [err, setErr] = useState<string | null>(null);
 
   const load = useCallback(() => {
-    Promise.all([api.fadingNotes(100), api.archivedNotes(0, 100)])
-      .then(([f, a]) => {
+    Promise.all([api.fadingNotes(100), api.archivedNotes(0, 100), api.listProjects()])
+      .then(([f, a, p]) => {
         setFading(f);
         setArchived({ total: a.total, notes: a.notes });
+        setProjects(p);
         setErr(null);
       })
       .catch((e) => setErr(errorText(e)));
@@ -67,6 +69,27 @@ export default function FadingView() {
             </li>
           ))}
         </ul>
+      )}
+      {projects.length > 0 && (
+        <>
+          <h3 style={{ fontSize: 14 }}>Projects</h3>
+          <p className="small muted">The notes of an open project do not fade; close it when it is done.</p>
+          <ul className="list">
+            {projects.map((p, i) => (
+              <li key={p.name} className="small row" data-testid="project-item" data-open={p.active ? "true" : "false"}>
+                <span className="grow">{p.name}</span>
+                <span className={`badge ${p.active ? "accepted" : "rolled_back"}`}>{p.active ? "open" : "closed"}</span>
+                <button
+                  className="small"
+                  data-testid={`project-toggle-${i}`}
+                  onClick={() => void act(() => api.setProjectOpen(p.name, !p.active), p.active ? `Closed ${p.name}` : `Opened ${p.name}`)}
+                >
+                  {p.active ? "Close" : "Open"}
+                </button>
+              </li>
+            ))}
+          </ul>
+        </>
       )}
       <h3 style={{ fontSize: 14 }}>Archived ({archived.total})</h3>
       {archived.notes.length === 0 ? (

@@ -29,6 +29,7 @@ export function Strength({ strength, threshold, testid = "note-strength" }: { st
 export default function NoteLifecycle({ id }: { id: string }) {
   const { revision, bump, toast } = useApp();
   const [l, setL] = useState<LifecycleDto | null>(null);
+  const [project, setProject] = useState<string | null>(null);
 
   useEffect(() => {
     let live = true;
@@ -58,6 +59,44 @@ export default function NoteLifecycle({ id }: { id: string }) {
         {tierLabel(l.tier)}
         {l.project ? `: ${l.project}` : ""}
       </span>
+      {!l.archived && (
+        <select
+          aria-label="Tier"
+          data-testid="note-tier-select"
+          value={project !== null ? "project" : l.tier}
+          onChange={(e) => {
+            const t = e.target.value;
+            if (t === "project") setProject(l.project ?? "");
+            else {
+              setProject(null);
+              void act(() => api.setNoteTier(id, t, null), `Tier: ${tierLabel(t)}`);
+            }
+          }}
+        >
+          <option value="long_term">long-term</option>
+          <option value="short_term">short-term</option>
+          <option value="project">project…</option>
+        </select>
+      )}
+      {project !== null && (
+        <>
+          <input
+            data-testid="note-project"
+            aria-label="Project"
+            placeholder="project name"
+            value={project}
+            onChange={(e) => setProject(e.target.value)}
+          />
+          <button
+            className="small"
+            data-testid="note-project-save"
+            disabled={!project.trim()}
+            onClick={() => void act(() => api.setNoteTier(id, "project", project.trim()), `Project: ${project.trim()}`).then(() => setProject(null))}
+          >
+            Set
+          </button>
+        </>
+      )}
       {l.archived ? (
         <>
           <span className="badge rolled_back">archived</span>
