@@ -80,6 +80,7 @@ async fn an_agent_uses_every_tool_through_a_real_mcp_client() {
         vec![
             "add_memory",
             "ask_memory",
+            "link_notes",
             "list_recent",
             "read_note",
             "search_memory"
@@ -107,12 +108,49 @@ async fn an_agent_uses_every_tool_through_a_real_mcp_client() {
         "{added}"
     );
     assert_eq!(added["created_at"].as_str(), Some("2023-07-02T00:00:00Z"));
-    ok(
+    let pottery = ok(
         &c,
         "add_memory",
         json!({"content": "Melanie signed up for a pottery class in August"}),
     )
+    .await["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+
+    // link_notes: an accepted link attributed to the agent, visible to read_note
+    let linked = ok(
+        &c,
+        "link_notes",
+        json!({"from": pottery, "to": id, "kind": "follows", "reason": "both of Melanie's crafts"}),
+    )
     .await;
+    assert!(
+        linked["link"].as_str().is_some_and(|l| !l.is_empty()),
+        "{linked}"
+    );
+    let read = ok(&c, "read_note", json!({"id": pottery})).await;
+    let link = read["links"]
+        .as_array()
+        .and_then(|l| l.iter().find(|x| x["to"] == id.as_str()).cloned())
+        .unwrap_or_default();
+    assert_eq!(
+        (
+            link["kind"].as_str(),
+            link["created_by"].as_str(),
+            link["status"].as_str()
+        ),
+        (Some("follows"), Some("agent"), Some("accepted")),
+        "{read}"
+    );
+    let e = call(
+        &c,
+        "link_notes",
+        json!({"from": pottery, "to": id, "kind": "likes"}),
+    )
+    .await
+    .expect_err("an unknown kind is an error");
+    assert!(e.contains("not a link kind"), "{e}");
 
     // search_memory: hits with provenance
     let found = ok(

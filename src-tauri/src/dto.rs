@@ -156,6 +156,9 @@ pub struct HistoryDto {
     pub after: Option<FieldsDto>,
     /// Each change of an LLM revision with its own reason.
     pub changes: Vec<ChangeDto>,
+    /// The note's text before and after, when the entry rewrote it.
+    pub content_before: Option<String>,
+    pub content_after: Option<String>,
 }
 
 /// One change of a revision (`add_tag`, `remove_tag`, `add_keyword`, `remove_keyword`,
@@ -189,6 +192,8 @@ impl From<HistoryEntry> for HistoryDto {
             before: h.before.map(Into::into),
             after: h.after.map(Into::into),
             changes: changes(h.changes),
+            content_before: h.content_before,
+            content_after: h.content_after,
         }
     }
 }

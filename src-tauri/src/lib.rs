@@ -9,7 +9,9 @@ pub mod commands;
 pub mod dto;
 pub mod error;
 pub mod events;
+pub mod fading;
 pub mod llm;
+pub mod manual;
 pub mod settings;
 pub mod state;
 mod worker;
@@ -56,6 +58,19 @@ pub fn specta_builder() -> tauri_specta::Builder<tauri::Wry> {
             insights,
             list_boxes,
             chat::ask,
+            manual::link_kinds,
+            manual::link_notes,
+            manual::unlink_notes,
+            manual::edit_content,
+            fading::note_lifecycle,
+            fading::fading_notes,
+            fading::archived_notes,
+            fading::archive_note,
+            fading::restore_note,
+            fading::keep_note,
+            fading::set_note_tier,
+            fading::list_projects,
+            fading::set_project_open,
         ])
         .events(tauri_specta::collect_events![
             events::JobEvent,

@@ -673,3 +673,243 @@ export async function agentOverMcp() {
     await app.close();
   }
 }
+
+async function addNote(browser, text, count) {
+  await $t(browser, "note-input").setValue(text);
+  await $t(browser, "note-save").click();
+  await browser.waitUntil(async () => (await $$t(browser, "note-item")).length === count, {
+    timeout: T,
+    timeoutMsg: `note ${count} did not appear`,
+  });
+}
+
+/** Sets a textarea's text as typing would (WebKitWebDriver drops "\n" from typed keys). */
+async function setText(browser, testid, text) {
+  await browser.execute(
+    (id, t) => {
+      const el = document.querySelector(`[data-testid="${id}"]`);
+      Object.getOwnPropertyDescriptor(HTMLTextAreaElement.prototype, "value").set.call(el, t);
+      el.dispatchEvent(new Event("input", { bubbles: true }));
+    },
+    testid,
+    text,
+  );
+}
+
+async function acceptedLinks(browser) {
+  return browser.$$('[data-testid="note-detail"] [data-testid="link-item"][data-status="accepted"]');
+}
+
+/** `[[` in the editor: search as you type (Chinese too), pick, save: the link is in the
+ *  detail and the graph; remove it, then add one from the detail with a kind and a reason. */
+export async function wikiLink() {
+  const app = await launch();
+  const { browser } = app;
+  try {
+    await ready(browser);
+    await addNote(browser, "北京的茶馆很安静，下午人不多。", 1);
+    await addNote(browser, "Tea grows on the slopes of Darjeeling.", 2);
+
+    const input = $t(browser, "note-input");
+    await input.setValue("A quiet afternoon, like ");
+    await input.addValue("[[茶馆");
+    const suggest = $t(browser, "wikilink-suggest");
+    await suggest.waitForDisplayed({ timeout: T, timeoutMsg: "[[ did not open the suggestions" });
+    const first = $t(browser, "wikilink-option-0");
+    await browser.waitUntil(async () => ((await first.getProperty("textContent")) ?? "").includes("北京的茶馆"), {
+      timeout: T,
+      timeoutMsg: "the Chinese note was not suggested first",
+    });
+    await screenshot(browser, "wikilink-suggest");
+    await browser.keys(["Enter"]);
+    const typed = await input.getValue();
+    assert(typed === "A quiet afternoon, like [[北京的茶馆很安静，下午人不多。]]", `the pick replaced [[茶馆 (${typed})`);
+    assert(!(await suggest.isExisting()), "the suggestions closed after the pick");
+    await $t(browser, "note-save").click();
+    await browser.waitUntil(async () => (await $$t(browser, "note-item")).length === 3, { timeout: T });
+
+    // the new note's detail shows the accepted link made by the user
+    await browser.waitUntil(async () => (await acceptedLinks(browser)).length === 1, {
+      timeout: T,
+      timeoutMsg: "the [[link]] is not in the detail",
+    });
+    const item = (await acceptedLinks(browser))[0];
+    const text = await item.getProperty("textContent");
+    assert(/relates/.test(text) && /北京的茶馆/.test(text) && /by user/.test(text), `the link as made (${text})`);
+
+    // and in the graph
+    await nav(browser, "graph");
+    const graph = $t(browser, "graph-view");
+    await graph.waitForDisplayed({ timeout: T });
+    await browser.waitUntil(async () => (await graph.getAttribute("data-nodes")) === "3" && (await graph.getAttribute("data-edges")) === "1", {
+      timeout: T,
+      timeoutMsg: `the graph does not show the link (${await graph.getAttribute("data-edges")} edges)`,
+    });
+
+    // remove it from the detail: it leaves, and the history says so
+    await nav(browser, "notes");
+    await $t(browser, "note-detail").waitForDisplayed({ timeout: T });
+    await browser.waitUntil(async () => (await acceptedLinks(browser)).length === 1, { timeout: T });
+    await $t(browser, "link-remove-0").click();
+    await browser.waitUntil(async () => (await acceptedLinks(browser)).length === 0, { timeout: T, timeoutMsg: "the link was not removed" });
+    await browser.$('[data-testid="history-item"][data-action="unlink"]').waitForExist({ timeout: T });
+
+    // add a link from the detail: search, kind, reason
+    await $t(browser, "link-add").click();
+    await $t(browser, "link-search").setValue("Darjeeling");
+    const cand = $t(browser, "link-candidate-0");
+    await browser.waitUntil(async () => ((await cand.getProperty("textContent")) ?? "").includes("Darjeeling"), { timeout: T });
+    await cand.click();
+    await $t(browser, "link-kind").selectByAttribute("value", "contradicts");
+    await $t(browser, "link-reason").setValue("tea is not quiet");
+    await $t(browser, "link-confirm").click();
+    await browser.waitUntil(async () => (await acceptedLinks(browser)).length === 1, { timeout: T, timeoutMsg: "the added link is not shown" });
+    const added = await (await acceptedLinks(browser))[0].getProperty("textContent");
+    assert(/contradicts/.test(added) && /tea is not quiet/.test(added) && /Darjeeling/.test(added), `the added link (${added})`);
+    return { ok: true };
+  } catch (e) {
+    await screenshot(browser, "failure").catch(() => {});
+    console.error("--- app log ---\n" + app.log().slice(-4000));
+    throw e;
+  } finally {
+    await app.close();
+  }
+}
+
+/** Edit a note's text in its detail: the history shows the line diff, rolling it back
+ *  restores the text exactly. */
+export async function editText({ llmUrl }) {
+  const app = await launch({ llmUrl });
+  const { browser } = app;
+  try {
+    await ready(browser);
+    const original = "The ferry to Lindau leaves at nine.\nBring the bikes.";
+    await setText(browser, "note-input", original);
+    await $t(browser, "note-save").click();
+    await browser.waitUntil(async () => (await $$t(browser, "note-item")).length === 1, { timeout: T });
+    const content = $t(browser, "note-content");
+    await content.waitForDisplayed({ timeout: T });
+
+    const constructions = async () => (await browser.$$('[data-testid="history-item"][data-action="construction"]')).length;
+    await browser.waitUntil(async () => (await constructions()) === 1, { timeout: 90000, timeoutMsg: "the note was not enriched" });
+    await $t(browser, "note-edit").click();
+    const box = $t(browser, "note-edit-input");
+    const start = await box.getValue();
+    assert(start === original, `the editor starts from the note's text (${JSON.stringify(start)})`);
+    await box.click();
+    await setText(browser, "note-edit-input", "The ferry to Bregenz leaves at ten.\nBring the bikes.");
+    await $t(browser, "note-edit-save").click();
+    await browser.waitUntil(async () => (await content.getProperty("textContent")) === "The ferry to Bregenz leaves at ten.\nBring the bikes.", {
+      timeout: T,
+      timeoutMsg: "the new text is not shown",
+    });
+
+    const entry = browser.$('[data-testid="history-item"][data-action="edit"]');
+    await entry.waitForExist({ timeout: T });
+    const lines = await entry.$$('[data-testid="history-content-diff"] > div');
+    const diff = [];
+    for (const l of lines) diff.push(`${await l.getAttribute("data-op")}|${(await l.getProperty("textContent")).slice(2)}`);
+    assert(
+      JSON.stringify(diff) === JSON.stringify(["-|The ferry to Lindau leaves at nine.", "+|The ferry to Bregenz leaves at ten.", " |Bring the bikes."]),
+      `the history shows the diff (${JSON.stringify(diff)})`,
+    );
+    // the note goes back to the LLM: enriched again from the new text
+    await browser.waitUntil(async () => (await constructions()) === 2, {
+      timeout: 90000,
+      timeoutMsg: "the edited note was not enriched again",
+    });
+
+    await browser.$('[data-testid="history-item"][data-action="edit"] [data-testid="rollback"]').click();
+    await browser.waitUntil(async () => (await content.getProperty("textContent")) === original, {
+      timeout: T,
+      timeoutMsg: "rolling back did not restore the text exactly",
+    });
+    return { ok: true };
+  } catch (e) {
+    await screenshot(browser, "failure").catch(() => {});
+    console.error("--- app log ---\n" + app.log().slice(-4000));
+    throw e;
+  } finally {
+    await app.close();
+  }
+}
+
+/** The lifecycle, visible: with the archive threshold at 1 every note fades at once; the
+ *  detail says so, the Fading view archives one, the archived note opens and is restored;
+ *  a note put in a project stops fading until the project is closed. */
+export async function fadingView() {
+  const home = mkdtempSync(join(tmpdir(), "kasten-e2e-"));
+  cli(home, ["config", "set", "lifecycle.archive_threshold", "1"]);
+  cli(home, ["add", "Today's plan: buy stamps."]);
+  cli(home, ["add", "Remember the blue umbrella."]);
+  const app = await launch({ home });
+  const { browser } = app;
+  try {
+    await ready(browser);
+    await browser.waitUntil(async () => (await $$t(browser, "note-item")).length === 2, { timeout: T });
+    await (await $$t(browser, "note-item"))[0].click();
+    const strength = $t(browser, "note-strength");
+    await strength.waitForDisplayed({ timeout: T });
+    assert((await strength.getAttribute("data-fading")) === "true", "the detail says the note is fading");
+    assert(/fading/.test(await strength.getProperty("textContent")), "the bar is labelled fading");
+    assert((await $t(browser, "note-tier").getProperty("textContent")).length > 0, "the tier is shown");
+
+    await nav(browser, "fading");
+    await $t(browser, "fading-view").waitForDisplayed({ timeout: T });
+    await browser.waitUntil(async () => (await $$t(browser, "fading-item")).length === 2, { timeout: T, timeoutMsg: "the fading notes are not listed" });
+    await screenshot(browser, "fading");
+    const archivedId = await (await $$t(browser, "fading-item"))[0].getAttribute("data-id");
+    await $t(browser, "fading-archive-0").click();
+    await browser.waitUntil(async () => (await $$t(browser, "fading-item")).length === 1 && (await $$t(browser, "archived-item")).length === 1, {
+      timeout: T,
+      timeoutMsg: "archiving did not move the note to Archived",
+    });
+    await $t(browser, "fading-keep-0").click();
+    await browser.waitUntil(async () => /Kept/.test(await $t(browser, "toast").getProperty("textContent")), { timeout: T });
+
+    // an archived note is reachable: it opens, says so, and is restored from its detail
+    await browser.$('[data-testid="archived-item"] .content').click();
+    const restore = $t(browser, "note-restore");
+    await restore.waitForDisplayed({ timeout: T, timeoutMsg: "the archived note's detail offers no restore" });
+    assert((await $t(browser, "note-detail").getAttribute("data-id")) === archivedId, "the archived note opened");
+    await restore.click();
+    await $t(browser, "note-archive").waitForDisplayed({ timeout: T, timeoutMsg: "the note was not restored" });
+    await nav(browser, "fading");
+    await browser.waitUntil(async () => (await $$t(browser, "archived-item")).length === 0 && (await $$t(browser, "fading-item")).length === 2, {
+      timeout: T,
+      timeoutMsg: "the restored note is not back among the fading ones",
+    });
+
+    // a note of an open project does not fade; closing the project lets it fade again
+    await browser.$('[data-testid="fading-item"] .content').click();
+    await $t(browser, "note-tier-select").waitForDisplayed({ timeout: T });
+    await $t(browser, "note-tier-select").selectByAttribute("value", "project");
+    await $t(browser, "note-project").setValue("thesis");
+    await $t(browser, "note-project-save").click();
+    await browser.waitUntil(async () => (await $t(browser, "note-tier").getProperty("textContent")) === "project: thesis", {
+      timeout: T,
+      timeoutMsg: "the tier was not set",
+    });
+    await browser.waitUntil(async () => (await $t(browser, "note-strength").getAttribute("data-fading")) === "false", {
+      timeout: T,
+      timeoutMsg: "a note of an open project still fades",
+    });
+    await nav(browser, "fading");
+    await browser.waitUntil(async () => (await $$t(browser, "fading-item")).length === 1 && (await $$t(browser, "project-item")).length === 1, {
+      timeout: T,
+      timeoutMsg: "the project note is still listed as fading, or the project is not shown",
+    });
+    await $t(browser, "project-toggle-0").click();
+    await browser.waitUntil(
+      async () => (await browser.$('[data-testid="project-item"]').getAttribute("data-open")) === "false" && (await $$t(browser, "fading-item")).length === 2,
+      { timeout: T, timeoutMsg: "closing the project did not let its note fade" },
+    );
+    return { ok: true };
+  } catch (e) {
+    await screenshot(browser, "failure").catch(() => {});
+    console.error("--- app log ---\n" + app.log().slice(-4000));
+    throw e;
+  } finally {
+    await app.close();
+  }
+}

@@ -9,6 +9,7 @@ import ReviewView from "./features/review/ReviewView";
 import ChatView from "./features/chat/ChatView";
 import SettingsView from "./features/settings/SettingsView";
 import InsightsView from "./features/insights/InsightsView";
+import FadingView from "./features/fading/FadingView";
 
 const VIEWS: { id: View; label: string; key: string }[] = [
   { id: "notes", label: "Notes", key: "1" },
@@ -18,6 +19,7 @@ const VIEWS: { id: View; label: string; key: string }[] = [
   { id: "chat", label: "Chat", key: "5" },
   { id: "insights", label: "Insights", key: "6" },
   { id: "settings", label: "Settings", key: "7" },
+  { id: "fading", label: "Fading", key: "8" },
 ];
 
 export default function App() {
@@ -58,7 +60,7 @@ export default function App() {
     };
   }, [bump]);
 
-  // Alt+1..7 switch views.
+  // Alt+1..8 switch views.
   useEffect(() => {
     const onKey = (e: KeyboardEvent) => {
       if (!e.altKey) return;
@@ -120,6 +122,7 @@ export default function App() {
           </div>
           {view === "insights" && <InsightsView />}
           {view === "settings" && <SettingsView />}
+          {view === "fading" && <FadingView />}
         </main>
         <StatusBar />
       </div>

@@ -68,6 +68,20 @@ export const api = {
   useLlm: (pick: LlmPick) => un(commands.useLlm(pick)),
   insights: () => un(commands.insights()),
   listBoxes: (limit: number) => un(commands.listBoxes(limit)),
+  linkKinds: () => un(commands.linkKinds()),
+  linkNotes: (from: string, to: string, kind: string | null, reason: string) =>
+    un(commands.linkNotes(from, to, kind, reason)),
+  unlinkNotes: (from: string, to: string, kind: string | null) => un(commands.unlinkNotes(from, to, kind)),
+  editContent: (id: string, content: string) => un(commands.editContent(id, content)),
+  noteLifecycle: (id: string) => un(commands.noteLifecycle(id)),
+  fadingNotes: (limit: number) => un(commands.fadingNotes(limit)),
+  archivedNotes: (offset: number, limit: number) => un(commands.archivedNotes(offset, limit)),
+  archiveNote: (id: string) => un(commands.archiveNote(id)),
+  restoreNote: (id: string) => un(commands.restoreNote(id)),
+  keepNote: (id: string) => un(commands.keepNote(id)),
+  setNoteTier: (id: string, tier: string, project: string | null) => un(commands.setNoteTier(id, tier, project)),
+  listProjects: () => un(commands.listProjects()),
+  setProjectOpen: (name: string, open: boolean) => un(commands.setProjectOpen(name, open)),
   /** Imports a folder or file from this computer; `onProgress` receives the progress. */
   importPath: (path: string, format: string, onProgress: (p: ImportProgressDto) => void) => {
     const ch = new Channel<ImportProgressDto>();

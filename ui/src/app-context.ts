@@ -1,6 +1,6 @@
 import { createContext, useContext } from "react";
 
-export type View = "notes" | "graph" | "boxes" | "review" | "chat" | "insights" | "settings";
+export type View = "notes" | "graph" | "boxes" | "review" | "chat" | "insights" | "settings" | "fading";
 
 export interface GraphFocus {
   /** Local graph around this note; `null` for the whole memory. */

@@ -74,6 +74,44 @@ export const commands = {
 	listBoxes: (limit: number) => typedError<BoxDto[], AppError>(__TAURI_INVOKE("list_boxes", { limit })),
 	/**  Answers from memory, streaming the answer's tokens to `on_token` as they arrive. */
 	ask: (question: string, history: ChatTurnDto[], onToken: Channel<string>) => typedError<AnswerDto, AppError>(__TAURI_INVOKE("ask", { question, history, onToken })),
+	/**  The kinds a link may have (`relates` is the default). */
+	linkKinds: () => typedError<string[], AppError>(__TAURI_INVOKE("link_kinds")),
+	/**
+	 *  Links `from -> to` by hand: accepted at once, in both notes' history, undone by rolling
+	 *  the link back.
+	 */
+	linkNotes: (from: string, to: string, kind: string | null, reason: string) => typedError<OutcomeDto, AppError>(__TAURI_INVOKE("link_notes", { from, to, kind, reason })),
+	/**
+	 *  Removes the accepted links between two notes (only `kind` if given); re-applying the
+	 *  link brings it back.
+	 */
+	unlinkNotes: (from: string, to: string, kind: string | null) => typedError<OutcomeDto, AppError>(__TAURI_INVOKE("unlink_notes", { from, to, kind })),
+	/**
+	 *  Rewrites a note's text (a versioned edit), re-indexes it and wakes the worker to enrich
+	 *  it again.
+	 */
+	editContent: (id: string, content: string) => typedError<OutcomeDto, AppError>(__TAURI_INVOKE("edit_content", { id, content })),
+	/**  A note's strength, tier and whether it is fading. */
+	noteLifecycle: (id: string) => typedError<LifecycleDto, AppError>(__TAURI_INVOKE("note_lifecycle", { id })),
+	/**  The archive candidates: active notes below the threshold, weakest first. */
+	fadingNotes: (limit: number) => typedError<FadingDto, AppError>(__TAURI_INVOKE("fading_notes", { limit })),
+	/**  A page of archived notes (kept, out of retrieval), most recently archived first. */
+	archivedNotes: (offset: number, limit: number) => typedError<NotesPage, AppError>(__TAURI_INVOKE("archived_notes", { offset, limit })),
+	/**  Archives a note: out of retrieval, kept with its links and history. */
+	archiveNote: (id: string) => typedError<NoteDto, AppError>(__TAURI_INVOKE("archive_note", { id })),
+	/**  Brings an archived note back into the memory and its indexes. */
+	restoreNote: (id: string) => typedError<NoteDto, AppError>(__TAURI_INVOKE("restore_note", { id })),
+	/**  Keeps a fading note (reinforces it); returns its new strength. */
+	keepNote: (id: string) => typedError<number | null, AppError>(__TAURI_INVOKE("keep_note", { id })),
+	/**
+	 *  Sets how fast a note fades: `long_term`, `short_term`, or `project` with the project's
+	 *  name (a new project starts open).
+	 */
+	setNoteTier: (id: string, tier: string, project: string | null) => typedError<LifecycleDto, AppError>(__TAURI_INVOKE("set_note_tier", { id, tier, project })),
+	/**  The projects notes belong to, open or closed. */
+	listProjects: () => typedError<ProjectDto[], AppError>(__TAURI_INVOKE("list_projects")),
+	/**  Opens or closes a project: the notes of a closed project start to fade. */
+	setProjectOpen: (name: string, open: boolean) => typedError<null, AppError>(__TAURI_INVOKE("set_project_open", { name, open })),
 };
 
 /** Events */
@@ -179,6 +217,23 @@ export type EventDto = {
 	created_at: string,
 };
 
+export type FadingDto = {
+	threshold: number | null,
+	/**  Weakest first. */
+	notes: FadingNoteDto[],
+};
+
+/**  A note fading below the archive threshold. */
+export type FadingNoteDto = {
+	id: string,
+	preview: string,
+	strength: number | null,
+	tier: string,
+	project: string | null,
+	/**  Days since it entered the memory or was last used. */
+	idle_days: number | null,
+};
+
 export type FieldsDto = {
 	keywords: string[],
 	tags: string[],
@@ -229,6 +284,9 @@ export type HistoryDto = {
 	after: FieldsDto | null,
 	/**  Each change of an LLM revision with its own reason. */
 	changes: ChangeDto[],
+	/**  The note's text before and after, when the entry rewrote it. */
+	content_before: string | null,
+	content_after: string | null,
 };
 
 export type HitDto = {
@@ -288,6 +346,18 @@ export type KeyStorage = "none" |
 "settings" | 
 /**  `KASTEN_LLM_API_KEY` in the environment. */
 "environment";
+
+/**  Where a note stands: strength now (0–1) against the archive threshold, and its tier. */
+export type LifecycleDto = {
+	strength: number | null,
+	/**  `long_term`, `short_term` or `project`. */
+	tier: string,
+	project: string | null,
+	threshold: number | null,
+	/**  Below the threshold: the Fading view lists it. */
+	fading: boolean,
+	archived: boolean,
+};
 
 export type LinkDto = {
 	from: string,
@@ -383,6 +453,12 @@ export type OutcomeDto = {
 	notes: string[],
 	revisions: number,
 	links: number,
+};
+
+/**  A project: while it is open its notes do not fade. */
+export type ProjectDto = {
+	name: string,
+	active: boolean,
 };
 
 export type ReviewItemDto = {

@@ -11,6 +11,7 @@ vi.mock("./api", async (orig) => {
     ...real,
     api: {
       getNote: vi.fn(),
+      noteLifecycle: vi.fn().mockResolvedValue({ strength: 1, tier: "long-term", project: null, threshold: 0.2, fading: false, archived: false }),
       listNotes: vi.fn(),
       listTags: vi.fn().mockResolvedValue([]),
       listBoxes: vi.fn().mockResolvedValue([]),

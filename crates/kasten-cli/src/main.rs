@@ -7,6 +7,7 @@
 mod bench;
 mod eval;
 mod llm;
+mod manual;
 mod mcp;
 mod memory;
 mod oserror;
@@ -177,11 +178,34 @@ enum Command {
     Reapply { id: String },
     /// A note's complete history: creation, construction, evolution, edits, reviews.
     History { id: String },
-    /// Change a note's keywords, tags or context (versioned; content never changes).
+    /// Change a note's text (--content) or its keywords, tags or context; versioned, and
+    /// a new text is re-indexed at once and enriched again.
     Edit {
         id: String,
         #[command(flatten)]
         fields: FieldArgs,
+        /// The note's new text (or - to read it from stdin).
+        #[arg(long)]
+        content: Option<String>,
+    },
+    /// Link two notes by hand (an accepted link of yours; `rollback LINK` removes it).
+    Link {
+        from: String,
+        to: String,
+        /// relates (default), supports, contradicts, elaborates, causes, follows, same-entity
+        #[arg(long)]
+        kind: Option<String>,
+        /// Why they are linked.
+        #[arg(long, default_value = "")]
+        reason: String,
+    },
+    /// Remove the links between two notes (either direction; `reapply LINK` brings one back).
+    Unlink {
+        from: String,
+        to: String,
+        /// Only links of this kind.
+        #[arg(long)]
+        kind: Option<String>,
     },
     /// Show or change settings stored in the memory (llm.provider, llm.base_url, llm.model,
     /// pipeline.k, policy.links, policy.edits).
@@ -564,6 +588,7 @@ enum Prepared {
     Backup(PathBuf),
     Restore(transfer::RestoreTarget),
     Memory(memory::MemoryCmd),
+    Manual(manual::ManualCmd),
 }
 
 struct ImportJob {
@@ -699,13 +724,42 @@ fn prepare(cmd: &Command) -> Result<Prepared> {
         Command::Rollback { id } => Prepared::Rollback(id.trim().to_owned()),
         Command::Reapply { id } => Prepared::Reapply(id.trim().to_owned()),
         Command::History { id } => Prepared::History(NoteId::parse(id)?),
-        Command::Edit { id, fields } => {
+        Command::Edit {
+            id,
+            fields,
+            content: Some(text),
+        } => {
+            if !fields.edit().is_empty() {
+                bail!("change the text (--content) and the annotations in two separate edits");
+            }
+            Prepared::Manual(manual::ManualCmd::Content(
+                NoteId::parse(id)?,
+                manual::read_content(text)?,
+            ))
+        }
+        Command::Edit { id, fields, .. } => {
             let edit = fields.edit();
             if edit.is_empty() {
-                bail!("nothing to change: give --tags, --keywords and/or --context");
+                bail!("nothing to change: give --content, or --tags, --keywords and/or --context");
             }
             Prepared::Edit(NoteId::parse(id)?, edit)
         }
+        Command::Link {
+            from,
+            to,
+            kind,
+            reason,
+        } => Prepared::Manual(manual::ManualCmd::Link {
+            from: NoteId::parse(from)?,
+            to: NoteId::parse(to)?,
+            kind: kind.clone(),
+            reason: reason.clone(),
+        }),
+        Command::Unlink { from, to, kind } => Prepared::Manual(manual::ManualCmd::Unlink {
+            from: NoteId::parse(from)?,
+            to: NoteId::parse(to)?,
+            kind: kind.clone(),
+        }),
         Command::Bench { .. } => bail!("bench is handled separately"),
         Command::Eval { .. } => bail!("eval is handled separately"),
     })
@@ -790,6 +844,7 @@ async fn execute(engine: &Arc<Engine>, cmd: Prepared, json: bool) -> Result<()> 
         Prepared::Backup(file) => transfer::backup(engine, &file, json).await?,
         Prepared::Restore(target) => transfer::restore(engine, target, json).await?,
         Prepared::Memory(c) => memory::execute(engine, c, json).await?,
+        Prepared::Manual(c) => manual::execute(engine, c, json).await?,
     }
     Ok(())
 }

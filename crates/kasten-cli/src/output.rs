@@ -563,5 +563,11 @@ pub fn history(json: bool, id: &NoteId, entries: &[HistoryEntry]) {
         for d in diff(e.before.as_ref(), e.after.as_ref()) {
             println!("      {d}");
         }
+        if let (Some(b), Some(a)) = (&e.content_before, &e.content_after) {
+            println!("      text:");
+            for line in crate::manual::text_diff(b, a) {
+                println!("        {line}");
+            }
+        }
     }
 }

@@ -14,8 +14,10 @@
 
 mod boxes;
 mod chat;
+mod fading;
 pub mod files;
 mod lifecycle;
+mod manual;
 mod merge;
 mod pipeline;
 mod quality;
@@ -44,11 +46,13 @@ use thiserror::Error;
 
 pub use boxes::{BoxInfo, BoxReport};
 pub use chat::{Answer, AnswerNote, AskOptions, ChatTurn, Retrieval};
+pub use fading::Lifecycle;
 pub use kasten_llm::{LlmClient, LlmConfig};
 pub use lifecycle::{
     ARCHIVE_THRESHOLD_SETTING, ArchiveCandidate, REINFORCE_SETTING, ReinforceOn,
     STRENGTH_WEIGHT_SETTING,
 };
+pub use manual::{DEFAULT_LINK_KIND, link_kinds};
 pub use merge::{MERGE_SETTING, MergeInfo, MergeOptions};
 pub use pipeline::{
     JobOutcome, ModelProfile, PipelineOptions, Policy, PolicyMode, RunSummary, Steps,
@@ -946,6 +950,8 @@ pub struct AddedBatch {
 
 #[cfg(test)]
 mod concurrency_tests;
+#[cfg(test)]
+mod manual_tests;
 #[cfg(test)]
 mod memory_tests;
 #[cfg(test)]

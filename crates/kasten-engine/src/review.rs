@@ -119,7 +119,7 @@ impl FieldEdit {
 }
 
 /// One line of a note's history.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct HistoryEntry {
     pub at: DateTime<Utc>,
     /// `llm`, `user`, `agent`, `import`.
@@ -136,6 +136,11 @@ pub struct HistoryEntry {
     pub after: Option<Fields>,
     /// Each change with its own reason (LLM revisions; empty for the rest).
     pub changes: Vec<Change>,
+    /// The note's text before and after, when the entry rewrote it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub content_before: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub content_after: Option<String>,
 }
 
 /// The reason shown for a revision: its operations' reasons when it has them (the
@@ -194,7 +199,7 @@ fn overlay(base: &Fields, from: &Fields, mask: [bool; 3]) -> Fields {
     }
 }
 
-fn fields_of(n: &kasten_core::Note) -> Fields {
+pub(crate) fn fields_of(n: &kasten_core::Note) -> Fields {
     Fields {
         keywords: n.keywords.clone(),
         tags: n.tags.clone(),
@@ -434,6 +439,9 @@ impl Engine {
 
     /// Rejects a link or edit. An applied edit is rolled back (same conflict rule).
     pub async fn reject(&self, id: &str, actor: &str) -> Result<ReviewOutcome, EngineError> {
+        if let Some(c) = self.store.content_revision(id).await? {
+            return self.undo_content(c, "rejected", "reject", actor).await;
+        }
         if let Some(r) = self.store.revision(id).await? {
             return match ReviewStatus::of_revision(&r.status, r.reviewed) {
                 ReviewStatus::Proposed => {
@@ -483,6 +491,9 @@ impl Engine {
     /// Rolls back one revision, one link, or a whole event (its links and every edit it
     /// made, in one transaction).
     pub async fn rollback(&self, id: &str, actor: &str) -> Result<ReviewOutcome, EngineError> {
+        if let Some(c) = self.store.content_revision(id).await? {
+            return self.undo_content(c, "rolled_back", "rollback", actor).await;
+        }
         if let Some(r) = self.store.revision(id).await? {
             if !matches!(
                 ReviewStatus::of_revision(&r.status, r.reviewed),
@@ -564,6 +575,14 @@ impl Engine {
     /// was rolled back to) and its links.
     pub async fn reapply(&self, event: &str, actor: &str) -> Result<ReviewOutcome, EngineError> {
         if !self.store.event_exists(event).await? {
+            // a link removed by hand (or rolled back) comes back on its own
+            if let Some(l) = self.store.link(event).await?
+                && l.status == "rolled_back"
+            {
+                return self
+                    .set_link_status(&l, "accepted", "reapply", "re-applied the link", actor)
+                    .await;
+            }
             return Err(EngineError::UnknownItem(event.to_owned()));
         }
         let revs: Vec<Revision> = self
@@ -734,7 +753,7 @@ impl Engine {
             reason: note.source.clone().unwrap_or_default(),
             before: None,
             after: None,
-            changes: Vec::new(),
+            ..HistoryEntry::default()
         }];
         for r in self.store.revisions_where(Some(id), None).await? {
             out.push(HistoryEntry {
@@ -751,6 +770,7 @@ impl Engine {
                 before: Some(r.before),
                 after: Some(r.after),
                 changes: r.changes,
+                ..HistoryEntry::default()
             });
         }
         for a in self.store.audit_of(id).await? {
@@ -766,9 +786,10 @@ impl Engine {
                 reason: a.reason,
                 before: None,
                 after: None,
-                changes: Vec::new(),
+                ..HistoryEntry::default()
             });
         }
+        self.add_content_diffs(id, &mut out).await?;
         out.sort_by_key(|e| e.at);
         Ok(out)
     }
@@ -798,7 +819,7 @@ impl Engine {
         })
     }
 
-    async fn current(&self, id: &NoteId) -> Result<kasten_core::Note, EngineError> {
+    pub(crate) async fn current(&self, id: &NoteId) -> Result<kasten_core::Note, EngineError> {
         self.store
             .get_note(id)
             .await?
@@ -823,7 +844,7 @@ impl Engine {
     }
 
     /// The stored vector when it is known to be exact for these fields, else a fresh one.
-    async fn embedding_for(
+    pub(crate) async fn embedding_for(
         &self,
         content: &str,
         f: &Fields,
@@ -928,7 +949,7 @@ impl Engine {
     }
 
     /// Commits a review batch, then brings the in-memory indexes in line with it.
-    async fn commit_review(&self, batch: &ReviewBatch) -> Result<(), EngineError> {
+    pub(crate) async fn commit_review(&self, batch: &ReviewBatch) -> Result<(), EngineError> {
         let order = self.index_order().await;
         self.store.apply_review(batch).await.map_err(|e| match e {
             StoreError::Conflict => {
@@ -989,7 +1010,13 @@ fn link_notes(l: &LinkRecord) -> Result<(NoteId, NoteId), EngineError> {
     Ok((NoteId::parse(&l.from)?, NoteId::parse(&l.to)?))
 }
 
-fn audit(action: &str, target: &str, notes: &[&NoteId], actor: &str, reason: &str) -> AuditEntry {
+pub(crate) fn audit(
+    action: &str,
+    target: &str,
+    notes: &[&NoteId],
+    actor: &str,
+    reason: &str,
+) -> AuditEntry {
     AuditEntry {
         action: action.into(),
         target: target.into(),

@@ -142,6 +142,28 @@ pub struct NoteWithLinks {
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
+pub struct LinkNotesArgs {
+    /// The note the link starts from (an id from search_memory, list_recent or add_memory).
+    pub from: String,
+    /// The note it points to.
+    pub to: String,
+    /// relates (default), supports, contradicts, elaborates, causes, follows or same-entity.
+    #[serde(default)]
+    pub kind: Option<String>,
+    /// Why the two notes belong together, in a few words.
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Linked {
+    /// The link's id (the user removes it with `kasten rollback <id>`).
+    pub link: String,
+    pub from: String,
+    pub to: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
 pub struct ListRecentArgs {
     /// How many notes (default 20, at most 100).
     #[serde(default)]
@@ -414,6 +436,26 @@ impl KastenMcp {
             citations: a.citations.iter().map(|c| c.to_string()).collect(),
             answer: a.answer,
             not_in_memory: a.not_in_memory,
+        }))
+    }
+
+    #[tool(
+        description = "Link two notes of the user's Kasten memory that belong together (kind: relates by default, or supports, contradicts, elaborates, causes, follows, same-entity; an optional reason). The link is attributed to this agent and shown in both notes' history; the user can remove it. Nothing is deleted or changed."
+    )]
+    async fn link_notes(
+        &self,
+        Parameters(args): Parameters<LinkNotesArgs>,
+    ) -> Result<Json<Linked>, ErrorData> {
+        let from = NoteId::parse(&args.from).map_err(|e| bad(e.to_string()))?;
+        let to = NoteId::parse(&args.to).map_err(|e| bad(e.to_string()))?;
+        let reason = args.reason.unwrap_or_default();
+        let link = retrying(|| self.memory.link(&from, &to, args.kind.as_deref(), &reason))
+            .await
+            .map_err(mcp_error)?;
+        Ok(Json(Linked {
+            link,
+            from: from.to_string(),
+            to: to.to_string(),
         }))
     }
 

@@ -142,6 +142,21 @@ impl Client {
         .await
     }
 
+    pub async fn link(
+        &self,
+        from: &NoteId,
+        to: &NoteId,
+        kind: Option<&str>,
+        reason: &str,
+    ) -> Result<String, ShareError> {
+        self.call(true, WRITE, |c, ctx| {
+            let (from, to) = (from.clone(), to.clone());
+            let (kind, reason) = (kind.map(str::to_owned), reason.to_owned());
+            async move { c.link(ctx, from, to, kind, reason).await }
+        })
+        .await
+    }
+
     pub async fn search(&self, query: &str, k: usize) -> Result<SearchOutput, ShareError> {
         self.call(false, READ, |c, ctx| {
             let query = query.to_owned();

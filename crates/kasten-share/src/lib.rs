@@ -66,6 +66,9 @@ pub fn token_path(dir: &Path) -> PathBuf {
     dir.join(TOKEN_FILE)
 }
 
+/// Who links made through a shared memory's `link` are attributed to.
+pub const AGENT: &str = "agent";
+
 /// The memory as a command or the MCP server uses it: the engine in this process (this
 /// process is the owner, or the memory is not shareable), or the owner's engine through
 /// a connection.
@@ -81,6 +84,21 @@ impl Memory {
         match self {
             Self::Local(e) => Ok(e.add_batch_merging(notes).await?),
             Self::Remote(c) => c.add(notes).await,
+        }
+    }
+
+    /// Links two notes as an agent (`created_by: agent`, accepted, in both notes' history;
+    /// the user removes it with a rollback). Returns the link's id.
+    pub async fn link(
+        &self,
+        from: &NoteId,
+        to: &NoteId,
+        kind: Option<&str>,
+        reason: &str,
+    ) -> Result<String, ShareError> {
+        match self {
+            Self::Local(e) => Ok(e.link(from, to, kind, reason, AGENT).await?.target),
+            Self::Remote(c) => c.link(from, to, kind, reason).await,
         }
     }
 

@@ -265,6 +265,29 @@ impl MemoryService for Handler {
         r
     }
 
+    async fn link(
+        self,
+        _: tarpc::context::Context,
+        from: NoteId,
+        to: NoteId,
+        kind: Option<String>,
+        reason: String,
+    ) -> Result<String, RemoteError> {
+        let r = self
+            .run(|e| async move {
+                e.link(&from, &to, kind.as_deref(), &reason, crate::AGENT)
+                    .await
+                    .map(|o| o.target)
+            })
+            .await;
+        if r.is_ok()
+            && let Some(f) = &self.0.on_write
+        {
+            f();
+        }
+        r
+    }
+
     async fn search(
         self,
         _: tarpc::context::Context,

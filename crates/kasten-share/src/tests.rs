@@ -138,6 +138,26 @@ async fn a_client_reads_and_writes_through_the_owners_engine() {
             .total,
         2
     );
+    // a link made through the owner is the agent's, in the owner's memory
+    let (a, b) = (&added.notes[0].id, &added.notes[1].id);
+    let link = c
+        .link(a, b, Some("supports"), "the mill keeps the books")
+        .await
+        .unwrap_or_else(|e| panic!("link: {e}"));
+    let d = engine.get(a).await.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        d.links
+            .iter()
+            .map(|l| (l.kind.as_str(), l.created_by.as_str()))
+            .collect::<Vec<_>>(),
+        vec![("supports", "agent")]
+    );
+    let again = c.link(a, b, Some("supports"), "").await;
+    assert!(
+        matches!(&again, Err(e) if e.kind() == ErrorKind::Invalid && e.to_string().contains("already linked")),
+        "{link}: {:?}",
+        again.map(|_| ())
+    );
     owner.stop().await;
 }
 

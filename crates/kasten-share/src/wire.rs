@@ -23,4 +23,11 @@ pub trait MemoryService {
     async fn list_counts() -> Result<ListCounts, RemoteError>;
     /// `Engine::ask_with`, without history.
     async fn ask(question: String, options: AskOptions) -> Result<Answer, RemoteError>;
+    /// `Engine::link` as an agent; the link's id.
+    async fn link(
+        from: NoteId,
+        to: NoteId,
+        kind: Option<String>,
+        reason: String,
+    ) -> Result<String, RemoteError>;
 }

@@ -13,6 +13,7 @@
 mod boxes;
 mod endpoint;
 mod lifecycle;
+mod manual;
 mod pipeline;
 mod review;
 mod schema;
@@ -35,6 +36,7 @@ use thiserror::Error;
 pub use boxes::{BoxRecord, ChatRecord};
 pub use endpoint::Endpoint;
 pub use lifecycle::{ProjectState, StrengthRow};
+pub use manual::{ContentChange, ContentRevision, UserLink};
 pub use pipeline::{
     ApplyMode, Change, ClaimedJob, Enrichment, EventSummary, Fields, JobCounts, LinkWrite,
     ModelUsage, NeighbourWrite, RevisionSummary,

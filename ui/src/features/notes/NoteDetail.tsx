@@ -4,6 +4,9 @@ import { useApp } from "../../app-context";
 import Changes from "../../components/Changes";
 import Diff from "../../components/Diff";
 import { EnrichBadge } from "./NoteItem";
+import LinkEditor from "../links/LinkEditor";
+import TextDiff from "../links/TextDiff";
+import NoteLifecycle from "../fading/StrengthBar";
 
 const list = (s: string) =>
   s
@@ -13,7 +16,7 @@ const list = (s: string) =>
 
 /** Entries whose change is still in force can be rolled back. */
 function canRollBack(h: HistoryDto): boolean {
-  return !!h.id && (h.status === "applied" || h.status === "accepted");
+  return !!h.id && (h.status === "applied" || h.status === "accepted" || h.action === "link");
 }
 
 /** A note: content (as text), annotations, links, and its history with rollback. */
@@ -23,6 +26,7 @@ export default function NoteDetail({ id }: { id: string }) {
   const [err, setErr] = useState<string | null>(null);
   const [editing, setEditing] = useState(false);
   const [form, setForm] = useState({ keywords: "", tags: "", context: "" });
+  const [draft, setDraft] = useState<string | null>(null);
 
   const load = useCallback(() => {
     api
@@ -69,9 +73,44 @@ export default function NoteDetail({ id }: { id: string }) {
           Delete
         </button>
       </div>
-      <p className="content" data-testid="note-content">
-        {n.content}
-      </p>
+      <NoteLifecycle id={n.id} />
+      {draft === null ? (
+        <>
+          <p className="content" data-testid="note-content">
+            {n.content}
+          </p>
+          <button className="small" data-testid="note-edit" onClick={() => setDraft(n.content)}>
+            Edit text
+          </button>
+        </>
+      ) : (
+        <div>
+          <textarea
+            data-testid="note-edit-input"
+            aria-label="Note text"
+            rows={Math.min(12, Math.max(3, draft.split("\n").length + 1))}
+            value={draft}
+            onChange={(e) => setDraft(e.target.value)}
+          />
+          <div className="row">
+            <button
+              className="primary"
+              data-testid="note-edit-save"
+              disabled={!draft.trim() || draft === n.content}
+              onClick={() =>
+                void act(() => api.editContent(n.id, draft), "Text saved (a new revision; the LLM looks at it again)").then(() =>
+                  setDraft(null),
+                )
+              }
+            >
+              Save text
+            </button>
+            <button data-testid="note-edit-cancel" onClick={() => setDraft(null)}>
+              Cancel
+            </button>
+          </div>
+        </div>
+      )}
       {n.enrich !== "done" && n.enrich_error && <p className="small warning">{n.enrich_error}</p>}
       {!editing ? (
         <div>
@@ -129,22 +168,42 @@ export default function NoteDetail({ id }: { id: string }) {
         </div>
       )}
 
-      <h3 style={{ fontSize: 14, marginBottom: 4 }}>Links ({d.links.length})</h3>
+      <div className="row">
+        <h3 className="grow" style={{ fontSize: 14, marginBottom: 4 }}>
+          Links ({d.links.length})
+        </h3>
+        <LinkEditor noteId={n.id} onLinked={() => { toast("Linked"); bump(); }} />
+      </div>
       {d.links.length === 0 ? (
         <div className="small muted">
           {n.enrich === "done" ? "The LLM found no related note for this one." : "Links appear once the LLM has seen this note."}
         </div>
       ) : (
         <ul className="list" data-testid="link-list">
-          {d.links.map((l) => {
+          {d.links.map((l, i) => {
             const other = l.from === n.id ? l.to : l.from;
             return (
               <li key={`${l.from}-${l.to}-${l.kind}`} className="small" data-testid="link-item" data-status={l.status} onClick={() => openNote(other)}>
                 <span className="chip">{l.kind}</span>
                 <span className={`badge ${l.status}`}>{l.status}</span> {l.from === n.id ? "→" : "←"}{" "}
                 <span className="content">{l.other_preview}</span>
-                <div className="muted">
-                  {l.reason} · confidence {(l.confidence ?? 0).toFixed(2)} · by {l.created_by}
+                <div className="row muted">
+                  <span className="grow">
+                    {l.reason} · confidence {(l.confidence ?? 0).toFixed(2)} · by {l.created_by}
+                  </span>
+                  {l.status === "accepted" && (
+                    <button
+                      className="small"
+                      data-testid={`link-remove-${i}`}
+                      title="Remove this link (it stays in history and can be re-applied)"
+                      onClick={(e) => {
+                        e.stopPropagation();
+                        void act(() => api.unlinkNotes(l.from, l.to, l.kind), "Link removed");
+                      }}
+                    >
+                      Remove
+                    </button>
+                  )}
                 </div>
               </li>
             );
@@ -162,6 +221,11 @@ export default function NoteDetail({ id }: { id: string }) {
               <span className="muted">by {h.actor}</span>
               {h.status && <span className={`badge ${h.status}`}>{h.status}</span>}
               <span className="grow" />
+              {h.action === "unlink" && h.id && (
+                <button data-testid="reapply-link" onClick={() => void act(() => api.reapply(h.id ?? ""), "Link restored")}>
+                  Restore the link
+                </button>
+              )}
               {canRollBack(h) && (
                 <button data-testid="rollback" onClick={() => void act(() => api.rollback(h.id ?? ""), "Rolled back")}>
                   Roll back this change
@@ -173,7 +237,11 @@ export default function NoteDetail({ id }: { id: string }) {
             ) : (
               h.reason && h.reason !== h.action && <div className="muted">{h.reason}</div>
             )}
-            <Diff before={h.before} after={h.after} />
+            {h.content_before != null && h.content_after != null ? (
+              <TextDiff before={h.content_before} after={h.content_after} />
+            ) : (
+              <Diff before={h.before} after={h.after} />
+            )}
           </li>
         ))}
       </ol>

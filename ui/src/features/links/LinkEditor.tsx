@@ -1,0 +1,91 @@
+import { useState } from "react";
+import { api, errorText, type NoteDto } from "../../api";
+import LinkKindSelect from "./LinkKindSelect";
+import WikiSuggest from "./WikiSuggest";
+import { useNoteSuggestions } from "./useNoteSuggestions";
+
+/** Adds a link from `noteId` by hand: search a note, pick a kind, an optional reason. */
+export default function LinkEditor({ noteId, onLinked }: { noteId: string; onLinked: () => void }) {
+  const [open, setOpen] = useState(false);
+  const [query, setQuery] = useState("");
+  const [target, setTarget] = useState<NoteDto | null>(null);
+  const [kind, setKind] = useState("relates");
+  const [reason, setReason] = useState("");
+  const [busy, setBusy] = useState(false);
+  const [err, setErr] = useState<string | null>(null);
+  const hits = useNoteSuggestions(open && !target ? query : null, noteId);
+
+  const reset = () => {
+    setOpen(false);
+    setQuery("");
+    setTarget(null);
+    setKind("relates");
+    setReason("");
+    setErr(null);
+  };
+
+  if (!open)
+    return (
+      <button className="small" data-testid="link-add" onClick={() => setOpen(true)}>
+        Add a link
+      </button>
+    );
+
+  const save = async () => {
+    if (!target || busy) return;
+    setBusy(true);
+    setErr(null);
+    try {
+      await api.linkNotes(noteId, target.id, kind, reason.trim());
+      reset();
+      onLinked();
+    } catch (e) {
+      setErr(errorText(e));
+    } finally {
+      setBusy(false);
+    }
+  };
+
+  return (
+    <div className="card" data-testid="link-editor">
+      {target ? (
+        <div className="row small">
+          <span className="grow content" data-testid="link-target">
+            → {target.content.length > 100 ? `${target.content.slice(0, 100)}…` : target.content}
+          </span>
+          <button className="small" onClick={() => setTarget(null)}>
+            Change
+          </button>
+        </div>
+      ) : (
+        <>
+          <input
+            autoFocus
+            data-testid="link-search"
+            aria-label="Find a note to link"
+            placeholder="Find a note to link…"
+            value={query}
+            onChange={(e) => setQuery(e.target.value)}
+          />
+          <WikiSuggest hits={hits} active={-1} onPick={setTarget} testid="link-candidates" optionTestid="link-candidate" />
+        </>
+      )}
+      <div className="row" style={{ marginTop: 6 }}>
+        <LinkKindSelect value={kind} onChange={setKind} />
+        <input
+          className="grow"
+          data-testid="link-reason"
+          aria-label="Why (optional)"
+          placeholder="Why (optional)"
+          value={reason}
+          onChange={(e) => setReason(e.target.value)}
+        />
+        <button className="primary" data-testid="link-confirm" disabled={!target || busy} onClick={() => void save()}>
+          Link
+        </button>
+        <button onClick={reset}>Cancel</button>
+      </div>
+      {err && <div className="error small">{err}</div>}
+    </div>
+  );
+}

@@ -1,0 +1,39 @@
+import type { NoteDto } from "../../api";
+
+/** The list of notes to pick from; `active` is the highlighted one. */
+export default function WikiSuggest({
+  hits,
+  active,
+  onPick,
+  testid = "wikilink-suggest",
+  optionTestid = "wikilink-option",
+}: {
+  hits: NoteDto[];
+  active: number;
+  onPick: (n: NoteDto) => void;
+  testid?: string;
+  optionTestid?: string;
+}) {
+  return (
+    <ul className="list suggest" role="listbox" data-testid={testid}>
+      {hits.length === 0 && <li className="small muted">No note matches yet</li>}
+      {hits.map((n, i) => (
+        <li
+          key={n.id}
+          role="option"
+          aria-selected={i === active}
+          className={`small${i === active ? " active" : ""}`}
+          data-testid={`${optionTestid}-${i}`}
+          data-id={n.id}
+          // mousedown, not click: the textarea keeps its focus and caret
+          onMouseDown={(e) => {
+            e.preventDefault();
+            onPick(n);
+          }}
+        >
+          <span className="content">{n.content.length > 100 ? `${n.content.slice(0, 100)}…` : n.content}</span>
+        </li>
+      ))}
+    </ul>
+  );
+}
