@@ -23,6 +23,7 @@ mod review;
 mod search;
 pub mod secrets;
 pub mod settings;
+mod shell;
 mod snapshot;
 mod transfer;
 pub mod views;
@@ -537,7 +538,9 @@ impl Engine {
         }
     }
 
-    pub fn store(&self) -> &Store {
+    /// The store, for the engine's own tests; everything else goes through the engine.
+    #[cfg(test)]
+    pub(crate) fn store(&self) -> &Store {
         &self.store
     }
 
