@@ -411,7 +411,7 @@ async fn run(cli: Cli) -> Result<()> {
             let memory = Memory::Remote(client);
             return tokio::select! {
                 r = output::until_stdout_closed(execute_shared(&memory, prepared, cli.json)) => r,
-                _ = tokio::signal::ctrl_c() => Err(anyhow!("interrupted; everything committed so far is saved")),
+                _ = kasten_engine::shutdown_signal() => Err(anyhow!("interrupted; everything committed so far is saved")),
             };
         }
         share::Opened::Local(e) => *e,
@@ -440,7 +440,7 @@ async fn run(cli: Cli) -> Result<()> {
     };
     let result = tokio::select! {
         r = output::until_stdout_closed(execute(&engine, prepared, cli.json)) => r,
-        _ = tokio::signal::ctrl_c() => Err(anyhow!("interrupted; everything committed so far is saved")),
+        _ = kasten_engine::shutdown_signal() => Err(anyhow!("interrupted; everything committed so far is saved")),
     };
     share::close(owner, engine).await?;
     result

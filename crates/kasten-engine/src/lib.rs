@@ -27,6 +27,7 @@ mod shell;
 mod snapshot;
 mod transfer;
 pub mod views;
+pub mod worker;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -55,6 +56,7 @@ pub use review::{FieldEdit, HistoryEntry, ReviewItem, ReviewOutcome, ReviewStatu
 pub use search::{SearchHit, SearchOptions, SearchOutput, SearchTimings};
 pub use settings::{LlmChoice, LlmSettings, LlmSource, SettingError, validate_setting};
 pub use transfer::{BoxLabel, ExportFile, ImportProgress, ImportSummary};
+pub use worker::{Pass, Worker, run_worker, shutdown_signal};
 
 /// Errors the engine reports; every variant reads as a sentence for the user.
 #[derive(Debug, Error)]
