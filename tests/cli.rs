@@ -305,3 +305,116 @@ fn since_a_year_finds_notes_written_after_it() {
     assert!(via(&new).iter().any(|v| v == "date"), "{r:#}");
     assert!(!via(&old).iter().any(|v| v == "date"), "{r:#}");
 }
+
+/// One settings model for every surface: a value in effect comes from the environment,
+/// else the stored settings, else the default; `kasten config` says which. A bad value
+/// (in the environment, or stored before values were checked) is skipped and named with
+/// its fix, and commands go on.
+#[test]
+fn settings_in_effect_come_from_the_environment_then_the_settings_then_the_defaults() {
+    let config = |h: &Home, env: &[(&str, &str)]| -> serde_json::Value {
+        let mut c = h.cmd(&["--json", "config"]);
+        c.env_remove("KASTEN_LLM_TIMEOUT");
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        let out = c
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run kasten config: {e}"));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("not JSON: {e}"))
+    };
+    let in_effect = |v: &serde_json::Value, key: &str| {
+        let e = &v["effective"][key];
+        (
+            e["value"].clone(),
+            e["source"].as_str().unwrap_or("").to_owned(),
+        )
+    };
+    let h = Home::new();
+    let v = config(&h, &[]);
+    assert_eq!(
+        in_effect(&v, "llm.timeout"),
+        (serde_json::json!(60), "default".into())
+    );
+    assert_eq!(
+        in_effect(&v, "pipeline.k"),
+        (serde_json::json!(10), "default".into())
+    );
+    h.ok(&["config", "set", "llm.timeout", "120"]);
+    h.ok(&["config", "set", "pipeline.k", "7"]);
+    let v = config(&h, &[]);
+    assert_eq!(
+        in_effect(&v, "llm.timeout"),
+        (serde_json::json!(120), "settings".into())
+    );
+    assert_eq!(
+        in_effect(&v, "pipeline.k"),
+        (serde_json::json!(7), "settings".into())
+    );
+    let v = config(&h, &[("KASTEN_LLM_TIMEOUT", "30")]);
+    assert_eq!(
+        in_effect(&v, "llm.timeout"),
+        (serde_json::json!(30), "environment".into())
+    );
+    // a bad variable: the stored value is used and the variable is named
+    let v = config(&h, &[("KASTEN_LLM_TIMEOUT", "soon")]);
+    assert_eq!(
+        in_effect(&v, "llm.timeout"),
+        (serde_json::json!(120), "settings".into())
+    );
+    let problem = v["effective"]["llm.timeout"]["problem"]
+        .as_str()
+        .unwrap_or("");
+    assert!(
+        problem.contains("KASTEN_LLM_TIMEOUT") && problem.contains("soon"),
+        "{v:#}"
+    );
+
+    // a bad value stored before values were checked (put there through a restore)
+    let backup = h.dir.path().join("settings.json");
+    h.ok(&["backup", backup.to_str().unwrap_or_default()]);
+    let mut doc: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(&backup).unwrap_or_else(|e| panic!("read backup: {e}")),
+    )
+    .unwrap_or_else(|e| panic!("backup is not JSON: {e}"));
+    let rows = doc["tables"]["setting"]
+        .as_array_mut()
+        .unwrap_or_else(|| panic!("no settings in the backup"));
+    let row = rows
+        .iter_mut()
+        .find(|r| r["id"]["$record"]["key"] == "llm")
+        .unwrap_or_else(|| panic!("no llm setting in the backup"));
+    row["value"] = serde_json::json!(serde_json::json!({"timeout": "soon"}).to_string());
+    let bad = h.file("bad-settings.json", doc.to_string().as_bytes());
+    let b = Home::new();
+    b.ok(&["restore", bad.to_str().unwrap_or_default()]);
+    let v = config(&b, &[]);
+    assert_eq!(
+        in_effect(&v, "llm.timeout"),
+        (serde_json::json!(60), "default".into())
+    );
+    let problem = v["effective"]["llm.timeout"]["problem"]
+        .as_str()
+        .unwrap_or("");
+    assert!(
+        problem.contains("llm.timeout") && problem.contains("kasten config unset llm.timeout"),
+        "{v:#}"
+    );
+    // the text output warns on stderr; other commands are not stopped by it
+    let out = b.run(&["config"]);
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("warning: the stored llm.timeout is ignored"),
+        "{stderr}"
+    );
+    b.ok(&["add", "a note while a setting is bad"]);
+    b.ok(&["config", "unset", "llm.timeout"]);
+    let v = config(&b, &[]);
+    assert!(v["effective"]["llm.timeout"]["problem"].is_null(), "{v:#}");
+}

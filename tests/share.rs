@@ -543,3 +543,52 @@ async fn another_user_cannot_use_the_memory_even_with_the_files_opened_up() {
     );
     owner.cancel().await.unwrap_or_else(|e| panic!("{e}"));
 }
+
+/// SIGTERM (what a supervisor or an MCP client sends to stop a server) ends `kasten mcp`
+/// as Ctrl-C does: it stops serving and closes the store, which writes the index snapshot
+/// after the write it served, and exits 0 instead of dying by the signal.
+#[test]
+fn sigterm_to_kasten_mcp_closes_the_memory_cleanly() {
+    let h = Home::new();
+    let log = h.dir.path().join("mcp.log");
+    let mut child = h
+        .cmd(&["mcp"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::from(
+            std::fs::File::create(&log).unwrap_or_else(|e| panic!("{e}")),
+        ))
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start kasten mcp: {e}"));
+    wait_for_owner(&h);
+    // a write through the owner, so the close has an index snapshot to write
+    h.ok(&["add", "A note written while kasten mcp owned the memory"]);
+    let snapshot = h.dir.path().join("db").join("kasten-index.snapshot");
+    let _ = std::fs::remove_file(&snapshot);
+    let term = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run kill: {e}"));
+    assert!(term.success());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap_or_else(|e| panic!("{e}")) {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "kasten mcp did not end after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let stderr = std::fs::read_to_string(&log).unwrap_or_default();
+    assert_eq!(status.code(), Some(0), "{status:?}: {stderr}");
+    assert!(!socket(&h).exists(), "still serving after the exit");
+    assert!(snapshot.exists(), "the store was not closed: {stderr}");
+    let listed = h.json(&["list"]);
+    assert_eq!(
+        listed["notes"].as_array().map(Vec::len),
+        Some(1),
+        "{listed:#}"
+    );
+}

@@ -42,11 +42,7 @@ async fn previews(
         .collect();
     v.sort_by_key(|a| a.to_string());
     v.dedup();
-    let notes = engine
-        .store()
-        .get_notes(&v)
-        .await
-        .map_err(|e| AppError::from(kasten_engine::EngineError::from(e)))?;
+    let notes = engine.get_notes(&v).await?;
     Ok(notes
         .into_iter()
         .map(|n| (n.id.to_string(), preview(&n.content, PREVIEW_CHARS)))
@@ -483,11 +479,7 @@ pub struct EventDto {
 #[specta::specta]
 pub async fn list_events(state: State<'_, AppState>, limit: u32) -> AppResult<Vec<EventDto>> {
     let engine = state.engine().await?;
-    let evs = engine
-        .store()
-        .events(page(limit, MAX_PAGE))
-        .await
-        .map_err(|e| AppError::from(kasten_engine::EngineError::from(e)))?;
+    let evs = engine.events(page(limit, MAX_PAGE)).await?;
     let pv = previews(&engine, evs.iter().map(|e| e.note.clone())).await?;
     let n = |x: i64| u32::try_from(x.max(0)).unwrap_or(u32::MAX);
     Ok(evs
@@ -512,13 +504,7 @@ pub async fn list_events(state: State<'_, AppState>, limit: u32) -> AppResult<Ve
 #[tauri::command]
 #[specta::specta]
 pub async fn retry_failed(state: State<'_, AppState>) -> AppResult<u32> {
-    let n = state
-        .engine()
-        .await?
-        .store()
-        .retry_failed_jobs()
-        .await
-        .map_err(|e| AppError::from(kasten_engine::EngineError::from(e)))?;
+    let n = state.engine().await?.retry_failed().await?;
     state.kick.notify_one();
     Ok(clamp_u32(n))
 }
@@ -640,14 +626,8 @@ pub async fn test_connection(
 ) -> AppResult<Vec<String>> {
     settings::validate(&input)?;
     let key = settings::key_for_test(&*state.engine().await?, input.api_key.clone()).await?;
-    let client = settings::client_for(
-        &input.provider,
-        &input.base_url,
-        &input.model,
-        input.timeout_secs,
-        key,
-    )?
-    .ok_or_else(|| AppError::Invalid("enter a base URL and a model first".into()))?;
+    let client = settings::client_for(&input, key)?
+        .ok_or_else(|| AppError::Invalid("enter a base URL and a model first".into()))?;
     match client.ping().await {
         Ok(models) => {
             state.set_llm(Some(true), "connected");

@@ -113,21 +113,6 @@ async fn shutdown(state: &AppState) {
     tracing::info!("memory closed");
 }
 
-async fn wait_for_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        if let Ok(mut term) = signal(SignalKind::terminate()) {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
-            }
-            return;
-        }
-    }
-    let _ = tokio::signal::ctrl_c().await;
-}
-
 /// Runs the app until its window is closed.
 pub fn run() -> std::process::ExitCode {
     let started = std::time::Instant::now();
@@ -148,7 +133,7 @@ pub fn run() -> std::process::ExitCode {
             // Ctrl-C / SIGTERM end the app like closing its window: the memory is closed.
             let h = app.handle().clone();
             tauri::async_runtime::spawn(async move {
-                wait_for_signal().await;
+                kasten_engine::shutdown_signal().await;
                 tracing::info!("signal received: closing");
                 h.exit(0);
             });

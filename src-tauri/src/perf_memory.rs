@@ -2,7 +2,8 @@
 //! `KASTEN_PERF_NOTES` notes (default 10,000) on 24 topics, each note linked to 3 earlier
 //! notes (mostly of its own topic), so 3 links per note. Notes go through the engine (real
 //! embeddings); links are written the way the pipeline writes them (one enrichment
-//! transaction per note), so the app sees an ordinary memory.
+//! transaction per note, through the engine so its indexes follow), so the app sees an
+//! ordinary memory.
 //!
 //! ```sh
 //! KASTEN_PERF_HOME=/tmp/kperf cargo test -p kasten-desktop perf_memory -- --ignored --nocapture
@@ -13,7 +14,7 @@ use std::sync::Arc;
 use kasten_core::NewNote;
 use kasten_embed::{Embedder, FastEmbedder};
 use kasten_engine::Engine;
-use kasten_store::{ApplyMode, Endpoint, Enrichment, Fields, LinkWrite};
+use kasten_store::{ApplyMode, ClaimedJob, Endpoint, Enrichment, Fields, LinkWrite};
 
 const TOPICS: [&str; 24] = [
     "garden",
@@ -104,85 +105,67 @@ async fn generate(engine: &Engine, n: usize) -> Result<(), String> {
         .enumerate()
         .map(|(i, id)| (id.clone(), i))
         .collect();
-    let until = chrono::Utc::now() + chrono::Duration::hours(1);
     let mut links = 0usize;
-    loop {
-        let jobs = engine
-            .store()
-            .claim_jobs("perf", 200, until)
-            .await
-            .map_err(|e| err(&e))?;
-        if jobs.is_empty() {
-            break;
-        }
-        for job in jobs {
-            let Some(&i) = index.get(&job.note) else {
-                continue;
-            };
-            let mut targets: Vec<usize> = Vec::new();
-            while i >= 3 && targets.len() < 3 {
-                // mostly the same topic, sometimes another (links across Boxes)
-                let j = rng.below(i);
-                let same = topic_of[j] == topic_of[i] || rng.below(10) == 0;
-                if same && !targets.contains(&j) {
-                    targets.push(j);
-                }
+    let embed_model = engine.embedder().model_id().to_owned();
+    let mut make = |job: &ClaimedJob, embedding: Vec<f32>| -> Option<Enrichment> {
+        let &i = index.get(&job.note)?;
+        let mut targets: Vec<usize> = Vec::new();
+        while i >= 3 && targets.len() < 3 {
+            // mostly the same topic, sometimes another (links across Boxes)
+            let j = rng.below(i);
+            let same = topic_of[j] == topic_of[i] || rng.below(10) == 0;
+            if same && !targets.contains(&j) {
+                targets.push(j);
             }
-            let t = TOPICS[topic_of[i]];
-            let embedding = engine
-                .store()
-                .embedding_of(&job.note)
-                .await
-                .map_err(|e| err(&e))?
-                .unwrap_or_default();
-            let e = Enrichment {
-                job: job.id.clone(),
-                note: job.note.clone(),
-                after: Fields {
-                    keywords: vec![t.into(), "observation".into()],
-                    tags: vec![t.into()],
-                    context: format!("An observation about {t}."),
-                },
-                construction_changes: Vec::new(),
-                embedding,
-                construction_mode: ApplyMode::Apply,
-                tier: None,
-                embed_model: engine.embedder().model_id().to_owned(),
-                llm_model: "perf-generator".into(),
-                prompt_version: "perf".into(),
-                tokens_in: 0,
-                tokens_out: 0,
-                tokens_estimated: true,
-                llm_calls: 0,
-                unknown_handles: 0,
-                dropped: 0,
-                timings_ms: serde_json::json!({}),
-                links: targets
-                    .iter()
-                    .enumerate()
-                    .map(|(k, &j)| LinkWrite {
-                        to: ids[j].clone(),
-                        kind: "relates".into(),
-                        reason: format!("both about {t}"),
-                        confidence: 0.8,
-                        // one link in ten waits for review (drawn dashed)
-                        mode: if k == 0 && rng.below(10) == 0 {
-                            ApplyMode::Hold
-                        } else {
-                            ApplyMode::Apply
-                        },
-                    })
-                    .collect(),
-                updates: vec![],
-            };
-            links += e.links.len();
-            engine
-                .store()
-                .apply_enrichment(&e)
-                .await
-                .map_err(|e| err(&e))?;
         }
-    }
+        let t = TOPICS[topic_of[i]];
+        links += targets.len();
+        Some(Enrichment {
+            job: job.id.clone(),
+            note: job.note.clone(),
+            after: Fields {
+                keywords: vec![t.into(), "observation".into()],
+                tags: vec![t.into()],
+                context: format!("An observation about {t}."),
+            },
+            construction_changes: Vec::new(),
+            embedding,
+            construction_mode: ApplyMode::Apply,
+            tier: None,
+            embed_model: embed_model.clone(),
+            llm_model: "perf-generator".into(),
+            prompt_version: "perf".into(),
+            tokens_in: 0,
+            tokens_out: 0,
+            tokens_estimated: true,
+            llm_calls: 0,
+            unknown_handles: 0,
+            dropped: 0,
+            timings_ms: serde_json::json!({}),
+            links: targets
+                .iter()
+                .enumerate()
+                .map(|(k, &j)| LinkWrite {
+                    to: ids[j].clone(),
+                    kind: "relates".into(),
+                    reason: format!("both about {t}"),
+                    confidence: 0.8,
+                    // one link in ten waits for review (drawn dashed)
+                    mode: if k == 0 && rng.below(10) == 0 {
+                        ApplyMode::Hold
+                    } else {
+                        ApplyMode::Apply
+                    },
+                })
+                .collect(),
+            updates: vec![],
+        })
+    };
+    // through the engine, so the indexes follow each enrichment as the pipeline's
+    engine
+        .enrich_queued_with("perf", chrono::Duration::hours(1), &mut make)
+        .await
+        .map_err(|e| err(&e))?;
     eprintln!("{links} links; total {:.1} s", t0.elapsed().as_secs_f64());
     Ok(())
 }

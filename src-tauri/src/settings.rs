@@ -1,9 +1,10 @@
-//! LLM and pipeline settings: stored in the memory (`setting:llm`, `setting:pipeline`,
-//! `setting:policy`, the same keys `kasten config` uses), with the environment
-//! (`KASTEN_LLM_*`) winning, and the API key kept by the engine's one rule for every
-//! surface (`kasten_engine::secrets`: the OS keyring first, the settings with a warning).
+//! The settings form over IPC: a thin adapter over the engine's one settings model
+//! (`kasten_engine::settings`: the environment, then the stored settings, then the
+//! defaults; the same rules `kasten config set` applies; the API key by the one rule of
+//! `kasten_engine::secrets`). The CLI and `kasten mcp` read the same model.
 
-use kasten_engine::{Engine, LlmClient, LlmConfig, PipelineOptions, Policy, PolicyMode};
+use kasten_engine::settings::{SettingsForm, SettingsUpdate};
+use kasten_engine::{Engine, LlmClient, PipelineOptions, PolicyMode};
 use serde::{Deserialize, Serialize};
 use specta::Type;
 
@@ -73,251 +74,83 @@ fn mode_str(m: PolicyMode) -> String {
     }
 }
 
-fn parse_mode(s: &str) -> AppResult<PolicyMode> {
-    match s {
-        "auto" => Ok(PolicyMode::Auto),
-        "review" => Ok(PolicyMode::Review),
-        other => Err(AppError::Invalid(format!(
-            "the review policy is 'auto' or 'review', not '{other}'"
-        ))),
+impl From<kasten_engine::settings::KeyStorage> for KeyStorage {
+    fn from(k: kasten_engine::settings::KeyStorage) -> Self {
+        use kasten_engine::settings::KeyStorage as K;
+        match k {
+            K::None => Self::None,
+            K::Keyring => Self::Keyring,
+            K::Settings => Self::Settings,
+            K::Environment => Self::Environment,
+        }
     }
 }
 
-async fn setting(engine: &Engine, key: &str) -> AppResult<serde_json::Value> {
-    Ok(engine
-        .store()
-        .get_setting(key)
-        .await
-        .map_err(|e| AppError::from(kasten_engine::EngineError::from(e)))?
-        .unwrap_or_default())
+impl From<SettingsForm> for SettingsDto {
+    fn from(f: SettingsForm) -> Self {
+        Self {
+            provider: f.provider,
+            base_url: f.base_url,
+            model: f.model,
+            timeout_secs: f.timeout_secs,
+            api_key_storage: f.api_key.into(),
+            k: f.k,
+            links_policy: mode_str(f.policy.links),
+            edits_policy: mode_str(f.policy.edits),
+            auto_accept_confidence: f.policy.auto_accept_confidence,
+            env_overrides: f.env_overrides,
+        }
+    }
 }
 
-fn str_of(v: &serde_json::Value, k: &str) -> Option<String> {
-    v.get(k).and_then(|x| x.as_str()).map(str::to_owned)
+impl From<&SettingsInput> for SettingsUpdate {
+    fn from(i: &SettingsInput) -> Self {
+        Self {
+            provider: i.provider.clone(),
+            base_url: i.base_url.clone(),
+            model: i.model.clone(),
+            timeout_secs: i.timeout_secs,
+            api_key: i.api_key.clone(),
+            k: i.k,
+            links: i.links_policy.clone(),
+            edits: i.edits_policy.clone(),
+            auto_accept_confidence: i.auto_accept_confidence,
+        }
+    }
 }
 
 pub async fn load(engine: &Engine) -> AppResult<SettingsDto> {
-    let llm = setting(engine, "llm").await?;
-    let pipeline = setting(engine, "pipeline").await?;
-    let policy = engine.policy().await?;
-    let env_overrides: Vec<String> = [
-        "KASTEN_LLM_PROVIDER",
-        "KASTEN_LLM_BASE_URL",
-        "KASTEN_LLM_MODEL",
-        "KASTEN_LLM_API_KEY",
-        "KASTEN_LLM_TIMEOUT",
-    ]
-    .iter()
-    .filter(|k| env(k).is_some())
-    .map(|k| (*k).to_owned())
-    .collect();
-    let api_key_storage = if env("KASTEN_LLM_API_KEY").is_some() {
-        KeyStorage::Environment
-    } else if str_of(&llm, "api_key").is_some() {
-        KeyStorage::Settings
-    } else if engine.api_key_from_keyring().await.is_some() {
-        KeyStorage::Keyring
-    } else {
-        KeyStorage::None
-    };
-    let pick = |var: &str, k: &str| env(var).or_else(|| str_of(&llm, k)).unwrap_or_default();
-    let timeout = env("KASTEN_LLM_TIMEOUT")
-        .or_else(|| {
-            llm.get("timeout")
-                .map(|v| v.to_string().trim_matches('"').to_owned())
-        })
-        .and_then(|t| t.parse::<u32>().ok())
-        .unwrap_or(60);
-    Ok(SettingsDto {
-        provider: {
-            let p = pick("KASTEN_LLM_PROVIDER", "provider");
-            if p.is_empty() {
-                "openai".into()
-            } else {
-                p.to_ascii_lowercase()
-            }
-        },
-        base_url: pick("KASTEN_LLM_BASE_URL", "base_url"),
-        model: pick("KASTEN_LLM_MODEL", "model"),
-        timeout_secs: timeout,
-        api_key_storage,
-        k: pipeline
-            .get("k")
-            .and_then(|v| v.as_u64())
-            .map(|k| k.clamp(1, 50) as u32)
-            .unwrap_or(PipelineOptions::default().k as u32),
-        links_policy: mode_str(policy.links),
-        edits_policy: mode_str(policy.edits),
-        auto_accept_confidence: policy.auto_accept_confidence,
-        env_overrides,
-    })
+    Ok(engine.settings_form(&env).await?.into())
 }
 
-/// Checks input before anything is written.
+/// Checks input before anything is written (the error names the setting).
 pub fn validate(input: &SettingsInput) -> AppResult<()> {
-    if !matches!(input.provider.as_str(), "openai" | "ollama") {
-        return Err(AppError::Invalid(
-            "the provider is 'openai' (any OpenAI-compatible server) or 'ollama'".into(),
-        ));
-    }
-    let url = input.base_url.trim();
-    if !(url.is_empty() || url.starts_with("http://") || url.starts_with("https://")) {
-        return Err(AppError::Invalid(
-            "the base URL starts with http:// or https:// (e.g. http://127.0.0.1:8080/v1)".into(),
-        ));
-    }
-    if !(1..=50).contains(&input.k) {
-        return Err(AppError::Invalid("k is between 1 and 50".into()));
-    }
-    if !(1..=3600).contains(&input.timeout_secs) {
-        return Err(AppError::Invalid(
-            "the timeout is between 1 and 3600 seconds".into(),
-        ));
-    }
-    if let Some(c) = input.auto_accept_confidence
-        && !(0.0..=1.0).contains(&c)
-    {
-        return Err(AppError::Invalid(
-            "the auto-accept confidence is between 0 and 1".into(),
-        ));
-    }
-    parse_mode(&input.links_policy)?;
-    parse_mode(&input.edits_policy)?;
-    Ok(())
+    SettingsUpdate::from(input)
+        .validate()
+        .map_err(|e| AppError::Invalid(e.to_string()))
 }
 
+/// Saves the form; returns a warning to show (the key had to be stored unencrypted).
 pub async fn save(engine: &Engine, input: &SettingsInput) -> AppResult<Option<String>> {
-    validate(input)?;
-    // the key first (the keyring, else the settings with a warning): it rewrites `llm`
-    let mut warning = None;
-    if let Some(key) = input.api_key.as_deref()
-        && engine.store_api_key(key).await? == Some(kasten_engine::secrets::KeyPlace::Settings)
-    {
-        warning = Some(kasten_engine::secrets::UNENCRYPTED_WARNING.to_owned());
-    }
-    let mut llm = setting(engine, "llm").await?;
-    if !llm.is_object() {
-        llm = serde_json::json!({});
-    }
-    if let Some(obj) = llm.as_object_mut() {
-        obj.insert("provider".into(), input.provider.clone().into());
-        obj.insert("base_url".into(), input.base_url.trim().to_owned().into());
-        obj.insert("model".into(), input.model.trim().to_owned().into());
-        obj.insert("timeout".into(), input.timeout_secs.into());
-    }
-    let store_err = |e| AppError::from(kasten_engine::EngineError::from(e));
-    engine
-        .store()
-        .set_setting("llm", &llm)
-        .await
-        .map_err(store_err)?;
-    let mut pipeline = setting(engine, "pipeline").await?;
-    if !pipeline.is_object() {
-        pipeline = serde_json::json!({});
-    }
-    if let Some(obj) = pipeline.as_object_mut() {
-        obj.insert("k".into(), input.k.into());
-    }
-    engine
-        .store()
-        .set_setting("pipeline", &pipeline)
-        .await
-        .map_err(store_err)?;
-    engine
-        .set_policy(&Policy {
-            links: parse_mode(&input.links_policy)?,
-            edits: parse_mode(&input.edits_policy)?,
-            auto_accept_confidence: input.auto_accept_confidence,
-        })
-        .await?;
-    Ok(warning)
+    Ok(engine.save_settings(&SettingsUpdate::from(input)).await?)
 }
 
-/// The LLM the app uses: the server the settings (or the environment) name, else the
-/// built-in model (unless the provider is `none`), with the pipeline options.
+/// The LLM the app uses and the pipeline options: what the CLI and `kasten mcp` use too.
 pub async fn llm_choice(engine: &Engine) -> AppResult<(kasten_engine::LlmChoice, PipelineOptions)> {
-    let (client, pipeline) = client_and_pipeline(engine).await?;
-    let choice = match client {
-        Some(c) => {
-            let label = match c.config().provider {
-                kasten_llm::Provider::Ollama => format!("Ollama {}", c.config().model),
-                _ => format!("{} at {}", c.config().model, c.config().base_url),
-            };
-            kasten_engine::LlmChoice {
-                label,
-                source: if env("KASTEN_LLM_BASE_URL").is_some() {
-                    kasten_engine::LlmSource::Environment
-                } else {
-                    kasten_engine::LlmSource::Settings
-                },
-                problem: None,
-                profile: kasten_engine::ModelProfile::Auto.resolve(&c),
-                timeout: c.options().timeout,
-                client: Some(c),
-            }
-        }
-        None => engine.choose_llm(&|k: &str| std::env::var(k).ok()).await?,
-    };
-    Ok((choice, pipeline))
+    Ok(engine.llm_and_pipeline(&env).await?)
 }
 
-/// The LLM client and pipeline options the stored settings and the environment describe
-/// (the environment wins, as in the CLI).
-pub async fn client_and_pipeline(
-    engine: &Engine,
-) -> AppResult<(Option<LlmClient>, PipelineOptions)> {
-    let s = load(engine).await?;
-    let key = match env("KASTEN_LLM_API_KEY") {
-        Some(k) => Some(k),
-        None => engine.stored_api_key().await?,
-    };
-    let client = client_for(&s.provider, &s.base_url, &s.model, s.timeout_secs, key)?;
-    let pipeline = PipelineOptions {
-        k: s.k as usize,
-        ..PipelineOptions::default()
-    };
-    Ok((client, pipeline))
+/// A client for the server the (unsaved) form names, for "test connection".
+pub fn client_for(input: &SettingsInput, key: Option<String>) -> AppResult<Option<LlmClient>> {
+    Ok(SettingsUpdate::from(input).server_client(key)?)
 }
 
-pub fn client_for(
-    provider: &str,
-    base_url: &str,
-    model: &str,
-    timeout_secs: u32,
-    key: Option<String>,
-) -> AppResult<Option<LlmClient>> {
-    let lookup = |k: &str| -> Option<String> {
-        let v = match k {
-            "KASTEN_LLM_PROVIDER" => provider.to_owned(),
-            "KASTEN_LLM_BASE_URL" => base_url.trim().to_owned(),
-            "KASTEN_LLM_MODEL" => model.trim().to_owned(),
-            "KASTEN_LLM_API_KEY" => key.clone().unwrap_or_default(),
-            _ => String::new(),
-        };
-        (!v.is_empty()).then_some(v)
-    };
-    let config = LlmConfig::from_lookup(lookup).map_err(|e| AppError::Invalid(e.to_string()))?;
-    let Some(config) = config else {
-        return Ok(None);
-    };
-    let opts = kasten_llm::ClientOptions {
-        timeout: std::time::Duration::from_secs(u64::from(timeout_secs.clamp(1, 3600))),
-        ..Default::default()
-    };
-    LlmClient::new(config, opts)
-        .map(Some)
-        .map_err(|e| AppError::Invalid(format!("cannot set up the LLM client: {e}")))
-}
-
-/// The key to use for a connection test: the one typed in, else the stored one.
+/// The key to use for a connection test: the one typed in, else the one in use.
 pub async fn key_for_test(engine: &Engine, typed: Option<String>) -> AppResult<Option<String>> {
     if let Some(k) = typed.filter(|k| !k.trim().is_empty()) {
         return Ok(Some(k));
     }
-    if let Some(k) = env("KASTEN_LLM_API_KEY") {
-        return Ok(Some(k));
-    }
-    Ok(engine.stored_api_key().await?)
+    Ok(engine.api_key_in_use(&env).await?)
 }
 
 #[cfg(test)]
@@ -325,6 +158,10 @@ mod tests {
     use kasten_engine::secrets::KeyStore as _;
 
     use super::*;
+
+    fn str_of(v: &serde_json::Value, k: &str) -> Option<String> {
+        v.get(k).and_then(|x| x.as_str()).map(str::to_owned)
+    }
 
     fn input() -> SettingsInput {
         SettingsInput {
@@ -348,10 +185,10 @@ mod tests {
         assert!(matches!(validate(&i), Err(AppError::Invalid(m)) if m.contains("provider")));
         let mut i = input();
         i.base_url = "localhost:8080".into();
-        assert!(matches!(validate(&i), Err(AppError::Invalid(m)) if m.contains("http://")));
+        assert!(matches!(validate(&i), Err(AppError::Invalid(m)) if m.contains("llm.base_url")));
         let mut i = input();
         i.k = 0;
-        assert!(matches!(validate(&i), Err(AppError::Invalid(m)) if m.contains("k is")));
+        assert!(matches!(validate(&i), Err(AppError::Invalid(m)) if m.contains("pipeline.k")));
         let mut i = input();
         i.links_policy = "sometimes".into();
         assert!(validate(&i).is_err());
@@ -417,7 +254,7 @@ mod tests {
             let mut i = input();
             i.api_key = Some(key.into());
             let warning = save(&engine, &i).await.unwrap();
-            let llm = setting(&engine, "llm").await.unwrap();
+            let llm = engine.setting_group("llm").await.unwrap();
             let stored = load(&engine).await.unwrap().api_key_storage;
             if works {
                 // a keyring took it: the settings hold no copy
@@ -469,10 +306,9 @@ mod tests {
 
     #[test]
     fn a_client_needs_url_and_model() {
-        assert!(matches!(client_for("openai", "", "m", 60, None), Ok(None)));
-        assert!(matches!(
-            client_for("openai", "http://127.0.0.1:1/v1", "m", 60, None),
-            Ok(Some(_))
-        ));
+        let mut i = input();
+        i.base_url = String::new();
+        assert!(matches!(client_for(&i, None), Ok(None)));
+        assert!(matches!(client_for(&input(), None), Ok(Some(_))));
     }
 }

@@ -1,10 +1,11 @@
 //! Opening the memory and the background enrichment worker.
 //!
-//! The worker wakes when a note is added, settings change, or every 30 s, and runs the
-//! engine's pending jobs (`run_pending`), forwarding each outcome as a [`JobEvent`]. A pass
-//! runs to the end of the queue; settings changes are applied between passes (the engine is
-//! reconfigured only while no pass holds it). On exit the worker is stopped and the engine
-//! closed (see `lib.rs`).
+//! The worker is the engine's loop (`kasten_engine::run_worker`, shared with `kasten mcp`):
+//! it wakes when a note is added, settings change, or every 30 s, and runs the engine's
+//! pending jobs, forwarding each outcome as a [`JobEvent`]. A pass runs to the end of the
+//! queue; settings changes are applied between passes (the engine is reconfigured only
+//! while no pass holds it). On exit the worker is stopped and the engine closed (see
+//! `lib.rs`).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -168,55 +169,76 @@ async fn refresh_boxes(engine: &Engine, enriched: usize) {
     }
 }
 
-pub async fn run(app: AppHandle) {
-    let state = app.state::<AppState>();
-    loop {
-        tokio::select! {
-            _ = state.kick.notified() => {}
-            _ = tokio::time::sleep(Duration::from_secs(30)) => {}
-        }
+/// The app's part of the engine's enrichment loop ([`kasten_engine::run_worker`]): the
+/// engine is handed out per pass (so settings changes can rebuild its LLM client between
+/// passes), outcomes go to the window as [`JobEvent`]s and to the status bar.
+struct AppWorker(AppHandle);
+
+impl kasten_engine::Worker for AppWorker {
+    async fn next_pass(&mut self) -> kasten_engine::Pass {
+        let app = &self.0;
+        let state = app.state::<AppState>();
         if state.stop.load(Ordering::SeqCst) {
-            return;
+            return kasten_engine::Pass::Stop;
         }
         if state.reconfigure.swap(false, Ordering::SeqCst) {
-            reconfigure(&app).await;
+            reconfigure(app).await;
         }
         let Ok(engine) = state.engine().await else {
-            continue;
+            return kasten_engine::Pass::Skip;
         };
         if engine.llm_client().is_none() {
-            emit_status(&app).await;
-            continue;
+            drop(engine);
+            emit_status(app).await;
+            return kasten_engine::Pass::Skip;
         }
         state.enriching.store(true, Ordering::SeqCst);
-        emit_status(&app).await;
-        let handle = app.clone();
-        let on_job = move |o: &kasten_engine::JobOutcome| {
-            let st = handle.state::<AppState>();
-            match o {
-                kasten_engine::JobOutcome::Done { .. } => st.set_llm(Some(true), "connected"),
-                kasten_engine::JobOutcome::Retrying { error, .. }
-                | kasten_engine::JobOutcome::Failed { error, .. } => {
-                    st.set_llm(Some(false), error.clone())
-                }
-                kasten_engine::JobOutcome::Gone { .. } => {}
+        emit_status(app).await;
+        kasten_engine::Pass::Run(engine)
+    }
+
+    fn on_job(&self, o: &kasten_engine::JobOutcome) {
+        let handle = &self.0;
+        let st = handle.state::<AppState>();
+        match o {
+            kasten_engine::JobOutcome::Done { .. } => st.set_llm(Some(true), "connected"),
+            kasten_engine::JobOutcome::Retrying { error, .. }
+            | kasten_engine::JobOutcome::Failed { error, .. } => {
+                st.set_llm(Some(false), error.clone())
             }
-            if let Err(e) = JobEvent::from(o).emit(&handle) {
-                tracing::warn!("cannot send a job event: {e}");
-            }
-            let h = handle.clone();
-            tauri::async_runtime::spawn(async move { emit_status(&h).await });
-        };
-        let result = engine.run_pending(&on_job).await;
+            kasten_engine::JobOutcome::Gone { .. } => {}
+        }
+        if let Err(e) = JobEvent::from(o).emit(handle) {
+            tracing::warn!("cannot send a job event: {e}");
+        }
+        let h = handle.clone();
+        tauri::async_runtime::spawn(async move { emit_status(&h).await });
+    }
+
+    async fn pass_done(
+        &mut self,
+        engine: &Engine,
+        result: Result<kasten_engine::RunSummary, kasten_engine::EngineError>,
+    ) {
+        let state = self.0.state::<AppState>();
         state.enriching.store(false, Ordering::SeqCst);
         match result {
-            Ok(summary) => refresh_boxes(&engine, summary.done).await,
+            Ok(summary) => refresh_boxes(engine, summary.done).await,
+            Err(kasten_engine::EngineError::Closing) => {}
             Err(e) => {
                 tracing::warn!("enrichment pass failed: {e}");
                 state.set_llm(Some(false), crate::error::AppError::from(e).to_string());
             }
         }
-        drop(engine);
-        emit_status(&app).await;
+        let app = self.0.clone();
+        // the engine is dropped before the status is read again (after this returns)
+        tauri::async_runtime::spawn(async move { emit_status(&app).await });
     }
+}
+
+pub async fn run(app: AppHandle) {
+    let handle = app.clone();
+    let state = handle.state::<AppState>();
+    let mut w = AppWorker(app);
+    kasten_engine::run_worker(&mut w, &state.kick, Duration::from_secs(30)).await;
 }

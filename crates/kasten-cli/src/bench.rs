@@ -311,7 +311,7 @@ async fn measure(
     // Links, as an enriched memory has them (A-Mem links a note to a few neighbours): each
     // note to its LINKS_PER_NOTE nearest notes, accepted, so link expansion has work to do.
     let mut links_built = json!(null);
-    if engine.store().accepted_links().await?.is_empty() {
+    if !engine.has_accepted_links().await? {
         let t0 = Instant::now();
         let ids = engine.indexed_ids()?;
         let pb = crate::progress_bar();
@@ -395,7 +395,7 @@ async fn measure(
         hyb_lat.push(t1.elapsed());
         let ids: Vec<_> = fused.iter().map(|h| h.id.clone()).collect();
         let t2 = Instant::now();
-        let notes = engine.store().get_notes(&ids).await?;
+        let notes = engine.get_notes(&ids).await?;
         fetch_lat.push(t2.elapsed());
         full_lat.push(t1.elapsed());
         vector_hits.push(hits);
@@ -419,7 +419,7 @@ async fn measure(
             .count();
     }
     let count = engine.count().await?;
-    let disk = engine.store().disk_bytes();
+    let disk = engine.disk_bytes();
     let (rss, hwm) = rss_mib();
 
     if let Some(dir) = export {

@@ -581,7 +581,7 @@ async fn ingest(
     let secs = secs_before + t0.elapsed().as_secs_f64();
     let (mut tin, mut tout) = (0i64, 0i64);
     if enrich {
-        for u in engine.store().usage_by_model().await? {
+        for u in engine.usage_by_model().await? {
             tin += u.tokens_in;
             tout += u.tokens_out;
         }

@@ -435,7 +435,7 @@ async fn run(cli: Cli) -> Result<()> {
             let memory = Memory::Remote(client);
             return tokio::select! {
                 r = output::until_stdout_closed(execute_shared(&memory, prepared, cli.json)) => r,
-                _ = tokio::signal::ctrl_c() => Err(anyhow!("interrupted; everything committed so far is saved")),
+                _ = kasten_engine::shutdown_signal() => Err(anyhow!("interrupted; everything committed so far is saved")),
             };
         }
         share::Opened::Local(e) => *e,
@@ -464,7 +464,7 @@ async fn run(cli: Cli) -> Result<()> {
     };
     let result = tokio::select! {
         r = output::until_stdout_closed(execute(&engine, prepared, cli.json)) => r,
-        _ = tokio::signal::ctrl_c() => Err(anyhow!("interrupted; everything committed so far is saved")),
+        _ = kasten_engine::shutdown_signal() => Err(anyhow!("interrupted; everything committed so far is saved")),
     };
     share::close(owner, engine).await?;
     result
@@ -537,18 +537,10 @@ async fn execute_shared(memory: &Memory, cmd: Prepared, json: bool) -> Result<()
 /// then the built-in model. With `need_llm` false the LLM is not set up at all, so a bad
 /// LLM setting never stops a command that does not use the LLM.
 async fn configure(engine: &mut Engine, workers: Option<usize>, need_llm: bool) -> Result<()> {
-    let mut pipeline = engine.pipeline_settings().await?;
-    if let Some(w) = workers {
-        pipeline.workers = w.clamp(1, 16);
-    }
-    if !need_llm {
-        engine.configure(None, pipeline);
-        return Ok(());
-    }
     let env = |k: &str| std::env::var(k).ok();
-    let choice = engine.choose_llm(&env).await?;
-    engine.configure_choice(choice, pipeline);
-    Ok(())
+    Ok(engine
+        .configure_from_settings(&env, workers, need_llm)
+        .await?)
 }
 
 /// Whether a command uses the LLM.
@@ -808,10 +800,10 @@ async fn execute(engine: &Arc<Engine>, cmd: Prepared, json: bool) -> Result<()> 
         Prepared::Enrich(retry_failed) => enrich(engine, retry_failed, json).await?,
         Prepared::Usage(limit) => output::usage(
             json,
-            &engine.store().usage_by_model().await?,
-            &engine.store().usage_by_note(limit).await?,
+            &engine.usage_by_model().await?,
+            &engine.usage_by_note(limit).await?,
         ),
-        Prepared::Events(limit) => output::events(json, &engine.store().events(limit).await?),
+        Prepared::Events(limit) => output::events(json, &engine.events(limit).await?),
         Prepared::Config(action) => config(engine, action, json).await?,
         Prepared::Llm(action) => llm::run(engine, action, json).await?,
         Prepared::Quality => llm::quality(engine, json).await?,
@@ -857,12 +849,12 @@ async fn enrich(engine: &Engine, retry_failed: bool, json: bool) -> Result<()> {
         eprintln!("enriching with {}", engine.llm_label());
     }
     if retry_failed {
-        let n = engine.store().retry_failed_jobs().await?;
+        let n = engine.retry_failed().await?;
         if !json && n > 0 {
             eprintln!("queued {n} failed job(s) again");
         }
     }
-    let counts = engine.store().job_counts().await?;
+    let counts = engine.job_counts().await?;
     let pb = progress_bar();
     pb.set_message("enriching");
     pb.set_length(counts.queued + counts.running);
@@ -893,7 +885,7 @@ async fn enrich(engine: &Engine, retry_failed: bool, json: bool) -> Result<()> {
             );
         }
     }
-    output::enriched(json, &summary, &engine.store().job_counts().await?);
+    output::enriched(json, &summary, &engine.job_counts().await?);
     if summary.done == 0 && (summary.failed > 0 || summary.retrying > 0) {
         bail!(
             "no note could be enriched: {}",
@@ -913,7 +905,9 @@ async fn config(engine: &Engine, action: Option<ConfigAction>, json: bool) -> Re
         Some(ConfigAction::Set { key, value }) => engine.set_setting_checked(&key, &value).await?,
         Some(ConfigAction::Unset { key }) => engine.unset_setting(&key).await?,
     }
-    output::settings(json, &engine.settings_view().await?);
+    let env = |k: &str| std::env::var(k).ok();
+    let effective = engine.effective_settings(&env).await?;
+    output::settings(json, &engine.settings_view().await?, &effective);
     Ok(())
 }
 

@@ -24,7 +24,7 @@ pub async fn run(db: Option<&str>) -> Result<()> {
             let memory = Memory::Remote(client);
             return tokio::select! {
                 r = kasten_mcp::serve_stdio_memory(memory, Arc::new(Notify::new())) => r.map_err(anyhow::Error::from),
-                _ = tokio::signal::ctrl_c() => Ok(()),
+                _ = kasten_engine::shutdown_signal() => Ok(()),
             };
         }
         Opened::Local(e) => *e,
@@ -38,7 +38,7 @@ pub async fn run(db: Option<&str>) -> Result<()> {
     let owner = share::serve(&engine, db, "`kasten mcp`", Some(Arc::clone(&wake))).await;
     let served = tokio::select! {
         r = kasten_mcp::serve_stdio_memory(Memory::Local(Arc::clone(&engine)), wake) => r.map_err(anyhow::Error::from),
-        _ = tokio::signal::ctrl_c() => Ok(()),
+        _ = kasten_engine::shutdown_signal() => Ok(()),
     };
     // The server's tool calls may still hold the engine after the connection ends (an
     // `ask_memory` waiting for the LLM): serving stops, they are stopped before they

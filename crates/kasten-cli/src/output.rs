@@ -258,9 +258,20 @@ pub fn events(json: bool, events: &[EventSummary]) {
     }
 }
 
-pub fn settings(json: bool, v: &Value) {
+/// The stored settings (by group, secrets masked) and every setting in effect: `--json`
+/// adds `effective: {"llm.timeout": {"value", "source", "problem"}, ...}`.
+pub fn settings(json: bool, v: &Value, effective: &kasten_engine::settings::EffectiveSettings) {
     if json {
-        print_json(v);
+        let mut v = v.clone();
+        let mut eff = serde_json::Map::new();
+        for e in &effective.0 {
+            eff.insert(
+                e.key.to_owned(),
+                json!({"value": e.value, "source": e.source, "problem": e.problem}),
+            );
+        }
+        v["effective"] = Value::Object(eff);
+        print_json(&v);
         return;
     }
     if let Some(groups) = v.as_object() {
@@ -271,6 +282,18 @@ pub fn settings(json: bool, v: &Value) {
                 }
             }
         }
+    }
+    println!("in effect (environment, then settings, then defaults):");
+    for e in &effective.0 {
+        let source = match e.source {
+            kasten_engine::settings::ValueSource::Environment => "environment",
+            kasten_engine::settings::ValueSource::Settings => "settings",
+            kasten_engine::settings::ValueSource::Default => "default",
+        };
+        println!("  {} = {} ({source})", e.key, e.value);
+    }
+    for p in effective.problems() {
+        eprintln!("warning: {p}");
     }
 }
 

@@ -41,7 +41,6 @@ pub async fn not_yet_imported(
         .collect();
     let sources: Vec<String> = notes.iter().filter_map(|n| n.source.clone()).collect();
     let there: std::collections::HashSet<(Option<String>, String)> = engine
-        .store()
         .notes_with_sources(&sources)
         .await?
         .into_iter()
@@ -254,7 +253,7 @@ pub async fn restore(engine: &Engine, target: RestoreTarget, json: bool) -> Resu
                 pb.set_length(total);
                 pb.set_position(done);
             };
-            let busy = !engine.store().non_empty_tables().await?.is_empty();
+            let busy = !engine.non_empty_tables().await?.is_empty();
             let s = engine
                 .restore_backup(&doc, &report)
                 .await

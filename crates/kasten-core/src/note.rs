@@ -98,7 +98,7 @@ impl Note {
     }
 }
 
-/// Content plus annotations, as embedded (DESIGN.md §2 step 3).
+/// Content plus annotations: what is embedded and indexed.
 pub fn index_text(content: &str, keywords: &[String], tags: &[String], context: &str) -> String {
     let mut s = String::with_capacity(content.len() + context.len() + 64);
     s.push_str(content);

@@ -1,7 +1,7 @@
 //! The A-Mem prompts as versioned templates, their JSON schemas, and the parsing and
 //! validation of what the LLM returns.
 //!
-//! Two calls per note (DESIGN.md §2):
+//! Two calls per note (the A-Mem pipeline, ARCHITECTURE.md "The pipeline"):
 //! 1. **construct**: the note → keywords, tags, context.
 //! 2. **link + evolve**: the note and its k nearest neighbours (each with its date,
 //!    keywords, tags and whole context), shown as short handles `N1..Nk` → links (handle,

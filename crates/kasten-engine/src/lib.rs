@@ -25,9 +25,11 @@ mod review;
 mod search;
 pub mod secrets;
 pub mod settings;
+mod shell;
 mod snapshot;
 mod transfer;
 pub mod views;
+pub mod worker;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -61,6 +63,7 @@ pub use review::{FieldEdit, HistoryEntry, ReviewItem, ReviewOutcome, ReviewStatu
 pub use search::{SearchHit, SearchOptions, SearchOutput, SearchTimings};
 pub use settings::{LlmChoice, LlmSettings, LlmSource, SettingError, validate_setting};
 pub use transfer::{BoxLabel, ExportFile, ImportProgress, ImportSummary};
+pub use worker::{Pass, Worker, run_worker, shutdown_signal};
 
 /// Errors the engine reports; every variant reads as a sentence for the user.
 #[derive(Debug, Error)]
@@ -547,7 +550,9 @@ impl Engine {
         }
     }
 
-    pub fn store(&self) -> &Store {
+    /// The store, for the engine's own tests; everything else goes through the engine.
+    #[cfg(test)]
+    pub(crate) fn store(&self) -> &Store {
         &self.store
     }
 

@@ -526,12 +526,22 @@ pub async fn serve_stdio_memory(memory: Memory, wake: Arc<Notify>) -> Result<(),
     }
 }
 
-/// Runs pending enrichment jobs after each write (and every minute, for jobs waiting to
-/// be retried).
-async fn enrich_worker(engine: &Engine, wake: &Notify) {
-    loop {
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(60), wake.notified()).await;
-        match engine.run_pending(&|_| {}).await {
+/// The engine's enrichment loop ([`kasten_engine::run_worker`]) for this server: a pass
+/// after each write (and every minute, for jobs waiting to be retried), until the engine
+/// closes.
+struct McpWorker(Arc<Engine>);
+
+impl kasten_engine::Worker for McpWorker {
+    async fn next_pass(&mut self) -> kasten_engine::Pass {
+        kasten_engine::Pass::Run(Arc::clone(&self.0))
+    }
+    fn on_job(&self, _: &kasten_engine::JobOutcome) {}
+    async fn pass_done(
+        &mut self,
+        _: &Engine,
+        result: Result<kasten_engine::RunSummary, kasten_engine::EngineError>,
+    ) {
+        match result {
             Ok(s) if s.failed > 0 || s.retrying > 0 => {
                 tracing::warn!(errors = ?s.errors, "some notes could not be enriched yet")
             }
@@ -539,4 +549,12 @@ async fn enrich_worker(engine: &Engine, wake: &Notify) {
             Err(e) => tracing::warn!("enrichment failed: {e}"),
         }
     }
+}
+
+async fn enrich_worker(engine: &Arc<Engine>, wake: &Notify) {
+    let mut w = McpWorker(Arc::clone(engine));
+    kasten_engine::run_worker(&mut w, wake, std::time::Duration::from_secs(60)).await;
+    drop(w);
+    // the loop ends only when the engine closes: the server goes on until then
+    std::future::pending::<()>().await;
 }

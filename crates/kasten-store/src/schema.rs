@@ -4,7 +4,7 @@
 /// (version, SurrealQL). Each runs in its own transaction together with the version bump.
 pub(crate) const MIGRATIONS: &[(u32, &str)] = &[(1, V1), (2, V2), (3, V3)];
 
-/// DESIGN.md §4. Embeddings are stored as little-endian f32 bytes (4 bytes per dimension,
+/// The schema, migration by migration. Embeddings are stored as little-endian f32 bytes (4 bytes per dimension,
 /// 1.5 KB for 384-d) rather than `array<float>`: a quarter of the size on disk, and the
 /// in-process index loads them without a per-number conversion. The database is still
 /// the only source of truth; no SurrealDB vector index is defined (see ARCHITECTURE.md).
