@@ -2,8 +2,8 @@
 //!
 //! [`Store::write_backup`] writes the same JSON document as [`Store::backup`] (the module
 //! docs of `transfer.rs` describe it) to a writer, one page of rows at a time: each table
-//! is read in record-id order through a record range (`SELECT * FROM $range LIMIT n`),
-//! so no query holds more than a page.
+//! is read in record-id order (`WHERE id > $after ORDER BY id LIMIT n`), so no query
+//! holds more than a page.
 //!
 //! A backup file is read in two passes. [`BackupFile::scan`] reads it all once without
 //! writing anything: the header, every row (each converted exactly as a restore will
@@ -17,14 +17,13 @@ use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
-use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 use chrono::Utc;
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value as Json;
-use surrealdb::types::{RecordId, RecordIdKey, RecordIdKeyRange, Table, Value};
+use surrealdb::types::{RecordId, RecordIdKey, Table, Value};
 
 use crate::transfer::{
     NOT_RESTORED, check_header, from_json, is_snapshot_seal, restore_rank, to_json, valid_table,
@@ -59,24 +58,27 @@ fn write_error(e: std::io::Error) -> StoreError {
 }
 
 impl Store {
-    /// One page of `table`'s rows with a record id after `after`, in id order.
+    /// One page of `table`'s rows with a record id after `after`, in id order (the form
+    /// `index_rows` pages the notes with at open; a record range with a limit read the
+    /// rest of the table for every page).
     async fn rows_after(
         &self,
         table: &str,
         after: Option<RecordIdKey>,
         limit: usize,
     ) -> Result<Vec<Value>, StoreError> {
-        let range = RecordId::new(
-            Table::new(table),
-            RecordIdKey::Range(Box::new(RecordIdKeyRange {
-                start: after.map_or(Bound::Unbounded, Bound::Excluded),
-                end: Bound::Unbounded,
-            })),
-        );
+        let q = if after.is_some() {
+            format!("SELECT * FROM {table} WHERE id > $after ORDER BY id LIMIT $limit")
+        } else {
+            format!("SELECT * FROM {table} ORDER BY id LIMIT $limit")
+        };
+        let after = after.map_or(Value::None, |k| {
+            Value::RecordId(RecordId::new(Table::new(table), k))
+        });
         let mut resp = self
             .db
-            .query("SELECT * FROM $range LIMIT $limit")
-            .bind(("range", range))
+            .query(q)
+            .bind(("after", after))
             .bind(("limit", limit as i64))
             .await
             .map_err(StoreError::from_db)?;
@@ -235,21 +237,19 @@ impl Store {
         after: Option<&NoteId>,
         limit: usize,
     ) -> Result<Vec<Note>, StoreError> {
-        let range = RecordId::new(
-            Table::new("note"),
-            RecordIdKey::Range(Box::new(RecordIdKeyRange {
-                start: after.map_or(Bound::Unbounded, |a| {
-                    Bound::Excluded(RecordIdKey::String(a.to_string()))
-                }),
-                end: Bound::Unbounded,
-            })),
-        );
+        let q = if after.is_some() {
+            format!(
+                "SELECT {NOTE_COLUMNS} FROM note WHERE id > type::record('note', $after) AND status != 'merged' ORDER BY id LIMIT $limit"
+            )
+        } else {
+            format!(
+                "SELECT {NOTE_COLUMNS} FROM note WHERE status != 'merged' ORDER BY id LIMIT $limit"
+            )
+        };
         let mut resp = self
             .db
-            .query(format!(
-                "SELECT {NOTE_COLUMNS} FROM $range WHERE status != 'merged' LIMIT $limit"
-            ))
-            .bind(("range", range))
+            .query(q)
+            .bind(("after", after.map(ToString::to_string).unwrap_or_default()))
             .bind(("limit", limit as i64))
             .await
             .map_err(StoreError::from_db)?;
