@@ -639,3 +639,44 @@ fn a_backup_never_holds_the_api_key() {
         "the LLM settings were dropped"
     );
 }
+
+/// Backups, exports and JSON Lines imports are read and written a page at a time; a
+/// damaged backup is refused whole: the scan reads it to the end before anything is
+/// written, so the memory stays empty and a sound copy restores afterwards.
+#[test]
+fn a_cut_off_backup_restores_nothing_and_a_sound_one_everything() {
+    let a = Home::new();
+    let f = a.file("notes.jsonl", kasten_tests::jsonl(40).as_bytes());
+    let v = import_json(&a, &f, "jsonl");
+    assert_eq!(v["imported"].as_u64(), Some(40), "{v:#}");
+    let good = a.dir.path().join("backup.json");
+    a.ok(&["backup", good.to_str().unwrap_or_default()]);
+    let bytes = std::fs::read(&good).unwrap_or_else(|e| panic!("read backup: {e}"));
+
+    let b = Home::new();
+    let cut = b.file("cut.json", &bytes[..bytes.len() / 2]);
+    let out = b.run(&["restore", cut.to_str().unwrap_or_default()]);
+    assert!(!out.status.success());
+    let msg = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        msg.contains("cut off") && msg.contains("nothing was restored"),
+        "{msg}"
+    );
+    assert!(b.all_ids().is_empty(), "a refused backup wrote notes");
+
+    let r = b.json(&["restore", good.to_str().unwrap_or_default()]);
+    assert_eq!(r["tables"]["note"].as_u64(), Some(40), "{r:#}");
+    assert_eq!(b.all_ids().len(), 40);
+    let again = b.dir.path().join("again.json");
+    b.ok(&["backup", again.to_str().unwrap_or_default()]);
+    assert_eq!(tables(&good), tables(&again));
+
+    // the export writes one file per note
+    let vault = b.dir.path().join("vault");
+    let e = b.json(&["export", vault.to_str().unwrap_or_default()]);
+    assert_eq!(e["files"].as_u64(), Some(40), "{e:#}");
+    let written = std::fs::read_dir(&vault)
+        .unwrap_or_else(|e| panic!("read vault: {e}"))
+        .count();
+    assert_eq!(written, 40);
+}

@@ -365,6 +365,8 @@ async fn measure(
     }
     let (mut vec_lat, mut hyb_lat, mut full_lat, mut fetch_lat) = (vec![], vec![], vec![], vec![]);
     let mut unexpanded_lat = vec![];
+    let mut refetch_lat = vec![];
+    let (rss_before_queries, _) = rss_mib();
     // the two lists the hybrid ranking fuses, at the depth it asks them for
     let (mut vec_n_lat, mut kw_n_lat) = (vec![], vec![]);
     let fused_n = (k * 3).max(30);
@@ -398,6 +400,10 @@ async fn measure(
         let notes = engine.get_notes(&ids).await?;
         fetch_lat.push(t2.elapsed());
         full_lat.push(t1.elapsed());
+        // the same hits again, as a follow-up search would fetch them (the note cache)
+        let t3 = Instant::now();
+        engine.get_notes(&ids).await?;
+        refetch_lat.push(t3.elapsed());
         vector_hits.push(hits);
         if notes.len() != ids.len() {
             bail!(
@@ -457,6 +463,8 @@ async fn measure(
         "hybrid_rank_without_links": stats(unexpanded_lat),
         "links": { "built": links_built, "in_expansion_index": expansion_links },
         "note_fetch": stats(fetch_lat),
+        "note_fetch_again": stats(refetch_lat),
+        "rss_before_queries_mib": rss_before_queries,
         "hybrid_search_with_fetch": stats(full_lat),
         "rss_mib": rss,
         "peak_rss_mib": hwm,
@@ -507,6 +515,7 @@ fn print_report(r: &serde_json::Value) {
         ("rank, no links", "hybrid_rank_without_links"),
         ("hybrid rank", "hybrid_rank"),
         ("note fetch", "note_fetch"),
+        ("same fetch again", "note_fetch_again"),
         ("hybrid + fetch", "hybrid_search_with_fetch"),
     ] {
         println!(
@@ -532,8 +541,9 @@ fn print_report(r: &serde_json::Value) {
         r["vector_recall_vs_exact"].as_f64().unwrap_or(0.0)
     );
     println!(
-        "memory:               RSS {:.0} MiB (peak {:.0} MiB); vector index {:.1} MiB",
+        "memory:               RSS {:.0} MiB (before the queries {:.0} MiB, peak {:.0} MiB); vector index {:.1} MiB",
         r["rss_mib"].as_f64().unwrap_or(0.0),
+        r["rss_before_queries_mib"].as_f64().unwrap_or(0.0),
         r["peak_rss_mib"].as_f64().unwrap_or(0.0),
         r["vector_index_mib"].as_f64().unwrap_or(0.0)
     );

@@ -22,7 +22,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result, anyhow, bail};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
-use kasten_core::import::{LineError, parse_jsonl_bytes, parse_time};
+use kasten_core::import::{LineError, parse_time};
 use kasten_core::{NewNote, NoteId};
 use kasten_embed::{Embedder, FastEmbedder};
 use kasten_engine::{Engine, FieldEdit, JobOutcome, Progress, ReviewStatus};
@@ -585,7 +585,8 @@ enum Prepared {
 
 struct ImportJob {
     file: PathBuf,
-    notes: Vec<(usize, NewNote)>,
+    /// Good lines found when the file was checked; they are read again, a batch at a time.
+    good: usize,
     skipped: Vec<LineError>,
     batch: usize,
     print_ids: bool,
@@ -665,9 +666,8 @@ fn prepare(cmd: &Command) -> Result<Prepared> {
         }),
         Command::Project { action } => Prepared::Memory(memory::MemoryCmd::Project(action.clone())),
         Command::Import(a) => {
-            let bytes = std::fs::read(&a.file)
-                .with_context(|| format!("cannot read {}", a.file.display()))?;
-            let (ok, bad) = parse_jsonl_bytes(&bytes);
+            // read to the end once, holding only the bad lines: a file of any size
+            let (good, bad) = transfer::scan_jsonl(&a.file)?;
             if !bad.is_empty() && !a.skip_invalid {
                 let shown: Vec<String> = bad
                     .iter()
@@ -683,14 +683,14 @@ fn prepare(cmd: &Command) -> Result<Prepared> {
                     "{} invalid line(s) in {}; nothing was imported. Fix them, or pass --skip-invalid to import the other {} line(s):\n{}{}",
                     bad.len(),
                     a.file.display(),
-                    ok.len(),
+                    good,
                     shown.join("\n"),
                     more
                 );
             }
             Prepared::Import(ImportJob {
                 file: a.file.clone(),
-                notes: ok.into_iter().map(|r| (r.line, r.note)).collect(),
+                good,
                 skipped: bad,
                 batch: a.batch.clamp(1, 10_000),
                 print_ids: a.print_ids,
@@ -913,17 +913,17 @@ async fn config(engine: &Engine, action: Option<ConfigAction>, json: bool) -> Re
 
 async fn import(engine: &Engine, job: ImportJob, json: bool) -> Result<()> {
     use std::io::Write;
-    let total = job.notes.len() as u64;
     let pb = progress_bar();
     pb.set_message("importing");
-    pb.set_length(total);
+    pb.set_length(job.good as u64);
     let mut imported = 0u64;
     let mut existing = 0u64;
     let mut stdout = std::io::stdout().lock();
-    for chunk in job.notes.chunks(job.batch) {
+    let mut batches = transfer::JsonlBatches::open(&job.file, job.batch)?;
+    while let Some(chunk) = batches.next_batch()? {
         let first_line = chunk.first().map_or(0, |c| c.0);
         // lines already imported (same source and content) are skipped
-        let notes = transfer::not_yet_imported(engine, &job.file, chunk).await?;
+        let notes = transfer::not_yet_imported(engine, &job.file, &chunk).await?;
         existing += (chunk.len() - notes.len()) as u64;
         if notes.is_empty() {
             pb.set_position(imported + existing);

@@ -4,13 +4,14 @@
 //! reported without touching anything); the engine then saves what is new. Per-file
 //! problems (malformed front matter, a bad message) are reported and the rest imported.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
+use kasten_core::import::{JsonlLines, LineError};
 use kasten_core::transfer::Problem;
 use kasten_core::{NewNote, NoteId};
 use kasten_engine::{BoxLabel, Engine, ImportProgress, Progress};
+use kasten_store::{BackupFile, TableProgress};
 use serde_json::json;
 
 use crate::progress_bar;
@@ -50,6 +51,53 @@ pub async fn not_yet_imported(
         .into_iter()
         .filter(|n| !there.contains(&(n.source.clone(), n.content.clone())))
         .collect())
+}
+
+/// Reads a JSON Lines file to the end once: how many lines are good, and the bad ones.
+/// Only the bad lines are held.
+pub fn scan_jsonl(file: &Path) -> Result<(usize, Vec<LineError>)> {
+    let f = std::fs::File::open(file).with_context(|| format!("cannot read {}", file.display()))?;
+    let (mut good, mut bad) = (0usize, Vec::new());
+    for item in JsonlLines::new(std::io::BufReader::new(f)) {
+        match item.with_context(|| format!("cannot read {}", file.display()))? {
+            Ok(_) => good += 1,
+            Err(e) => bad.push(e),
+        }
+    }
+    Ok((good, bad))
+}
+
+/// The good records of a JSON Lines file, `batch` at a time (with their line numbers);
+/// bad lines are passed over (they were reported when the file was checked).
+pub struct JsonlBatches {
+    lines: JsonlLines<std::io::BufReader<std::fs::File>>,
+    batch: usize,
+    file: PathBuf,
+}
+
+impl JsonlBatches {
+    pub fn open(file: &Path, batch: usize) -> Result<Self> {
+        let f =
+            std::fs::File::open(file).with_context(|| format!("cannot read {}", file.display()))?;
+        Ok(JsonlBatches {
+            lines: JsonlLines::new(std::io::BufReader::new(f)),
+            batch: batch.max(1),
+            file: file.to_owned(),
+        })
+    }
+
+    pub fn next_batch(&mut self) -> Result<Option<Vec<(usize, NewNote)>>> {
+        let mut out = Vec::with_capacity(self.batch);
+        while out.len() < self.batch {
+            let Some(item) = self.lines.next() else {
+                break;
+            };
+            if let Ok(r) = item.with_context(|| format!("cannot read {}", self.file.display()))? {
+                out.push((r.line, r.note));
+            }
+        }
+        Ok((!out.is_empty()).then_some(out))
+    }
 }
 
 /// Saves an import with a progress bar and reports what happened.
@@ -159,49 +207,49 @@ pub async fn export(engine: &Engine, dir: &Path, json: bool) -> Result<()> {
             members: b.members,
         })
         .collect();
-    let files = engine.export_vault(&boxes).await?;
     let pb = progress_bar();
     pb.set_message("exporting");
-    pb.set_length(files.len() as u64);
-    for f in &files {
-        let p = dir.join(&f.name);
-        std::fs::write(&p, &f.text).with_context(|| format!("cannot write {}", p.display()))?;
-        pb.inc(1);
-    }
+    let mut names = Vec::new();
+    engine
+        .export_vault_each(
+            &boxes,
+            &mut |f| {
+                let p = dir.join(&f.name);
+                std::fs::write(&p, &f.text).map_err(|e| {
+                    kasten_engine::EngineError::File(format!("cannot write {}: {e}", p.display()))
+                })?;
+                names.push(json!({"file": f.name, "id": f.note}));
+                Ok(())
+            },
+            &|done, total| {
+                pb.set_length(total);
+                pb.set_position(done);
+            },
+        )
+        .await?;
     pb.finish_and_clear();
     if json {
         println!(
             "{}",
-            json!({"dir": dir.display().to_string(), "files": files.len(),
-                   "names": files.iter().map(|f| json!({"file": f.name, "id": f.note})).collect::<Vec<_>>()})
+            json!({"dir": dir.display().to_string(), "files": names.len(), "names": names})
         );
     } else {
-        println!("exported {} note(s) to {}", files.len(), dir.display());
+        println!("exported {} note(s) to {}", names.len(), dir.display());
     }
     Ok(())
 }
 
-/// Writes a full backup to `file` (via a temporary file, so a failure leaves no half file).
+/// Writes a full backup to `file`, a page of rows at a time (via a temporary file, so a
+/// failure leaves no half file).
 pub async fn backup(engine: &Engine, file: &Path, json: bool) -> Result<()> {
-    let doc = engine.backup().await?;
-    let tmp = file.with_extension("partial");
-    {
-        let f = std::fs::File::create(&tmp)
-            .with_context(|| format!("cannot create {}", tmp.display()))?;
-        let mut w = std::io::BufWriter::new(f);
-        serde_json::to_writer(&mut w, &doc)?;
-        w.flush()?;
-        w.get_ref().sync_all()?;
-    }
-    std::fs::rename(&tmp, file).with_context(|| format!("cannot write {}", file.display()))?;
-    let counts: serde_json::Map<String, serde_json::Value> = doc["tables"]
-        .as_object()
-        .map(|t| {
-            t.iter()
-                .map(|(k, v)| (k.clone(), json!(v.as_array().map_or(0, Vec::len))))
-                .collect()
-        })
-        .unwrap_or_default();
+    let pb = progress_bar();
+    let report = |p: &TableProgress| {
+        pb.set_message(format!("backing up {}", p.table));
+        pb.set_length(p.total);
+        pb.set_position(p.done);
+    };
+    let counts = engine.backup_to_file(file, &report).await?;
+    pb.finish_and_clear();
     if json {
         println!(
             "{}",
@@ -216,23 +264,21 @@ pub async fn backup(engine: &Engine, file: &Path, json: bool) -> Result<()> {
 
 /// What `kasten restore TARGET` means.
 pub enum RestoreTarget {
-    /// A backup file, read and parsed.
-    Backup(PathBuf, serde_json::Value),
+    /// A backup file, read whole once and found sound (nothing is held but where its
+    /// tables are).
+    Backup(PathBuf, BackupFile),
     /// An archived note.
     Note(NoteId),
 }
 
-/// A TARGET that is an existing file is a backup; anything else must be a note id.
+/// A TARGET that is an existing file is a backup; anything else must be a note id. A
+/// backup is checked to the end before the memory is opened: a damaged or cut-off file
+/// is refused without writing anything.
 pub fn restore_target(target: &str) -> Result<RestoreTarget> {
     let p = Path::new(target);
     if p.is_file() {
-        let f = std::fs::File::open(p).with_context(|| format!("cannot read {target}"))?;
-        let doc: serde_json::Value = serde_json::from_reader(std::io::BufReader::new(f))
-            .with_context(|| format!("{target} is not a Kasten backup (not JSON)"))?;
-        if doc.get("format").and_then(|f| f.as_str()) != Some(kasten_store::BACKUP_FORMAT) {
-            bail!("{target} is not a Kasten backup (it has no \"format\": \"kasten-backup\")");
-        }
-        return Ok(RestoreTarget::Backup(p.to_owned(), doc));
+        let file = BackupFile::scan(p).map_err(|e| anyhow::anyhow!("{e}; nothing was restored"))?;
+        return Ok(RestoreTarget::Backup(p.to_owned(), file));
     }
     match NoteId::parse(target) {
         Ok(id) => Ok(RestoreTarget::Note(id)),
@@ -242,8 +288,13 @@ pub fn restore_target(target: &str) -> Result<RestoreTarget> {
 
 pub async fn restore(engine: &Engine, target: RestoreTarget, json: bool) -> Result<()> {
     match target {
-        RestoreTarget::Backup(path, doc) => {
+        RestoreTarget::Backup(path, file) => {
             let pb = progress_bar();
+            let rows = |p: &TableProgress| {
+                pb.set_message(format!("restoring {}", p.table));
+                pb.set_length(p.total);
+                pb.set_position(p.done);
+            };
             let report = |p: Progress| {
                 let (msg, done, total) = match p {
                     Progress::Loading { done, total } => ("indexing", done, total),
@@ -255,7 +306,7 @@ pub async fn restore(engine: &Engine, target: RestoreTarget, json: bool) -> Resu
             };
             let busy = !engine.non_empty_tables().await?.is_empty();
             let s = engine
-                .restore_backup(&doc, &report)
+                .restore_backup_file(&file, &rows, &report)
                 .await
                 .with_context(|| {
                     if busy {

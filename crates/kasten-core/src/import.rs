@@ -71,6 +71,58 @@ pub fn parse_jsonl_bytes(bytes: &[u8]) -> (Vec<ImportRecord>, Vec<LineError>) {
     (ok, bad)
 }
 
+/// Reads a JSON Lines file a line at a time, with the same rules as
+/// [`parse_jsonl_bytes`] (1-based line numbers, blank lines skipped, a line that is not
+/// UTF-8 is a bad line): for files too large to hold. Each item is a record or a bad line;
+/// an error reading the file ends it.
+pub struct JsonlLines<R> {
+    reader: R,
+    line: usize,
+    buf: Vec<u8>,
+}
+
+impl<R: std::io::BufRead> JsonlLines<R> {
+    pub fn new(reader: R) -> Self {
+        JsonlLines {
+            reader,
+            line: 0,
+            buf: Vec::new(),
+        }
+    }
+}
+
+impl<R: std::io::BufRead> Iterator for JsonlLines<R> {
+    type Item = std::io::Result<Result<ImportRecord, LineError>>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            self.buf.clear();
+            match self.reader.read_until(b'\n', &mut self.buf) {
+                Ok(0) => return None,
+                Ok(_) => {}
+                Err(e) => return Some(Err(e)),
+            }
+            self.line += 1;
+            let line = self.line;
+            let raw = self.buf.strip_suffix(b"\n").unwrap_or(&self.buf);
+            let Ok(raw) = std::str::from_utf8(raw) else {
+                return Some(Ok(Err(LineError {
+                    line,
+                    message: "not valid UTF-8 text".into(),
+                })));
+            };
+            let raw = raw.trim();
+            if raw.is_empty() {
+                continue;
+            }
+            return Some(Ok(match parse_line(raw) {
+                Ok(note) => Ok(ImportRecord { line, note }),
+                Err(message) => Err(LineError { line, message }),
+            }));
+        }
+    }
+}
+
 fn parse_line(raw: &str) -> Result<NewNote, String> {
     let rec: JsonlRecord = serde_json::from_str(raw).map_err(|e| {
         // serde's message names the column; the line is added by the caller
@@ -104,6 +156,26 @@ pub fn parse_time(t: &str) -> Result<DateTime<Utc>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The streaming reader tells the same records and bad lines apart as the whole-file
+    /// parser, line numbers included.
+    #[test]
+    fn lines_read_one_at_a_time_match_the_whole_file() {
+        let text = b"{\"content\": \"one\"}\n\n\xff\xfe\n{\"content\": \"two\", \"time\": \"2023-05-08\"}\r\nnot json\n{\"content\": \"last, no newline\"}";
+        let (ok, bad) = parse_jsonl_bytes(text);
+        let (mut ok2, mut bad2) = (Vec::new(), Vec::new());
+        for item in JsonlLines::new(&text[..]) {
+            match item {
+                Ok(Ok(r)) => ok2.push(r),
+                Ok(Err(e)) => bad2.push(e),
+                Err(e) => panic!("reading from memory failed: {e}"),
+            }
+        }
+        assert_eq!(ok2, ok);
+        assert_eq!(bad2, bad);
+        assert_eq!(ok.len(), 3);
+        assert_eq!(bad.iter().map(|e| e.line).collect::<Vec<_>>(), vec![3, 5]);
+    }
 
     #[test]
     fn good_and_bad_lines_are_told_apart_by_line_number() {

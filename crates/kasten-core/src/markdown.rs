@@ -850,31 +850,47 @@ impl<'a> From<&'a Note> for NoteView<'a> {
 /// source file's name for notes imported from Markdown, otherwise the content's first
 /// words; characters file systems or Obsidian links cannot hold are dropped.
 pub fn file_names(notes: &[NoteView<'_>]) -> Vec<String> {
-    let mut used: HashSet<String> = HashSet::new();
+    let mut namer = FileNamer::default();
     notes
         .iter()
-        .map(|n| {
-            let base = n
-                .source
-                .filter(|s| is_markdown(s))
-                .map(file_stem)
-                .map(|s| sanitize_name(&s))
-                .filter(|s| !s.is_empty())
-                .unwrap_or_else(|| sanitize_name(&title_words(n.content)));
-            let base = if base.is_empty() {
-                format!("note {}", n.id)
-            } else {
-                base
-            };
-            let mut name = base.clone();
-            let mut k = 2;
-            while !used.insert(name.to_lowercase()) {
-                name = format!("{base} {k}");
-                k += 1;
-            }
-            name
-        })
+        .map(|n| namer.unique(base_file_name(n)))
         .collect()
+}
+
+/// A note's file name before it is made unique ([`file_names`]).
+pub fn base_file_name(n: &NoteView<'_>) -> String {
+    let base = n
+        .source
+        .filter(|s| is_markdown(s))
+        .map(file_stem)
+        .map(|s| sanitize_name(&s))
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| sanitize_name(&title_words(n.content)));
+    if base.is_empty() {
+        format!("note {}", n.id)
+    } else {
+        base
+    }
+}
+
+/// Makes file names unique ignoring case, in the order they are given: the second
+/// `Name` becomes `Name 2`, and so on. Holds the names given so far (for a memory that
+/// is exported a page at a time).
+#[derive(Debug, Default)]
+pub struct FileNamer {
+    used: HashSet<String>,
+}
+
+impl FileNamer {
+    pub fn unique(&mut self, base: String) -> String {
+        let mut name = base.clone();
+        let mut k = 2;
+        while !self.used.insert(name.to_lowercase()) {
+            name = format!("{base} {k}");
+            k += 1;
+        }
+        name
+    }
 }
 
 /// The first line's first words, at most ~60 characters.

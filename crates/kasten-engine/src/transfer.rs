@@ -10,19 +10,22 @@
 //! - [`Engine::backup`] / [`Engine::restore_backup`]: every table, exactly; a restore goes
 //!   only into an empty memory and rebuilds the indexes after it.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
 
 use chrono::Utc;
-use kasten_core::markdown::{NoteView, RenderLink, file_names, render_note};
+use kasten_core::markdown::{FileNamer, NoteView, RenderLink, base_file_name, render_note};
 use kasten_core::transfer::{ImportLink, ImportNote};
 use kasten_core::{CoreError, EnrichState, JobId, LinkStatus, Note, NoteId, NoteStatus};
-use kasten_store::{ImportLinkWrite, NoteWrite, RestoreSummary};
+use kasten_store::{BackupFile, ImportLinkWrite, NoteWrite, RestoreSummary, TableProgressFn};
 use serde::Serialize;
 
 use crate::{Engine, EngineError, ProgressFn};
 
 /// Links written per transaction.
 const LINK_BATCH: usize = 2000;
+/// Notes read per page by an export.
+const EXPORT_PAGE: usize = 500;
 
 /// What an import did.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -283,65 +286,184 @@ impl Engine {
     }
 
     /// Every note as an Obsidian Markdown file (oldest first), with its accepted outgoing
-    /// links and the Boxes it belongs to.
+    /// links and the Boxes it belongs to. Holds every file: for large memories use
+    /// [`Engine::export_vault_each`].
     pub async fn export_vault(&self, boxes: &[BoxLabel]) -> Result<Vec<ExportFile>, EngineError> {
-        let total = self.store.count_notes().await? as usize;
-        let mut notes = self.store.list_notes(total.max(1), 0).await?;
-        notes.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
-        let views: Vec<NoteView<'_>> = notes.iter().map(NoteView::from).collect();
-        let names = file_names(&views);
-        let name_of: HashMap<&NoteId, &str> = notes
-            .iter()
-            .zip(&names)
-            .map(|(n, s)| (&n.id, s.as_str()))
-            .collect();
-        let mut out_links: HashMap<String, Vec<RenderLink>> = HashMap::new();
-        for l in self.store.links_where(None).await? {
-            if l.status != "accepted" {
-                continue;
+        let mut files = Vec::new();
+        let order = self
+            .export_vault_each(
+                boxes,
+                &mut |f| {
+                    files.push(f);
+                    Ok(())
+                },
+                &|_, _| {},
+            )
+            .await?;
+        let rank: HashMap<&NoteId, usize> =
+            order.iter().enumerate().map(|(i, id)| (id, i)).collect();
+        files.sort_by_key(|f| rank.get(&f.note).copied().unwrap_or(usize::MAX));
+        Ok(files)
+    }
+
+    /// Renders every note as an Obsidian Markdown file and hands each to `sink`, a page
+    /// of notes at a time: memory holds one page and the file names (names are unique in
+    /// the notes' time order, as [`kasten_core::markdown::file_names`] gives them).
+    /// `progress` gets (files done, total). Returns the note ids oldest first.
+    pub async fn export_vault_each(
+        &self,
+        boxes: &[BoxLabel],
+        sink: &mut (dyn FnMut(ExportFile) -> Result<(), EngineError> + Send),
+        progress: &(dyn Fn(u64, u64) + Send + Sync),
+    ) -> Result<Vec<NoteId>, EngineError> {
+        // 1. file names, given in time order (each note's base name from one pass)
+        let mut bases: Vec<(chrono::DateTime<Utc>, NoteId, String)> = Vec::new();
+        let mut after: Option<NoteId> = None;
+        loop {
+            let page = self.store.notes_after(after.as_ref(), EXPORT_PAGE).await?;
+            let full = page.len() == EXPORT_PAGE;
+            for n in &page {
+                bases.push((
+                    n.created_at,
+                    n.id.clone(),
+                    base_file_name(&NoteView::from(n)),
+                ));
             }
-            let Ok(to) = NoteId::parse(&l.to) else {
-                continue;
-            };
-            let Some(target) = name_of.get(&to) else {
-                continue;
-            };
-            out_links
-                .entry(l.from.clone())
-                .or_default()
-                .push(RenderLink {
-                    target: (*target).to_owned(),
-                    kind: l.kind,
-                    reason: l.reason,
-                    confidence: l.confidence,
-                    status: LinkStatus::Accepted,
-                });
+            after = page.last().map(|n| n.id.clone());
+            if !full || after.is_none() {
+                break;
+            }
         }
+        bases.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
+        let mut namer = FileNamer::default();
+        let order: Vec<NoteId> = bases.iter().map(|b| b.1.clone()).collect();
+        let names: HashMap<NoteId, String> = bases
+            .into_iter()
+            .map(|(_, id, base)| (id, namer.unique(base)))
+            .collect();
         let mut box_of: HashMap<&NoteId, Vec<String>> = HashMap::new();
         for b in boxes {
             for m in &b.members {
                 box_of.entry(m).or_default().push(b.label.clone());
             }
         }
-        Ok(notes
-            .iter()
-            .zip(views)
-            .zip(&names)
-            .map(|((n, view), name)| {
+        // 2. the files, a page of notes and their links at a time
+        let total = names.len() as u64;
+        let mut done = 0u64;
+        progress(done, total);
+        let mut after: Option<NoteId> = None;
+        loop {
+            let page = self.store.notes_after(after.as_ref(), EXPORT_PAGE).await?;
+            let full = page.len() == EXPORT_PAGE;
+            let ids: Vec<NoteId> = page.iter().map(|n| n.id.clone()).collect();
+            let mut out_links: HashMap<String, Vec<RenderLink>> = HashMap::new();
+            for l in self.store.accepted_links_from(&ids).await? {
+                let Ok(to) = NoteId::parse(&l.to) else {
+                    continue;
+                };
+                let Some(target) = names.get(&to) else {
+                    continue;
+                };
+                out_links
+                    .entry(l.from.clone())
+                    .or_default()
+                    .push(RenderLink {
+                        target: target.clone(),
+                        kind: l.kind,
+                        reason: l.reason,
+                        confidence: l.confidence,
+                        status: LinkStatus::Accepted,
+                    });
+            }
+            for n in &page {
+                // a note written since the names were given is left for the next export
+                let Some(name) = names.get(&n.id) else {
+                    continue;
+                };
                 let links = out_links.remove(n.id.as_str()).unwrap_or_default();
                 let boxes = box_of.get(&n.id).cloned().unwrap_or_default();
-                ExportFile {
+                sink(ExportFile {
                     name: format!("{name}.md"),
-                    text: render_note(view, &boxes, &links),
+                    text: render_note(NoteView::from(n), &boxes, &links),
                     note: n.id.clone(),
-                }
-            })
-            .collect())
+                })?;
+                done += 1;
+            }
+            progress(done, total);
+            after = page.last().map(|n| n.id.clone());
+            if !full || after.is_none() {
+                break;
+            }
+        }
+        Ok(order)
     }
 
-    /// Everything in the memory as one JSON document.
+    /// Everything in the memory as one JSON document (held in memory whole: for large
+    /// memories use [`Engine::backup_to_file`]).
     pub async fn backup(&self) -> Result<serde_json::Value, EngineError> {
         Ok(self.store.backup().await?)
+    }
+
+    /// Writes a full backup to `file`, a page of rows at a time, through a temporary file
+    /// beside it that is synced and renamed at the end: a failure leaves no half file.
+    /// Returns the rows written per table.
+    pub async fn backup_to_file(
+        &self,
+        file: &Path,
+        progress: TableProgressFn<'_>,
+    ) -> Result<BTreeMap<String, u64>, EngineError> {
+        let tmp = file.with_extension("partial");
+        let written = async {
+            let f = std::fs::File::create(&tmp)
+                .map_err(|e| EngineError::File(format!("cannot create {}: {e}", tmp.display())))?;
+            let mut w = std::io::BufWriter::with_capacity(1 << 16, f);
+            let counts = self.store.write_backup(&mut w, progress).await?;
+            let f = w
+                .into_inner()
+                .map_err(|e| EngineError::File(format!("cannot write {}: {e}", tmp.display())))?;
+            f.sync_all()
+                .map_err(|e| EngineError::File(format!("cannot write {}: {e}", tmp.display())))?;
+            std::fs::rename(&tmp, file)
+                .map_err(|e| EngineError::File(format!("cannot write {}: {e}", file.display())))?;
+            Ok::<_, EngineError>(counts)
+        }
+        .await;
+        if written.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        written
+    }
+
+    /// Restores a backup file ([`BackupFile::scan`] read it whole and found it sound) into
+    /// this memory, which must be empty, then rebuilds the indexes from it. The rows are
+    /// read from the file a batch at a time.
+    pub async fn restore_backup_file(
+        &self,
+        file: &BackupFile,
+        progress: TableProgressFn<'_>,
+        loading: ProgressFn<'_>,
+    ) -> Result<RestoreSummary, EngineError> {
+        self.refuse_unless_empty().await?;
+        let summary = {
+            let _order = self.index_order().await;
+            self.store.restore_file(file, progress).await?
+        };
+        let sync = self.index_sync();
+        self.load(loading).await?;
+        sync.done();
+        Ok(summary)
+    }
+
+    async fn refuse_unless_empty(&self) -> Result<(), EngineError> {
+        let busy = self.store.non_empty_tables().await?;
+        if !busy.is_empty() {
+            let list: Vec<String> = busy.iter().map(|(t, n)| format!("{n} {t}")).collect();
+            return Err(EngineError::Invalid(CoreError::Invalid(format!(
+                "a backup is restored only into an empty memory, and this one holds {}; use a new --db location (or KASTEN_DB) for the restore",
+                list.join(", ")
+            ))));
+        }
+        Ok(())
     }
 
     /// Restores a backup into this memory, which must be empty (a memory only opened has
@@ -351,14 +473,7 @@ impl Engine {
         backup: &serde_json::Value,
         progress: ProgressFn<'_>,
     ) -> Result<RestoreSummary, EngineError> {
-        let busy = self.store.non_empty_tables().await?;
-        if !busy.is_empty() {
-            let list: Vec<String> = busy.iter().map(|(t, n)| format!("{n} {t}")).collect();
-            return Err(EngineError::Invalid(CoreError::Invalid(format!(
-                "a backup is restored only into an empty memory, and this one holds {}; use a new --db location (or KASTEN_DB) for the restore",
-                list.join(", ")
-            ))));
-        }
+        self.refuse_unless_empty().await?;
         // the load after it reads everything back from the store (and re-embeds under
         // the write order itself)
         let summary = {

@@ -180,3 +180,50 @@ async fn restore_needs_an_empty_memory_and_rebuilds_the_indexes() -> Result<(), 
     b.close().await;
     Ok(())
 }
+
+/// A backup written to a file a page at a time restores (read back a batch at a time)
+/// into an equal memory whose indexes find the notes; a memory that is not empty is
+/// refused before anything is written.
+#[tokio::test]
+async fn a_backup_file_restores_into_an_equal_searchable_memory() -> Result<(), EngineError> {
+    let a = open_mem().await;
+    let items: Vec<ImportNote> = (0..30)
+        .map(|i| {
+            item(
+                &format!("file backup note {i} about herons"),
+                Some(&format!("f:{i}")),
+                None,
+            )
+        })
+        .collect();
+    let s = a.import_notes(&items, &[link(0, 1)], 7, &|_| {}).await?;
+    let dir = tempfile::tempdir().map_err(|e| EngineError::File(e.to_string()))?;
+    let path = dir.path().join("b.json");
+    let counts = a.backup_to_file(&path, &|_| {}).await?;
+    assert_eq!(counts.get("note"), Some(&30));
+    assert!(!path.with_extension("partial").exists());
+    let file = kasten_store::BackupFile::scan(&path)?;
+    let refused = a.restore_backup_file(&file, &|_| {}, &|_| {}).await;
+    assert!(
+        refused
+            .as_ref()
+            .is_err_and(|e| e.to_string().contains("only into an empty memory")),
+        "{refused:?}"
+    );
+    let b = open_mem().await;
+    let r = b.restore_backup_file(&file, &|_| {}, &|_| {}).await?;
+    assert_eq!(r.tables.get("note"), Some(&30));
+    let (da, db) = (a.backup().await?, b.backup().await?);
+    for t in ["note", "link", "job", "setting"] {
+        assert_eq!(db["tables"][t], da["tables"][t], "table {t}");
+    }
+    let hits = b.search("file backup note 17 about herons", 1).await?;
+    assert_eq!(hits.hits.first().map(|h| &h.note.id), Some(&s.ids[17]));
+    // the export of the restored memory names the same files
+    let (fa, fb) = (a.export_vault(&[]).await?, b.export_vault(&[]).await?);
+    assert_eq!(fa, fb);
+    assert_eq!(fa.len(), 30);
+    a.close().await;
+    b.close().await;
+    Ok(())
+}

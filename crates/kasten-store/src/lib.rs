@@ -10,10 +10,12 @@
 //! - Ids reach SurrealQL only as bound parameters (`type::record('note', $id)`), never by
 //!   string formatting.
 
+mod backup;
 mod boxes;
 mod endpoint;
 mod lifecycle;
 mod manual;
+mod notecache;
 mod pipeline;
 mod review;
 mod schema;
@@ -28,11 +30,11 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use kasten_core::lifecycle::Tier;
 use kasten_core::{EnrichState, JobId, Link, LinkStatus, Note, NoteId, NoteStatus};
-use surrealdb::Surreal;
-use surrealdb::engine::any::{self, Any};
+use surrealdb::engine::any;
 use surrealdb::types::{Bytes, QueryError, SurrealValue};
 use thiserror::Error;
 
+pub use backup::{BACKUP_PAGE, BackupFile, TableProgress, TableProgressFn};
 pub use boxes::{BoxRecord, ChatRecord};
 pub use endpoint::Endpoint;
 pub use lifecycle::{ProjectState, StrengthRow};
@@ -75,6 +77,9 @@ pub enum StoreError {
     Corrupt(String),
     #[error("database error: {0}")]
     Db(String),
+    /// A file (a backup, an export) could not be read or written; the message names it.
+    #[error("{0}")]
+    File(String),
 }
 
 impl StoreError {
@@ -343,7 +348,8 @@ struct LinkRow {
 
 /// An open memory database.
 pub struct Store {
-    db: Surreal<Any>,
+    /// Every query goes through it (it keeps the note cache in step with writes).
+    db: notecache::Db,
     endpoint: Endpoint,
     snapshot: SnapshotBook,
 }
@@ -433,7 +439,8 @@ impl Store {
             .await
             .map_err(StoreError::from_db)?;
         let mut store = Store {
-            db,
+            // a server may be written by other processes: no note cache
+            db: notecache::Db::new(db, !matches!(endpoint, Endpoint::Remote(_))),
             endpoint: endpoint.clone(),
             snapshot: SnapshotBook::default(),
         };
@@ -749,10 +756,30 @@ impl Store {
     }
 
     /// The notes with these ids that exist, in the order given.
+    /// Notes read recently are answered from the note cache (`notecache.rs`), which
+    /// every write empties.
     pub async fn get_notes(&self, ids: &[NoteId]) -> Result<Vec<Note>, StoreError> {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
+        let generation = self.db.cache.generation();
+        let (mut found, missing) = self.db.cache.lookup(ids);
+        if !missing.is_empty() {
+            let read = self.read_notes(&missing).await?;
+            self.db.cache.keep(generation, &read);
+            found.extend(read.into_iter().map(|n| (n.id.clone(), n)));
+        }
+        // in the order given; ids given twice come back twice, as the query returns them
+        Ok(ids.iter().filter_map(|id| found.get(id).cloned()).collect())
+    }
+
+    /// (hits, misses) of the note cache since open.
+    pub fn note_cache_counts(&self) -> (u64, u64) {
+        self.db.cache.counts()
+    }
+
+    /// [`Store::get_notes`] from the database.
+    async fn read_notes(&self, ids: &[NoteId]) -> Result<Vec<Note>, StoreError> {
         let keys: Vec<String> = ids.iter().map(|i| i.to_string()).collect();
         let mut resp = self
             .db

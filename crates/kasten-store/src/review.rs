@@ -98,7 +98,7 @@ pub struct LinkRecord {
     pub created_at: DateTime<Utc>,
 }
 
-const LINK_COLUMNS: &str = "record::id(id) AS id, record::id(in) AS from, record::id(out) AS to, kind, reason,
+pub(crate) const LINK_COLUMNS: &str = "record::id(id) AS id, record::id(in) AS from, record::id(out) AS to, kind, reason,
     confidence, created_by, status, reviewed, IF event != NONE { record::id(event) } ELSE { NONE } AS event, created_at";
 
 /// An entry of the audit log.

@@ -26,9 +26,9 @@ pub const BACKUP_FORMAT: &str = "kasten-backup";
 /// The layout version of a backup file (not the schema version).
 pub const BACKUP_VERSION: u64 = 1;
 /// Tables whose rows are not restored: the target's migrations wrote them already.
-const NOT_RESTORED: &[&str] = &["schema_version"];
+pub(crate) const NOT_RESTORED: &[&str] = &["schema_version"];
 /// Tables that may hold rows in a memory that is still "empty" for a restore.
-const ALLOWED_IN_EMPTY: &[&str] = &["schema_version", "setting"];
+pub(crate) const ALLOWED_IN_EMPTY: &[&str] = &["schema_version", "setting"];
 /// Tables restored first (others referenced them), in this order; the rest follow by name.
 const FIRST: &[&str] = &["note", "event", "revision", "job", "audit"];
 /// Rows per restore transaction.
@@ -215,7 +215,7 @@ impl Store {
     }
 
     /// The names of the database's tables, sorted.
-    async fn table_names(&self) -> Result<Vec<String>, StoreError> {
+    pub(crate) async fn table_names(&self) -> Result<Vec<String>, StoreError> {
         let mut resp = self
             .db
             .query("INFO FOR DB")
@@ -246,7 +246,7 @@ impl Store {
         resp.take(0).map_err(StoreError::from_db)
     }
 
-    async fn table_count(&self, table: &str) -> Result<u64, StoreError> {
+    pub(crate) async fn table_count(&self, table: &str) -> Result<u64, StoreError> {
         let mut resp = self
             .db
             .query(format!("SELECT count() AS n FROM {table} GROUP ALL"))
@@ -307,38 +307,17 @@ impl Store {
     /// [`Store::restore`] without the snapshot bookkeeping.
     async fn restore_unmarked(&self, backup: &Json) -> Result<RestoreSummary, StoreError> {
         let bad = |m: &str| StoreError::Corrupt(format!("not a Kasten backup: {m}"));
-        if backup.get("format").and_then(Json::as_str) != Some(BACKUP_FORMAT) {
-            return Err(bad("its \"format\" is not \"kasten-backup\""));
-        }
-        match backup.get("version").and_then(Json::as_u64) {
-            Some(v) if v <= BACKUP_VERSION => {}
-            Some(v) => {
-                return Err(StoreError::Corrupt(format!(
-                    "the backup has layout version {v}; this Kasten reads up to {BACKUP_VERSION}"
-                )));
-            }
-            None => return Err(bad("it has no \"version\"")),
-        }
-        let found = backup
-            .get("schema_version")
-            .and_then(Json::as_u64)
-            .ok_or_else(|| bad("it has no \"schema_version\""))? as u32;
-        let known = schema::MIGRATIONS.last().map_or(0, |m| m.0);
-        if found > known {
-            return Err(StoreError::TooNew { found, known });
-        }
+        let found = check_header(
+            backup.get("format").and_then(Json::as_str),
+            backup.get("version").and_then(Json::as_u64),
+            backup.get("schema_version").and_then(Json::as_u64),
+        )?;
         let tables = backup
             .get("tables")
             .and_then(Json::as_object)
             .ok_or_else(|| bad("it has no \"tables\""))?;
         let mut order: Vec<&String> = tables.keys().collect();
-        order.sort_by_key(|t| {
-            (
-                FIRST.iter().position(|f| f == t).unwrap_or(FIRST.len()),
-                t.as_str() == "link",
-                t.to_string(),
-            )
-        });
+        order.sort_by_key(|t| restore_rank(t));
         let mut summary = RestoreSummary {
             schema_version: found,
             ..Default::default()
@@ -369,37 +348,55 @@ impl Store {
                 rows
             };
             if t == "setting" {
-                let mut resp = self
-                    .db
-                    .query("DELETE setting")
-                    .await
-                    .map_err(StoreError::from_db)?;
-                first_real_error(&mut resp)?;
+                self.clear_settings().await?;
             }
             let relation = relations.contains(t);
             for chunk in rows.chunks(RESTORE_BATCH) {
-                let values: Vec<Value> = chunk.iter().map(from_json).collect::<Result<_, _>>()?;
-                let verb = if relation {
-                    "INSERT RELATION INTO"
-                } else {
-                    "INSERT INTO"
-                };
-                let mut resp = self
-                    .db
-                    .query(format!(
-                        "BEGIN TRANSACTION; {verb} {t} $rows RETURN NONE; COMMIT TRANSACTION;"
-                    ))
-                    .bind(("rows", Value::Array(Array::from(values))))
-                    .await
-                    .map_err(StoreError::from_db)?;
-                first_real_error(&mut resp)?;
+                self.insert_backup_rows(t, chunk, relation).await?;
             }
             summary.tables.insert(t.clone(), rows.len() as u64);
         }
         Ok(summary)
     }
 
-    async fn relation_tables(&self) -> Result<HashSet<String>, StoreError> {
+    /// Removes every setting (a restore replaces them with the backup's).
+    pub(crate) async fn clear_settings(&self) -> Result<(), StoreError> {
+        let mut resp = self
+            .db
+            .query("DELETE setting")
+            .await
+            .map_err(StoreError::from_db)?;
+        first_real_error(&mut resp)
+    }
+
+    /// Writes rows of a backup into `table` exactly as they were read, in one transaction.
+    pub(crate) async fn insert_backup_rows(
+        &self,
+        table: &str,
+        rows: &[Json],
+        relation: bool,
+    ) -> Result<(), StoreError> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let values: Vec<Value> = rows.iter().map(from_json).collect::<Result<_, _>>()?;
+        let verb = if relation {
+            "INSERT RELATION INTO"
+        } else {
+            "INSERT INTO"
+        };
+        let mut resp = self
+            .db
+            .query(format!(
+                "BEGIN TRANSACTION; {verb} {table} $rows RETURN NONE; COMMIT TRANSACTION;"
+            ))
+            .bind(("rows", Value::Array(Array::from(values))))
+            .await
+            .map_err(StoreError::from_db)?;
+        first_real_error(&mut resp)
+    }
+
+    pub(crate) async fn relation_tables(&self) -> Result<HashSet<String>, StoreError> {
         let mut resp = self
             .db
             .query("INFO FOR DB")
@@ -422,9 +419,45 @@ impl Store {
     }
 }
 
+/// Checks a backup's header fields; returns the schema version it was written with.
+pub(crate) fn check_header(
+    format: Option<&str>,
+    version: Option<u64>,
+    schema_version: Option<u64>,
+) -> Result<u32, StoreError> {
+    let bad = |m: &str| StoreError::Corrupt(format!("not a Kasten backup: {m}"));
+    if format != Some(BACKUP_FORMAT) {
+        return Err(bad("its \"format\" is not \"kasten-backup\""));
+    }
+    match version {
+        Some(v) if v <= BACKUP_VERSION => {}
+        Some(v) => {
+            return Err(StoreError::Corrupt(format!(
+                "the backup has layout version {v}; this Kasten reads up to {BACKUP_VERSION}"
+            )));
+        }
+        None => return Err(bad("it has no \"version\"")),
+    }
+    let found = schema_version.ok_or_else(|| bad("it has no \"schema_version\""))? as u32;
+    let known = schema::MIGRATIONS.last().map_or(0, |m| m.0);
+    if found > known {
+        return Err(StoreError::TooNew { found, known });
+    }
+    Ok(found)
+}
+
+/// Where a table goes in a restore: the tables others refer to first, links last.
+pub(crate) fn restore_rank(t: &str) -> (usize, bool, String) {
+    (
+        FIRST.iter().position(|f| *f == t).unwrap_or(FIRST.len()),
+        t == "link",
+        t.to_owned(),
+    )
+}
+
 /// Whether a backup row is the index snapshot's seal (`setting:index_snapshot`).
 /// Removes `api_key` from a backed-up `setting:llm` row (its value is JSON in a string).
-fn without_secrets(row: &mut Json) {
+pub(crate) fn without_secrets(row: &mut Json) {
     if row.pointer("/id/$record/key").and_then(Json::as_str) != Some("llm") {
         return;
     }
@@ -441,12 +474,12 @@ fn without_secrets(row: &mut Json) {
     }
 }
 
-fn is_snapshot_seal(table: &str, row: &Json) -> bool {
+pub(crate) fn is_snapshot_seal(table: &str, row: &Json) -> bool {
     table == "setting"
         && row.pointer("/id/$record/key").and_then(Json::as_str) == Some(crate::SNAPSHOT_SETTING)
 }
 
-fn valid_table(t: &str) -> bool {
+pub(crate) fn valid_table(t: &str) -> bool {
     !t.is_empty()
         && t.len() <= 64
         && t.bytes()

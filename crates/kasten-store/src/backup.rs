@@ -1,0 +1,758 @@
+//! Backups of any size in bounded memory.
+//!
+//! [`Store::write_backup`] writes the same JSON document as [`Store::backup`] (the module
+//! docs of `transfer.rs` describe it) to a writer, one page of rows at a time: each table
+//! is read in record-id order (`WHERE id > $after ORDER BY id LIMIT n`), so no query
+//! holds more than a page.
+//!
+//! A backup file is read in two passes. [`BackupFile::scan`] reads it all once without
+//! writing anything: the header, every row (each converted exactly as a restore will
+//! convert it), and where each table's rows start. Only a file that passes is restored,
+//! so a truncated or damaged file is refused before the memory is touched.
+//! [`Store::restore_file`] then reads the tables in restore order (the tables others
+//! refer to first, links last) from their offsets, a batch of rows per transaction.
+
+use std::cell::Cell;
+use std::collections::{BTreeMap, HashSet};
+use std::fmt;
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+use chrono::Utc;
+use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_json::Value as Json;
+use surrealdb::types::{RecordId, RecordIdKey, Table, Value};
+
+use crate::transfer::{
+    NOT_RESTORED, check_header, from_json, is_snapshot_seal, restore_rank, to_json, valid_table,
+    without_secrets,
+};
+use kasten_core::{Note, NoteId};
+
+use crate::review::LINK_COLUMNS;
+use crate::{
+    BACKUP_FORMAT, BACKUP_VERSION, LinkRecord, NOTE_COLUMNS, NoteRow, RestoreSummary, Store,
+    StoreError,
+};
+
+/// Rows read per query while writing a backup.
+pub const BACKUP_PAGE: usize = 500;
+/// Rows per restore transaction.
+const RESTORE_BATCH: usize = 500;
+
+/// How far a backup or restore is: rows of `table` done out of `total`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableProgress {
+    pub table: String,
+    pub done: u64,
+    pub total: u64,
+}
+
+/// A progress sink for backups and restores.
+pub type TableProgressFn<'a> = &'a (dyn Fn(&TableProgress) + Send + Sync);
+
+fn write_error(e: std::io::Error) -> StoreError {
+    StoreError::File(format!("cannot write the backup: {e}"))
+}
+
+impl Store {
+    /// One page of `table`'s rows with a record id after `after`, in id order (the form
+    /// `index_rows` pages the notes with at open; a record range with a limit read the
+    /// rest of the table for every page).
+    async fn rows_after(
+        &self,
+        table: &str,
+        after: Option<RecordIdKey>,
+        limit: usize,
+    ) -> Result<Vec<Value>, StoreError> {
+        let q = if after.is_some() {
+            format!("SELECT * FROM {table} WHERE id > $after ORDER BY id LIMIT $limit")
+        } else {
+            format!("SELECT * FROM {table} ORDER BY id LIMIT $limit")
+        };
+        let after = after.map_or(Value::None, |k| {
+            Value::RecordId(RecordId::new(Table::new(table), k))
+        });
+        let mut resp = self
+            .db
+            .query(q)
+            .bind(("after", after))
+            .bind(("limit", limit as i64))
+            .await
+            .map_err(StoreError::from_db)?;
+        resp.take(0).map_err(StoreError::from_db)
+    }
+
+    /// Writes a full backup to `out`, a page of rows at a time; returns the rows written
+    /// per table. The document is the one [`Store::backup`] returns.
+    pub async fn write_backup(
+        &self,
+        out: &mut (dyn Write + Send),
+        progress: TableProgressFn<'_>,
+    ) -> Result<BTreeMap<String, u64>, StoreError> {
+        self.write_backup_paged(out, BACKUP_PAGE, progress).await
+    }
+
+    async fn write_backup_paged(
+        &self,
+        out: &mut (dyn Write + Send),
+        page_rows: usize,
+        progress: TableProgressFn<'_>,
+    ) -> Result<BTreeMap<String, u64>, StoreError> {
+        let page_rows = page_rows.max(1);
+        let header = format!(
+            "{{\"format\":{},\"version\":{},\"schema_version\":{},\"created_at\":{},\"tables\":{{",
+            Json::from(BACKUP_FORMAT),
+            BACKUP_VERSION,
+            self.schema_version().await?,
+            Json::from(Utc::now().to_rfc3339()),
+        );
+        out.write_all(header.as_bytes()).map_err(write_error)?;
+        let mut counts = BTreeMap::new();
+        for (i, t) in self.table_names().await?.iter().enumerate() {
+            if i > 0 {
+                out.write_all(b",").map_err(write_error)?;
+            }
+            serde_json::to_writer(&mut *out, t).map_err(|e| write_error(e.into()))?;
+            out.write_all(b":[").map_err(write_error)?;
+            let total = self.table_count(t).await?;
+            let mut done = 0u64;
+            let mut after: Option<RecordIdKey> = None;
+            progress(&TableProgress {
+                table: t.clone(),
+                done,
+                total,
+            });
+            loop {
+                let page = self.rows_after(t, after.take(), page_rows).await?;
+                let full = page.len() == page_rows;
+                for row in page {
+                    if let Value::Object(o) = &row
+                        && let Some(Value::RecordId(id)) = o.get("id")
+                    {
+                        after = Some(id.key.clone());
+                    }
+                    let mut row = to_json(row)?;
+                    // the index snapshot's seal describes this memory's own snapshot file;
+                    // secrets stay out of backups (see `Store::backup`)
+                    if is_snapshot_seal(t, &row) {
+                        continue;
+                    }
+                    if t == "setting" {
+                        without_secrets(&mut row);
+                    }
+                    if done > 0 {
+                        out.write_all(b",").map_err(write_error)?;
+                    }
+                    serde_json::to_writer(&mut *out, &row).map_err(|e| write_error(e.into()))?;
+                    done += 1;
+                }
+                progress(&TableProgress {
+                    table: t.clone(),
+                    done,
+                    total,
+                });
+                if !full || after.is_none() {
+                    break;
+                }
+            }
+            out.write_all(b"]").map_err(write_error)?;
+            counts.insert(t.clone(), done);
+        }
+        out.write_all(b"}}").map_err(write_error)?;
+        out.flush().map_err(write_error)?;
+        Ok(counts)
+    }
+
+    /// Restores a scanned backup file into this memory, which the caller has checked is
+    /// empty ([`Store::non_empty_tables`]). Settings are replaced by the backup's. Each
+    /// batch of rows is one transaction.
+    pub async fn restore_file(
+        &self,
+        file: &BackupFile,
+        progress: TableProgressFn<'_>,
+    ) -> Result<RestoreSummary, StoreError> {
+        let w = self.index_write().await?;
+        w.finish(self.restore_file_unmarked(file, progress).await)
+    }
+
+    async fn restore_file_unmarked(
+        &self,
+        file: &BackupFile,
+        progress: TableProgressFn<'_>,
+    ) -> Result<RestoreSummary, StoreError> {
+        let mut summary = RestoreSummary {
+            schema_version: file.schema_version,
+            ..Default::default()
+        };
+        let relations = self.relation_tables().await?;
+        let mut order: Vec<&TableAt> = file.tables.iter().collect();
+        order.sort_by_key(|t| restore_rank(&t.name));
+        for t in order {
+            if NOT_RESTORED.contains(&t.name.as_str()) {
+                continue;
+            }
+            if t.name == "setting" {
+                self.clear_settings().await?;
+            }
+            let relation = relations.contains(&t.name);
+            let mut rows = file.rows_of(t)?;
+            let mut done = 0u64;
+            let mut batch = Vec::with_capacity(RESTORE_BATCH);
+            loop {
+                let next = rows.next_row()?;
+                let end = next.is_none();
+                if let Some(row) = next
+                    && !is_snapshot_seal(&t.name, &row)
+                {
+                    batch.push(row);
+                }
+                if batch.len() == RESTORE_BATCH || (end && !batch.is_empty()) {
+                    self.insert_backup_rows(&t.name, &batch, relation).await?;
+                    done += batch.len() as u64;
+                    batch.clear();
+                    progress(&TableProgress {
+                        table: t.name.clone(),
+                        done,
+                        total: t.rows,
+                    });
+                }
+                if end {
+                    break;
+                }
+            }
+            summary.tables.insert(t.name.clone(), done);
+        }
+        Ok(summary)
+    }
+}
+
+impl Store {
+    /// Up to `limit` notes a list shows (every status but `merged`) with an id after
+    /// `after`, in id order: a memory read a page at a time.
+    pub async fn notes_after(
+        &self,
+        after: Option<&NoteId>,
+        limit: usize,
+    ) -> Result<Vec<Note>, StoreError> {
+        let q = if after.is_some() {
+            format!(
+                "SELECT {NOTE_COLUMNS} FROM note WHERE id > type::record('note', $after) AND status != 'merged' ORDER BY id LIMIT $limit"
+            )
+        } else {
+            format!(
+                "SELECT {NOTE_COLUMNS} FROM note WHERE status != 'merged' ORDER BY id LIMIT $limit"
+            )
+        };
+        let mut resp = self
+            .db
+            .query(q)
+            .bind(("after", after.map(ToString::to_string).unwrap_or_default()))
+            .bind(("limit", limit as i64))
+            .await
+            .map_err(StoreError::from_db)?;
+        let rows: Vec<NoteRow> = resp.take(0).map_err(StoreError::from_db)?;
+        rows.into_iter().map(NoteRow::into_note).collect()
+    }
+
+    /// The accepted links leaving these notes (through each note's edges, no scan of
+    /// `link`), oldest first.
+    pub async fn accepted_links_from(&self, ids: &[NoteId]) -> Result<Vec<LinkRecord>, StoreError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let keys: Vec<String> = ids.iter().map(ToString::to_string).collect();
+        let mut resp = self
+            .db
+            .query(format!(
+                "RETURN array::flatten(array::map($ids, |$k| (SELECT {LINK_COLUMNS} FROM type::record('note', $k)->link WHERE status = 'accepted')))"
+            ))
+            .bind(("ids", keys))
+            .await
+            .map_err(StoreError::from_db)?;
+        let mut links: Vec<LinkRecord> = resp.take(0).map_err(StoreError::from_db)?;
+        links.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
+        Ok(links)
+    }
+}
+
+/// Where one table's rows are in a backup file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct TableAt {
+    name: String,
+    /// Offset just after the table's name (before `:` and the `[` of its rows).
+    offset: u64,
+    rows: u64,
+}
+
+/// A backup file that was read whole and found sound ([`BackupFile::scan`]).
+#[derive(Debug, Clone)]
+pub struct BackupFile {
+    path: PathBuf,
+    /// The schema version the backup was written with.
+    pub schema_version: u32,
+    tables: Vec<TableAt>,
+}
+
+impl BackupFile {
+    /// Reads the whole file once, writing nothing: the header must be a Kasten backup's
+    /// this build can restore, and every row must convert to the value a restore writes.
+    /// Memory stays at one row.
+    pub fn scan(path: &Path) -> Result<BackupFile, StoreError> {
+        let name = path.display().to_string();
+        let f =
+            File::open(path).map_err(|e| StoreError::File(format!("cannot read {name}: {e}")))?;
+        let pos = Rc::new(Cell::new(0u64));
+        let reader = Counting {
+            inner: BufReader::with_capacity(1 << 16, f),
+            pos: Rc::clone(&pos),
+        };
+        let mut de = serde_json::Deserializer::from_reader(reader);
+        let scanned = de
+            .deserialize_map(DocVisitor { pos: &pos })
+            .and_then(|doc| de.end().map(|()| doc))
+            .map_err(|e| {
+                let why = if e.is_eof() {
+                    "it ends early (the file is cut off)".to_owned()
+                } else if e.is_io() {
+                    format!("it cannot be read ({e})")
+                } else {
+                    e.to_string()
+                };
+                StoreError::Corrupt(format!("{name} is not a Kasten backup: {why}"))
+            })?;
+        let schema_version = check_header(
+            scanned.format.as_deref(),
+            scanned.version,
+            scanned.schema_version,
+        )
+        .map_err(|e| match e {
+            StoreError::Corrupt(m) => StoreError::Corrupt(format!("{name}: {m}")),
+            other => other,
+        })?;
+        let tables = scanned
+            .tables
+            .ok_or_else(|| StoreError::Corrupt(format!("{name}: it has no \"tables\"")))?;
+        Ok(BackupFile {
+            path: path.to_owned(),
+            schema_version,
+            tables,
+        })
+    }
+
+    /// Rows per table, as the file holds them.
+    pub fn counts(&self) -> BTreeMap<String, u64> {
+        self.tables
+            .iter()
+            .map(|t| (t.name.clone(), t.rows))
+            .collect()
+    }
+
+    fn rows_of(&self, t: &TableAt) -> Result<RowReader, StoreError> {
+        let damaged = |m: String| {
+            StoreError::Corrupt(format!(
+                "{} changed or is damaged since it was checked: {m}",
+                self.path.display()
+            ))
+        };
+        let mut f = File::open(&self.path)
+            .map_err(|e| StoreError::File(format!("cannot read {}: {e}", self.path.display())))?;
+        f.seek(SeekFrom::Start(t.offset))
+            .map_err(|e| damaged(e.to_string()))?;
+        let mut r = BufReader::with_capacity(1 << 16, f);
+        for want in [b':', b'['] {
+            match next_byte(&mut r).map_err(|e| damaged(e.to_string()))? {
+                Some(b) if b == want => {}
+                _ => return Err(damaged(format!("table {} is not where it was", t.name))),
+            }
+        }
+        Ok(RowReader {
+            reader: r,
+            table: t.name.clone(),
+            first: true,
+            finished: false,
+            damaged: self.path.display().to_string(),
+        })
+    }
+}
+
+/// Skips whitespace and returns (consuming) the next byte.
+fn next_byte(r: &mut impl BufRead) -> std::io::Result<Option<u8>> {
+    loop {
+        let (b, n) = {
+            let buf = r.fill_buf()?;
+            let Some(&b) = buf.first() else {
+                return Ok(None);
+            };
+            (b, 1)
+        };
+        r.consume(n);
+        if !b.is_ascii_whitespace() {
+            return Ok(Some(b));
+        }
+    }
+}
+
+/// Peeks (without consuming) the next byte that is not whitespace.
+fn peek_byte(r: &mut impl BufRead) -> std::io::Result<Option<u8>> {
+    loop {
+        let buf = r.fill_buf()?;
+        let Some(&b) = buf.first() else {
+            return Ok(None);
+        };
+        if !b.is_ascii_whitespace() {
+            return Ok(Some(b));
+        }
+        r.consume(1);
+    }
+}
+
+/// The rows of one table, one at a time. Every row is a JSON object (the scan checked),
+/// and serde_json reads nothing past an object's closing brace, so each row is parsed by
+/// a deserializer of its own straight from the file.
+struct RowReader {
+    reader: BufReader<File>,
+    table: String,
+    first: bool,
+    finished: bool,
+    damaged: String,
+}
+
+impl RowReader {
+    fn next_row(&mut self) -> Result<Option<Json>, StoreError> {
+        if self.finished {
+            return Ok(None);
+        }
+        let damaged = |m: String| {
+            StoreError::Corrupt(format!(
+                "{} changed or is damaged since it was checked (table {}): {m}",
+                self.damaged, self.table
+            ))
+        };
+        let io = |e: std::io::Error| damaged(e.to_string());
+        if !self.first {
+            match next_byte(&mut self.reader).map_err(io)? {
+                Some(b',') => {}
+                Some(b']') => {
+                    self.finished = true;
+                    return Ok(None);
+                }
+                _ => return Err(damaged("expected , or ]".into())),
+            }
+        } else if peek_byte(&mut self.reader).map_err(io)? == Some(b']') {
+            self.reader.consume(1);
+            self.finished = true;
+            return Ok(None);
+        }
+        self.first = false;
+        if peek_byte(&mut self.reader).map_err(io)? != Some(b'{') {
+            return Err(damaged("a row is not an object".into()));
+        }
+        let mut de = serde_json::Deserializer::from_reader(&mut self.reader);
+        let row = serde::Deserialize::deserialize(&mut de).map_err(|e| damaged(e.to_string()))?;
+        Ok(Some(row))
+    }
+}
+
+/// A reader that counts the bytes taken from it.
+struct Counting<R> {
+    inner: R,
+    pos: Rc<Cell<u64>>,
+}
+
+impl<R: Read> Read for Counting<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.pos.set(self.pos.get() + n as u64);
+        Ok(n)
+    }
+}
+
+#[derive(Default)]
+struct Scanned {
+    format: Option<String>,
+    version: Option<u64>,
+    schema_version: Option<u64>,
+    tables: Option<Vec<TableAt>>,
+}
+
+struct DocVisitor<'a> {
+    pos: &'a Rc<Cell<u64>>,
+}
+
+impl<'de> Visitor<'de> for DocVisitor<'_> {
+    type Value = Scanned;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a Kasten backup (a JSON object)")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Scanned, A::Error> {
+        let mut s = Scanned::default();
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "format" => s.format = map.next_value::<Option<String>>()?,
+                "version" => s.version = map.next_value::<Option<u64>>()?,
+                "schema_version" => s.schema_version = map.next_value::<Option<u64>>()?,
+                "tables" => {
+                    if s.tables.is_some() {
+                        return Err(serde::de::Error::custom("\"tables\" appears twice"));
+                    }
+                    s.tables = Some(map.next_value_seed(TablesSeed { pos: self.pos })?);
+                }
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(s)
+    }
+}
+
+struct TablesSeed<'a> {
+    pos: &'a Rc<Cell<u64>>,
+}
+
+impl<'de> DeserializeSeed<'de> for TablesSeed<'_> {
+    type Value = Vec<TableAt>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Vec<TableAt>, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for TablesSeed<'_> {
+    type Value = Vec<TableAt>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("\"tables\": an object of tables")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Vec<TableAt>, A::Error> {
+        let mut out: Vec<TableAt> = Vec::new();
+        let mut seen = HashSet::new();
+        while let Some(name) = map.next_key::<String>()? {
+            // serde_json has read the name's closing quote and nothing after it
+            let offset = self.pos.get();
+            if !valid_table(&name) {
+                return Err(serde::de::Error::custom(format!("table name '{name}'")));
+            }
+            if !seen.insert(name.clone()) {
+                return Err(serde::de::Error::custom(format!(
+                    "table {name} appears twice"
+                )));
+            }
+            let rows = map.next_value_seed(RowsSeed { table: &name })?;
+            out.push(TableAt { name, offset, rows });
+        }
+        Ok(out)
+    }
+}
+
+struct RowsSeed<'a> {
+    table: &'a str,
+}
+
+impl<'de> DeserializeSeed<'de> for RowsSeed<'_> {
+    type Value = u64;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<u64, D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for RowsSeed<'_> {
+    type Value = u64;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "table {} as a list of rows", self.table)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<u64, A::Error> {
+        let mut n = 0u64;
+        while let Some(row) = seq.next_element::<Json>()? {
+            n += 1;
+            if !row.is_object() {
+                return Err(serde::de::Error::custom(format!(
+                    "row {n} of table {} is not an object",
+                    self.table
+                )));
+            }
+            // the conversion a restore makes: a value it could not write fails here,
+            // before anything is written
+            from_json(&row).map_err(|e| {
+                serde::de::Error::custom(format!("row {n} of table {}: {e}", self.table))
+            })?;
+        }
+        Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::Utc;
+    use kasten_core::{EnrichState, JobId, LinkStatus, Note, NoteId, NoteStatus};
+
+    use super::*;
+    use crate::{Endpoint, ImportLinkWrite, NoteWrite};
+
+    fn note(content: &str) -> Note {
+        let now = Utc::now();
+        Note {
+            id: NoteId::generate(),
+            content: content.to_owned(),
+            created_at: now,
+            updated_at: now,
+            keywords: vec!["k".into()],
+            tags: vec![],
+            context: String::new(),
+            status: NoteStatus::Active,
+            enrich_state: EnrichState::Pending { reason: None },
+            source: None,
+            strength: 1.0,
+            access_count: 0,
+            last_accessed: None,
+            version: 1,
+            tier: Default::default(),
+            project: None,
+            added_at: now,
+        }
+    }
+
+    /// A memory of `n` notes (with embeddings and jobs) and a link between each pair of
+    /// neighbours.
+    async fn filled(n: usize) -> Result<Store, StoreError> {
+        let s = Store::open(&Endpoint::Mem).await?;
+        let notes: Vec<Note> = (0..n).map(|i| note(&format!("note number {i}"))).collect();
+        let writes: Vec<NoteWrite> = notes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| NoteWrite {
+                note: n.clone(),
+                embedding: Some(vec![i as f32, 0.5, -1.0]),
+                embed_model: Some("m".into()),
+                job: Some(JobId::generate()),
+            })
+            .collect();
+        s.insert_notes(&writes).await?;
+        let links: Vec<ImportLinkWrite> = notes
+            .windows(2)
+            .map(|w| ImportLinkWrite {
+                from: w[0].id.clone(),
+                to: w[1].id.clone(),
+                kind: "related".into(),
+                reason: "neighbours".into(),
+                confidence: 0.5,
+                status: LinkStatus::Accepted,
+                created_at: Utc::now(),
+            })
+            .collect();
+        s.insert_import_links(&links).await?;
+        Ok(s)
+    }
+
+    /// A backup's tables but the schema record (each memory's migrations write their own).
+    fn tables(doc: &Json) -> Json {
+        let mut t = doc["tables"].clone();
+        if let Some(o) = t.as_object_mut() {
+            o.remove("schema_version");
+        }
+        t
+    }
+
+    async fn written(s: &Store, page: usize) -> Result<Vec<u8>, StoreError> {
+        let mut out = Vec::new();
+        s.write_backup_paged(&mut out, page, &|_| {}).await?;
+        Ok(out)
+    }
+
+    fn file_with(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
+        let p = dir.join(name);
+        std::fs::write(&p, bytes).unwrap_or_else(|e| panic!("write {name}: {e}"));
+        p
+    }
+
+    /// The streamed document is the one `backup` builds, whatever the page size, and a
+    /// restore from the file gives back every row.
+    #[tokio::test]
+    async fn a_streamed_backup_is_the_whole_backup_and_restores_exactly() -> Result<(), StoreError>
+    {
+        let a = filled(23).await?;
+        let whole = a.backup().await?;
+        for page in [1, 7, 500] {
+            let bytes = written(&a, page).await?;
+            let doc: Json = serde_json::from_slice(&bytes)
+                .unwrap_or_else(|e| panic!("page {page}: not JSON: {e}"));
+            assert_eq!(tables(&doc), tables(&whole), "page size {page}");
+            assert_eq!(doc["schema_version"], whole["schema_version"]);
+        }
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = file_with(dir.path(), "b.json", &written(&a, 7).await?);
+        let file = BackupFile::scan(&path)?;
+        assert_eq!(file.counts().get("note"), Some(&23));
+        assert_eq!(file.counts().get("link"), Some(&22));
+        let b = Store::open(&Endpoint::Mem).await?;
+        let seen = std::sync::Mutex::new(Vec::new());
+        let summary = b
+            .restore_file(&file, &|p| {
+                if let Ok(mut v) = seen.lock() {
+                    v.push(p.clone());
+                }
+            })
+            .await?;
+        assert_eq!(summary.tables.get("note"), Some(&23));
+        assert_eq!(tables(&b.backup().await?), tables(&whole));
+        let seen = seen.into_inner().unwrap_or_default();
+        assert!(
+            seen.iter()
+                .any(|p| p.table == "note" && p.done == 23 && p.total == 23),
+            "{seen:?}"
+        );
+        // an old backup (the whole document, keys in any order) reads the same way
+        let path = file_with(
+            dir.path(),
+            "old.json",
+            &serde_json::to_vec_pretty(&whole).unwrap_or_default(),
+        );
+        let c = Store::open(&Endpoint::Mem).await?;
+        c.restore_file(&BackupFile::scan(&path)?, &|_| {}).await?;
+        assert_eq!(tables(&c.backup().await?), tables(&whole));
+        Ok(())
+    }
+
+    /// A cut-off or damaged file is refused by the scan, before anything is written.
+    #[tokio::test]
+    async fn a_damaged_backup_file_is_refused_whole() -> Result<(), StoreError> {
+        let a = filled(5).await?;
+        let bytes = written(&a, 2).await?;
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let cut = file_with(dir.path(), "cut.json", &bytes[..bytes.len() * 2 / 3]);
+        let err = BackupFile::scan(&cut).err().map(|e| e.to_string());
+        assert!(
+            err.as_deref().is_some_and(|e| e.contains("cut off")),
+            "{err:?}"
+        );
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        let bad_bytes = text.replacen("{\"$bytes\":\"", "{\"$bytes\":\"!!", 1);
+        assert_ne!(bad_bytes, text);
+        let bad = file_with(dir.path(), "bad.json", bad_bytes.as_bytes());
+        let err = BackupFile::scan(&bad).err().map(|e| e.to_string());
+        assert!(
+            err.as_deref().is_some_and(|e| e.contains("$bytes")),
+            "{err:?}"
+        );
+        let other = file_with(
+            dir.path(),
+            "other.json",
+            b"{\"format\":\"x\",\"tables\":{}}",
+        );
+        let err = BackupFile::scan(&other).err().map(|e| e.to_string());
+        assert!(
+            err.as_deref().is_some_and(|e| e.contains("kasten-backup")),
+            "{err:?}"
+        );
+        Ok(())
+    }
+}

@@ -1,0 +1,297 @@
+//! The display fields of recently read notes, kept in step with every write.
+//!
+//! A search reads its hits back from the store ([`Store::get_notes`]); the same notes
+//! come back again and again (a conversation's follow-up questions, the app re-running a
+//! search, agents asking about the same topic). Those are answered from here without a
+//! query.
+//!
+//! Keeping in step: every query this store sends goes through [`Db::query`]. One that may
+//! write (its text holds a SurrealQL statement that writes: `CREATE`, `UPDATE`, `UPSERT`,
+//! `DELETE`, `INSERT`, `RELATE`, `REMOVE`, `DEFINE`, `ALTER`, `REBUILD`) empties the cache
+//! and advances its generation when it is sent and again when it returns. A read stores
+//! what it fetched only if the generation did not move while it ran, so nothing read
+//! before a write can be kept after it. New store methods are covered without knowing
+//! about the cache. Only embedded stores keep one: a SurrealDB server may be written by
+//! other processes.
+
+use std::borrow::Cow;
+use std::collections::{HashMap, VecDeque};
+use std::future::{Future, IntoFuture};
+use std::ops::Deref;
+use std::pin::Pin;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+
+use kasten_core::{Note, NoteId};
+use surrealdb::Surreal;
+use surrealdb::engine::any::Any;
+use surrealdb::method::{IntoVariables, Query};
+
+/// Notes kept (display fields only, no embedding: ~1 KB each).
+pub(crate) const NOTE_CACHE_CAPACITY: usize = 2048;
+
+/// Statements that write, as whole words of a query's text.
+const WRITE_WORDS: &[&str] = &[
+    "create", "update", "upsert", "delete", "insert", "relate", "remove", "define", "alter",
+    "rebuild",
+];
+
+/// Whether a query's text may write: it holds a writing statement's keyword as a whole
+/// word (case ignored). Bound values are not part of the text; a false alarm only empties
+/// the cache.
+pub(crate) fn may_write(sql: &str) -> bool {
+    sql.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .any(|w| WRITE_WORDS.iter().any(|k| w.eq_ignore_ascii_case(k)))
+}
+
+#[derive(Default)]
+struct Entries {
+    notes: HashMap<NoteId, Note>,
+    order: VecDeque<NoteId>,
+}
+
+/// The cache and its write generation.
+pub(crate) struct NoteCache {
+    enabled: bool,
+    generation: AtomicU64,
+    entries: Mutex<Entries>,
+    hits: AtomicU64,
+    misses: AtomicU64,
+}
+
+impl NoteCache {
+    pub(crate) fn new(enabled: bool) -> Self {
+        NoteCache {
+            enabled,
+            generation: AtomicU64::new(0),
+            entries: Mutex::new(Entries::default()),
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+        }
+    }
+
+    /// A write is being sent or has returned: nothing read before it is kept.
+    fn written(&self) {
+        if !self.enabled {
+            return;
+        }
+        let mut e = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        self.generation.fetch_add(1, SeqCst);
+        e.notes.clear();
+        e.order.clear();
+    }
+
+    /// The generation a read starts at.
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation.load(SeqCst)
+    }
+
+    /// The notes of `ids` the cache holds, and the ids it does not.
+    pub(crate) fn lookup(&self, ids: &[NoteId]) -> (HashMap<NoteId, Note>, Vec<NoteId>) {
+        if !self.enabled {
+            return (HashMap::new(), ids.to_vec());
+        }
+        let e = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        let mut found = HashMap::new();
+        let mut missing = Vec::new();
+        for id in ids {
+            match e.notes.get(id) {
+                Some(n) => {
+                    found.insert(id.clone(), n.clone());
+                }
+                None => missing.push(id.clone()),
+            }
+        }
+        self.hits.fetch_add(found.len() as u64, SeqCst);
+        self.misses.fetch_add(missing.len() as u64, SeqCst);
+        (found, missing)
+    }
+
+    /// Keeps notes read by a query that started at `generation`, unless a write was sent
+    /// since.
+    pub(crate) fn keep(&self, generation: u64, notes: &[Note]) {
+        if !self.enabled {
+            return;
+        }
+        let mut e = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        if self.generation.load(SeqCst) != generation {
+            return;
+        }
+        for n in notes {
+            if e.notes.insert(n.id.clone(), n.clone()).is_none() {
+                e.order.push_back(n.id.clone());
+            }
+        }
+        while e.notes.len() > NOTE_CACHE_CAPACITY {
+            let Some(old) = e.order.pop_front() else {
+                break;
+            };
+            e.notes.remove(&old);
+        }
+    }
+
+    /// (hits, misses) since open.
+    pub(crate) fn counts(&self) -> (u64, u64) {
+        (self.hits.load(SeqCst), self.misses.load(SeqCst))
+    }
+}
+
+/// The database handle every store query goes through (see the module docs).
+pub(crate) struct Db {
+    inner: Surreal<Any>,
+    pub(crate) cache: NoteCache,
+}
+
+impl Db {
+    pub(crate) fn new(inner: Surreal<Any>, cache: bool) -> Self {
+        Db {
+            inner,
+            cache: NoteCache::new(cache),
+        }
+    }
+
+    /// [`Surreal::query`], keeping the note cache in step when the query may write.
+    pub(crate) fn query<'c>(&'c self, sql: impl Into<Cow<'c, str>>) -> Sent<'c> {
+        let sql = sql.into();
+        let writes = may_write(&sql);
+        if writes {
+            self.cache.written();
+        }
+        Sent {
+            query: self.inner.query(sql),
+            cache: writes.then_some(&self.cache),
+        }
+    }
+}
+
+impl Deref for Db {
+    type Target = Surreal<Any>;
+
+    fn deref(&self) -> &Surreal<Any> {
+        &self.inner
+    }
+}
+
+/// A query on its way: [`Query`] that, when it may write, empties the cache again when
+/// it returns.
+pub(crate) struct Sent<'c> {
+    query: Query<'c, Any>,
+    cache: Option<&'c NoteCache>,
+}
+
+impl<'c> Sent<'c> {
+    pub(crate) fn bind(self, vars: impl IntoVariables) -> Self {
+        Sent {
+            query: self.query.bind(vars),
+            cache: self.cache,
+        }
+    }
+}
+
+impl<'c> IntoFuture for Sent<'c> {
+    type Output = <Query<'c, Any> as IntoFuture>::Output;
+    type IntoFuture = Pin<Box<dyn Future<Output = Self::Output> + Send + 'c>>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        Box::pin(async move {
+            // emptied again whether the write returned, failed or was cancelled
+            struct Again<'a>(Option<&'a NoteCache>);
+            impl Drop for Again<'_> {
+                fn drop(&mut self) {
+                    if let Some(c) = self.0 {
+                        c.written();
+                    }
+                }
+            }
+            let _again = Again(self.cache);
+            self.query.await
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::Utc;
+    use kasten_core::{EnrichState, NoteStatus};
+
+    use super::*;
+    use crate::{Endpoint, NoteWrite, Store, StoreError};
+
+    /// A note read twice is answered from the cache the second time; after any write
+    /// (here one no store method knows, sent straight to the database) the next read
+    /// sees the change.
+    #[tokio::test]
+    async fn a_cached_note_is_never_read_stale_after_a_write() -> Result<(), StoreError> {
+        let s = Store::open(&Endpoint::Mem).await?;
+        let now = Utc::now();
+        let n = Note {
+            id: NoteId::generate(),
+            content: "a heron at the lake".into(),
+            created_at: now,
+            updated_at: now,
+            keywords: vec![],
+            tags: vec![],
+            context: String::new(),
+            status: NoteStatus::Active,
+            enrich_state: EnrichState::Pending { reason: None },
+            source: None,
+            strength: 1.0,
+            access_count: 0,
+            last_accessed: None,
+            version: 1,
+            tier: Default::default(),
+            project: None,
+            added_at: now,
+        };
+        s.insert_notes(&[NoteWrite {
+            note: n.clone(),
+            embedding: Some(vec![1.0, 0.0]),
+            embed_model: Some("m".into()),
+            job: None,
+        }])
+        .await?;
+        let ids = [n.id.clone()];
+        assert_eq!(s.get_notes(&ids).await?[0].tags, Vec::<String>::new());
+        let (hits, _) = s.note_cache_counts();
+        assert_eq!(s.get_notes(&ids).await?[0].content, n.content);
+        assert_eq!(
+            s.note_cache_counts().0,
+            hits + 1,
+            "the second read was not cached"
+        );
+        let mut resp =
+            s.db.query("UPDATE type::record('note', $id) SET tags = ['birds'], context = 'seen'")
+                .bind(("id", n.id.to_string()))
+                .await
+                .map_err(StoreError::from_db)?;
+        crate::first_real_error(&mut resp)?;
+        let after = s.get_notes(&ids).await?;
+        assert_eq!(after[0].tags, vec!["birds".to_owned()]);
+        assert_eq!(after[0].context, "seen");
+        s.close().await;
+        Ok(())
+    }
+
+    #[test]
+    fn writing_statements_are_told_from_reads() {
+        for sql in [
+            "UPDATE note SET x = 1",
+            "BEGIN TRANSACTION; upsert setting:a SET value = $v; COMMIT",
+            "LET $a = (CREATE note); RETURN $a",
+            "DELETE type::record('setting', $k)",
+            "INSERT RELATION INTO link $rows",
+            "RELATE $a->link->$b",
+            "DEFINE FIELD x ON note",
+        ] {
+            assert!(may_write(sql), "{sql}");
+        }
+        for sql in [
+            "SELECT record::id(id) AS id, updated_at, created_at FROM note",
+            "SELECT count() AS n FROM note GROUP ALL",
+            "RETURN array::flatten(array::map($s, |$x| (SELECT source FROM note)))",
+            "INFO FOR DB",
+        ] {
+            assert!(!may_write(sql), "{sql}");
+        }
+    }
+}
