@@ -18,7 +18,7 @@ use kasten_core::markdown::{
     render_note,
 };
 use kasten_core::prompts::{
-    Construction, Handles, LINK_KINDS, LinkEvolve, Neighbour, construct, link_evolve,
+    Construction, Handles, LINK_KINDS, LinkEvolve, Neighbour, OpKind, construct, link_evolve,
 };
 use kasten_core::transfer::parse_chat;
 use kasten_core::{LinkStatus, NoteId};
@@ -112,11 +112,19 @@ pub fn llm_answers(data: &[u8]) {
                     "update of a note not shown: {le:?}"
                 );
                 assert!(updated.insert(u.target.clone()), "{le:?}");
-                assert!(
-                    u.context.is_some() || u.tags.is_some() || u.keywords.is_some(),
-                    "{le:?}"
-                );
+                // operations only, each naming something, at most two per note
+                assert!(!u.ops.is_empty() && u.ops.len() <= 2, "{le:?}");
+                assert!(u.ops.iter().all(|o| !o.value.is_empty()), "{le:?}");
             }
+            assert!(le.updates.len() <= 2, "{le:?}");
+            // the new note's own annotations: one tag operation at most
+            assert!(le.note_tags.len() <= 1, "{le:?}");
+            assert!(
+                le.note_tags
+                    .iter()
+                    .all(|o| matches!(o.op, OpKind::AddTag | OpKind::RemoveTag)),
+                "{le:?}"
+            );
         }
     }
     // hostile note text stays data: exactly one fence per note shown

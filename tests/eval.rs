@@ -460,3 +460,60 @@ fn held_out_settings_are_tuned_on_the_other_conversations() {
     );
     assert!(one.get("held_out").is_none(), "{one:#}");
 }
+
+/// `--ablations` runs the full system, each A-Mem step switched off and no LLM, and
+/// reports them side by side in one report.
+#[test]
+fn ablations_are_reported_side_by_side_with_the_full_system() {
+    let llm = FakeServer::start("normal");
+    let h = Home::with_llm(&llm.openai_url());
+    let (file, cache) = setup(&h);
+    let (f, c) = (file.display().to_string(), cache.display().to_string());
+    let r = h.json(&[
+        "eval",
+        "locomo",
+        &f,
+        "--cache",
+        &c,
+        "-k",
+        "3",
+        "--samples",
+        "conv-a",
+        "--ablations",
+    ]);
+    let rows = r["ablations"].as_array().cloned().unwrap_or_default();
+    let names: Vec<&str> = rows
+        .iter()
+        .filter_map(|row| row["configuration"].as_str())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "full",
+            "no-construction",
+            "no-links",
+            "no-evolution",
+            "no-llm"
+        ],
+        "{r:#}"
+    );
+    for row in &rows {
+        let recall = num(&row["recall_at_k"]["overall"]);
+        assert!((0.0..=1.0).contains(&recall), "{row:#}");
+    }
+    assert_eq!(rows[0]["recall_at_k"], r["recall_at_k"]);
+    assert_eq!(rows[2]["steps"], "no-links");
+    assert!(num(&rows[0]["tokens_per_note"]) > 0.0, "{r:#}");
+    assert_eq!(num(&rows[4]["tokens_per_note"]), 0.0, "{r:#}");
+    // the flag runs only with an LLM, and not with a single ablation
+    let out = h.run(&[
+        "eval",
+        "locomo",
+        &f,
+        "--cache",
+        &c,
+        "--ablations",
+        "--no-llm",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+}

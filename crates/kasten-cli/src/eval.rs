@@ -71,6 +71,11 @@ pub enum EvalCommand {
         /// conversations, and its recall on this one (needs two or more conversations).
         #[arg(long)]
         held_out: bool,
+        /// Also run each ablation (no construction, no links, no evolution) and the memory
+        /// without an LLM, each in a cached memory of its own, and report them side by side
+        /// with the full system.
+        #[arg(long, conflicts_with_all = ["no_llm", "no_construction", "no_links", "no_evolution"])]
+        ablations: bool,
     },
 }
 
@@ -230,6 +235,7 @@ pub async fn run(cmd: &EvalCommand, json_out: bool) -> Result<()> {
         fresh,
         per_question,
         held_out,
+        ablations,
     } = cmd;
     let k = (*k).max(1);
     // the LLM every other command would use: the environment, else the built-in model
@@ -295,55 +301,182 @@ pub async fn run(cmd: &EvalCommand, json_out: bool) -> Result<()> {
         Some(d) => d.clone(),
         None => default_cache_dir()?,
     };
-    let variant = match &mode.llm {
-        None => "plain".to_owned(),
-        Some(c) => format!(
-            "llm-{}-{}-{}",
-            safe_name(&c.model),
-            safe_name(mode.prompt_version),
-            mode.steps.label()
-        ),
-    };
     let log = |s: String| {
         if !json_out {
             eprintln!("{s}");
         }
     };
     let options = SearchOptions::default();
-    let mut totals = Totals::default();
-    let mut reports = Vec::new();
-    for sample in &samples {
-        let dir = cache_dir.join(format!(
-            "{hash:016x}-{}-{variant}-v{NOTE_FORMAT}",
-            safe_name(&sample.sample_id)
-        ));
-        let run = eval_sample(sample, &dir, *fresh, k, &options, &mode, &mut totals, &log);
-        let report = tokio::select! {
-            r = run => r.with_context(|| format!("sample {}", sample.sample_id))?,
-            _ = tokio::signal::ctrl_c() => bail!("interrupted; memories fully ingested so far stay cached"),
-        };
-        reports.push(report);
-    }
-    let report = build_report(
-        &Header {
+    let sink = Sink {
+        samples: &samples,
+        cache: &cache_dir,
+        hash,
+        fresh: *fresh,
+        k,
+        options: &options,
+        log: &log,
+    };
+    let (reports, totals) = sink.run(&mode).await?;
+    fn header<'a>(
+        file: &'a Path,
+        hash: u64,
+        cache: &'a Path,
+        k: usize,
+        options: &'a SearchOptions,
+        mode: &'a Mode,
+    ) -> Header<'a> {
+        Header {
             file,
             hash,
-            cache: &cache_dir,
+            cache,
             k,
-            options: &options,
-            mode: &mode,
-        },
+            options,
+            mode,
+        }
+    }
+    let mut report = build_report(
+        &header(file, hash, &cache_dir, k, &options, &mode),
         &reports,
         &totals,
         *per_question,
         t_run.elapsed(),
     );
+    if *ablations {
+        let mut rows = vec![ablation_row("full", &report)];
+        for (label, m) in ablation_modes(&mode) {
+            log(format!("ablation: {label}"));
+            let t = Instant::now();
+            let (r, tot) = sink.run(&m).await?;
+            rows.push(ablation_row(
+                label,
+                &build_report(
+                    &header(file, hash, &cache_dir, k, &options, &m),
+                    &r,
+                    &tot,
+                    false,
+                    t.elapsed(),
+                ),
+            ));
+        }
+        report["ablations"] = json!(rows);
+    }
     if json_out {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print_report(&report);
     }
     Ok(())
+}
+
+/// What every configuration of one run shares: the conversations and where they are cached.
+struct Sink<'a> {
+    samples: &'a [Sample],
+    cache: &'a Path,
+    hash: u64,
+    fresh: bool,
+    k: usize,
+    options: &'a SearchOptions,
+    log: &'a dyn Fn(String),
+}
+
+impl Sink<'_> {
+    /// Ingests (or reuses) and scores every conversation under `mode`, each in a cached
+    /// memory keyed by the file, the conversation, the model, the prompt version and steps.
+    async fn run(&self, mode: &Mode) -> Result<(Vec<SampleReport>, Totals)> {
+        let variant = match &mode.llm {
+            None => "plain".to_owned(),
+            Some(c) => format!(
+                "llm-{}-{}-{}",
+                safe_name(&c.model),
+                safe_name(mode.prompt_version),
+                mode.steps.label()
+            ),
+        };
+        let mut totals = Totals::default();
+        let mut reports = Vec::new();
+        for sample in self.samples {
+            let dir = self.cache.join(format!(
+                "{:016x}-{}-{variant}-v{NOTE_FORMAT}",
+                self.hash,
+                safe_name(&sample.sample_id)
+            ));
+            let run = eval_sample(
+                sample,
+                &dir,
+                self.fresh,
+                self.k,
+                self.options,
+                mode,
+                &mut totals,
+                self.log,
+            );
+            let report = tokio::select! {
+                r = run => r.with_context(|| format!("sample {}", sample.sample_id))?,
+                _ = tokio::signal::ctrl_c() => bail!("interrupted; memories fully ingested so far stay cached (an enriching ingest resumes)"),
+            };
+            reports.push(report);
+        }
+        Ok((reports, totals))
+    }
+}
+
+/// The configurations `--ablations` runs besides the full system: each A-Mem step off,
+/// and no LLM at all. A small model's guided prompts make no evolution, so for it
+/// "no evolution" is the full system and is not run again.
+fn ablation_modes(full: &Mode) -> Vec<(&'static str, Mode)> {
+    let with = |construction, links, evolution| Mode {
+        llm: full.llm.clone(),
+        prompt_version: full.prompt_version,
+        steps: kasten_engine::Steps {
+            construction,
+            links,
+            evolution,
+        },
+        answer: full.answer,
+        held_out: false,
+    };
+    let mut out = vec![
+        ("no-construction", with(false, true, true)),
+        ("no-links", with(true, false, true)),
+    ];
+    if full.prompt_version != kasten_core::prompts::GUIDED_PROMPT_VERSION {
+        out.push(("no-evolution", with(true, true, false)));
+    }
+    out.push((
+        "no-llm",
+        Mode {
+            llm: None,
+            prompt_version: full.prompt_version,
+            steps: kasten_engine::Steps::default(),
+            answer: false,
+            held_out: false,
+        },
+    ));
+    out
+}
+
+/// One row of the side-by-side table: recall, answer scores, tokens and time per note.
+fn ablation_row(label: &str, r: &Value) -> Value {
+    let notes: f64 = r["samples"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|s| s["notes"].as_f64()).sum())
+        .unwrap_or(0.0);
+    let seconds: f64 = r["samples"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|s| s["ingest"]["seconds"].as_f64())
+                .sum()
+        })
+        .unwrap_or(0.0);
+    json!({
+        "configuration": label,
+        "steps": r["llm"]["steps"],
+        "recall_at_k": r["recall_at_k"],
+        "answers": r["answers"],
+        "tokens_per_note": r["tokens"]["ingest_llm"]["per_note"],
+        "ingest_seconds_per_note": seconds / notes.max(1.0),
+    })
 }
 
 /// `$KASTEN_HOME/eval` (next to the default database).
@@ -1116,6 +1249,21 @@ fn print_report(r: &Value) {
         r["ingest"]["seconds"].as_f64().unwrap_or(0.0),
         r["runtime_seconds"].as_f64().unwrap_or(0.0)
     );
+    if let Some(rows) = r["ablations"].as_array() {
+        println!(
+            "side by side (recall@k overall; F1 overall when answered; tokens and seconds per note at ingest):"
+        );
+        for row in rows {
+            println!(
+                "  {:<16} recall {}  F1 {}  {:>6.0} tokens  {:>6.1} s",
+                row["configuration"].as_str().unwrap_or("?"),
+                f(&row["recall_at_k"]["overall"]),
+                f(&row["answers"]["f1"]["overall"]),
+                row["tokens_per_note"].as_f64().unwrap_or(0.0),
+                row["ingest_seconds_per_note"].as_f64().unwrap_or(0.0)
+            );
+        }
+    }
     let h = &r["held_out"];
     if h.is_object() {
         println!(

@@ -7,43 +7,12 @@ use std::sync::Arc;
 
 use kasten_core::{NewNote, NoteId};
 use kasten_fakellm::{FakeLlm, Mode};
-use kasten_llm::{ClientOptions, LlmClient, LlmConfig, Provider};
-use kasten_store::Endpoint;
 
 use crate::snapshot_tests::fingerprint;
-use crate::tests::HashEmbedder;
-use crate::{Engine, EngineOptions, FieldEdit, Indexes, PipelineOptions};
+use crate::{Engine, FieldEdit, Indexes};
 
 async fn engine(fake: &FakeLlm) -> Engine {
-    let config = LlmConfig {
-        provider: Provider::Openai,
-        base_url: fake.openai_base_url(),
-        model: "fake".into(),
-        api_key: None,
-    };
-    let llm = LlmClient::new(
-        config,
-        ClientOptions {
-            max_retries: 0,
-            ..ClientOptions::default()
-        },
-    )
-    .unwrap();
-    let options = EngineOptions {
-        llm: Some(llm),
-        pipeline: PipelineOptions {
-            workers: 3,
-            ..PipelineOptions::default()
-        },
-    };
-    Engine::open_with(
-        &Endpoint::Mem,
-        HashEmbedder::arc("h", 64, 7),
-        options,
-        &|_| {},
-    )
-    .await
-    .unwrap()
+    crate::tests::engine_with_fake(fake, 3).await
 }
 
 const TOPICS: [&str; 6] = [

@@ -3,11 +3,10 @@
 
 use kasten_core::{LinkStatus, NewNote, NoteId};
 use kasten_fakellm::{FakeLlm, Mode};
-use kasten_llm::{ClientOptions, LlmClient, LlmConfig, Provider};
 use kasten_store::Endpoint;
 
 use crate::tests::HashEmbedder;
-use crate::{Engine, EngineError, EngineOptions, JobOutcome, PipelineOptions};
+use crate::{Engine, EngineError, EngineOptions, JobOutcome};
 
 async fn plain() -> Engine {
     Engine::open_with(
@@ -21,35 +20,7 @@ async fn plain() -> Engine {
 }
 
 async fn with_llm(fake: &FakeLlm) -> Engine {
-    let config = LlmConfig {
-        provider: Provider::Openai,
-        base_url: fake.openai_base_url(),
-        model: "fake".into(),
-        api_key: None,
-    };
-    let llm = LlmClient::new(
-        config,
-        ClientOptions {
-            max_retries: 0,
-            ..ClientOptions::default()
-        },
-    )
-    .unwrap();
-    let options = EngineOptions {
-        llm: Some(llm),
-        pipeline: PipelineOptions {
-            workers: 1,
-            ..PipelineOptions::default()
-        },
-    };
-    Engine::open_with(
-        &Endpoint::Mem,
-        HashEmbedder::arc("h", 64, 7),
-        options,
-        &|_| {},
-    )
-    .await
-    .unwrap()
+    crate::tests::engine_with_fake(fake, 1).await
 }
 
 async fn note(e: &Engine, text: &str) -> NoteId {

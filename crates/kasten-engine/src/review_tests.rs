@@ -6,46 +6,14 @@ use std::time::Duration;
 
 use kasten_core::{NewNote, NoteId};
 use kasten_fakellm::{FakeLlm, Mode};
-use kasten_llm::{ClientOptions, LlmClient, LlmConfig, Provider};
-use kasten_store::{Endpoint, Fields};
+use kasten_store::Fields;
 use proptest::prelude::*;
 
 use crate::tests::HashEmbedder;
-use crate::{
-    Engine, EngineError, EngineOptions, FieldEdit, PipelineOptions, Policy, PolicyMode,
-    ReviewStatus,
-};
+use crate::{Engine, EngineError, FieldEdit, Policy, PolicyMode, ReviewStatus};
 
 async fn engine(fake: &FakeLlm) -> Engine {
-    let config = LlmConfig {
-        provider: Provider::Openai,
-        base_url: fake.openai_base_url(),
-        model: "fake".into(),
-        api_key: None,
-    };
-    let llm = LlmClient::new(
-        config,
-        ClientOptions {
-            max_retries: 0,
-            ..ClientOptions::default()
-        },
-    )
-    .unwrap();
-    let options = EngineOptions {
-        llm: Some(llm),
-        pipeline: PipelineOptions {
-            workers: 1,
-            ..PipelineOptions::default()
-        },
-    };
-    Engine::open_with(
-        &Endpoint::Mem,
-        HashEmbedder::arc("h", 64, 7),
-        options,
-        &|_| {},
-    )
-    .await
-    .unwrap()
+    crate::tests::engine_with_fake(fake, 1).await
 }
 
 async fn add(e: &Engine, text: &str) -> NoteId {
@@ -532,34 +500,12 @@ impl kasten_embed::Embedder for Picky {
 #[tokio::test]
 async fn an_accept_whose_edit_fails_accepts_nothing() {
     let fake = FakeLlm::start(Mode::Normal).await.unwrap();
-    let config = LlmConfig {
-        provider: Provider::Openai,
-        base_url: fake.openai_base_url(),
-        model: "fake".into(),
-        api_key: None,
-    };
-    let llm = LlmClient::new(
-        config,
-        ClientOptions {
-            max_retries: 0,
-            ..ClientOptions::default()
-        },
-    )
-    .unwrap();
-    let e = Engine::open_with(
-        &Endpoint::Mem,
+    let e = crate::tests::engine_with_fake_and(
+        &fake,
+        1,
         std::sync::Arc::new(Picky(HashEmbedder::arc("h", 64, 7))),
-        EngineOptions {
-            llm: Some(llm),
-            pipeline: PipelineOptions {
-                workers: 1,
-                ..PipelineOptions::default()
-            },
-        },
-        &|_| {},
     )
-    .await
-    .unwrap();
+    .await;
     e.set_policy(&Policy {
         links: PolicyMode::Review,
         edits: PolicyMode::Review,

@@ -200,6 +200,7 @@ mod tests {
                             tags: vec!["zanzibar".into()],
                             context: String::new(),
                         },
+                        construction_changes: Vec::new(),
                         embedding,
                         construction_mode: ApplyMode::Apply,
                         tier: None,

@@ -3,6 +3,44 @@ use std::sync::Mutex;
 use super::*;
 use kasten_core::Via;
 
+/// An engine on a fresh in-memory store with the test embedder and `fake` as its LLM (no
+/// client retries), running `workers` enrichment jobs at a time.
+pub(crate) async fn engine_with_fake(fake: &kasten_fakellm::FakeLlm, workers: usize) -> Engine {
+    engine_with_fake_and(fake, workers, HashEmbedder::arc("h", 64, 7)).await
+}
+
+/// [`engine_with_fake`] with another embedder.
+pub(crate) async fn engine_with_fake_and(
+    fake: &kasten_fakellm::FakeLlm,
+    workers: usize,
+    embedder: Arc<dyn Embedder>,
+) -> Engine {
+    let config = kasten_llm::LlmConfig {
+        provider: kasten_llm::Provider::Openai,
+        base_url: fake.openai_base_url(),
+        model: "fake".into(),
+        api_key: None,
+    };
+    let llm = kasten_llm::LlmClient::new(
+        config,
+        kasten_llm::ClientOptions {
+            max_retries: 0,
+            ..kasten_llm::ClientOptions::default()
+        },
+    )
+    .unwrap();
+    let options = EngineOptions {
+        llm: Some(llm),
+        pipeline: PipelineOptions {
+            workers,
+            ..PipelineOptions::default()
+        },
+    };
+    Engine::open_with(&kasten_store::Endpoint::Mem, embedder, options, &|_| {})
+        .await
+        .unwrap()
+}
+
 /// A deterministic bag-of-words embedder (feature hashing): enough to test the engine's
 /// logic without the real model. `salt` makes two "models" with different vectors.
 pub(crate) struct HashEmbedder {
