@@ -239,8 +239,9 @@ impl Engine {
             .map(|s| s.id.clone())
             .collect();
         if self.reinforce_on() != crate::lifecycle::ReinforceOn::Off {
-            self.reinforce(&retrieved, Reinforce::Retrieved).await?;
-            self.reinforce(&cited, Reinforce::Cited).await?;
+            self.reinforce_quietly(&retrieved, Reinforce::Retrieved)
+                .await;
+            self.reinforce_quietly(&cited, Reinforce::Cited).await;
         }
         let shown_count = shown.len();
         Ok(Answer {

@@ -302,10 +302,18 @@ impl Engine {
     pub async fn open_note(&self, id: &NoteId) -> Result<crate::NoteDetail, EngineError> {
         let detail = self.get(id).await?;
         if self.reinforce_on() == ReinforceOn::All {
-            self.reinforce(std::slice::from_ref(id), Reinforce::Retrieved)
-                .await?;
+            self.reinforce_quietly(std::slice::from_ref(id), Reinforce::Retrieved)
+                .await;
         }
         Ok(detail)
+    }
+
+    /// Reinforces on behalf of a read: a failure is logged, never the read's failure (a
+    /// search or an opened note is not lost because its bookkeeping could not be written).
+    pub(crate) async fn reinforce_quietly(&self, ids: &[NoteId], why: Reinforce) {
+        if let Err(err) = self.reinforce(ids, why).await {
+            tracing::warn!(%err, notes = ids.len(), "could not reinforce the notes read");
+        }
     }
 
     /// The retrieval weight of strength in force (setting `retrieval.strength_weight`).

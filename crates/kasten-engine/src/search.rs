@@ -400,8 +400,9 @@ impl Engine {
             return Ok(());
         }
         let ids: Vec<NoteId> = out.hits.iter().map(|h| h.note.id.clone()).collect();
-        self.reinforce(&ids, kasten_core::lifecycle::Reinforce::Retrieved)
-            .await
+        self.reinforce_quietly(&ids, kasten_core::lifecycle::Reinforce::Retrieved)
+            .await;
+        Ok(())
     }
 
     /// [`Engine::search`] among the notes `filter` admits (a Box's members, a tag, an

@@ -38,7 +38,7 @@ struct ProjectRaw {
     changed_at: DateTime<Utc>,
 }
 
-#[derive(Debug, SurrealValue)]
+#[derive(Debug, Clone, SurrealValue)]
 #[surreal(crate = "surrealdb::types")]
 struct ReinforceRaw {
     id: String,
@@ -203,13 +203,18 @@ impl Store {
                     last_accessed = $u.at, access_count += 1;
             };
             COMMIT TRANSACTION;";
-        let mut resp = self
-            .db
-            .query(q)
-            .bind(("rows", rows))
-            .await
-            .map_err(StoreError::from_db)?;
-        first_real_error(&mut resp)
+        // reinforcement runs beside searches and enrichments that touch the same notes: a
+        // lost write conflict is run again, as the pipeline's writes are
+        let (db, rows) = (&self.db, &rows);
+        crate::pipeline::retry_conflicts("reinforce notes", || async move {
+            let mut resp = db
+                .query(q)
+                .bind(("rows", rows.clone()))
+                .await
+                .map_err(StoreError::from_db)?;
+            first_real_error(&mut resp)
+        })
+        .await
     }
 
     /// Moves a note from status `from` to `to` (archive, restore), with an audit entry.
