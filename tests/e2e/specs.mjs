@@ -840,6 +840,9 @@ export async function editText({ llmUrl }) {
 export async function fadingView() {
   const home = mkdtempSync(join(tmpdir(), "kasten-e2e-"));
   cli(home, ["config", "set", "lifecycle.archive_threshold", "1"]);
+  // with a threshold of 1 any strength below 1 fades; opening a note would reinforce it to
+  // just below 1 and keep a project note (which does not decay) "fading" for ever
+  cli(home, ["config", "set", "retrieval.reinforce", "chat"]);
   cli(home, ["add", "Today's plan: buy stamps."]);
   cli(home, ["add", "Remember the blue umbrella."]);
   const app = await launch({ home });
