@@ -338,7 +338,10 @@ export async function darkMode({ llmUrl }) {
     const dark = await browser.execute(() => window.matchMedia("(prefers-color-scheme: dark)").matches);
     assert(dark, "the app sees the dark system theme");
     const bg = await browser.execute(() => getComputedStyle(document.body).backgroundColor);
-    await browser.$("button=Load the sample notebook").click();
+    // the first-run card renders after the memory opens: click it when it can take a click
+    const load = browser.$("button=Load the sample notebook");
+    await load.waitForClickable({ timeout: T });
+    await load.click();
     await browser.waitUntil(async () => (await enrichedCount(browser)) >= 12, { timeout: 180000 });
     const items = await $$t(browser, "note-item");
     await items[2].click();
