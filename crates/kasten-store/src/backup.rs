@@ -593,31 +593,15 @@ impl<'de> Visitor<'de> for RowsSeed<'_> {
 #[cfg(test)]
 mod tests {
     use chrono::Utc;
-    use kasten_core::{EnrichState, JobId, LinkStatus, Note, NoteId, NoteStatus};
+    use kasten_core::{JobId, LinkStatus, Note};
 
     use super::*;
     use crate::{Endpoint, ImportLinkWrite, NoteWrite};
 
     fn note(content: &str) -> Note {
-        let now = Utc::now();
         Note {
-            id: NoteId::generate(),
-            content: content.to_owned(),
-            created_at: now,
-            updated_at: now,
             keywords: vec!["k".into()],
-            tags: vec![],
-            context: String::new(),
-            status: NoteStatus::Active,
-            enrich_state: EnrichState::Pending { reason: None },
-            source: None,
-            strength: 1.0,
-            access_count: 0,
-            last_accessed: None,
-            version: 1,
-            tier: Default::default(),
-            project: None,
-            added_at: now,
+            ..crate::tests::note(content)
         }
     }
 

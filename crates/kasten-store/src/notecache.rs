@@ -211,9 +211,6 @@ impl<'c> IntoFuture for Sent<'c> {
 
 #[cfg(test)]
 mod tests {
-    use chrono::Utc;
-    use kasten_core::{EnrichState, NoteStatus};
-
     use super::*;
     use crate::{Endpoint, NoteWrite, Store, StoreError};
 
@@ -223,26 +220,7 @@ mod tests {
     #[tokio::test]
     async fn a_cached_note_is_never_read_stale_after_a_write() -> Result<(), StoreError> {
         let s = Store::open(&Endpoint::Mem).await?;
-        let now = Utc::now();
-        let n = Note {
-            id: NoteId::generate(),
-            content: "a heron at the lake".into(),
-            created_at: now,
-            updated_at: now,
-            keywords: vec![],
-            tags: vec![],
-            context: String::new(),
-            status: NoteStatus::Active,
-            enrich_state: EnrichState::Pending { reason: None },
-            source: None,
-            strength: 1.0,
-            access_count: 0,
-            last_accessed: None,
-            version: 1,
-            tier: Default::default(),
-            project: None,
-            added_at: now,
-        };
+        let n = crate::tests::note("a heron at the lake");
         s.insert_notes(&[NoteWrite {
             note: n.clone(),
             embedding: Some(vec![1.0, 0.0]),

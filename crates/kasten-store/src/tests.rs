@@ -1,6 +1,7 @@
 use super::*;
 
-fn note(content: &str) -> Note {
+/// A pending note with `content`, as a new note is written (shared by the store tests).
+pub(crate) fn note(content: &str) -> Note {
     let now = Utc::now();
     Note {
         id: NoteId::generate(),
