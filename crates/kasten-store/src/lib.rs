@@ -412,21 +412,38 @@ impl Drop for IndexWrite<'_> {
 
 impl Store {
     /// Opens (creating if needed) the database at `endpoint` and runs pending migrations.
+    /// An embedded datastore gets [`StorageLimits::from_env`].
     pub async fn open(endpoint: &Endpoint) -> Result<Self, StoreError> {
+        Self::open_with_limits(endpoint, &StorageLimits::from_env()).await
+    }
+
+    /// [`Store::open`] with the embedded datastore's memory limits given.
+    pub async fn open_with_limits(
+        endpoint: &Endpoint,
+        limits: &StorageLimits,
+    ) -> Result<Self, StoreError> {
         if let Endpoint::SurrealKv(dir) = endpoint {
             prepare_dir(dir)?;
         }
-        let db = any::connect(endpoint.url()).await.map_err(|e| {
-            let msg = e.to_string();
-            match endpoint {
-                Endpoint::SurrealKv(dir) if msg.contains("already locked") => Self::locked(dir),
-                Endpoint::SurrealKv(dir) => StoreError::DataDir {
-                    path: dir.display().to_string(),
-                    message: msg,
-                },
-                _ => StoreError::Db(msg),
-            }
+        let db = match endpoint {
+            Endpoint::SurrealKv(_) => open_embedded(&endpoint.url(), limits)
+                .await
+                .map(notecache::Conn::Local),
+            _ => any::connect(endpoint.url())
+                .await
+                .map(notecache::Conn::Any)
+                .map_err(|e| e.to_string()),
+        }
+        .map_err(|msg| match endpoint {
+            Endpoint::SurrealKv(dir) if msg.contains("already locked") => Self::locked(dir),
+            Endpoint::SurrealKv(dir) => StoreError::DataDir {
+                path: dir.display().to_string(),
+                message: msg,
+            },
+            _ => StoreError::Db(msg),
         })?;
+        // a server may be written by other processes: no note cache
+        let db = notecache::Db::new(db, !matches!(endpoint, Endpoint::Remote(_)));
         if matches!(endpoint, Endpoint::Remote(_)) {
             db.query(format!("DEFINE NAMESPACE IF NOT EXISTS {NAMESPACE}; USE NS {NAMESPACE}; DEFINE DATABASE IF NOT EXISTS {DATABASE};"))
                 .await
@@ -434,13 +451,11 @@ impl Store {
                 .check()
                 .map_err(StoreError::from_db)?;
         }
-        db.use_ns(NAMESPACE)
-            .use_db(DATABASE)
+        db.use_ns_db(NAMESPACE, DATABASE)
             .await
             .map_err(StoreError::from_db)?;
         let mut store = Store {
-            // a server may be written by other processes: no note cache
-            db: notecache::Db::new(db, !matches!(endpoint, Endpoint::Remote(_))),
+            db,
             endpoint: endpoint.clone(),
             snapshot: SnapshotBook::default(),
         };
@@ -1109,6 +1124,86 @@ fn dir_size(p: &Path) -> u64 {
 
 /// Creates the data directory and checks it is writable, so that a read-only or full
 /// disk is reported in plain words before the database engine sees it.
+/// How much memory the embedded datastore may hold, besides Kasten's own indexes.
+///
+/// SurrealKV sizes both from the machine by default: a block cache of half the RAM less
+/// 1 GiB, a memtable of up to 1 GiB (4 GiB on large machines). A personal memory needs
+/// far less: the indexes that rank live in Kasten (kasten-index), and what the store
+/// reads after ranking is a few notes, kept in the note cache. Override with
+/// `KASTEN_DB_CACHE_MB` and `KASTEN_DB_MEMTABLE_MB`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StorageLimits {
+    /// SurrealKV's block cache (bytes).
+    pub block_cache: u64,
+    /// SurrealKV's memtable (bytes); also the largest single transaction it accepts.
+    pub memtable: u64,
+}
+
+impl Default for StorageLimits {
+    fn default() -> Self {
+        StorageLimits {
+            block_cache: 64 << 20,
+            memtable: 128 << 20,
+        }
+    }
+}
+
+impl StorageLimits {
+    /// The defaults, with `KASTEN_DB_CACHE_MB` / `KASTEN_DB_MEMTABLE_MB` when set to a
+    /// whole number of MiB (anything else is ignored with a warning).
+    pub fn from_env() -> Self {
+        Self::from_vars(&|k| std::env::var(k).ok())
+    }
+
+    fn from_vars(var: &dyn Fn(&str) -> Option<String>) -> Self {
+        let mut limits = StorageLimits::default();
+        let read = |name: &str, min_mb: u64, into: &mut u64| {
+            if let Some(v) = var(name) {
+                match v.trim().parse::<u64>() {
+                    Ok(mb) if mb >= min_mb => *into = mb << 20,
+                    _ => tracing::warn!(
+                        "ignoring {name}={v}: expected a whole number of MiB, at least {min_mb}"
+                    ),
+                }
+            }
+        };
+        read("KASTEN_DB_CACHE_MB", 1, &mut limits.block_cache);
+        read("KASTEN_DB_MEMTABLE_MB", 16, &mut limits.memtable);
+        limits
+    }
+}
+
+/// Opens an embedded datastore as the SDK's `connect` does, with SurrealKV's cache and
+/// memtable capped by `limits` (the SDK passes no storage settings to an embedded
+/// datastore, so it is built here and handed to the SDK).
+async fn open_embedded(
+    url: &str,
+    limits: &StorageLimits,
+) -> Result<surrealdb::Surreal<surrealdb::engine::local::Db>, String> {
+    use surrealdb_cnf::ConfigMap;
+    use surrealdb_core::kvs::Datastore;
+    let config = ConfigMap::empty()
+        .with_key_value(
+            "surrealkv_block_cache_capacity",
+            limits.block_cache.to_string(),
+        )
+        .with_key_value("surrealkv_max_memtable_size", limits.memtable.to_string());
+    // the maintenance tasks start only once the version key is settled (as the SDK does:
+    // a task's write before it would make a new datastore look like an old one)
+    let ds = Datastore::builder()
+        .with_config(config)
+        .without_maintenance_tasks()
+        .build_with_path(url)
+        .await
+        .map_err(|e| e.to_string())?;
+    ds.check_version().await.map_err(|e| e.to_string())?;
+    ds.bootstrap().await.map_err(|e| e.to_string())?;
+    ds.start_maintenance_tasks();
+    surrealdb::Surreal::<surrealdb::engine::local::Db>::unstable_from_datastore(ds, None)
+        .await
+        .map_err(|e| e.to_string())
+}
+
 fn prepare_dir(dir: &Path) -> Result<(), StoreError> {
     let err = |message: String| StoreError::DataDir {
         path: dir.display().to_string(),

@@ -17,15 +17,15 @@
 use std::borrow::Cow;
 use std::collections::{HashMap, VecDeque};
 use std::future::{Future, IntoFuture};
-use std::ops::Deref;
 use std::pin::Pin;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 
 use kasten_core::{Note, NoteId};
-use surrealdb::Surreal;
 use surrealdb::engine::any::Any;
+use surrealdb::engine::local::Db as Local;
 use surrealdb::method::{IntoVariables, Query};
+use surrealdb::{IndexedResults, Surreal};
 
 /// Notes kept (display fields only, no embedding: ~1 KB each).
 pub(crate) const NOTE_CACHE_CAPACITY: usize = 2048;
@@ -136,14 +136,21 @@ impl NoteCache {
     }
 }
 
+/// A connection: an embedded datastore the store opened itself (with its own storage
+/// settings, see `crate::open_embedded`), or any endpoint the SDK connects to.
+pub(crate) enum Conn {
+    Local(Surreal<Local>),
+    Any(Surreal<Any>),
+}
+
 /// The database handle every store query goes through (see the module docs).
 pub(crate) struct Db {
-    inner: Surreal<Any>,
+    inner: Conn,
     pub(crate) cache: NoteCache,
 }
 
 impl Db {
-    pub(crate) fn new(inner: Surreal<Any>, cache: bool) -> Self {
+    pub(crate) fn new(inner: Conn, cache: bool) -> Self {
         Db {
             inner,
             cache: NoteCache::new(cache),
@@ -157,39 +164,51 @@ impl Db {
         if writes {
             self.cache.written();
         }
+        let query = match &self.inner {
+            Conn::Local(db) => Sending::Local(db.query(sql)),
+            Conn::Any(db) => Sending::Any(db.query(sql)),
+        };
         Sent {
-            query: self.inner.query(sql),
+            query,
             cache: writes.then_some(&self.cache),
+        }
+    }
+
+    /// Selects the namespace and database every later query runs in.
+    pub(crate) async fn use_ns_db(&self, ns: &str, db: &str) -> surrealdb::Result<()> {
+        match &self.inner {
+            Conn::Local(c) => c.use_ns(ns).use_db(db).await.map(drop),
+            Conn::Any(c) => c.use_ns(ns).use_db(db).await.map(drop),
         }
     }
 }
 
-impl Deref for Db {
-    type Target = Surreal<Any>;
-
-    fn deref(&self) -> &Surreal<Any> {
-        &self.inner
-    }
+enum Sending<'c> {
+    Local(Query<'c, Local>),
+    Any(Query<'c, Any>),
 }
 
 /// A query on its way: [`Query`] that, when it may write, empties the cache again when
 /// it returns.
 pub(crate) struct Sent<'c> {
-    query: Query<'c, Any>,
+    query: Sending<'c>,
     cache: Option<&'c NoteCache>,
 }
 
 impl<'c> Sent<'c> {
     pub(crate) fn bind(self, vars: impl IntoVariables) -> Self {
         Sent {
-            query: self.query.bind(vars),
+            query: match self.query {
+                Sending::Local(q) => Sending::Local(q.bind(vars)),
+                Sending::Any(q) => Sending::Any(q.bind(vars)),
+            },
             cache: self.cache,
         }
     }
 }
 
 impl<'c> IntoFuture for Sent<'c> {
-    type Output = <Query<'c, Any> as IntoFuture>::Output;
+    type Output = surrealdb::Result<IndexedResults>;
     type IntoFuture = Pin<Box<dyn Future<Output = Self::Output> + Send + 'c>>;
 
     fn into_future(self) -> Self::IntoFuture {
@@ -204,7 +223,10 @@ impl<'c> IntoFuture for Sent<'c> {
                 }
             }
             let _again = Again(self.cache);
-            self.query.await
+            match self.query {
+                Sending::Local(q) => q.await,
+                Sending::Any(q) => q.await,
+            }
         })
     }
 }

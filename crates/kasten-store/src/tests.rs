@@ -180,6 +180,64 @@ async fn on_disk_store_survives_reopen_and_locks_out_a_second_opener() -> Result
     Ok(())
 }
 
+#[test]
+fn storage_limits_come_from_the_environment_in_mib() {
+    let vars = |pairs: &'static [(&'static str, &'static str)]| {
+        move |k: &str| {
+            pairs
+                .iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| (*v).to_owned())
+        }
+    };
+    assert_eq!(
+        StorageLimits::from_vars(&vars(&[])),
+        StorageLimits::default()
+    );
+    let set = StorageLimits::from_vars(&vars(&[
+        ("KASTEN_DB_CACHE_MB", "16"),
+        ("KASTEN_DB_MEMTABLE_MB", " 32 "),
+    ]));
+    assert_eq!((set.block_cache, set.memtable), (16 << 20, 32 << 20));
+    // nonsense and too-small values keep the defaults
+    let bad = StorageLimits::from_vars(&vars(&[
+        ("KASTEN_DB_CACHE_MB", "lots"),
+        ("KASTEN_DB_MEMTABLE_MB", "1"),
+    ]));
+    assert_eq!(bad, StorageLimits::default());
+}
+
+/// The limits reach SurrealKV: a transaction larger than the memtable is refused (and
+/// nothing of it is kept), the same transaction fits under the default limits.
+#[tokio::test]
+async fn the_embedded_datastore_takes_the_memtable_limit() -> Result<(), StoreError> {
+    let dir = tempfile::tempdir().map_err(|e| StoreError::Db(e.to_string()))?;
+    let ep = Endpoint::SurrealKv(dir.path().join("db"));
+    // 6 notes of 1 MiB each in one transaction
+    let big: Vec<Note> = (0..6)
+        .map(|i| note(&format!("{i} {}", "x".repeat(1 << 20))))
+        .collect();
+    let writes: Vec<_> = big.iter().map(|n| write(n, vec![0.5, 0.5])).collect();
+    let small = StorageLimits {
+        block_cache: 1 << 20,
+        memtable: 4 << 20,
+    };
+    let s = Store::open_with_limits(&ep, &small).await?;
+    let refused = s.insert_notes(&writes).await;
+    assert!(refused.is_err(), "a 6 MiB transaction fit a 4 MiB memtable");
+    assert_eq!(
+        s.count_notes().await?,
+        0,
+        "part of a refused transaction was kept"
+    );
+    s.close().await;
+    let s = Store::open(&ep).await?;
+    s.insert_notes(&writes).await?;
+    assert_eq!(s.count_notes().await?, 6);
+    s.close().await;
+    Ok(())
+}
+
 #[tokio::test]
 async fn an_unusable_data_directory_is_a_clear_error() {
     use std::os::unix::fs::PermissionsExt;
