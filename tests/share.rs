@@ -342,6 +342,131 @@ async fn commands_run_concurrently_through_the_owner_with_the_same_output_and_er
     assert_each_once(&h, &all);
 }
 
+/// Reviewing and editing by hand (`link`, `unlink`, `edit`, `edit --content`, `history`,
+/// `proposals`, `rollback`, `reapply`, `delete`) work while another process has the memory
+/// open, as the user, and the owner sees every change at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn review_and_editing_commands_go_through_the_owner() {
+    let h = Home::new();
+    let (owner, _) = mcp(&h, "agent", None).await;
+    wait_for_owner(&h);
+    let id = |v: Value| v["id"].as_str().unwrap_or_default().to_owned();
+    let a = id(h.json(&["add", "The ferry to Lindau leaves at nine"]));
+    let b = id(h.json(&["add", "Bikes ride free on the lake ferries"]));
+
+    let linked = h.json(&["link", &a, &b, "--kind", "supports", "--reason", "ferries"]);
+    assert_eq!(linked["action"], "link", "{linked:#}");
+    let link = linked["target"].as_str().unwrap_or_default().to_owned();
+    // the owner's engine has it, made by the user
+    let got = tool(&owner, "read_note", json!({"id": a})).await;
+    let links = got["links"].as_array().cloned().unwrap_or_default();
+    assert!(
+        links
+            .iter()
+            .any(|l| l["created_by"] == "user" && l["kind"] == "supports"),
+        "{got:#}"
+    );
+
+    let tagged = h.json(&["edit", &a, "--tags", "travel,lake"]);
+    assert_eq!(tagged["action"], "edit", "{tagged:#}");
+    let text = h.json(&[
+        "edit",
+        &a,
+        "--content",
+        "The ferry to Bregenz leaves at ten",
+    ]);
+    assert_eq!(text["action"], "edit_content", "{text:#}");
+    let got = tool(&owner, "read_note", json!({"id": a})).await;
+    assert_eq!(
+        got["note"]["content"], "The ferry to Bregenz leaves at ten",
+        "{got:#}"
+    );
+
+    let history = h.json(&["history", &a]);
+    let actions: Vec<&str> = history["history"]
+        .as_array()
+        .map(|e| e.iter().filter_map(|x| x["action"].as_str()).collect())
+        .unwrap_or_default();
+    for want in ["link", "edit"] {
+        assert!(actions.contains(&want), "{want} missing: {history:#}");
+    }
+    let text_edit = history["history"]
+        .as_array()
+        .and_then(|e| {
+            e.iter()
+                .find(|x| x["content_after"] == "The ferry to Bregenz leaves at ten")
+        })
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(
+        text_edit["content_before"], "The ferry to Lindau leaves at nine",
+        "{history:#}"
+    );
+    let queue = h.json(&["proposals", "--status", "accepted"]);
+    assert!(queue["items"].is_array(), "{queue:#}");
+
+    let tag_rev = history["history"]
+        .as_array()
+        .and_then(|e| {
+            e.iter().find(|x| {
+                x["action"] == "edit"
+                    && x["after"]["tags"]
+                        .as_array()
+                        .is_some_and(|t| t.iter().any(|t| t == "lake"))
+            })
+        })
+        .and_then(|x| x["id"].as_str())
+        .unwrap_or_default()
+        .to_owned();
+    let back = h.json(&["rollback", &tag_rev]);
+    assert_eq!(back["action"], "rollback", "{back:#}");
+    let shown = h.json(&["show", &a]);
+    assert!(
+        shown["tags"]
+            .as_array()
+            .is_none_or(|t| !t.iter().any(|x| x == "lake")),
+        "{shown:#}"
+    );
+    let un = h.json(&["unlink", &a, &b]);
+    assert_eq!(un["links"].as_u64(), Some(1), "{un:#}");
+    h.json(&["reapply", &link]);
+    // errors through the owner are the engine's own words
+    let missing = h.run(&["history", "01ARZ3NDEKTSV4RRFFQ69G5FAV"]);
+    let bad_rollback = h.run(&["rollback", "no-such-change"]);
+    assert!(!bad_rollback.status.success());
+    let deleted = h.json(&["delete", &b]);
+    assert_eq!(deleted["deleted"], b.as_str(), "{deleted:#}");
+    assert!(socket(&h).exists(), "the owner still serves");
+    owner.cancel().await.unwrap_or_else(|e| panic!("{e}"));
+
+    // the same commands with the memory opened here answer alike
+    let local_missing = h.run(&["history", "01ARZ3NDEKTSV4RRFFQ69G5FAV"]);
+    assert_eq!(missing.status.code(), local_missing.status.code());
+    assert_eq!(
+        String::from_utf8_lossy(&missing.stderr),
+        String::from_utf8_lossy(&local_missing.stderr)
+    );
+    let local_bad = h.run(&["rollback", "no-such-change"]);
+    assert_eq!(
+        String::from_utf8_lossy(&bad_rollback.stderr),
+        String::from_utf8_lossy(&local_bad.stderr)
+    );
+    let shown = h.json(&["show", &a]);
+    assert_eq!(shown["content"], "The ferry to Bregenz leaves at ten");
+    let kept: Vec<Value> = shown["links"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|l| l["status"] == "accepted")
+        .collect();
+    assert!(
+        kept.is_empty(),
+        "the link went with the deleted note: {kept:?}"
+    );
+    assert!(h.run(&["show", &b]).status.code() == Some(1), "deleted");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clients_killed_mid_call_do_not_disturb_the_owner() {
     let h = Home::new();

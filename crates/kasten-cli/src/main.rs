@@ -26,7 +26,7 @@ use kasten_core::import::{LineError, parse_time};
 use kasten_core::{NewNote, NoteId};
 use kasten_embed::{Embedder, FastEmbedder};
 use kasten_engine::{Engine, FieldEdit, JobOutcome, Progress, ReviewStatus};
-use kasten_share::Memory;
+use kasten_share::{Memory, ReviewChange};
 
 /// Who the CLI acts as in the audit history.
 const ACTOR: &str = "user";
@@ -497,6 +497,15 @@ fn served_by_owner(p: &Prepared) -> bool {
             | Prepared::List(_)
             | Prepared::Search(..)
             | Prepared::Memory(memory::MemoryCmd::Ask { session: None, .. })
+            | Prepared::Proposals(..)
+            | Prepared::Accept(..)
+            | Prepared::Reject(_)
+            | Prepared::Rollback(_)
+            | Prepared::Reapply(_)
+            | Prepared::History(_)
+            | Prepared::Edit(..)
+            | Prepared::Manual(_)
+            | Prepared::Delete(_)
     )
 }
 
@@ -528,8 +537,33 @@ async fn execute_shared(memory: &Memory, cmd: Prepared, json: bool) -> Result<()
             new,
             k,
         }) => memory::ask(memory, &question, None, new, k, json).await?,
+        Prepared::Proposals(statuses, limit) => {
+            output::proposals(json, &memory.proposals(&statuses, limit).await?)
+        }
+        Prepared::History(id) => output::history(json, &id, &memory.history(&id).await?),
+        Prepared::Delete(id) => {
+            memory.delete(&id).await?;
+            output::deleted(json, &id);
+        }
+        Prepared::Accept(id, edit) => {
+            review(memory, ReviewChange::Accept { id, edit }, json).await?
+        }
+        Prepared::Reject(id) => review(memory, ReviewChange::Reject { id }, json).await?,
+        Prepared::Rollback(id) => review(memory, ReviewChange::Rollback { id }, json).await?,
+        Prepared::Reapply(id) => review(memory, ReviewChange::Reapply { id }, json).await?,
+        Prepared::Edit(id, edit) => {
+            let reason = "edited by the user".to_owned();
+            review(memory, ReviewChange::Edit { id, edit, reason }, json).await?
+        }
+        Prepared::Manual(c) => review(memory, c.into(), json).await?,
         _ => bail!("internal error: this command cannot go through another process"),
     }
+    Ok(())
+}
+
+/// A review or a change by hand, as the user, here or in the owner's engine.
+async fn review(memory: &Memory, change: ReviewChange, json: bool) -> Result<()> {
+    output::reviewed(json, &memory.review(change, ACTOR).await?);
     Ok(())
 }
 
@@ -807,36 +841,14 @@ async fn execute(engine: &Arc<Engine>, cmd: Prepared, json: bool) -> Result<()> 
         Prepared::Config(action) => config(engine, action, json).await?,
         Prepared::Llm(action) => llm::run(engine, action, json).await?,
         Prepared::Quality => llm::quality(engine, json).await?,
-        Prepared::Proposals(statuses, limit) => {
-            output::proposals(json, &engine.proposals(&statuses, limit).await?)
-        }
-        Prepared::Accept(id, edit) => {
-            output::reviewed(json, &engine.accept(&id, &edit, ACTOR).await?)
-        }
-        Prepared::Reject(id) => output::reviewed(json, &engine.reject(&id, ACTOR).await?),
-        Prepared::Rollback(id) => output::reviewed(json, &engine.rollback(&id, ACTOR).await?),
-        Prepared::Reapply(id) => output::reviewed(json, &engine.reapply(&id, ACTOR).await?),
-        Prepared::History(id) => output::history(json, &id, &engine.history(&id).await?),
-        Prepared::Edit(id, edit) => output::reviewed(
-            json,
-            &engine
-                .edit_note(&id, &edit, ACTOR, "edited by the user")
-                .await?,
-        ),
-        Prepared::Show(_) | Prepared::List(_) | Prepared::Search(..) => {
-            execute_shared(&Memory::Local(Arc::clone(engine)), cmd, json).await?
-        }
-        Prepared::Delete(id) => {
-            engine.delete(&id).await?;
-            output::deleted(json, &id);
-        }
         Prepared::Import(job) => import(engine, job, json).await?,
         Prepared::ImportPlan(plan) => transfer::import(engine, plan, json).await?,
         Prepared::Export(dir) => transfer::export(engine, &dir, json).await?,
         Prepared::Backup(file) => transfer::backup(engine, &file, json).await?,
         Prepared::Restore(target) => transfer::restore(engine, target, json).await?,
         Prepared::Memory(c) => memory::execute(engine, c, json).await?,
-        Prepared::Manual(c) => manual::execute(engine, c, json).await?,
+        // the rest is what the owner also serves (returned above)
+        cmd => execute_shared(&Memory::Local(Arc::clone(engine)), cmd, json).await?,
     }
     Ok(())
 }

@@ -2,9 +2,7 @@
 
 use anyhow::{Result, bail};
 use kasten_core::NoteId;
-use kasten_engine::Engine;
-
-use crate::{ACTOR, output};
+use kasten_share::ReviewChange;
 
 /// A hand-made change with its input checked.
 #[derive(Debug)]
@@ -38,25 +36,24 @@ pub fn read_content(text: &str) -> Result<String> {
     Ok(content)
 }
 
-pub async fn execute(engine: &Engine, cmd: ManualCmd, json: bool) -> Result<()> {
-    let outcome = match cmd {
-        ManualCmd::Link {
-            from,
-            to,
-            kind,
-            reason,
-        } => {
-            engine
-                .link(&from, &to, kind.as_deref(), &reason, ACTOR)
-                .await?
+impl From<ManualCmd> for ReviewChange {
+    fn from(cmd: ManualCmd) -> Self {
+        match cmd {
+            ManualCmd::Link {
+                from,
+                to,
+                kind,
+                reason,
+            } => ReviewChange::Link {
+                from,
+                to,
+                kind,
+                reason,
+            },
+            ManualCmd::Unlink { from, to, kind } => ReviewChange::Unlink { from, to, kind },
+            ManualCmd::Content(id, text) => ReviewChange::Content { id, text },
         }
-        ManualCmd::Unlink { from, to, kind } => {
-            engine.unlink(&from, &to, kind.as_deref(), ACTOR).await?
-        }
-        ManualCmd::Content(id, text) => engine.edit_content(&id, &text, ACTOR).await?,
-    };
-    output::reviewed(json, &outcome);
-    Ok(())
+    }
 }
 
 /// A line diff of two texts: `- ` for lines only in `before`, `+ ` for lines only in

@@ -506,7 +506,7 @@ pub fn proposals(json: bool, items: &[ReviewItem]) {
             .ok()
             .and_then(|v| v.as_str().map(str::to_owned))
             .unwrap_or_default();
-        match i.kind {
+        match i.kind.as_str() {
             "link" => println!(
                 "{}  link  {:<11} {} -[{}]-> {}  ({:.2}) {}",
                 i.id,

@@ -25,12 +25,12 @@ use kasten_store::{
     AuditEntry, Change, FieldChange, Fields, LinkRecord, NewRevision, QueueStates, ReviewBatch,
     Revision, StoreError,
 };
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::{Engine, EngineError};
 
 /// Review status of a proposal (see the module docs).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ReviewStatus {
     Proposed,
@@ -74,10 +74,10 @@ impl ReviewStatus {
 }
 
 /// One entry of the review queue.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ReviewItem {
     /// `link` or `edit`.
-    pub kind: &'static str,
+    pub kind: String,
     pub id: String,
     /// The note the edit changes, or the link's source.
     pub note: String,
@@ -97,7 +97,7 @@ pub struct ReviewItem {
 }
 
 /// Changes a user makes to a note's annotations; `None` keeps a field.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct FieldEdit {
     pub keywords: Option<Vec<String>>,
     pub tags: Option<Vec<String>>,
@@ -119,7 +119,7 @@ impl FieldEdit {
 }
 
 /// One line of a note's history.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct HistoryEntry {
     pub at: DateTime<Utc>,
     /// `llm`, `user`, `agent`, `import`.
@@ -161,7 +161,7 @@ pub(crate) fn explanation(r: &Revision) -> String {
 }
 
 /// What a review action changed.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct ReviewOutcome {
     pub action: String,
     pub target: String,
@@ -236,7 +236,7 @@ impl Engine {
         for l in self.store.queue_links(states, limit).await? {
             let status = ReviewStatus::of_link(&l.status, l.reviewed);
             items.push(ReviewItem {
-                kind: "link",
+                kind: "link".into(),
                 id: l.id,
                 note: l.from,
                 target: Some(l.to),
@@ -255,7 +255,7 @@ impl Engine {
             let status = ReviewStatus::of_revision(&r.status, r.reviewed);
             let reason = explanation(&r);
             items.push(ReviewItem {
-                kind: "edit",
+                kind: "edit".into(),
                 id: r.id,
                 note: r.note.to_string(),
                 target: None,

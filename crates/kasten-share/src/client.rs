@@ -5,9 +5,13 @@ use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use kasten_core::{NewNote, Note, NoteId};
-use kasten_engine::{AddedBatch, Answer, AskOptions, ListCounts, NoteDetail, SearchOutput};
+use kasten_engine::{
+    AddedBatch, Answer, AskOptions, HistoryEntry, ListCounts, NoteDetail, ReviewItem,
+    ReviewOutcome, ReviewStatus, SearchOutput,
+};
 use tarpc::client::RpcError;
 
+use crate::ReviewChange;
 use crate::error::{RemoteError, ShareError};
 use crate::owner::OwnerInfo;
 use crate::wire::MemoryServiceClient;
@@ -153,6 +157,46 @@ impl Client {
             let (from, to) = (from.clone(), to.clone());
             let (kind, reason) = (kind.map(str::to_owned), reason.to_owned());
             async move { c.link(ctx, from, to, kind, reason).await }
+        })
+        .await
+    }
+
+    pub async fn proposals(
+        &self,
+        statuses: &[ReviewStatus],
+        limit: usize,
+    ) -> Result<Vec<ReviewItem>, ShareError> {
+        self.call(false, READ, |c, ctx| {
+            let statuses = statuses.to_vec();
+            async move { c.proposals(ctx, statuses, limit).await }
+        })
+        .await
+    }
+
+    pub async fn review(
+        &self,
+        change: ReviewChange,
+        actor: &str,
+    ) -> Result<ReviewOutcome, ShareError> {
+        self.call(true, WRITE, |c, ctx| {
+            let (change, actor) = (change.clone(), actor.to_owned());
+            async move { c.review(ctx, change, actor).await }
+        })
+        .await
+    }
+
+    pub async fn history(&self, id: &NoteId) -> Result<Vec<HistoryEntry>, ShareError> {
+        self.call(false, READ, |c, ctx| {
+            let id = id.clone();
+            async move { c.history(ctx, id).await }
+        })
+        .await
+    }
+
+    pub async fn delete(&self, id: &NoteId) -> Result<(), ShareError> {
+        self.call(true, WRITE, |c, ctx| {
+            let id = id.clone();
+            async move { c.delete(ctx, id).await }
         })
         .await
     }

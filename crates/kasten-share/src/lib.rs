@@ -39,7 +39,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use kasten_core::{NewNote, Note, NoteId};
-use kasten_engine::{AddedBatch, Answer, AskOptions, Engine, ListCounts, NoteDetail, SearchOutput};
+use kasten_engine::{
+    AddedBatch, Answer, AskOptions, Engine, EngineError, FieldEdit, HistoryEntry, ListCounts,
+    NoteDetail, ReviewItem, ReviewOutcome, ReviewStatus, SearchOutput,
+};
+use serde::{Deserialize, Serialize};
 
 pub use client::Client;
 pub use error::{ErrorKind, RemoteError, ShareError};
@@ -64,6 +68,76 @@ pub fn socket_path(dir: &Path) -> PathBuf {
 /// Where the token of the memory in `dir` lives.
 pub fn token_path(dir: &Path) -> PathBuf {
     dir.join(TOKEN_FILE)
+}
+
+/// A review of what the LLM proposed, or a change a person makes by hand: what the
+/// `kasten` review and editing commands do, here or in the owner's engine.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "action", rename_all = "snake_case")]
+pub enum ReviewChange {
+    /// Accept a proposal (optionally adjusting a proposed edit first).
+    Accept {
+        id: String,
+        edit: FieldEdit,
+    },
+    Reject {
+        id: String,
+    },
+    Rollback {
+        id: String,
+    },
+    Reapply {
+        id: String,
+    },
+    /// Change a note's annotations.
+    Edit {
+        id: NoteId,
+        edit: FieldEdit,
+        reason: String,
+    },
+    Link {
+        from: NoteId,
+        to: NoteId,
+        kind: Option<String>,
+        reason: String,
+    },
+    Unlink {
+        from: NoteId,
+        to: NoteId,
+        kind: Option<String>,
+    },
+    /// Replace a note's text (versioned, re-embedded, re-enriched).
+    Content {
+        id: NoteId,
+        text: String,
+    },
+}
+
+impl ReviewChange {
+    /// Carries the change out in `engine`, attributed to `actor`.
+    pub async fn apply(self, engine: &Engine, actor: &str) -> Result<ReviewOutcome, EngineError> {
+        match self {
+            Self::Accept { id, edit } => engine.accept(&id, &edit, actor).await,
+            Self::Reject { id } => engine.reject(&id, actor).await,
+            Self::Rollback { id } => engine.rollback(&id, actor).await,
+            Self::Reapply { id } => engine.reapply(&id, actor).await,
+            Self::Edit { id, edit, reason } => engine.edit_note(&id, &edit, actor, &reason).await,
+            Self::Link {
+                from,
+                to,
+                kind,
+                reason,
+            } => {
+                engine
+                    .link(&from, &to, kind.as_deref(), &reason, actor)
+                    .await
+            }
+            Self::Unlink { from, to, kind } => {
+                engine.unlink(&from, &to, kind.as_deref(), actor).await
+            }
+            Self::Content { id, text } => engine.edit_content(&id, &text, actor).await,
+        }
+    }
 }
 
 /// Who links made through a shared memory's `link` are attributed to.
@@ -150,6 +224,46 @@ impl Memory {
                 on_token(&a.answer);
                 Ok(a)
             }
+        }
+    }
+
+    /// The review queue (see `Engine::proposals`).
+    pub async fn proposals(
+        &self,
+        statuses: &[ReviewStatus],
+        limit: usize,
+    ) -> Result<Vec<ReviewItem>, ShareError> {
+        match self {
+            Self::Local(e) => Ok(e.proposals(statuses, limit).await?),
+            Self::Remote(c) => c.proposals(statuses, limit).await,
+        }
+    }
+
+    /// Reviews a proposal or changes a note by hand, as `actor`.
+    pub async fn review(
+        &self,
+        change: ReviewChange,
+        actor: &str,
+    ) -> Result<ReviewOutcome, ShareError> {
+        match self {
+            Self::Local(e) => Ok(change.apply(e, actor).await?),
+            Self::Remote(c) => c.review(change, actor).await,
+        }
+    }
+
+    /// A note's history, newest first.
+    pub async fn history(&self, id: &NoteId) -> Result<Vec<HistoryEntry>, ShareError> {
+        match self {
+            Self::Local(e) => Ok(e.history(id).await?),
+            Self::Remote(c) => c.history(id).await,
+        }
+    }
+
+    /// Deletes a note (and its links).
+    pub async fn delete(&self, id: &NoteId) -> Result<(), ShareError> {
+        match self {
+            Self::Local(e) => Ok(e.delete(id).await?),
+            Self::Remote(c) => c.delete(id).await,
         }
     }
 

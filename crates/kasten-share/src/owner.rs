@@ -15,12 +15,14 @@ use std::time::Duration;
 
 use kasten_core::{NewNote, Note, NoteId};
 use kasten_engine::{
-    AddedBatch, Answer, AskOptions, Engine, EngineError, ListCounts, NoteDetail, SearchOutput,
+    AddedBatch, Answer, AskOptions, Engine, EngineError, HistoryEntry, ListCounts, NoteDetail,
+    ReviewItem, ReviewOutcome, ReviewStatus, SearchOutput,
 };
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+use crate::ReviewChange;
 use crate::error::{ErrorKind, RemoteError, ShareError};
 use crate::wire::MemoryService;
 
@@ -280,6 +282,54 @@ impl MemoryService for Handler {
                     .map(|o| o.target)
             })
             .await;
+        if r.is_ok()
+            && let Some(f) = &self.0.on_write
+        {
+            f();
+        }
+        r
+    }
+
+    async fn proposals(
+        self,
+        _: tarpc::context::Context,
+        statuses: Vec<ReviewStatus>,
+        limit: usize,
+    ) -> Result<Vec<ReviewItem>, RemoteError> {
+        if limit > MAX_RESULTS {
+            return Err(too_many("proposals", limit));
+        }
+        self.run(|e| async move { e.proposals(&statuses, limit).await })
+            .await
+    }
+
+    async fn review(
+        self,
+        _: tarpc::context::Context,
+        change: ReviewChange,
+        actor: String,
+    ) -> Result<ReviewOutcome, RemoteError> {
+        let r = self
+            .run(|e| async move { change.apply(&e, &actor).await })
+            .await;
+        if r.is_ok()
+            && let Some(f) = &self.0.on_write
+        {
+            f();
+        }
+        r
+    }
+
+    async fn history(
+        self,
+        _: tarpc::context::Context,
+        id: NoteId,
+    ) -> Result<Vec<HistoryEntry>, RemoteError> {
+        self.run(|e| async move { e.history(&id).await }).await
+    }
+
+    async fn delete(self, _: tarpc::context::Context, id: NoteId) -> Result<(), RemoteError> {
+        let r = self.run(|e| async move { e.delete(&id).await }).await;
         if r.is_ok()
             && let Some(f) = &self.0.on_write
         {

@@ -2,8 +2,12 @@
 //! engine's own serde types.
 
 use kasten_core::{NewNote, Note, NoteId};
-use kasten_engine::{AddedBatch, Answer, AskOptions, ListCounts, NoteDetail, SearchOutput};
+use kasten_engine::{
+    AddedBatch, Answer, AskOptions, HistoryEntry, ListCounts, NoteDetail, ReviewItem,
+    ReviewOutcome, ReviewStatus, SearchOutput,
+};
 
+use crate::ReviewChange;
 use crate::error::RemoteError;
 use crate::owner::OwnerInfo;
 
@@ -30,4 +34,15 @@ pub trait MemoryService {
         kind: Option<String>,
         reason: String,
     ) -> Result<String, RemoteError>;
+    /// `Engine::proposals`.
+    async fn proposals(
+        statuses: Vec<ReviewStatus>,
+        limit: usize,
+    ) -> Result<Vec<ReviewItem>, RemoteError>;
+    /// A review or a change by hand ([`ReviewChange::apply`]), made by `actor`.
+    async fn review(change: ReviewChange, actor: String) -> Result<ReviewOutcome, RemoteError>;
+    /// `Engine::history`.
+    async fn history(id: NoteId) -> Result<Vec<HistoryEntry>, RemoteError>;
+    /// `Engine::delete`.
+    async fn delete(id: NoteId) -> Result<(), RemoteError>;
 }
