@@ -2,10 +2,12 @@
 //!
 //! Lookup order, first hit wins:
 //! - library: `ORT_DYLIB_PATH`, then `<home>/lib/libonnxruntime.so.1.31.1` for `<home>` in
-//!   (`KASTEN_HOME`, the platform data dir + `/kasten`)
+//!   (`KASTEN_HOME`, the platform data dir + `/kasten`, the installed home)
 //! - model directory: `KASTEN_MODEL_DIR`, then `<home>/models/<model id>` likewise.
 //!
-//! `scripts/setup` installs both into the platform data dir (or `KASTEN_HOME`).
+//! `scripts/setup` installs both into the platform data dir (or `KASTEN_HOME`); the `.deb`
+//! that `scripts/package` builds ships them in the installed home, `/usr/lib/kasten`
+//! (`<prefix>/lib/kasten` for the executable's `<prefix>/bin`).
 
 use std::path::{Path, PathBuf};
 
@@ -29,13 +31,28 @@ pub struct ModelPaths {
     pub model_dir: PathBuf,
 }
 
-fn homes(get: &impl Fn(&str) -> Option<String>) -> Vec<PathBuf> {
+/// Where a packaged install keeps the runtime and models: `<prefix>/lib/kasten` for an
+/// executable in `<prefix>/bin` (`/usr/bin/kasten` → `/usr/lib/kasten`).
+pub fn installed_home(exe: &Path) -> Option<PathBuf> {
+    let prefix = exe.parent()?.parent()?;
+    Some(prefix.join("lib").join("kasten"))
+}
+
+/// The homes searched, in order: `KASTEN_HOME`, `<data_dir>/kasten`, the installed home.
+fn homes(
+    get: &impl Fn(&str) -> Option<String>,
+    data_dir: Option<PathBuf>,
+    exe: Option<PathBuf>,
+) -> Vec<PathBuf> {
     let mut v = Vec::new();
     if let Some(h) = get("KASTEN_HOME").filter(|s| !s.is_empty()) {
         v.push(PathBuf::from(h));
     }
-    if let Some(d) = dirs::data_dir() {
+    if let Some(d) = data_dir {
         v.push(d.join("kasten"));
+    }
+    if let Some(h) = exe.as_deref().and_then(installed_home) {
+        v.push(h);
     }
     v
 }
@@ -48,7 +65,22 @@ impl ModelPaths {
 
     /// Resolves paths with `get` standing in for the environment.
     pub fn resolve(model_id: &str, get: impl Fn(&str) -> Option<String>) -> Self {
-        let homes = homes(&get);
+        Self::resolve_in(
+            model_id,
+            &get,
+            dirs::data_dir(),
+            std::env::current_exe().ok(),
+        )
+    }
+
+    /// Resolves paths with the data dir and the executable's path given too.
+    fn resolve_in(
+        model_id: &str,
+        get: &impl Fn(&str) -> Option<String>,
+        data_dir: Option<PathBuf>,
+        exe: Option<PathBuf>,
+    ) -> Self {
+        let homes = homes(get, data_dir, exe);
         let first_existing = |rel: &Path| {
             homes
                 .iter()
@@ -129,5 +161,28 @@ mod tests {
         .unwrap_or_default();
         assert!(err.contains("scripts/setup"), "{err}");
         assert!(err.contains("ORT_DYLIB_PATH"), "{err}");
+    }
+
+    #[test]
+    fn a_packaged_install_is_found_next_to_the_executable() {
+        let root = std::env::temp_dir().join(format!("kasten-embed-inst-{}", std::process::id()));
+        let installed = root.join("usr/lib/kasten");
+        let _ = std::fs::create_dir_all(installed.join("models/m"));
+        let _ = std::fs::create_dir_all(installed.join("lib"));
+        let _ = std::fs::write(installed.join("lib").join(ORT_FILE), b"so");
+        let empty = root.join("fresh-home").display().to_string();
+        let exe = Some(root.join("usr/bin/kasten"));
+        let get = |k: &str| (k == "KASTEN_HOME").then(|| empty.clone());
+        let p = ModelPaths::resolve_in("m", &get, Some(root.join("data")), exe.clone());
+        assert_eq!(p.model_dir, installed.join("models/m"));
+        assert_eq!(p.runtime, installed.join("lib").join(ORT_FILE));
+        // a copy in KASTEN_HOME still wins over the installed one
+        let _ = std::fs::create_dir_all(root.join("fresh-home/models/m"));
+        let p = ModelPaths::resolve_in("m", &get, Some(root.join("data")), exe);
+        assert_eq!(p.model_dir, root.join("fresh-home/models/m"));
+        // nothing anywhere: the first home is named, not the installed one
+        let p = ModelPaths::resolve_in("other", &get, None, None);
+        assert_eq!(p.model_dir, root.join("fresh-home/models/other"));
+        let _ = std::fs::remove_dir_all(&root);
     }
 }

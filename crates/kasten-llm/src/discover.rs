@@ -22,15 +22,27 @@ pub const BUILTIN_MODEL_DIR: &str = "smollm2-135m-instruct";
 pub const BUILTIN_MODEL_NAME: &str = "SmolLM2-135M";
 
 /// Where the built-in model is looked for: `<home>/models/smollm2-135m-instruct/…` for
-/// `<home>` in (`KASTEN_HOME`, the platform data dir + `/kasten`), the first that exists;
-/// else the first candidate (so an error can name where it should be).
+/// `<home>` in (`KASTEN_HOME`, the platform data dir + `/kasten`, the installed home
+/// `<prefix>/lib/kasten` of an executable in `<prefix>/bin`, where the `.deb` puts it), the
+/// first that exists; else the first candidate (so an error can name where it should be).
 pub fn builtin_model_path(get: impl Fn(&str) -> Option<String>) -> PathBuf {
+    builtin_model_path_in(&get, dirs::data_dir(), std::env::current_exe().ok())
+}
+
+fn builtin_model_path_in(
+    get: &impl Fn(&str) -> Option<String>,
+    data_dir: Option<PathBuf>,
+    exe: Option<PathBuf>,
+) -> PathBuf {
     let mut homes = Vec::new();
     if let Some(h) = get("KASTEN_HOME").filter(|s| !s.is_empty()) {
         homes.push(PathBuf::from(h));
     }
-    if let Some(d) = dirs::data_dir() {
+    if let Some(d) = data_dir {
         homes.push(d.join("kasten"));
+    }
+    if let Some(prefix) = exe.as_deref().and_then(|e| e.parent()?.parent()) {
+        homes.push(prefix.join("lib").join("kasten"));
     }
     let rel = PathBuf::from("models")
         .join(BUILTIN_MODEL_DIR)
@@ -195,5 +207,22 @@ mod tests {
         let p = builtin_model_path(|k| (k == "KASTEN_HOME").then(|| h.clone()));
         assert_eq!(p, dir.join(BUILTIN_MODEL_FILE));
         let _ = std::fs::remove_dir_all(&home);
+    }
+
+    #[test]
+    fn a_packaged_builtin_model_is_found_next_to_the_executable() {
+        let root = std::env::temp_dir().join(format!("kasten-builtin-inst-{}", std::process::id()));
+        let dir = root.join("usr/lib/kasten/models").join(BUILTIN_MODEL_DIR);
+        let _ = std::fs::create_dir_all(&dir);
+        let _ = std::fs::write(dir.join(BUILTIN_MODEL_FILE), b"GGUF");
+        let fresh = root.join("fresh-home").display().to_string();
+        let get = |k: &str| (k == "KASTEN_HOME").then(|| fresh.clone());
+        let exe = Some(root.join("usr/bin/kasten-desktop"));
+        let p = builtin_model_path_in(&get, Some(root.join("data")), exe);
+        assert_eq!(p, dir.join(BUILTIN_MODEL_FILE));
+        // without the executable's prefix the first home is named
+        let p = builtin_model_path_in(&get, Some(root.join("data")), None);
+        assert!(p.starts_with(root.join("fresh-home")), "{}", p.display());
+        let _ = std::fs::remove_dir_all(&root);
     }
 }
