@@ -13,7 +13,7 @@ const PAGE = 50;
 /** Notes: write, search, filter, open. */
 export default function NotesView() {
   const { selected, openNote, revision, bump, toast } = useApp();
-  const { t, num } = useT();
+  const { t, num, w } = useT();
   const [query, setQuery] = useState("");
   const [tag, setTag] = useState("");
   const [enrich, setEnrich] = useState("");
@@ -106,7 +106,7 @@ export default function NotesView() {
 
   const shown: { note: NoteDto; extra?: string }[] = hits
     ? // the search applies the filters (tag, status, Box)
-      hits.map((h) => ({ note: h.note, extra: `${h.via.join(" + ")} · ${num(h.score ?? 0, 2)}` }))
+      hits.map((h) => ({ note: h.note, extra: `${h.via.map((v) => w("via", v)).join(" + ")} · ${num(h.score ?? 0, 2)}` }))
     : notes.map((n) => ({ note: n }));
 
   const empty = !hits && total === 0 && !filtered;
