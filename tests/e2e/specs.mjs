@@ -970,7 +970,11 @@ export async function uiLanguage({ llmUrl }) {
     // Notes: a Chinese search finds the Chinese notes; one opened with its links and history
     await nav(browser, "notes");
     await $t(browser, "search-input").setValue("卡片 笔记");
-    await browser.waitUntil(async () => /卡片/.test((await $$t(browser, "note-item"))[0] ? await (await $$t(browser, "note-item"))[0].getProperty("textContent") : ""), {
+    const firstHit = async () => {
+      const items = await $$t(browser, "note-item");
+      return items.length ? await items[0].getProperty("textContent") : "";
+    };
+    await browser.waitUntil(async () => /卡片/.test(await firstHit()), {
       timeout: T,
       timeoutMsg: "a Chinese search did not find the Chinese notes first",
     });
@@ -980,7 +984,6 @@ export async function uiLanguage({ llmUrl }) {
     await browser.pause(800);
     views.notes = await englishOnPage(browser);
     await screenshot(browser, "notes-zh");
-    await $t(browser, "search-input").setValue("");
 
     await nav(browser, "graph");
     await $t(browser, "graph-view").waitForDisplayed({ timeout: T });

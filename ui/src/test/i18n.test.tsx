@@ -46,6 +46,7 @@ const { en } = await import("../i18n/en");
 const { zh } = await import("../i18n/zh");
 const { default: App } = await import("../App");
 const { default: SettingsView } = await import("../features/settings/SettingsView");
+const { aggregate, UNBOXED } = await import("../features/graph/boxGraph");
 
 const mocked = api as unknown as Record<string, ReturnType<typeof vi.fn>>;
 
@@ -196,6 +197,15 @@ describe("the dictionaries", () => {
     expect(i18n.englishLeft("设置\n笔记")).toEqual([]);
     // "Loading" inside another word is not the UI string
     expect(i18n.englishLeft("Downloadings")).toEqual([]);
+  });
+});
+
+describe("the graph's canvas labels", () => {
+  it("name the aggregate of notes in no Box in the UI's language", () => {
+    const data = { nodes: [{ id: "N1", label: "卡片", tags: [], enrich: "done", boxes: [] }], links: [], truncated: false };
+    expect(aggregate(data, []).nodes.find((n) => n.id === UNBOXED)?.label).toBe("no Box");
+    i18n.setLangChoice("zh");
+    expect(aggregate(data, []).nodes.find((n) => n.id === UNBOXED)?.label).toBe("无卡片盒");
   });
 });
 
