@@ -935,8 +935,12 @@ async function englishOnPage(browser) {
  * Chinese notes, and Settings switches back. With KASTEN_SCREENSHOTS=1: notes-zh.png.
  */
 export async function uiLanguage({ llmUrl }) {
-  // the webview's navigator.language follows the system's language
-  const zhSystem = await launch({ llmUrl, extraEnv: { LANGUAGE: "zh_CN", LANG: "zh_CN.UTF-8" } });
+  // the webview's navigator.language follows the system's locale (WebKitGTK reads it with
+  // setlocale, so the locale must exist: compiled here into a temporary LOCPATH)
+  const locales = mkdtempSync(join(tmpdir(), "kasten-e2e-locale-"));
+  const def = spawnSync("localedef", ["-i", "zh_CN", "-f", "UTF-8", join(locales, "zh_CN.UTF-8")], { encoding: "utf8" });
+  assert(def.status === 0, `localedef could not compile zh_CN.UTF-8 (locales package): ${def.stderr || def.error}`);
+  const zhSystem = await launch({ llmUrl, extraEnv: { LOCPATH: locales, LANG: "zh_CN.UTF-8", LC_ALL: "zh_CN.UTF-8", LANGUAGE: "zh_CN" } });
   try {
     await ready(zhSystem.browser);
     const lang = await zhSystem.browser.execute(() => [navigator.language, window.__kastenI18n.getLang()]);
@@ -970,15 +974,22 @@ export async function uiLanguage({ llmUrl }) {
     // Notes: a Chinese search finds the Chinese notes; one opened with its links and history
     await nav(browser, "notes");
     await $t(browser, "search-input").setValue("卡片 笔记");
-    const firstHit = async () => {
-      const items = await $$t(browser, "note-item");
-      return items.length ? await items[0].getProperty("textContent") : "";
+    const topHits = async () => {
+      const out = [];
+      for (const it of (await $$t(browser, "note-item")).slice(0, 3)) out.push(await it.$(".content").getProperty("textContent"));
+      return out;
     };
-    await browser.waitUntil(async () => /卡片/.test(await firstHit()), {
+    // the first hits are Chinese notes, the one about the card box among them
+    await browser.waitUntil(async () => {
+      const top = await topHits();
+      return top.length === 3 && /[\u4e00-\u9fff]/.test(top[0]) && top.some((c) => c.includes("卡片盒"));
+    }, {
       timeout: T,
       timeoutMsg: "a Chinese search did not find the Chinese notes first",
+    }).catch(async (e) => {
+      throw new Error(`${e.message}: ${JSON.stringify(await topHits())}`);
     });
-    await (await $$t(browser, "note-item"))[0].click();
+    await (await $$t(browser, "note-item"))[(await topHits()).findIndex((c) => c.includes("卡片盒"))].click();
     await $t(browser, "note-lifecycle").waitForDisplayed({ timeout: T });
     await $t(browser, "history-item").waitForDisplayed({ timeout: T });
     await browser.pause(800);

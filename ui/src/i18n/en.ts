@@ -96,7 +96,7 @@ export const en = {
   "editor.someLinksFailed": "The note was saved, but not every link: {failed}",
 
   // a note's detail
-  "detail.from": "from {source}",
+  "detail.from": "from",
   "detail.showInGraph": "Show in graph",
   "detail.deleted": "Note deleted",
   "detail.editText": "Edit text",

@@ -85,7 +85,7 @@ export const zh: Dict = {
   "editor.saving": "正在保存…",
   "editor.someLinksFailed": "笔记已保存，但有链接未能建立：{failed}",
 
-  "detail.from": "来源：{source}",
+  "detail.from": "来源：",
   "detail.showInGraph": "在图谱中显示",
   "detail.deleted": "笔记已删除",
   "detail.editText": "编辑正文",

@@ -51,7 +51,7 @@ const { aggregate, UNBOXED } = await import("../features/graph/boxGraph");
 const mocked = api as unknown as Record<string, ReturnType<typeof vi.fn>>;
 
 // user data written in Chinese, as a Chinese-speaking user would have it
-const zhNote = note({ id: "N1", content: "卡片盒笔记法：每张卡片只写一个想法。", tags: ["笔记"], keywords: ["卡片"], context: "关于做笔记的方法" });
+const zhNote = note({ id: "N1", source: "import:sample-notebook", content: "卡片盒笔记法：每张卡片只写一个想法。", tags: ["笔记"], keywords: ["卡片"], context: "关于做笔记的方法" });
 const linkDto: LinkDto = {
   from: "N1",
   to: "N2",

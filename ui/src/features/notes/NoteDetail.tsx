@@ -61,7 +61,11 @@ export default function NoteDetail({ id }: { id: string }) {
       <div className="row small muted">
         <span>{date(n.created_at)}</span>
         <EnrichBadge note={n} />
-        {n.source && <span>{t("detail.from", { source: n.source })}</span>}
+        {n.source && (
+          <span>
+            {t("detail.from")} <span translate="no">{n.source}</span>
+          </span>
+        )}
         <span className="grow" />
         <button
           onClick={() => {
