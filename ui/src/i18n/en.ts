@@ -366,6 +366,9 @@ export const en = {
   // LLM panel
   "llm.title": "LLM in use",
   "llm.does": " · does {steps}",
+  // the engine's two pipeline profiles (kasten_engine::pipeline steps()), worded here
+  "llm.stepsFull": "construction, links and evolution",
+  "llm.stepsSmall": "construction (guided) and links; no evolution (a small model's rewrites of older notes are not kept)",
   "llm.builtinNote":
     "The built-in model is tiny (135M parameters) and English-first: it runs on this computer without set-up and writes simple notes. A bigger model writes much better ones: start Ollama, LM Studio or llama-server and pick it below, or use a GGUF file you have.",
   "llm.envChooses": "KASTEN_LLM_* environment variables choose the LLM: they win over a pick made here.",

@@ -343,6 +343,8 @@ export const zh: Dict = {
 
   "llm.title": "正在使用的 LLM",
   "llm.does": " · 负责 {steps}",
+  "llm.stepsFull": "构建、链接和演化",
+  "llm.stepsSmall": "构建（引导式）和链接；不做演化（小模型对旧笔记的改写不会保留）",
   "llm.builtinNote":
     "内置模型很小（1.35 亿参数），以英语为主：它无需设置即可在这台电脑上运行，写出的标注比较简单。更大的模型会写得好得多：启动 Ollama、LM Studio 或 llama-server 后在下面选择它，或使用你已有的 GGUF 文件。",
   "llm.envChooses": "KASTEN_LLM_* 环境变量决定了所用的 LLM：它们优先于这里的选择。",

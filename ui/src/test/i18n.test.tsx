@@ -146,7 +146,7 @@ function mockMemory() {
     env_overrides: [],
   });
   mocked.llmOverview.mockResolvedValue({
-    in_use: { label: "fake-model", source: "settings", ready: true, problem: null, steps: "enrichment, chat", model_path: null },
+    in_use: { label: "fake-model", source: "settings", ready: true, problem: null, steps: "construction, links and evolution", model_path: null },
     discovered: [],
     env_chooses: false,
   });

@@ -2,6 +2,7 @@ import { useCallback, useEffect, useState } from "react";
 import { api, errorText, type DiscoveredDto, type LlmOverviewDto, type LlmPick } from "../../api";
 import { useApp } from "../../app-context";
 import { useT } from "../../i18n";
+import { en } from "../../i18n/en";
 
 /** The discovered servers, each with its models and a one-click "Use". */
 export function FoundServers({
@@ -103,6 +104,9 @@ export default function LlmPanel({ onChanged }: { onChanged?: () => void }) {
   const { o, error, busy, reload, pick } = useLlmOverview(onChanged);
   const [path, setPath] = useState("");
   const { t } = useT();
+  // the engine words its profile's steps in English: the two it has are in the dictionary
+  const stepsText = (steps: string) =>
+    steps === en["llm.stepsFull"] ? t("llm.stepsFull") : steps === en["llm.stepsSmall"] ? t("llm.stepsSmall") : steps;
   return (
     <section className="card" style={{ maxWidth: 720 }} data-testid="llm-panel">
       <h3 style={{ marginTop: 0, fontSize: 14 }}>{t("llm.title")}</h3>
@@ -110,7 +114,7 @@ export default function LlmPanel({ onChanged }: { onChanged?: () => void }) {
         <>
           <p data-testid="llm-in-use">
             <strong translate="no">{o.in_use.label}</strong>
-            {o.in_use.ready ? <span className="muted small">{t("llm.does", { steps: o.in_use.steps })}</span> : null}
+            {o.in_use.ready ? <span className="muted small">{t("llm.does", { steps: stepsText(o.in_use.steps) })}</span> : null}
           </p>
           {o.in_use.problem && <p className="warning small">{o.in_use.problem}</p>}
           {o.in_use.source === "built_in" && (
