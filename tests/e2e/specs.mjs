@@ -1,6 +1,6 @@
 // The e2e specs. Each gets a fresh app (new KASTEN_HOME, new driver, new session).
 import { spawn, spawnSync } from "node:child_process";
-import { existsSync, mkdtempSync, mkdirSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { $t, $$t, assert, CLI, launch, memoryEnv, screenshot, startFakeLlm, stop } from "./harness.mjs";
@@ -949,6 +949,7 @@ export async function uiLanguage({ llmUrl }) {
     assert(nav.startsWith("笔记"), `the navigation is in Chinese: ${nav}`);
   } finally {
     await zhSystem.close();
+    rmSync(locales, { recursive: true, force: true });
   }
 
   const app = await launch({ llmUrl });
