@@ -3,7 +3,7 @@
 //   xvfb-run -a node tests/e2e/run.mjs            (scripts/test does this)
 // Environment: CARGO_TARGET_DIR (where the binaries are; KASTEN_APP, KASTEN_FAKELLM and
 // KASTEN_CLI name them one by one), KASTEN_SCREENSHOTS=1 to write
-// docs/screenshots/*.png (sampleNotebook, mainFlow), E2E_ONLY=name to run one spec.
+// docs/screenshots/*.png (sampleNotebook, mainFlow, uiLanguage: notes-zh.png), E2E_ONLY=name to run one spec.
 import { spawnSync } from "node:child_process";
 import { APP, CLI, FAKELLM, startFakeLlm, stop, stopAll } from "./harness.mjs";
 import fs from "node:fs";
@@ -26,7 +26,7 @@ const only = process.env.E2E_ONLY;
 // graphPerf is run by hand (E2E_ONLY=graphPerf, with KASTEN_PERF_HOME); graphBoxes (35-45 s:
 // 400 generated notes, the Box threshold lowered in the view) is in the default run, and
 // E2E_GRAPH_NOTES=2100 E2E_ONLY=graphBoxes runs it above the default threshold (~1.7 min)
-const order = (only ? [only] : ["coldStart", "mainFlow", "reopen", "sampleNotebook", "darkMode", "importVault", "builtinLlm", "agentOverMcp", "graphBoxes", "wikiLink", "editText", "fadingView"]).filter((n) => n in specs);
+const order = (only ? [only] : ["coldStart", "mainFlow", "reopen", "sampleNotebook", "darkMode", "importVault", "builtinLlm", "agentOverMcp", "graphBoxes", "wikiLink", "editText", "fadingView", "uiLanguage"]).filter((n) => n in specs);
 const fake = await startFakeLlm();
 let failed = 0;
 for (const name of order) {

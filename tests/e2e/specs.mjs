@@ -1,11 +1,14 @@
 // The e2e specs. Each gets a fresh app (new KASTEN_HOME, new driver, new session).
 import { spawn, spawnSync } from "node:child_process";
-import { existsSync, mkdtempSync, mkdirSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { $t, $$t, assert, CLI, launch, memoryEnv, screenshot, startFakeLlm, stop } from "./harness.mjs";
 
 const T = 60000;
+
+/** Notes in the sample notebook (assets/sample-notes.jsonl: English and Chinese). */
+const SAMPLE_NOTES = 17;
 
 async function ready(browser) {
   await browser.waitUntil(async () => (await $t(browser, "status-bar").getAttribute("data-memory")) === "ready", {
@@ -175,7 +178,7 @@ export async function sampleNotebook({ llmUrl }) {
     await browser.pause(500);
     await screenshot(browser, "first-run");
     await browser.$("button=Load the sample notebook").click();
-    await browser.waitUntil(async () => (await enrichedCount(browser)) >= 12, { timeout: 180000, timeoutMsg: "sample not enriched" });
+    await browser.waitUntil(async () => (await enrichedCount(browser)) >= SAMPLE_NOTES, { timeout: 180000, timeoutMsg: "sample not enriched" });
     await browser.waitUntil(async () => /0 queued · 0 running/.test(await $t(browser, "status-bar").getText()), { timeout: T });
     // a note with links and history
     const items = await $$t(browser, "note-item");
@@ -187,7 +190,7 @@ export async function sampleNotebook({ llmUrl }) {
     await browser.pause(2500);
     await screenshot(browser, "graph");
     const total = Number(await $t(browser, "graph-view").getAttribute("data-nodes"));
-    assert(total === 12, `the graph shows the 12 notes (${total})`);
+    assert(total === SAMPLE_NOTES, `the graph shows the ${SAMPLE_NOTES} notes (${total})`);
     await nav(browser, "boxes");
     await $t(browser, "box-list").waitForDisplayed({ timeout: T });
     await browser.waitUntil(async () => (await $$t(browser, "box-item")).length >= 1, { timeout: T, timeoutMsg: "no Boxes formed" });
@@ -342,7 +345,7 @@ export async function darkMode({ llmUrl }) {
     const load = browser.$("button=Load the sample notebook");
     await load.waitForClickable({ timeout: T });
     await load.click();
-    await browser.waitUntil(async () => (await enrichedCount(browser)) >= 12, { timeout: 180000 });
+    await browser.waitUntil(async () => (await enrichedCount(browser)) >= SAMPLE_NOTES, { timeout: 180000 });
     const items = await $$t(browser, "note-item");
     await items[2].click();
     await browser.pause(800);
@@ -548,17 +551,17 @@ export async function builtinLlm({ llmUrl }) {
 
     const t0 = Date.now();
     await browser.$("button=Load the sample notebook").click();
-    await browser.waitUntil(async () => (await $$t(browser, "note-item")).length === 12, { timeout: T, timeoutMsg: "the sample did not load" });
+    await browser.waitUntil(async () => (await $$t(browser, "note-item")).length === SAMPLE_NOTES, { timeout: T, timeoutMsg: "the sample did not load" });
     await browser.waitUntil(
       async () => (await browser.$$('[data-testid="note-item"][data-enrich="pending"]')).length === 0,
       { timeout: 900000, interval: 2000, timeoutMsg: "some sample notes stayed pending with the built-in model" },
     );
     const enrichSeconds = (Date.now() - t0) / 1000;
-    // the app's peak memory with the model loaded and all 12 notes enriched
+    // the app's peak memory with the model loaded and all the sample notes enriched
     const peakRssMiB = app.peakRssMiB();
     const failed = (await browser.$$('[data-testid="note-item"][data-enrich="failed"]')).length;
     const done = await enrichedCount(browser);
-    assert(done === 12 && failed === 0, `every sample note enriched by the built-in model (${done} done, ${failed} failed)`);
+    assert(done === SAMPLE_NOTES && failed === 0, `every sample note enriched by the built-in model (${done} done, ${failed} failed)`);
     // a note shows keywords the model chose
     await (await $$t(browser, "note-item"))[0].click();
     await browser.waitUntil(async () => (await $t(browser, "note-detail").getAttribute("data-enrich")) === "done", { timeout: T });
@@ -583,7 +586,7 @@ export async function builtinLlm({ llmUrl }) {
       timeout: T,
       timeoutMsg: "the status bar does not name the built-in model again",
     });
-    return { enrichSeconds: Math.round(enrichSeconds), perNote: +(enrichSeconds / 12).toFixed(1), peakRssMiB };
+    return { enrichSeconds: Math.round(enrichSeconds), perNote: +(enrichSeconds / SAMPLE_NOTES).toFixed(1), peakRssMiB };
   } finally {
     await app.close();
   }
@@ -916,6 +919,137 @@ export async function fadingView() {
     console.error("--- app log ---\n" + app.log().slice(-4000));
     throw e;
   } finally {
+    await app.close();
+  }
+}
+
+/** The English UI strings on the page (user and model data, marked translate="no", left out). */
+async function englishOnPage(browser) {
+  return browser.execute(() => window.__kastenI18n.englishLeft(window.__kastenI18n.uiText(document.body)));
+}
+
+/**
+ * The UI in Chinese: a Chinese system language (LANGUAGE=zh_CN) gives a Chinese UI with no
+ * choice made; then, on an English system, Settings switches it to 简体中文, every main view
+ * (with the sample notebook, enriched) shows no English UI string, a Chinese search finds the
+ * Chinese notes, and Settings switches back. With KASTEN_SCREENSHOTS=1: notes-zh.png.
+ */
+export async function uiLanguage({ llmUrl }) {
+  // the webview's navigator.language follows the system's locale (WebKitGTK reads it with
+  // setlocale, so the locale must exist: compiled here into a temporary LOCPATH)
+  const locales = mkdtempSync(join(tmpdir(), "kasten-e2e-locale-"));
+  const def = spawnSync("localedef", ["-i", "zh_CN", "-f", "UTF-8", join(locales, "zh_CN.UTF-8")], { encoding: "utf8" });
+  assert(def.status === 0, `localedef could not compile zh_CN.UTF-8 (locales package): ${def.stderr || def.error}`);
+  const zhSystem = await launch({ llmUrl, extraEnv: { LOCPATH: locales, LANG: "zh_CN.UTF-8", LC_ALL: "zh_CN.UTF-8", LANGUAGE: "zh_CN" } });
+  try {
+    await ready(zhSystem.browser);
+    const lang = await zhSystem.browser.execute(() => [navigator.language, window.__kastenI18n.getLang()]);
+    assert(lang[1] === "zh", `a Chinese system gives a Chinese UI (navigator.language ${lang[0]})`);
+    const nav = await $t(zhSystem.browser, "nav-notes").getProperty("textContent");
+    assert(nav.startsWith("笔记"), `the navigation is in Chinese: ${nav}`);
+  } finally {
+    await zhSystem.close();
+    rmSync(locales, { recursive: true, force: true });
+  }
+
+  const app = await launch({ llmUrl });
+  const { browser } = app;
+  const views = {};
+  try {
+    await ready(browser);
+    assert((await browser.execute(() => window.__kastenI18n.getLang())) === "en", "the harness's system (C.UTF-8) gives an English UI");
+    const load = browser.$("button=Load the sample notebook");
+    await load.waitForClickable({ timeout: T });
+    await load.click();
+    await browser.waitUntil(async () => (await enrichedCount(browser)) >= SAMPLE_NOTES, { timeout: 180000, timeoutMsg: "sample not enriched" });
+    await browser.waitUntil(async () => /0 queued · 0 running/.test(await $t(browser, "status-bar").getText()), { timeout: T });
+
+    await nav(browser, "settings");
+    await $t(browser, "settings-language").waitForDisplayed({ timeout: T });
+    await $t(browser, "settings-language").selectByAttribute("value", "zh");
+    await browser.waitUntil(async () => (await $t(browser, "nav-settings").getProperty("textContent")).startsWith("设置"), {
+      timeout: T,
+      timeoutMsg: "choosing 简体中文 did not change the UI",
+    });
+
+    // Notes: a Chinese search finds the Chinese notes; one opened with its links and history
+    await nav(browser, "notes");
+    await $t(browser, "search-input").setValue("卡片 笔记");
+    const topHits = async () => {
+      const out = [];
+      for (const it of (await $$t(browser, "note-item")).slice(0, 3)) out.push(await it.$(".content").getProperty("textContent"));
+      return out;
+    };
+    // the first hits are Chinese notes, the one about the card box among them
+    await browser.waitUntil(async () => {
+      const top = await topHits();
+      return top.length === 3 && /[\u4e00-\u9fff]/.test(top[0]) && top.some((c) => c.includes("卡片盒"));
+    }, {
+      timeout: T,
+      timeoutMsg: "a Chinese search did not find the Chinese notes first",
+    }).catch(async (e) => {
+      throw new Error(`${e.message}: ${JSON.stringify(await topHits())}`);
+    });
+    await (await $$t(browser, "note-item"))[(await topHits()).findIndex((c) => c.includes("卡片盒"))].click();
+    await $t(browser, "note-lifecycle").waitForDisplayed({ timeout: T });
+    await $t(browser, "history-item").waitForDisplayed({ timeout: T });
+    await browser.pause(800);
+    views.notes = await englishOnPage(browser);
+    await screenshot(browser, "notes-zh");
+
+    await nav(browser, "graph");
+    await $t(browser, "graph-view").waitForDisplayed({ timeout: T });
+    await browser.pause(1500);
+    views.graph = await englishOnPage(browser);
+
+    await nav(browser, "boxes");
+    await browser.waitUntil(async () => (await $$t(browser, "box-item")).length >= 1, { timeout: T, timeoutMsg: "no Boxes formed" });
+    views.boxes = await englishOnPage(browser);
+    // the Chinese notes form a Box of their own, named in Chinese
+    const boxes = [];
+    for (const b of await $$t(browser, "box-item")) boxes.push(await b.getProperty("textContent"));
+    assert(boxes.some((b) => /[\u4e00-\u9fff]/.test(b)), `a Box of the Chinese notes: ${JSON.stringify(boxes)}`);
+
+    await nav(browser, "review");
+    await $t(browser, "review-list").waitForDisplayed({ timeout: T });
+    views.review = await englishOnPage(browser);
+
+    await nav(browser, "chat");
+    await $t(browser, "chat-input").setValue("卢曼写了多少本书？");
+    await $t(browser, "chat-send").click();
+    await browser.$('[data-testid="chat-answer"][data-done="true"]').waitForDisplayed({ timeout: 90000 });
+    views.chat = await englishOnPage(browser);
+
+    await nav(browser, "insights");
+    await $t(browser, "insights").waitForDisplayed({ timeout: T });
+    views.insights = await englishOnPage(browser);
+
+    await nav(browser, "fading");
+    await $t(browser, "fading-view").waitForDisplayed({ timeout: T });
+    views.fading = await englishOnPage(browser);
+
+    await nav(browser, "settings");
+    await $t(browser, "llm-in-use").waitForDisplayed({ timeout: T });
+    views.settings = await englishOnPage(browser);
+
+    for (const [v, left] of Object.entries(views)) assert(left.length === 0, `the ${v} view shows English UI strings in Chinese: ${JSON.stringify(left)}`);
+
+    // and back: following the system again gives English
+    await $t(browser, "settings-language").selectByAttribute("value", "system");
+    await browser.waitUntil(async () => (await $t(browser, "nav-settings").getProperty("textContent")).startsWith("Settings"), {
+      timeout: T,
+      timeoutMsg: "following the system again did not bring English back",
+    });
+    const english = await englishOnPage(browser);
+    assert(english.length > 5, `the English UI is back (${english.length} strings)`);
+    return { views: Object.keys(views).length, boxes };
+  } catch (e) {
+    await screenshot(browser, "failure").catch(() => {});
+    console.error("--- app log ---\n" + app.log().slice(-4000));
+    throw e;
+  } finally {
+    // the choice is kept in the webview's storage, shared by every launch: leave none behind
+    await browser.execute(() => window.localStorage.removeItem("kasten.ui.language")).catch(() => {});
     await app.close();
   }
 }

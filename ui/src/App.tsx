@@ -10,19 +10,21 @@ import ChatView from "./features/chat/ChatView";
 import SettingsView from "./features/settings/SettingsView";
 import InsightsView from "./features/insights/InsightsView";
 import FadingView from "./features/fading/FadingView";
+import { useT, type Key } from "./i18n";
 
-const VIEWS: { id: View; label: string; key: string }[] = [
-  { id: "notes", label: "Notes", key: "1" },
-  { id: "graph", label: "Graph", key: "2" },
-  { id: "boxes", label: "Boxes", key: "3" },
-  { id: "review", label: "Review", key: "4" },
-  { id: "chat", label: "Chat", key: "5" },
-  { id: "insights", label: "Insights", key: "6" },
-  { id: "settings", label: "Settings", key: "7" },
-  { id: "fading", label: "Fading", key: "8" },
+const VIEWS: { id: View; label: Key; key: string }[] = [
+  { id: "notes", label: "nav.notes", key: "1" },
+  { id: "graph", label: "nav.graph", key: "2" },
+  { id: "boxes", label: "nav.boxes", key: "3" },
+  { id: "review", label: "nav.review", key: "4" },
+  { id: "chat", label: "nav.chat", key: "5" },
+  { id: "insights", label: "nav.insights", key: "6" },
+  { id: "settings", label: "nav.settings", key: "7" },
+  { id: "fading", label: "nav.fading", key: "8" },
 ];
 
 export default function App() {
+  const { t } = useT();
   const [view, setView] = useState<View>("notes");
   const [selected, setSelected] = useState<string | null>(null);
   const [highlight, setHighlight] = useState<string[]>([]);
@@ -95,7 +97,7 @@ export default function App() {
   return (
     <Ctx.Provider value={ctx}>
       <div className="app">
-        <nav className="nav" aria-label="Views">
+        <nav className="nav" aria-label={t("nav.label")}>
           <div className="brand">
             <img src="/icon.png" width={22} height={22} alt="" /> Kasten
           </div>
@@ -107,7 +109,7 @@ export default function App() {
               data-testid={`nav-${v.id}`}
               aria-current={view === v.id ? "page" : undefined}
             >
-              {v.label} <kbd>Alt+{v.key}</kbd>
+              {t(v.label)} <kbd>Alt+{v.key}</kbd>
             </button>
           ))}
         </nav>
@@ -129,7 +131,7 @@ export default function App() {
       {toastMsg && (
         <div className="toast" role="status" data-testid="toast">
           {toastMsg}{" "}
-          <button className="small toast-close" aria-label="Dismiss" onClick={() => setToastMsg(null)}>
+          <button className="small toast-close" aria-label={t("toast.dismiss")} onClick={() => setToastMsg(null)}>
             ×
           </button>
         </div>

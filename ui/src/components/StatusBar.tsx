@@ -1,10 +1,12 @@
 import { useEffect, useRef, useState } from "react";
 import { api, errorText, onStatus, type StatusEvent } from "../api";
 import { useApp } from "../app-context";
+import { useT } from "../i18n";
 
 /** The memory, the LLM connection and the job queue, live. */
 export default function StatusBar() {
   const { go, bump, toast } = useApp();
+  const { t } = useT();
   const [s, setS] = useState<StatusEvent | null>(null);
   const [pollErr, setPollErr] = useState<string | null>(null);
   // Views asked for data while the memory was opening: refresh them once it is open.
@@ -54,45 +56,45 @@ export default function StatusBar() {
   if (!s)
     return (
       <footer className="statusbar" data-testid="status-bar">
-        {pollErr ? <span className="error">status unavailable: {pollErr}</span> : "Starting…"}
+        {pollErr ? <span className="error">{t("status.unavailable", { error: pollErr })}</span> : t("status.starting")}
       </footer>
     );
 
   const llmClass = !s.llm_configured ? "warn" : s.llm_ok === false ? "bad" : s.llm_ok ? "ok" : "";
   const llmText = !s.llm_configured
-    ? "no LLM configured"
+    ? t("status.noLlm")
     : s.llm_ok === false
-      ? `LLM error: ${s.llm_message}`
+      ? t("status.llmError", { message: s.llm_message })
       : s.llm_ok
-        ? "LLM connected"
-        : "LLM configured";
+        ? t("status.llmConnected")
+        : t("status.llmConfigured");
   const llmName = s.llm_configured && s.llm_label ? ` · ${s.llm_label}` : "";
   return (
     <footer className="statusbar" data-testid="status-bar" data-memory={s.memory}>
       <span title={s.memory_message}>
         <span className={`dot ${s.memory === "ready" ? "ok" : s.memory === "failed" ? "bad" : "warn"}`} />
         {s.memory === "ready"
-          ? `${s.notes} notes`
+          ? t("status.notes", { count: s.notes })
           : s.memory === "failed"
-            ? `memory unavailable: ${s.memory_message}`
-            : `opening memory… ${s.memory_message}`}
+            ? t("status.memoryFailed", { message: s.memory_message })
+            : t("status.opening", { message: s.memory_message })}
       </span>
       <button className="small" style={{ border: "none", background: "none", padding: 0 }} onClick={() => go("settings")} title={s.llm_message}>
         <span className={`dot ${llmClass}`} />
         <span data-testid="llm-status">
           {llmText}
-          {llmName}
+          <span translate="no">{llmName}</span>
         </span>
       </button>
       <span data-testid="jobs">
-        jobs: {s.jobs_queued} queued · {s.jobs_running} running ·{" "}
-        <span className={s.jobs_failed ? "error" : ""}>{s.jobs_failed} failed</span>
+        {t("status.jobs", { queued: s.jobs_queued, running: s.jobs_running })}{" "}
+        <span className={s.jobs_failed ? "error" : ""}>{t("status.failed", { count: s.jobs_failed })}</span>
         {/* the worker's pass outlives its last job by a moment: only say so while jobs wait or run */}
-        {s.enriching && s.jobs_queued + s.jobs_running > 0 && " · enriching…"}
+        {s.enriching && s.jobs_queued + s.jobs_running > 0 && t("status.enriching")}
       </span>
       {s.clients > 0 && (
-        <span data-testid="clients" title="Agents (kasten mcp) and kasten commands using this memory through the app">
-          {s.clients === 1 ? "1 agent connected" : `${s.clients} agents connected`}
+        <span data-testid="clients" title={t("status.clientsTitle")}>
+          {t("status.clients", { count: s.clients })}
         </span>
       )}
       {s.jobs_failed > 0 && (
@@ -102,10 +104,10 @@ export default function StatusBar() {
             api
               .retryFailed()
               .then(bump)
-              .catch((e) => toast(`Retry failed: ${errorText(e)}`))
+              .catch((e) => toast(t("status.retryError", { error: errorText(e) })))
           }
         >
-          retry failed
+          {t("status.retryFailed")}
         </button>
       )}
       <span className="grow" />

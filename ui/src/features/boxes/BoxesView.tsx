@@ -3,10 +3,12 @@ import { api, errorText, type BoxDto } from "../../api";
 import { useApp } from "../../app-context";
 import Empty from "../../components/Empty";
 import { PALETTE } from "../graph/graphData";
+import { useT } from "../../i18n";
 
 /** Boxes (clusters of linked notes): choosing one focuses the graph on it. */
 export default function BoxesView() {
   const { setGraphFocus, go, revision } = useApp();
+  const { t } = useT();
   const open = (boxId: string) => {
     setGraphFocus({ center: null, depth: 1, boxId });
     go("graph");
@@ -26,12 +28,11 @@ export default function BoxesView() {
 
   return (
     <div className="view">
-      <h2>Boxes</h2>
+      <h2>{t("boxes.title")}</h2>
       {err && <div className="error">{err}</div>}
       {boxes && boxes.length === 0 && (
-        <Empty title="No Boxes yet.">
-          A Box is a group of notes whose links and contexts hang together — a person, a project, a topic. Boxes form
-          on their own as the LLM links your notes; add a few notes about the same subject and they will appear here.
+        <Empty title={t("boxes.emptyTitle")}>
+          {t("boxes.emptyBody")}
         </Empty>
       )}
       <ul className="list" data-testid="box-list">
@@ -43,7 +44,7 @@ export default function BoxesView() {
             data-id={b.id}
             tabIndex={0}
             role="button"
-            aria-label={`${b.label}, ${b.size} notes: show in the graph`}
+            aria-label={t("boxes.itemLabel", { label: b.label, count: b.size })}
             onClick={() => open(b.id)}
             onKeyDown={(e) => {
               if (e.key === "Enter" || e.key === " ") {
@@ -53,7 +54,7 @@ export default function BoxesView() {
             }}
           >
             <span className="dot" style={{ background: PALETTE[i % PALETTE.length] }} />
-            <strong>{b.label}</strong> <span className="muted">· {b.size} notes</span>
+            <strong translate="no">{b.label}</strong> <span className="muted">{t("boxes.size", { count: b.size })}</span>
           </li>
         ))}
       </ul>

@@ -2,6 +2,7 @@ import { Fragment, useEffect, useRef, useState } from "react";
 import { api, errorText, type AnswerDto, type ChatTurnDto } from "../../api";
 import { useApp } from "../../app-context";
 import Empty from "../../components/Empty";
+import { getLang, translate, useT } from "../../i18n";
 
 interface Turn {
   question: string;
@@ -19,7 +20,7 @@ export function withCitations(text: string, cited: number[], onCite: (n: number)
     const n = m ? Number(m[1]) : 0;
     if (m && cited.includes(n)) {
       return (
-        <button key={i} className="citation" data-testid="citation" data-n={n} onClick={() => onCite(n)} title="Open the cited note">
+        <button key={i} className="citation" data-testid="citation" data-n={n} onClick={() => onCite(n)} title={translate(getLang(), "chat.citeTitle")}>
           [{n}]
         </button>
       );
@@ -31,6 +32,7 @@ export function withCitations(text: string, cited: number[], onCite: (n: number)
 /** Questions answered from memory, streamed, with citations that open the notes. */
 export default function ChatView() {
   const { openNote, setHighlight, setGraphFocus, go } = useApp();
+  const { t } = useT();
   const [turns, setTurns] = useState<Turn[]>([]);
   const [q, setQ] = useState("");
   const [busy, setBusy] = useState(false);
@@ -63,44 +65,44 @@ export default function ChatView() {
 
   return (
     <div className="view" style={{ display: "flex", flexDirection: "column" }}>
-      <h2>Chat</h2>
+      <h2>{t("chat.title")}</h2>
       <div className="chat-log grow" style={{ overflow: "auto" }}>
         {turns.length === 0 && (
-          <Empty title="Ask your memory.">
-            Questions are answered only from your notes: Kasten retrieves the relevant ones (by meaning, by keyword and
-            along their links), the LLM answers, and every claim cites its note as [n] — click it to open the note and
-            see it in the graph. If the notes do not say, you are told so plainly.
+          <Empty title={t("chat.emptyTitle")}>
+            {t("chat.emptyBody")}
           </Empty>
         )}
-        {turns.map((t, i) => (
+        {turns.map((turn, i) => (
           <Fragment key={i}>
-            <div className="msg user">{t.question}</div>
-            <div className="msg card" data-testid="chat-answer" data-done={t.answer ? "true" : "false"} data-not-in-memory={t.answer?.not_in_memory ? "true" : "false"}>
-              {t.answer?.not_in_memory && <div className="warning"><strong>Not in memory.</strong> None of your notes answers this.</div>}
-              <div className="content" aria-live="polite" aria-busy={t.answer || t.error ? "false" : "true"}>
-                {withCitations(t.text || (t.error ? "" : "…"), t.answer?.citations.map((c) => c.n) ?? [], (n) => {
-                  const c = t.answer?.citations.find((x) => x.n === n);
+            <div className="msg user" translate="no">
+              {turn.question}
+            </div>
+            <div className="msg card" data-testid="chat-answer" data-done={turn.answer ? "true" : "false"} data-not-in-memory={turn.answer?.not_in_memory ? "true" : "false"}>
+              {turn.answer?.not_in_memory && <div className="warning"><strong>{t("chat.notInMemory")}</strong> {t("chat.notInMemoryBody")}</div>}
+              <div className="content" translate="no" aria-live="polite" aria-busy={turn.answer || turn.error ? "false" : "true"}>
+                {withCitations(turn.text || (turn.error ? "" : "…"), turn.answer?.citations.map((c) => c.n) ?? [], (n) => {
+                  const c = turn.answer?.citations.find((x) => x.n === n);
                   if (!c) return;
                   setHighlight([c.id]);
                   setGraphFocus({ center: null, depth: 1, boxId: null });
                   openNote(c.id);
                 })}
               </div>
-              {t.error && <div className="error">{t.error}</div>}
-              {t.answer && t.answer.citations.length > 0 && (
+              {turn.error && <div className="error">{turn.error}</div>}
+              {turn.answer && turn.answer.citations.length > 0 && (
                 <ol className="small muted" style={{ margin: "6px 0 0", paddingLeft: 20 }}>
-                  {t.answer.citations.map((c) => (
+                  {turn.answer.citations.map((c) => (
                     <li key={c.n}>
-                      <button className="citation" style={{ fontWeight: 400 }} onClick={() => openNote(c.id)}>
+                      <button className="citation" style={{ fontWeight: 400 }} onClick={() => openNote(c.id)} translate="no">
                         {c.preview}
                       </button>
                     </li>
                   ))}
                 </ol>
               )}
-              {t.answer && t.answer.citations.length > 0 && (
+              {turn.answer && turn.answer.citations.length > 0 && (
                 <button className="small" style={{ marginTop: 6 }} onClick={() => go("graph")}>
-                  Show cited notes in the graph
+                  {t("chat.showInGraph")}
                 </button>
               )}
             </div>
@@ -113,7 +115,7 @@ export default function ChatView() {
           className="grow"
           rows={2}
           data-testid="chat-input"
-          placeholder="Ask a question (Enter sends, Shift+Enter for a new line)"
+          placeholder={t("chat.placeholder")}
           value={q}
           onChange={(e) => setQ(e.target.value)}
           onKeyDown={(e) => {
@@ -122,10 +124,10 @@ export default function ChatView() {
               void send();
             }
           }}
-          aria-label="Question"
+          aria-label={t("chat.question")}
         />
         <button className="primary" data-testid="chat-send" disabled={busy || !q.trim()} onClick={() => void send()}>
-          {busy ? "Answering…" : "Ask"}
+          {busy ? t("chat.answering") : t("chat.ask")}
         </button>
       </div>
     </div>

@@ -2,11 +2,13 @@ import { useCallback, useEffect, useState } from "react";
 import { api, errorText, type FadingDto, type NoteDto, type ProjectDto } from "../../api";
 import { useApp } from "../../app-context";
 import { Strength, tierLabel } from "./StrengthBar";
+import { useT } from "../../i18n";
 
 /** Notes fading below the archive threshold (archive or keep each), and the archived
  * notes (restore each). Nothing is archived without the user. */
 export default function FadingView() {
   const { revision, bump, toast, openNote } = useApp();
+  const { t, w, num } = useT();
   const [fading, setFading] = useState<FadingDto | null>(null);
   const [archived, setArchived] = useState<{ total: number; notes: NoteDto[] } | null>(null);
   const [projects, setProjects] = useState<ProjectDto[]>([]);
@@ -35,17 +37,16 @@ export default function FadingView() {
   };
 
   if (err) return <div className="view card error">{err}</div>;
-  if (!fading || !archived) return <div className="view muted">Loading…</div>;
+  if (!fading || !archived) return <div className="view muted">{t("common.loading")}</div>;
   return (
     <div className="view" data-testid="fading-view">
-      <h2>Fading</h2>
+      <h2>{t("fading.title")}</h2>
       <p className="small muted">
-        Notes whose strength fell below {(fading.threshold ?? 0).toFixed(2)} (the archive threshold): unused for a while, or short-term.
-        Archive takes a note out of search and chat but keeps it; Keep makes it strong again.
+        {t("fading.intro", { threshold: num(fading.threshold ?? 0, 2) })}
       </p>
       {fading.notes.length === 0 ? (
         <div className="small muted" data-testid="fading-empty">
-          No note is fading.
+          {t("fading.none")}
         </div>
       ) : (
         <ul className="list">
@@ -53,17 +54,19 @@ export default function FadingView() {
             <li key={n.id} className="small" data-testid="fading-item" data-id={n.id}>
               <div className="row">
                 <Strength strength={n.strength ?? 0} threshold={fading.threshold ?? 0} testid={`fading-strength-${i}`} />
-                <span className="chip">{tierLabel(n.tier)}</span>
-                <span className="muted">idle {(n.idle_days ?? 0) < 1 ? "< 1" : Math.round(n.idle_days ?? 0)} day(s)</span>
+                <span className="chip">{tierLabel(n.tier, w)}</span>
+                <span className="muted">
+                  {(n.idle_days ?? 0) < 1 ? t("fading.idleLess") : t("fading.idle", { days: Math.round(n.idle_days ?? 0) })}
+                </span>
                 <span className="grow" />
-                <button className="small" data-testid={`fading-keep-${i}`} onClick={() => void act(() => api.keepNote(n.id), "Kept")}>
-                  Keep
+                <button className="small" data-testid={`fading-keep-${i}`} onClick={() => void act(() => api.keepNote(n.id), t("fading.kept"))}>
+                  {t("common.keep")}
                 </button>
-                <button className="small" data-testid={`fading-archive-${i}`} onClick={() => void act(() => api.archiveNote(n.id), "Archived")}>
-                  Archive
+                <button className="small" data-testid={`fading-archive-${i}`} onClick={() => void act(() => api.archiveNote(n.id), t("fading.archived"))}>
+                  {t("common.archive")}
                 </button>
               </div>
-              <span className="content" onClick={() => openNote(n.id)} style={{ cursor: "pointer" }}>
+              <span className="content" translate="no" onClick={() => openNote(n.id)} style={{ cursor: "pointer" }}>
                 {n.preview}
               </span>
             </li>
@@ -72,38 +75,40 @@ export default function FadingView() {
       )}
       {projects.length > 0 && (
         <>
-          <h3 style={{ fontSize: 14 }}>Projects</h3>
-          <p className="small muted">The notes of an open project do not fade; close it when it is done.</p>
+          <h3 style={{ fontSize: 14 }}>{t("fading.projects")}</h3>
+          <p className="small muted">{t("fading.projectsIntro")}</p>
           <ul className="list">
             {projects.map((p, i) => (
               <li key={p.name} className="small row" data-testid="project-item" data-open={p.active ? "true" : "false"}>
-                <span className="grow">{p.name}</span>
-                <span className={`badge ${p.active ? "accepted" : "rolled_back"}`}>{p.active ? "open" : "closed"}</span>
+                <span className="grow" translate="no">
+                  {p.name}
+                </span>
+                <span className={`badge ${p.active ? "accepted" : "rolled_back"}`}>{p.active ? t("fading.open") : t("fading.closed")}</span>
                 <button
                   className="small"
                   data-testid={`project-toggle-${i}`}
-                  onClick={() => void act(() => api.setProjectOpen(p.name, !p.active), p.active ? `Closed ${p.name}` : `Opened ${p.name}`)}
+                  onClick={() => void act(() => api.setProjectOpen(p.name, !p.active), p.active ? t("fading.closedProject", { name: p.name }) : t("fading.openedProject", { name: p.name }))}
                 >
-                  {p.active ? "Close" : "Open"}
+                  {p.active ? t("fading.closeIt") : t("fading.openIt")}
                 </button>
               </li>
             ))}
           </ul>
         </>
       )}
-      <h3 style={{ fontSize: 14 }}>Archived ({archived.total})</h3>
+      <h3 style={{ fontSize: 14 }}>{t("fading.archivedTitle", { count: archived.total })}</h3>
       {archived.notes.length === 0 ? (
-        <div className="small muted">No archived note.</div>
+        <div className="small muted">{t("fading.noArchived")}</div>
       ) : (
         <ul className="list">
           {archived.notes.map((n, i) => (
             <li key={n.id} className="small" data-testid="archived-item" data-id={n.id}>
               <div className="row">
-                <span className="content grow" onClick={() => openNote(n.id)} style={{ cursor: "pointer" }}>
+                <span className="content grow" translate="no" onClick={() => openNote(n.id)} style={{ cursor: "pointer" }}>
                   {n.content.length > 120 ? `${n.content.slice(0, 120)}…` : n.content}
                 </span>
-                <button className="small" data-testid={`archived-restore-${i}`} onClick={() => void act(() => api.restoreNote(n.id), "Restored")}>
-                  Restore
+                <button className="small" data-testid={`archived-restore-${i}`} onClick={() => void act(() => api.restoreNote(n.id), t("fading.restored"))}>
+                  {t("common.restore")}
                 </button>
               </div>
             </li>

@@ -1,12 +1,17 @@
 import { useEffect, useState } from "react";
 import { api, errorText, type LifecycleDto } from "../../api";
 import { useApp } from "../../app-context";
+import { useT, type I18n } from "../../i18n";
 
-/** A tier as people write it: `long_term` → "long-term". */
-export const tierLabel = (t: string) => t.replace(/_/g, "-");
+/** A tier as people write it: `long_term` → "long-term" (in the UI's language). */
+export function tierLabel(tier: string, w: I18n["w"]): string {
+  const label = w("tier", tier);
+  return label === tier ? tier.replace(/_/g, "-") : label;
+}
 
 /** A small bar: how strong a note is now, "fading" below the archive threshold. */
 export function Strength({ strength, threshold, testid = "note-strength" }: { strength: number; threshold: number; testid?: string }) {
+  const { t, num } = useT();
   const fading = strength < threshold;
   const pct = Math.round(Math.max(0, Math.min(1, strength)) * 100);
   return (
@@ -15,12 +20,12 @@ export function Strength({ strength, threshold, testid = "note-strength" }: { st
       data-testid={testid}
       data-strength={strength.toFixed(3)}
       data-fading={fading ? "true" : "false"}
-      title={`strength ${strength.toFixed(2)} (archive threshold ${threshold.toFixed(2)})`}
+      title={t("strength.title", { strength: num(strength, 2), threshold: num(threshold, 2) })}
     >
       <span className="strength-bar" aria-hidden="true">
         <span style={{ width: `${pct}%` }} />
       </span>
-      {fading ? <span className="strength-label">fading</span> : <span className="strength-label muted">{pct}%</span>}
+      {fading ? <span className="strength-label">{t("strength.fading")}</span> : <span className="strength-label muted">{pct}%</span>}
     </span>
   );
 }
@@ -30,6 +35,7 @@ export default function NoteLifecycle({ id }: { id: string }) {
   const { revision, bump, toast } = useApp();
   const [l, setL] = useState<LifecycleDto | null>(null);
   const [project, setProject] = useState<string | null>(null);
+  const { t, w } = useT();
 
   useEffect(() => {
     let live = true;
@@ -56,34 +62,34 @@ export default function NoteLifecycle({ id }: { id: string }) {
     <div className="row small" data-testid="note-lifecycle">
       <Strength strength={l.strength ?? 0} threshold={l.threshold ?? 0} />
       <span className="chip" data-testid="note-tier">
-        {tierLabel(l.tier)}
+        {tierLabel(l.tier, w)}
         {l.project ? `: ${l.project}` : ""}
       </span>
       {!l.archived && (
         <select
-          aria-label="Tier"
+          aria-label={t("tier.label")}
           data-testid="note-tier-select"
           value={project !== null ? "project" : l.tier}
           onChange={(e) => {
-            const t = e.target.value;
-            if (t === "project") setProject(l.project ?? "");
+            const tv = e.target.value;
+            if (tv === "project") setProject(l.project ?? "");
             else {
               setProject(null);
-              void act(() => api.setNoteTier(id, t, null), `Tier: ${tierLabel(t)}`);
+              void act(() => api.setNoteTier(id, tv, null), t("tier.set", { tier: tierLabel(tv, w) }));
             }
           }}
         >
-          <option value="long_term">long-term</option>
-          <option value="short_term">short-term</option>
-          <option value="project">project…</option>
+          <option value="long_term">{t("tier.long_term")}</option>
+          <option value="short_term">{t("tier.short_term")}</option>
+          <option value="project">{t("tier.projectChoice")}</option>
         </select>
       )}
       {project !== null && (
         <>
           <input
             data-testid="note-project"
-            aria-label="Project"
-            placeholder="project name"
+            aria-label={t("tier.projectLabel")}
+            placeholder={t("tier.projectPlaceholder")}
             value={project}
             onChange={(e) => setProject(e.target.value)}
           />
@@ -91,28 +97,28 @@ export default function NoteLifecycle({ id }: { id: string }) {
             className="small"
             data-testid="note-project-save"
             disabled={!project.trim()}
-            onClick={() => void act(() => api.setNoteTier(id, "project", project.trim()), `Project: ${project.trim()}`).then(() => setProject(null))}
+            onClick={() => void act(() => api.setNoteTier(id, "project", project.trim()), t("tier.projectSet", { name: project.trim() })).then(() => setProject(null))}
           >
-            Set
+            {t("tier.setButton")}
           </button>
         </>
       )}
       {l.archived ? (
         <>
-          <span className="badge rolled_back">archived</span>
-          <button className="small" data-testid="note-restore" onClick={() => void act(() => api.restoreNote(id), "Note restored")}>
-            Restore
+          <span className="badge rolled_back">{t("lifecycle.archivedBadge")}</span>
+          <button className="small" data-testid="note-restore" onClick={() => void act(() => api.restoreNote(id), t("lifecycle.restored"))}>
+            {t("common.restore")}
           </button>
         </>
       ) : (
         <>
           {l.fading && (
-            <button className="small" data-testid="note-keep" onClick={() => void act(() => api.keepNote(id), "Kept: the note is strong again")}>
-              Keep
+            <button className="small" data-testid="note-keep" onClick={() => void act(() => api.keepNote(id), t("lifecycle.kept"))}>
+              {t("common.keep")}
             </button>
           )}
-          <button className="small" data-testid="note-archive" onClick={() => void act(() => api.archiveNote(id), "Note archived (kept, out of retrieval)")}>
-            Archive
+          <button className="small" data-testid="note-archive" onClick={() => void act(() => api.archiveNote(id), t("lifecycle.archived"))}>
+            {t("common.archive")}
           </button>
         </>
       )}

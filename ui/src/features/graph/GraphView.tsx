@@ -2,6 +2,7 @@ import { useCallback, useEffect, useMemo, useRef, useState } from "react";
 import type Graph from "graphology";
 import { api, errorText, onJob, type BoxDto, type GraphNodeDto } from "../../api";
 import { useApp } from "../../app-context";
+import { useT } from "../../i18n";
 import Empty from "../../components/Empty";
 import { boxIndex, buildGraph, loadNodes, loadWhole, nodeColour, PALETTE, type GraphData } from "./graphData";
 import { aggregate, boxSubgraph, boxThreshold, buildBoxGraph, setBoxThreshold, syncBoxGraph, UNBOXED, type Aggregate } from "./boxGraph";
@@ -37,6 +38,7 @@ const sameIds = (a: BoxDto[], b: BoxDto[]) => a.length === b.length && a.every((
  */
 export default function GraphView() {
   const { graphFocus, setGraphFocus, openNote, highlight, revision, jobs } = useApp();
+  const { t } = useT();
   const container = useRef<HTMLDivElement>(null);
   const overlay = useRef<HTMLCanvasElement>(null);
   // the loaded data (patched by jobs) and a counter of full loads: a new graph is built for a
@@ -55,7 +57,7 @@ export default function GraphView() {
     setBoxesState(b);
   };
   const [err, setErr] = useState<string | null>(null);
-  const [progress, setProgress] = useState("");
+  const [progress, setProgress] = useState<{ notes: number; links: number } | null>(null);
   const [search, setSearch] = useState("");
   const [tag, setTag] = useState("");
   const [showProposed, setShowProposed] = useState(true);
@@ -115,7 +117,7 @@ export default function GraphView() {
           pages = 1;
           return { nodes: g.nodes, links: g.links, truncated: g.truncated };
         })
-      : loadWhole(counting, (n, l) => !gone && setProgress(`${n} notes, ${l} links`));
+      : loadWhole(counting, (n, l) => !gone && setProgress({ notes: n, links: l }));
     Promise.all([load, api.listBoxes(200).catch(() => [] as BoxDto[])])
       .then(([d, b]) => {
         if (gone) return;
@@ -123,7 +125,7 @@ export default function GraphView() {
         setBoxes(b);
         setLoads((n) => n + 1);
         setErr(null);
-        setProgress("");
+        setProgress(null);
         setStats({ nodes: d.nodes.length, edges: d.links.length, loadMs: Math.round(performance.now() - t0), pages });
       })
       .catch((e) => !gone && setErr(errorText(e)))
@@ -342,7 +344,7 @@ export default function GraphView() {
   }, [search, tag, showProposed, highlightSet, highlightBoxes, boxMembers]);
 
   const box = graphFocus.boxId ? boxes.find((b) => b.id === graphFocus.boxId) : null;
-  const openedLabel = opened ? (opened === UNBOXED ? "no Box" : (boxes.find((b) => b.id === opened)?.label ?? "Box")) : null;
+  const openedLabel = opened ? (opened === UNBOXED ? t("graph.noBox") : (boxes.find((b) => b.id === opened)?.label ?? t("graph.someBox"))) : null;
   // notes and links shown (an opened Box: its own; otherwise all loaded, also at the Box level)
   const shown = useMemo(() => {
     if (!data) return { nodes: 0, links: 0 };
@@ -361,24 +363,24 @@ export default function GraphView() {
   return (
     <div className="view" style={{ display: "flex", flexDirection: "column", gap: 8 }}>
       <div className="row">
-        <h2 style={{ margin: 0 }}>Graph</h2>
+        <h2 style={{ margin: 0 }}>{t("graph.title")}</h2>
         <select
-          aria-label="Graph scope"
+          aria-label={t("graph.scope")}
           value={graphFocus.center ? "local" : "whole"}
           onChange={(e) => {
             if (e.target.value === "whole") setGraphFocus({ ...graphFocus, center: null });
           }}
         >
-          <option value="whole">whole memory</option>
+          <option value="whole">{t("graph.whole")}</option>
           <option value="local" disabled={!graphFocus.center}>
-            around a note
+            {t("graph.local")}
           </option>
         </select>
         {graphFocus.center && (
           <label className="small">
-            depth{" "}
+            {t("graph.depth")}{" "}
             <select
-              aria-label="Depth"
+              aria-label={t("graph.depthLabel")}
               value={graphFocus.depth}
               onChange={(e) => setGraphFocus({ ...graphFocus, depth: Number(e.target.value) })}
             >
@@ -390,14 +392,14 @@ export default function GraphView() {
         )}
         {box && (
           <span className="chip">
-            Box: {box.label}{" "}
+            {t("graph.box", { label: box.label })}{" "}
             <button
               className="small"
               onClick={() => {
                 setOpenBox(null);
                 setGraphFocus({ ...graphFocus, boxId: null });
               }}
-              aria-label="Clear Box"
+              aria-label={t("graph.clearBox")}
             >
               ×
             </button>
@@ -405,16 +407,16 @@ export default function GraphView() {
         )}
         {above && (opened || allNotes) && (
           <button className="small" data-testid="graph-back" onClick={back}>
-            ← all Boxes
+            {t("graph.allBoxes")}
           </button>
         )}
         {mode === "boxes" && (
-          <button className="small" data-testid="graph-all-notes" onClick={() => setAllNotes(true)} title="Draw every note (slow to read above the threshold)">
-            every note
+          <button className="small" data-testid="graph-all-notes" onClick={() => setAllNotes(true)} title={t("graph.everyNoteTitle")}>
+            {t("graph.everyNote")}
           </button>
         )}
-        <select value={tag} onChange={(e) => setTag(e.target.value)} aria-label="Filter by tag">
-          <option value="">any tag</option>
+        <select value={tag} onChange={(e) => setTag(e.target.value)} aria-label={t("graph.filterTag")}>
+          <option value="">{t("graph.anyTag")}</option>
           {tags.map(([t, n]) => (
             <option key={t} value={t}>
               #{t} ({n})
@@ -422,18 +424,18 @@ export default function GraphView() {
           ))}
         </select>
         <label className="small">
-          <input type="checkbox" checked={showProposed} onChange={(e) => setShowProposed(e.target.checked)} /> proposed links
+          <input type="checkbox" checked={showProposed} onChange={(e) => setShowProposed(e.target.checked)} /> {t("graph.proposed")}
         </label>
-        <input placeholder="Highlight…" value={search} onChange={(e) => setSearch(e.target.value)} aria-label="Highlight notes" />
-        <label className="small" title="Above this many notes the whole memory is drawn as Boxes">
-          Boxes above{" "}
+        <input placeholder={t("graph.highlight")} value={search} onChange={(e) => setSearch(e.target.value)} aria-label={t("graph.highlightLabel")} />
+        <label className="small" title={t("graph.thresholdTitle")}>
+          {t("graph.boxesAbove")}{" "}
           <input
             type="number"
             min={1}
             step={500}
             style={{ width: "6em" }}
             data-testid="graph-box-threshold"
-            aria-label="Boxes above this many notes"
+            aria-label={t("graph.thresholdLabel")}
             value={thresholdDraft}
             onChange={(e) => setThresholdDraft(e.target.value)}
             onBlur={applyThreshold}
@@ -441,28 +443,27 @@ export default function GraphView() {
               if (e.key === "Enter") applyThreshold();
             }}
           />{" "}
-          notes
+          {t("graph.notesUnit")}
         </label>
         <span className="grow" />
         {stats && (
           <span className="small muted">
-            <span className="chip" data-testid="graph-mode" title="What a dot is: a Box or a note">
-              {mode}
+            <span className="chip" data-testid="graph-mode" data-mode={mode} title={t("graph.modeTitle")}>
+              {t(mode === "boxes" ? "graph.mode.boxes" : "graph.mode.notes")}
             </span>{" "}
             {mode === "boxes" && agg
-              ? `${agg.notes} notes in ${agg.nodes.length} Boxes · ${agg.links} links`
-              : `${drawnNodes} notes · ${drawnEdges} links`}
-            {openedLabel ? ` in ${openedLabel}` : ""}
-            {data?.truncated ? " (neighbourhood cut at 2,000)" : ""}
+              ? t("graph.aggStats", { notes: agg.notes, boxes: agg.nodes.length, links: agg.links })
+              : t("graph.stats", { notes: drawnNodes, links: drawnEdges })}
+            {openedLabel ? t("graph.inBox", { label: openedLabel }) : ""}
+            {data?.truncated ? t("graph.truncated") : ""}
           </span>
         )}
       </div>
       {err && <div className="error">{err}</div>}
-      {progress && <div className="small muted">Loading {progress}…</div>}
+      {progress && <div className="small muted">{t("graph.loading", { progress: t("graph.progress", progress) })}</div>}
       {data && data.nodes.length === 0 ? (
-        <Empty title="Nothing to draw yet.">
-          Each note is a dot and each link a line; colours are Boxes (clusters of linked notes), dashed lines are links
-          waiting for your review. Write a few related notes and let the LLM link them.
+        <Empty title={t("graph.emptyTitle")}>
+          {t("graph.emptyBody")}
         </Empty>
       ) : (
         <div
@@ -478,7 +479,7 @@ export default function GraphView() {
           <canvas ref={overlay} className="overlay" />
           {mode === "boxes" && agg ? (
             <div className="graph-legend graph-boxes" data-testid="graph-box-list">
-              <div className="muted">Boxes by size — choose one to open it</div>
+              <div className="muted">{t("graph.boxesBySize")}</div>
               {agg.nodes.map((a) => (
                 <button
                   key={a.id}
@@ -489,7 +490,7 @@ export default function GraphView() {
                   onClick={() => setOpenBox(a.id)}
                 >
                   <span className="dot" style={{ background: a.index < 0 ? "#9aa3b5" : PALETTE[a.index % PALETTE.length] }} />
-                  {a.label} ({a.members})
+                  <span translate={a.id === UNBOXED ? undefined : "no"}>{a.id === UNBOXED ? t("graph.noBox") : a.label}</span> ({a.members})
                 </button>
               ))}
             </div>
@@ -498,11 +499,11 @@ export default function GraphView() {
               {boxes.slice(0, 6).map((b, i) => (
                 <span key={b.id} style={{ marginRight: 8 }}>
                   <span className="dot" style={{ background: PALETTE[i % PALETTE.length] }} />
-                  {b.label}
+                  <span translate="no">{b.label}</span>
                 </span>
               ))}
               <span className="muted" data-testid="graph-proposed-legend">
-                {dashed ? "– – proposed" : "amber lines: proposed"}
+                {dashed ? t("graph.dashed") : t("graph.amber")}
               </span>
             </div>
           )}

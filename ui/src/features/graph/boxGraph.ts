@@ -5,6 +5,7 @@
 import Graph from "graphology";
 import type { BoxDto, GraphLinkDto, GraphNodeDto } from "../../api";
 import { boxIndex, NO_BOX, PALETTE, type GraphData } from "./graphData";
+import { getLang, translate } from "../../i18n";
 
 /**
  * Above this many notes the whole-memory view shows Boxes instead of notes. Measured on the
@@ -94,6 +95,9 @@ export function aggregate(data: GraphData, boxes: BoxDto[], opts: AggregateOptio
   const showProposed = opts.showProposed ?? true;
   const index = boxIndex(boxes);
   const label = new Map(boxes.map((b) => [b.id, b.label]));
+  // drawn on the canvas: in the UI's language when the aggregate is made
+  const noBox = translate(getLang(), "graph.noBox");
+  const someBox = translate(getLang(), "graph.someBox");
   // aggregates by number (a link is counted with integer keys, no strings per link)
   const nodes: AggNode[] = [];
   const slot = new Map<string, number>();
@@ -102,7 +106,7 @@ export function aggregate(data: GraphData, boxes: BoxDto[], opts: AggregateOptio
     if (k === undefined) {
       k = nodes.length;
       slot.set(id, k);
-      nodes.push({ id, label: id === UNBOXED ? "no Box" : (label.get(id) ?? `Box ${id.slice(-6)}`), members: 0, index: index.get(id) ?? -1, internal: 0 });
+      nodes.push({ id, label: id === UNBOXED ? noBox : (label.get(id) ?? `${someBox} ${id.slice(-6)}`), members: 0, index: index.get(id) ?? -1, internal: 0 });
     }
     return k;
   };

@@ -1,24 +1,26 @@
 import { useEffect, useState } from "react";
 import { api, errorText, type DayDto, type InsightsDto } from "../../api";
 import { useApp } from "../../app-context";
+import { useT } from "../../i18n";
 
 function Bars({ title, days, value }: { title: string; days: DayDto[]; value: (d: DayDto) => number }) {
   const max = Math.max(1, ...days.map(value));
   const total = days.reduce((a, d) => a + value(d), 0);
+  const { t, num } = useT();
   return (
     <div className="card">
       <div className="row small">
         <strong>{title}</strong>
         <span className="muted">
-          {total} in {days.length} day(s)
+          {t("insights.inDays", { total: num(total), count: days.length })}
         </span>
       </div>
       {days.length === 0 ? (
-        <div className="small muted">nothing yet</div>
+        <div className="small muted">{t("insights.nothingYet")}</div>
       ) : (
         <div className="bars" role="img" aria-label={title}>
           {days.map((d) => (
-            <div key={d.day} style={{ height: `${(100 * value(d)) / max}%` }} title={`${d.day}: ${value(d)}`} />
+            <div key={d.day} style={{ height: `${(100 * value(d)) / max}%` }} title={`${d.day}: ${num(value(d))}`} />
           ))}
         </div>
       )}
@@ -29,6 +31,7 @@ function Bars({ title, days, value }: { title: string; days: DayDto[]; value: (d
 /** Tokens spent, notes and links per day, Box sizes, top tags. */
 export default function InsightsView() {
   const { revision } = useApp();
+  const { t, num } = useT();
   const [d, setD] = useState<InsightsDto | null>(null);
   const [err, setErr] = useState<string | null>(null);
   const [openedMs, setOpenedMs] = useState<number | null>(null);
@@ -43,29 +46,29 @@ export default function InsightsView() {
       .catch((e) => setErr(errorText(e)));
   }, [revision]);
   if (err) return <div className="view error">{err}</div>;
-  if (!d) return <div className="view">Loading…</div>;
+  if (!d) return <div className="view">{t("common.loading")}</div>;
   const maxBox = Math.max(1, ...d.boxes.map((b) => b.size));
   return (
     <div className="view" data-testid="insights">
-      <h2>Insights</h2>
+      <h2>{t("insights.title")}</h2>
       <div style={{ display: "grid", gridTemplateColumns: "repeat(auto-fit, minmax(300px, 1fr))", gap: 12 }}>
-        <Bars title="LLM tokens per day" days={d.tokens_per_day} value={(x) => x.tokens} />
-        <Bars title="Notes per day" days={d.notes_per_day} value={(x) => x.n} />
-        <Bars title="Links per day" days={d.links_per_day} value={(x) => x.n} />
+        <Bars title={t("insights.tokens")} days={d.tokens_per_day} value={(x) => x.tokens} />
+        <Bars title={t("insights.notes")} days={d.notes_per_day} value={(x) => x.n} />
+        <Bars title={t("insights.links")} days={d.links_per_day} value={(x) => x.n} />
         <div className="card">
-          <strong className="small">Box sizes</strong>
-          {d.boxes.length === 0 && <div className="small muted">no Boxes yet</div>}
+          <strong className="small">{t("insights.boxSizes")}</strong>
+          {d.boxes.length === 0 && <div className="small muted">{t("insights.noBoxes")}</div>}
           {d.boxes.map((b) => (
             <div key={b.id} className="row small">
-              <span style={{ width: 140, overflow: "hidden", textOverflow: "ellipsis", whiteSpace: "nowrap" }}>{b.label}</span>
+              <span translate="no" style={{ width: 140, overflow: "hidden", textOverflow: "ellipsis", whiteSpace: "nowrap" }}>{b.label}</span>
               <div style={{ background: "var(--accent)", height: 8, width: `${(60 * b.size) / maxBox}%` }} />
-              <span className="muted">{b.size}</span>
+              <span className="muted">{num(b.size)}</span>
             </div>
           ))}
         </div>
         <div className="card">
-          <strong className="small">Top tags</strong>
-          <div>
+          <strong className="small">{t("insights.topTags")}</strong>
+          <div translate="no">
             {d.top_tags.map((t) => (
               <span key={t.tag} className="chip">
                 #{t.tag} {t.n}
@@ -74,10 +77,10 @@ export default function InsightsView() {
           </div>
         </div>
       </div>
-      <p className="small muted">{d.total_notes} notes in memory; the last 90 days are charted.</p>
+      <p className="small muted">{t("insights.total", { count: d.total_notes })}</p>
       {openedMs != null && (
-        <p className="small muted" data-testid="opened-ms" title="from the start of the process until the memory was open">
-          This session opened the memory in {openedMs} ms.
+        <p className="small muted" data-testid="opened-ms" title={t("insights.openedTitle")}>
+          {t("insights.opened", { ms: String(openedMs) })}
         </p>
       )}
     </div>

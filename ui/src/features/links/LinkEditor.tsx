@@ -3,6 +3,7 @@ import { api, errorText, type NoteDto } from "../../api";
 import LinkKindSelect from "./LinkKindSelect";
 import WikiSuggest from "./WikiSuggest";
 import { useNoteSuggestions } from "./useNoteSuggestions";
+import { useT } from "../../i18n";
 
 /** Adds a link from `noteId` by hand: search a note, pick a kind, an optional reason. */
 export default function LinkEditor({ noteId, onLinked }: { noteId: string; onLinked: () => void }) {
@@ -14,6 +15,7 @@ export default function LinkEditor({ noteId, onLinked }: { noteId: string; onLin
   const [busy, setBusy] = useState(false);
   const [err, setErr] = useState<string | null>(null);
   const hits = useNoteSuggestions(open && !target ? query : null, noteId);
+  const { t } = useT();
 
   const reset = () => {
     setOpen(false);
@@ -27,7 +29,7 @@ export default function LinkEditor({ noteId, onLinked }: { noteId: string; onLin
   if (!open)
     return (
       <button className="small" data-testid="link-add" onClick={() => setOpen(true)}>
-        Add a link
+        {t("link.add")}
       </button>
     );
 
@@ -50,11 +52,11 @@ export default function LinkEditor({ noteId, onLinked }: { noteId: string; onLin
     <div className="card" data-testid="link-editor">
       {target ? (
         <div className="row small">
-          <span className="grow content" data-testid="link-target">
+          <span className="grow content" data-testid="link-target" translate="no">
             → {target.content.length > 100 ? `${target.content.slice(0, 100)}…` : target.content}
           </span>
           <button className="small" onClick={() => setTarget(null)}>
-            Change
+            {t("link.change")}
           </button>
         </div>
       ) : (
@@ -62,8 +64,8 @@ export default function LinkEditor({ noteId, onLinked }: { noteId: string; onLin
           <input
             autoFocus
             data-testid="link-search"
-            aria-label="Find a note to link"
-            placeholder="Find a note to link…"
+            aria-label={t("link.find")}
+            placeholder={t("link.findPlaceholder")}
             value={query}
             onChange={(e) => setQuery(e.target.value)}
           />
@@ -75,15 +77,15 @@ export default function LinkEditor({ noteId, onLinked }: { noteId: string; onLin
         <input
           className="grow"
           data-testid="link-reason"
-          aria-label="Why (optional)"
-          placeholder="Why (optional)"
+          aria-label={t("link.why")}
+          placeholder={t("link.why")}
           value={reason}
           onChange={(e) => setReason(e.target.value)}
         />
         <button className="primary" data-testid="link-confirm" disabled={!target || busy} onClick={() => void save()}>
-          Link
+          {t("link.link")}
         </button>
-        <button onClick={reset}>Cancel</button>
+        <button onClick={reset}>{t("common.cancel")}</button>
       </div>
       {err && <div className="error small">{err}</div>}
     </div>

@@ -1,5 +1,6 @@
 import { useEffect, useState } from "react";
 import { api } from "../../api";
+import { useT } from "../../i18n";
 
 /** The kinds a link may have, as the engine lists them (`relates` until they arrive). */
 let cached: string[] | null = null;
@@ -14,6 +15,7 @@ export default function LinkKindSelect({
   testid?: string;
 }) {
   const [kinds, setKinds] = useState<string[]>(cached ?? ["relates"]);
+  const { t, w } = useT();
   useEffect(() => {
     if (cached) return;
     let live = true;
@@ -29,10 +31,10 @@ export default function LinkKindSelect({
     };
   }, []);
   return (
-    <select aria-label="Link kind" data-testid={testid} value={value} onChange={(e) => onChange(e.target.value)}>
+    <select aria-label={t("link.kind")} data-testid={testid} value={value} onChange={(e) => onChange(e.target.value)}>
       {kinds.map((k) => (
         <option key={k} value={k}>
-          {k}
+          {w("kind", k)}
         </option>
       ))}
     </select>

@@ -1,4 +1,5 @@
 import type { NoteDto } from "../../api";
+import { useT } from "../../i18n";
 
 /** The list of notes to pick from; `active` is the highlighted one. */
 export default function WikiSuggest({
@@ -14,9 +15,10 @@ export default function WikiSuggest({
   testid?: string;
   optionTestid?: string;
 }) {
+  const { t } = useT();
   return (
     <ul className="list suggest" role="listbox" data-testid={testid}>
-      {hits.length === 0 && <li className="small muted">No note matches yet</li>}
+      {hits.length === 0 && <li className="small muted">{t("link.noMatch")}</li>}
       {hits.map((n, i) => (
         <li
           key={n.id}
@@ -31,7 +33,8 @@ export default function WikiSuggest({
             onPick(n);
           }}
         >
-          <span className="content">{n.content.length > 100 ? `${n.content.slice(0, 100)}…` : n.content}</span>
+          <span className="content" translate="no">
+            {n.content.length > 100 ? `${n.content.slice(0, 100)}…` : n.content}</span>
         </li>
       ))}
     </ul>

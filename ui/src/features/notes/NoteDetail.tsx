@@ -7,6 +7,7 @@ import { EnrichBadge } from "./NoteItem";
 import LinkEditor from "../links/LinkEditor";
 import TextDiff from "../links/TextDiff";
 import NoteLifecycle from "../fading/StrengthBar";
+import { useT } from "../../i18n";
 
 const list = (s: string) =>
   s
@@ -22,6 +23,7 @@ function canRollBack(h: HistoryDto): boolean {
 /** A note: content (as text), annotations, links, and its history with rollback. */
 export default function NoteDetail({ id }: { id: string }) {
   const { openNote, revision, bump, go, setGraphFocus, toast } = useApp();
+  const { t, w, num, date } = useT();
   const [d, setD] = useState<NoteDetailDto | null>(null);
   const [err, setErr] = useState<string | null>(null);
   const [editing, setEditing] = useState(false);
@@ -41,7 +43,7 @@ export default function NoteDetail({ id }: { id: string }) {
   useEffect(() => load(), [load, revision]);
 
   if (err) return <div className="card error">{err}</div>;
-  if (!d) return <div className="card muted">Loading…</div>;
+  if (!d) return <div className="card muted">{t("common.loading")}</div>;
   const n = d.note;
 
   const act = async (f: () => Promise<unknown>, done: string) => {
@@ -57,9 +59,13 @@ export default function NoteDetail({ id }: { id: string }) {
   return (
     <div className="card" data-testid="note-detail" data-id={n.id} data-enrich={n.enrich}>
       <div className="row small muted">
-        <span>{new Date(n.created_at).toLocaleString()}</span>
+        <span>{date(n.created_at)}</span>
         <EnrichBadge note={n} />
-        {n.source && <span>from {n.source}</span>}
+        {n.source && (
+          <span>
+            {t("detail.from")} <span translate="no">{n.source}</span>
+          </span>
+        )}
         <span className="grow" />
         <button
           onClick={() => {
@@ -67,27 +73,27 @@ export default function NoteDetail({ id }: { id: string }) {
             go("graph");
           }}
         >
-          Show in graph
+          {t("detail.showInGraph")}
         </button>
-        <button className="danger" onClick={() => void act(() => api.deleteNote(n.id), "Note deleted")}>
-          Delete
+        <button className="danger" onClick={() => void act(() => api.deleteNote(n.id), t("detail.deleted"))}>
+          {t("common.delete")}
         </button>
       </div>
       <NoteLifecycle id={n.id} />
       {draft === null ? (
         <>
-          <p className="content" data-testid="note-content">
+          <p className="content" data-testid="note-content" translate="no">
             {n.content}
           </p>
           <button className="small" data-testid="note-edit" onClick={() => setDraft(n.content)}>
-            Edit text
+            {t("detail.editText")}
           </button>
         </>
       ) : (
         <div>
           <textarea
             data-testid="note-edit-input"
-            aria-label="Note text"
+            aria-label={t("detail.textLabel")}
             rows={Math.min(12, Math.max(3, draft.split("\n").length + 1))}
             value={draft}
             onChange={(e) => setDraft(e.target.value)}
@@ -98,33 +104,33 @@ export default function NoteDetail({ id }: { id: string }) {
               data-testid="note-edit-save"
               disabled={!draft.trim() || draft === n.content}
               onClick={() =>
-                void act(() => api.editContent(n.id, draft), "Text saved (a new revision; the LLM looks at it again)").then(() =>
+                void act(() => api.editContent(n.id, draft), t("detail.textSaved")).then(() =>
                   setDraft(null),
                 )
               }
             >
-              Save text
+              {t("detail.saveText")}
             </button>
             <button data-testid="note-edit-cancel" onClick={() => setDraft(null)}>
-              Cancel
+              {t("common.cancel")}
             </button>
           </div>
         </div>
       )}
-      {n.enrich !== "done" && n.enrich_error && <p className="small warning">{n.enrich_error}</p>}
+      {n.enrich !== "done" && n.enrich_error && <p className="small warning" translate="no">{n.enrich_error}</p>}
       {!editing ? (
         <div>
           <div>
-            <span className="muted small">keywords </span>
-            {n.keywords.length ? n.keywords.map((k) => <span className="chip" key={k}>{k}</span>) : <span className="muted small">—</span>}
+            <span className="muted small">{t("detail.keywords")} </span>
+            {n.keywords.length ? n.keywords.map((k) => <span className="chip" key={k} translate="no">{k}</span>) : <span className="muted small">—</span>}
           </div>
           <div>
-            <span className="muted small">tags </span>
-            {n.tags.length ? n.tags.map((k) => <span className="chip" key={k}>#{k}</span>) : <span className="muted small">—</span>}
+            <span className="muted small">{t("detail.tags")} </span>
+            {n.tags.length ? n.tags.map((k) => <span className="chip" key={k} translate="no">#{k}</span>) : <span className="muted small">—</span>}
           </div>
           <div>
-            <span className="muted small">context </span>
-            <span data-testid="note-context">{n.context || "—"}</span>
+            <span className="muted small">{t("detail.context")} </span>
+            <span data-testid="note-context" translate="no">{n.context || "—"}</span>
           </div>
           <button
             className="small"
@@ -134,21 +140,21 @@ export default function NoteDetail({ id }: { id: string }) {
               setEditing(true);
             }}
           >
-            Edit annotations
+            {t("detail.editAnnotations")}
           </button>
         </div>
       ) : (
         <div>
           <div className="field">
-            <label htmlFor="ed-kw">keywords</label>
+            <label htmlFor="ed-kw">{t("detail.keywords")}</label>
             <input id="ed-kw" value={form.keywords} onChange={(e) => setForm({ ...form, keywords: e.target.value })} />
           </div>
           <div className="field">
-            <label htmlFor="ed-tags">tags</label>
+            <label htmlFor="ed-tags">{t("detail.tags")}</label>
             <input id="ed-tags" value={form.tags} onChange={(e) => setForm({ ...form, tags: e.target.value })} />
           </div>
           <div className="field">
-            <label htmlFor="ed-ctx">context</label>
+            <label htmlFor="ed-ctx">{t("detail.context")}</label>
             <textarea id="ed-ctx" rows={2} value={form.context} onChange={(e) => setForm({ ...form, context: e.target.value })} />
           </div>
           <div className="row">
@@ -157,26 +163,26 @@ export default function NoteDetail({ id }: { id: string }) {
               onClick={() =>
                 void act(
                   () => api.editNote(n.id, { keywords: list(form.keywords), tags: list(form.tags), context: form.context }),
-                  "Annotations saved (a new revision)",
+                  t("detail.annotationsSaved"),
                 ).then(() => setEditing(false))
               }
             >
-              Save
+              {t("common.save")}
             </button>
-            <button onClick={() => setEditing(false)}>Cancel</button>
+            <button onClick={() => setEditing(false)}>{t("common.cancel")}</button>
           </div>
         </div>
       )}
 
       <div className="row">
         <h3 className="grow" style={{ fontSize: 14, marginBottom: 4 }}>
-          Links ({d.links.length})
+          {t("detail.links", { count: d.links.length })}
         </h3>
-        <LinkEditor noteId={n.id} onLinked={() => { toast("Linked"); bump(); }} />
+        <LinkEditor noteId={n.id} onLinked={() => { toast(t("detail.linked")); bump(); }} />
       </div>
       {d.links.length === 0 ? (
         <div className="small muted">
-          {n.enrich === "done" ? "The LLM found no related note for this one." : "Links appear once the LLM has seen this note."}
+          {n.enrich === "done" ? t("detail.noLinksDone") : t("detail.noLinksYet")}
         </div>
       ) : (
         <ul className="list" data-testid="link-list">
@@ -184,24 +190,27 @@ export default function NoteDetail({ id }: { id: string }) {
             const other = l.from === n.id ? l.to : l.from;
             return (
               <li key={`${l.from}-${l.to}-${l.kind}`} className="small" data-testid="link-item" data-status={l.status} onClick={() => openNote(other)}>
-                <span className="chip">{l.kind}</span>
-                <span className={`badge ${l.status}`}>{l.status}</span> {l.from === n.id ? "→" : "←"}{" "}
-                <span className="content">{l.other_preview}</span>
+                <span className="chip">{w("kind", l.kind)}</span>
+                <span className={`badge ${l.status}`}>{w("status", l.status)}</span> {l.from === n.id ? "→" : "←"}{" "}
+                <span className="content" translate="no">
+                  {l.other_preview}
+                </span>
                 <div className="row muted">
                   <span className="grow">
-                    {l.reason} · confidence {(l.confidence ?? 0).toFixed(2)} · by {l.created_by}
+                    <span translate="no">{l.reason}</span>
+                    {t("detail.linkMeta", { confidence: num(l.confidence ?? 0, 2), by: w("actor", l.created_by) })}
                   </span>
                   {l.status === "accepted" && (
                     <button
                       className="small"
                       data-testid={`link-remove-${i}`}
-                      title="Remove this link (it stays in history and can be re-applied)"
+                      title={t("detail.removeLinkTitle")}
                       onClick={(e) => {
                         e.stopPropagation();
-                        void act(() => api.unlinkNotes(l.from, l.to, l.kind), "Link removed");
+                        void act(() => api.unlinkNotes(l.from, l.to, l.kind), t("detail.linkRemoved"));
                       }}
                     >
-                      Remove
+                      {t("detail.remove")}
                     </button>
                   )}
                 </div>
@@ -211,31 +220,35 @@ export default function NoteDetail({ id }: { id: string }) {
         </ul>
       )}
 
-      <h3 style={{ fontSize: 14, marginBottom: 4 }}>History</h3>
+      <h3 style={{ fontSize: 14, marginBottom: 4 }}>{t("detail.history")}</h3>
       <ol className="list">
         {d.history.map((h, i) => (
           <li key={`${h.id ?? "c"}-${i}`} className="small" data-testid="history-item" data-action={h.action} data-status={h.status ?? ""} style={{ cursor: "default" }}>
             <div className="row">
-              <span className="muted">{new Date(h.at).toLocaleString()}</span>
-              <strong>{h.action}</strong>
-              <span className="muted">by {h.actor}</span>
-              {h.status && <span className={`badge ${h.status}`}>{h.status}</span>}
+              <span className="muted">{date(h.at)}</span>
+              <strong>{w("action", h.action)}</strong>
+              <span className="muted">{t("detail.by", { actor: w("actor", h.actor) })}</span>
+              {h.status && <span className={`badge ${h.status}`}>{w("status", h.status)}</span>}
               <span className="grow" />
               {h.action === "unlink" && h.id && (
-                <button data-testid="reapply-link" onClick={() => void act(() => api.reapply(h.id ?? ""), "Link restored")}>
-                  Restore the link
+                <button data-testid="reapply-link" onClick={() => void act(() => api.reapply(h.id ?? ""), t("detail.linkRestored"))}>
+                  {t("detail.restoreLink")}
                 </button>
               )}
               {canRollBack(h) && (
-                <button data-testid="rollback" onClick={() => void act(() => api.rollback(h.id ?? ""), "Rolled back")}>
-                  Roll back this change
+                <button data-testid="rollback" onClick={() => void act(() => api.rollback(h.id ?? ""), t("detail.rolledBack"))}>
+                  {t("detail.rollBackChange")}
                 </button>
               )}
             </div>
             {h.changes.length > 0 ? (
               <Changes changes={h.changes} />
             ) : (
-              h.reason && h.reason !== h.action && <div className="muted">{h.reason}</div>
+              h.reason && h.reason !== h.action && (
+                <div className="muted" translate="no">
+                  {h.reason}
+                </div>
+              )
             )}
             {h.content_before != null && h.content_after != null ? (
               <TextDiff before={h.content_before} after={h.content_after} />

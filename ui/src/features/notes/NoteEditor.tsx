@@ -4,6 +4,7 @@ import { activeQuery, insertLink, linkLabel, linksInText, type PickedLink } from
 import WikiSuggest from "../links/WikiSuggest";
 import { useNoteSuggestions } from "../links/useNoteSuggestions";
 import LinkKindSelect from "../links/LinkKindSelect";
+import { useT } from "../../i18n";
 
 /** Writes a new note; Ctrl+Enter (or Cmd+Enter) saves. `[[` opens a list of notes to link
  * to: the picked ones are linked (as the chosen kind) when the note is saved. */
@@ -17,6 +18,7 @@ export default function NoteEditor({ onSaved }: { onSaved: (id: string) => void 
   const [picked, setPicked] = useState<PickedLink[]>([]);
   const [kind, setKind] = useState("relates");
   const input = useRef<HTMLTextAreaElement>(null);
+  const { t } = useT();
 
   const typing = activeQuery(text, caret);
   const open = typing && typing.start !== closed ? typing : null;
@@ -55,7 +57,7 @@ export default function NoteEditor({ onSaved }: { onSaved: (id: string) => void 
       setPicked([]);
       setCaret(0);
       onSaved(n.id);
-      if (failed.length) setErr(`The note was saved, but not every link: ${failed.join("; ")}`);
+      if (failed.length) setErr(t("editor.someLinksFailed", { failed: failed.join("; ") }));
     } catch (e) {
       setErr(errorText(e));
     } finally {
@@ -69,7 +71,7 @@ export default function NoteEditor({ onSaved }: { onSaved: (id: string) => void 
         ref={input}
         data-testid="note-input"
         rows={3}
-        placeholder="Write a note: a fact, a decision, something someone said… [[ links to another note (Ctrl+Enter saves)"
+        placeholder={t("editor.placeholder")}
         value={text}
         onChange={(e) => {
           setText(e.target.value);
@@ -106,19 +108,19 @@ export default function NoteEditor({ onSaved }: { onSaved: (id: string) => void 
             void save();
           }
         }}
-        aria-label="New note"
+        aria-label={t("editor.label")}
         aria-autocomplete="list"
       />
       {open && <WikiSuggest hits={hits} active={active} onPick={pick} />}
       <div className="row" style={{ marginTop: 6 }}>
         <span className="small muted grow">
           {links.length > 0
-            ? `Links to ${links.length} note(s) when saved.`
-            : "Saved at once; the LLM then adds keywords, tags, context and links."}
+            ? t("editor.linksWhenSaved", { count: links.length })
+            : t("editor.hint")}
         </span>
         {links.length > 0 && <LinkKindSelect value={kind} onChange={setKind} testid="wikilink-kind" />}
         <button className="primary" data-testid="note-save" disabled={!text.trim() || busy} onClick={() => void save()}>
-          {busy ? "Saving…" : "Save"}
+          {busy ? t("editor.saving") : t("common.save")}
         </button>
       </div>
       {err && <div className="error small">{err}</div>}

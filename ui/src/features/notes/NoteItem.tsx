@@ -1,16 +1,18 @@
 import type { NoteDto } from "../../api";
+import { useT } from "../../i18n";
 
 export function EnrichBadge({ note }: { note: NoteDto }) {
+  const { t } = useT();
   if (note.enrich === "pending")
     return (
-      <span className="badge pending" title={note.enrich_error ?? "waiting for the LLM"}>
-        pending
+      <span className="badge pending" title={note.enrich_error ?? t("notes.pendingTitle")}>
+        {t("notes.pending")}
       </span>
     );
   if (note.enrich === "failed")
     return (
       <span className="badge failed" title={note.enrich_error ?? ""}>
-        failed
+        {t("notes.failed")}
       </span>
     );
   return null;
@@ -27,6 +29,7 @@ export default function NoteItem({
   onOpen: () => void;
   extra?: string;
 }) {
+  const { date } = useT();
   return (
     <li
       className={`card ${selected ? "selected" : ""}`}
@@ -38,14 +41,14 @@ export default function NoteItem({
       tabIndex={0}
     >
       <div className="row small muted">
-        <span>{new Date(note.created_at).toLocaleString()}</span>
+        <span>{date(note.created_at)}</span>
         <EnrichBadge note={note} />
         {extra && <span>{extra}</span>}
       </div>
-      <div className="content" style={{ maxHeight: "4.5em", overflow: "hidden" }}>
+      <div className="content" translate="no" style={{ maxHeight: "4.5em", overflow: "hidden" }}>
         {note.content}
       </div>
-      <div>
+      <div translate="no">
         {note.tags.map((t) => (
           <span className="chip" key={t}>
             #{t}

@@ -6,12 +6,14 @@ import { FoundServers, useLlmOverview } from "../settings/LlmPanel";
 import NoteDetail from "./NoteDetail";
 import NoteEditor from "./NoteEditor";
 import NoteItem from "./NoteItem";
+import { useT } from "../../i18n";
 
 const PAGE = 50;
 
 /** Notes: write, search, filter, open. */
 export default function NotesView() {
   const { selected, openNote, revision, bump, toast } = useApp();
+  const { t, num, w } = useT();
   const [query, setQuery] = useState("");
   const [tag, setTag] = useState("");
   const [enrich, setEnrich] = useState("");
@@ -64,12 +66,12 @@ export default function NotesView() {
     api
       .listTags(50)
       .then(setTags)
-      .catch((e) => setErr(`Cannot list the tags: ${errorText(e)}`));
+      .catch((e) => setErr(t("notes.cannotListTags", { error: errorText(e) })));
     api
       .listBoxes(50)
       .then(setBoxes)
-      .catch((e) => setErr(`Cannot list the Boxes: ${errorText(e)}`));
-  }, [revision]);
+      .catch((e) => setErr(t("notes.cannotListBoxes", { error: errorText(e) })));
+  }, [revision, t]);
 
   // Search as you type (debounced).
   useEffect(() => {
@@ -104,7 +106,7 @@ export default function NotesView() {
 
   const shown: { note: NoteDto; extra?: string }[] = hits
     ? // the search applies the filters (tag, status, Box)
-      hits.map((h) => ({ note: h.note, extra: `${h.via.join(" + ")} · ${(h.score ?? 0).toFixed(2)}` }))
+      hits.map((h) => ({ note: h.note, extra: `${h.via.map((v) => w("via", v)).join(" + ")} · ${num(h.score ?? 0, 2)}` }))
     : notes.map((n) => ({ note: n }));
 
   const empty = !hits && total === 0 && !filtered;
@@ -123,43 +125,41 @@ export default function NotesView() {
             <input
               className="grow"
               data-testid="search-input"
-              placeholder="Search in your own words  ( / )"
+              placeholder={t("notes.searchPlaceholder")}
               value={query}
               onChange={(e) => setQuery(e.target.value)}
-              aria-label="Search notes"
+              aria-label={t("notes.searchLabel")}
             />
           </div>
           <div className="row small" style={{ marginBottom: 8 }}>
-            <select value={tag} onChange={(e) => setTag(e.target.value)} aria-label="Filter by tag">
-              <option value="">any tag</option>
+            <select value={tag} onChange={(e) => setTag(e.target.value)} aria-label={t("notes.filterTag")}>
+              <option value="">{t("notes.anyTag")}</option>
               {tags.map((t) => (
                 <option key={t.tag} value={t.tag}>
                   #{t.tag} ({t.n})
                 </option>
               ))}
             </select>
-            <select value={enrich} onChange={(e) => setEnrich(e.target.value)} aria-label="Filter by status">
-              <option value="">any status</option>
-              <option value="pending">pending</option>
-              <option value="done">enriched</option>
-              <option value="failed">failed</option>
+            <select value={enrich} onChange={(e) => setEnrich(e.target.value)} aria-label={t("notes.filterStatus")}>
+              <option value="">{t("notes.anyStatus")}</option>
+              <option value="pending">{t("notes.statusPending")}</option>
+              <option value="done">{t("notes.statusDone")}</option>
+              <option value="failed">{t("notes.statusFailed")}</option>
             </select>
-            <select value={boxId} onChange={(e) => setBoxId(e.target.value)} aria-label="Filter by Box">
-              <option value="">any Box</option>
+            <select value={boxId} onChange={(e) => setBoxId(e.target.value)} aria-label={t("notes.filterBox")}>
+              <option value="">{t("notes.anyBox")}</option>
               {boxes.map((b) => (
                 <option key={b.id} value={b.id}>
                   {b.label} ({b.size})
                 </option>
               ))}
             </select>
-            <span className="muted">{hits ? `${shown.length} hits` : `${total} notes`}</span>
+            <span className="muted">{hits ? t("notes.hits", { count: shown.length }) : t("notes.count", { count: total })}</span>
           </div>
           {err && <div className="error small">{err}</div>}
           {empty ? (
-            <Empty title="Your memory is empty.">
-              Write a note above — a fact, a decision, something someone said — and press Ctrl+Enter. Kasten saves it at
-              once; the LLM then adds keywords, tags and context and links it to related notes, and every change it makes
-              waits for you in Review.
+            <Empty title={t("notes.emptyTitle")}>
+              {t("notes.emptyBody")}
               {/* asked again once the memory is open (the status bar bumps the revision) */}
               <FirstRunLlm key={`llm-${revision}`} />
               <FirstRunServers key={`servers-${revision}`} />
@@ -169,18 +169,18 @@ export default function NotesView() {
                     api
                       .loadSample()
                       .then((n) => {
-                        toast(`Loaded ${n} sample notes`);
+                        toast(t("notes.sampleLoaded", { count: n }));
                         bump();
                       })
                       .catch((e) => toast(errorText(e)))
                   }
                 >
-                  Load the sample notebook
+                  {t("notes.loadSample")}
                 </button>
               </div>
             </Empty>
           ) : shown.length === 0 ? (
-            <div className="muted small">{hits ? "Nothing in memory matches that." : "No note matches these filters."}</div>
+            <div className="muted small">{hits ? t("notes.noSearchMatch") : t("notes.noFilterMatch")}</div>
           ) : (
             <ul className="list" data-testid="note-list">
               {shown.map(({ note, extra }) => (
@@ -190,7 +190,7 @@ export default function NotesView() {
           )}
           {!hits && notes.length < total && (
             <button style={{ marginTop: 8 }} onClick={() => void more()}>
-              Show more ({total - notes.length} left)
+              {t("notes.showMore", { count: total - notes.length })}
             </button>
           )}
         </div>
@@ -198,9 +198,8 @@ export default function NotesView() {
           {selected ? (
             <NoteDetail id={selected} />
           ) : (
-            <Empty title="No note open.">
-              Pick a note on the left to see its keywords, tags, context, links and history — and to roll back anything
-              the LLM changed.
+            <Empty title={t("notes.noneOpenTitle")}>
+              {t("notes.noneOpenBody")}
             </Empty>
           )}
         </div>
@@ -212,10 +211,11 @@ export default function NotesView() {
 /** The servers found on this machine, offered on the first screen with a one-click "Use". */
 function FirstRunServers() {
   const { o, error, busy, pick } = useLlmOverview();
+  const { t } = useT();
   if (!o || o.discovered.length === 0) return null;
   return (
     <div className="small" style={{ marginTop: 8 }} data-testid="first-run-servers">
-      <div>LLM servers on this computer (a bigger model writes better notes):</div>
+      <div>{t("notes.serversFound")}</div>
       <FoundServers servers={o.discovered} busy={busy} onPick={pick} />
       {error && <div className="error">{error}</div>}
     </div>
@@ -225,6 +225,7 @@ function FirstRunServers() {
 /** Which LLM will annotate the notes, said on the first screen. */
 function FirstRunLlm() {
   const [llm, setLlm] = useState<{ configured: boolean; label: string } | null>(null);
+  const { t } = useT();
   useEffect(() => {
     let live = true;
     api
@@ -239,10 +240,10 @@ function FirstRunLlm() {
   return (
     <div className="muted small" data-testid="first-run-llm" style={{ marginTop: 8 }}>
       {!llm.configured
-        ? "No LLM is set up: notes are saved and searchable, and wait for one (Settings)."
+        ? t("notes.noLlm")
         : llm.label.startsWith("built-in")
-          ? `Notes are annotated by the ${llm.label} model that runs on this computer: tiny and English-first, it writes simple notes. A bigger model (Settings) writes much better ones.`
-          : `Notes are annotated by ${llm.label}.`}
+          ? t("notes.builtinLlm", { label: llm.label })
+          : t("notes.otherLlm", { label: llm.label })}
     </div>
   );
 }

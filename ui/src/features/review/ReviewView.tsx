@@ -4,6 +4,7 @@ import { useApp } from "../../app-context";
 import Changes from "../../components/Changes";
 import Diff from "../../components/Diff";
 import Empty from "../../components/Empty";
+import { useT } from "../../i18n";
 
 const PAGE = 50;
 const list = (s: string) =>
@@ -14,6 +15,7 @@ const list = (s: string) =>
 
 function Item({ it, onDone }: { it: ReviewItemDto; onDone: (msg: string) => void }) {
   const { openNote } = useApp();
+  const { t, w, num, date } = useT();
   const [editing, setEditing] = useState(false);
   const fieldId = useId();
   const [form, setForm] = useState({ keywords: "", tags: "", context: "" });
@@ -31,20 +33,22 @@ function Item({ it, onDone }: { it: ReviewItemDto; onDone: (msg: string) => void
   return (
     <li className="card" data-testid="review-item" data-id={it.id} data-kind={it.kind} data-status={it.status} style={{ cursor: "default" }}>
       <div className="row small">
-        <span className="chip">{it.kind === "link" ? `link: ${it.label}` : `edit: ${it.label}`}</span>
-        <span className={`badge ${it.status}`}>{it.status === "applied" ? "applied, not reviewed" : it.status}</span>
-        {it.confidence != null && <span className="muted">confidence {it.confidence.toFixed(2)}</span>}
-        <span className="muted">{new Date(it.created_at).toLocaleString()}</span>
+        <span className="chip">
+          {it.kind === "link" ? t("review.linkLabel", { label: w("kind", it.label) }) : t("review.editLabel", { label: w("action", it.label) })}
+        </span>
+        <span className={`badge ${it.status}`}>{it.status === "applied" ? t("review.appliedNotReviewed") : w("status", it.status)}</span>
+        {it.confidence != null && <span className="muted">{t("review.confidence", { value: num(it.confidence, 2) })}</span>}
+        <span className="muted">{date(it.created_at)}</span>
       </div>
       <div style={{ margin: "4px 0" }}>
-        <button className="citation" onClick={() => openNote(it.note)} title="Open the note">
+        <button className="citation" onClick={() => openNote(it.note)} title={t("common.openNote")} translate="no">
           {it.note_preview}
         </button>
         {it.target && (
           <>
             {" "}
             →{" "}
-            <button className="citation" onClick={() => openNote(it.target ?? "")} title="Open the note">
+            <button className="citation" onClick={() => openNote(it.target ?? "")} title={t("common.openNote")} translate="no">
               {it.target_preview}
             </button>
           </>
@@ -53,21 +57,26 @@ function Item({ it, onDone }: { it: ReviewItemDto; onDone: (msg: string) => void
       {it.changes.length > 0 ? (
         <Changes changes={it.changes} />
       ) : (
-        it.reason && <div className="small muted">why: {it.reason}</div>
+        it.reason && (
+          // one text with the model's reason in it (left out of the language check)
+          <div className="small muted" translate="no">
+            {t("review.why", { reason: it.reason })}
+          </div>
+        )
       )}
       {it.kind === "edit" && <Diff before={it.before} after={it.after} />}
       {editing && (
         <div style={{ marginTop: 6 }}>
           <div className="field">
-            <label htmlFor={`${fieldId}-keywords`}>keywords</label>
+            <label htmlFor={`${fieldId}-keywords`}>{t("detail.keywords")}</label>
             <input id={`${fieldId}-keywords`} value={form.keywords} onChange={(e) => setForm({ ...form, keywords: e.target.value })} />
           </div>
           <div className="field">
-            <label htmlFor={`${fieldId}-tags`}>tags</label>
+            <label htmlFor={`${fieldId}-tags`}>{t("detail.tags")}</label>
             <input id={`${fieldId}-tags`} value={form.tags} onChange={(e) => setForm({ ...form, tags: e.target.value })} />
           </div>
           <div className="field">
-            <label htmlFor={`${fieldId}-context`}>context</label>
+            <label htmlFor={`${fieldId}-context`}>{t("detail.context")}</label>
             <textarea id={`${fieldId}-context`} rows={2} value={form.context} onChange={(e) => setForm({ ...form, context: e.target.value })} />
           </div>
         </div>
@@ -84,16 +93,16 @@ function Item({ it, onDone }: { it: ReviewItemDto; onDone: (msg: string) => void
                     it.id,
                     editing ? { keywords: list(form.keywords), tags: list(form.tags), context: form.context } : null,
                   ),
-                editing ? "Edited and accepted" : "Accepted",
+                editing ? t("review.editedAccepted") : t("review.accepted"),
               )
             }
           >
-            {editing ? "Accept edited" : "Accept"}
+            {editing ? t("review.acceptEdited") : t("review.accept")}
           </button>
         )}
         {waiting && (
-          <button data-testid="review-reject" onClick={() => void act(() => api.reject(it.id), "Rejected")}>
-            Reject
+          <button data-testid="review-reject" onClick={() => void act(() => api.reject(it.id), t("review.rejected"))}>
+            {t("review.reject")}
           </button>
         )}
         {waiting && it.kind === "edit" && !editing && it.status === "proposed" && (
@@ -107,17 +116,17 @@ function Item({ it, onDone }: { it: ReviewItemDto; onDone: (msg: string) => void
               setEditing(true);
             }}
           >
-            Edit
+            {t("common.edit")}
           </button>
         )}
         {(it.status === "applied" || it.status === "accepted") && (
-          <button data-testid="rollback" onClick={() => void act(() => api.rollback(it.id), "Rolled back")}>
-            Roll back
+          <button data-testid="rollback" onClick={() => void act(() => api.rollback(it.id), t("review.rolledBack"))}>
+            {t("review.rollBack")}
           </button>
         )}
         {it.event && (
-          <button className="small" title="Everything this note's enrichment did" onClick={() => void act(() => api.rollback(it.event ?? ""), "Whole event rolled back")}>
-            Roll back the whole event
+          <button className="small" title={t("review.wholeEventTitle")} onClick={() => void act(() => api.rollback(it.event ?? ""), t("review.wholeEventDone"))}>
+            {t("review.wholeEvent")}
           </button>
         )}
       </div>
@@ -129,6 +138,7 @@ function Item({ it, onDone }: { it: ReviewItemDto; onDone: (msg: string) => void
 /** The review queue and the event log. */
 export default function ReviewView() {
   const { revision, bump, toast, openNote } = useApp();
+  const { t, date } = useT();
   const [tab, setTab] = useState<"queue" | "events">("queue");
   const [status, setStatus] = useState("waiting");
   const [items, setItems] = useState<ReviewItemDto[] | null>(null);
@@ -151,8 +161,8 @@ export default function ReviewView() {
     api
       .listEvents(50)
       .then(setEvents)
-      .catch((e) => setErr(`Cannot list the events: ${errorText(e)}`));
-  }, [key]);
+      .catch((e) => setErr(t("review.cannotListEvents", { error: errorText(e) })));
+  }, [key, t]);
   useEffect(() => load(), [load, revision]);
 
   const done = (msg: string) => {
@@ -163,26 +173,26 @@ export default function ReviewView() {
   return (
     <div className="view">
       <div className="row" style={{ marginBottom: 10 }}>
-        <h2 style={{ margin: 0 }}>Review</h2>
+        <h2 style={{ margin: 0 }}>{t("review.title")}</h2>
         <button className={tab === "queue" ? "primary" : ""} onClick={() => setTab("queue")}>
-          Queue
+          {t("review.queue")}
         </button>
         <button className={tab === "events" ? "primary" : ""} onClick={() => setTab("events")}>
-          Events
+          {t("review.events")}
         </button>
         <span className="grow" />
         {tab === "queue" && (
           <>
-            <select value={status} onChange={(e) => setStatus(e.target.value)} aria-label="Status">
-              <option value="waiting">waiting for review</option>
-              <option value="proposed">proposed (held)</option>
-              <option value="applied">applied, not reviewed</option>
-              <option value="accepted">accepted</option>
-              <option value="rejected">rejected</option>
-              <option value="rolled_back">rolled back</option>
+            <select value={status} onChange={(e) => setStatus(e.target.value)} aria-label={t("review.status")}>
+              <option value="waiting">{t("review.waiting")}</option>
+              <option value="proposed">{t("review.proposedHeld")}</option>
+              <option value="applied">{t("review.appliedNotReviewed")}</option>
+              <option value="accepted">{t("status.accepted")}</option>
+              <option value="rejected">{t("status.rejected")}</option>
+              <option value="rolled_back">{t("status.rolled_back")}</option>
             </select>
             <label className="small">
-              accept all links with confidence ≥{" "}
+              {t("review.acceptAllAbove")}{" "}
               <input
                 type="number"
                 min={0}
@@ -191,7 +201,7 @@ export default function ReviewView() {
                 style={{ width: 70 }}
                 value={minConf}
                 onChange={(e) => setMinConf(Number(e.target.value))}
-                aria-label="Minimum confidence"
+                aria-label={t("review.minConfidence")}
               />
             </label>
             <button
@@ -199,11 +209,13 @@ export default function ReviewView() {
               onClick={() =>
                 api
                   .bulkAccept(minConf)
-                  .then((r) => done(`Accepted ${r.accepted} link(s)${r.failed.length ? `; ${r.failed.length} could not be` : ""}`))
+                  .then((r) =>
+                    done(t("review.bulkDone", { count: r.accepted }) + (r.failed.length ? t("review.bulkFailed", { count: r.failed.length }) : "")),
+                  )
                   .catch((e) => toast(errorText(e)))
               }
             >
-              Accept
+              {t("review.accept")}
             </button>
           </>
         )}
@@ -211,39 +223,41 @@ export default function ReviewView() {
       {err && <div className="error">{err}</div>}
       {tab === "queue" ? (
         items && items.length === 0 ? (
-          <Empty title="Nothing waits for review.">
-            Every link and edit the LLM makes lands here with its reason and a before/after diff. Accept it, reject it,
-            adjust it, or roll it back — nothing the LLM does is final. Under Settings → review policy “review”, changes
-            are held here until you accept them.
+          <Empty title={t("review.emptyTitle")}>
+            {t("review.emptyBody")}
           </Empty>
         ) : (
           <ul className="list" data-testid="review-list">
             {items?.map((it) => (
               <Item key={it.id} it={it} onDone={done} />
             ))}
-            {more && <li className="small muted">More items follow: act on these first or filter by status.</li>}
+            {more && <li className="small muted">{t("review.more")}</li>}
           </ul>
         )
       ) : events.length === 0 ? (
-        <Empty title="No enrichment has run yet.">Each enriched note makes one event: its links, the edits to its neighbours, the tokens it cost. Rolling back an event undoes all of it at once.</Empty>
+        <Empty title={t("review.noEventsTitle")}>{t("review.noEventsBody")}</Empty>
       ) : (
         <ul className="list" data-testid="event-list">
           {events.map((ev) => (
             <li key={ev.id} className="card" data-testid="event-item" style={{ cursor: "default" }}>
               <div className="row small muted">
-                <span>{new Date(ev.created_at).toLocaleString()}</span>
-                <span>{ev.model}</span>
+                <span>{date(ev.created_at)}</span>
+                <span translate="no">{ev.model}</span>
                 <span>
-                  {ev.links} links · {ev.revisions} edits · {ev.tokens} tokens
-                  {ev.dropped ? ` · ${ev.dropped} dropped` : ""}
+                  {t("review.eventStats", { links: ev.links, edits: ev.revisions, tokens: ev.tokens })}
+                  {ev.dropped ? t("review.eventDropped", { count: ev.dropped }) : ""}
                 </span>
               </div>
-              <button className="citation" onClick={() => openNote(ev.note)}>
+              <button className="citation" onClick={() => openNote(ev.note)} translate="no">
                 {ev.note_preview}
               </button>
               <div className="row" style={{ marginTop: 4 }}>
-                <button onClick={() => api.rollback(ev.id).then(() => done("Event rolled back")).catch((e) => toast(errorText(e)))}>Roll back everything it did</button>
-                <button onClick={() => api.reapply(ev.id).then(() => done("Event applied again")).catch((e) => toast(errorText(e)))}>Re-apply</button>
+                <button onClick={() => api.rollback(ev.id).then(() => done(t("review.eventRolledBack"))).catch((e) => toast(errorText(e)))}>
+                  {t("review.eventRollBack")}
+                </button>
+                <button onClick={() => api.reapply(ev.id).then(() => done(t("review.eventReapplied"))).catch((e) => toast(errorText(e)))}>
+                  {t("review.reapply")}
+                </button>
               </div>
             </li>
           ))}

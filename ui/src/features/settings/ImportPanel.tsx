@@ -1,11 +1,12 @@
 import { useState } from "react";
 import { api, errorText, type ImportProgressDto, type ImportResultDto } from "../../api";
 import { useApp } from "../../app-context";
+import { useT, type Key } from "../../i18n";
 
-const FORMATS: { value: string; label: string; hint: string }[] = [
-  { value: "markdown", label: "Markdown folder / Obsidian vault", hint: "/home/me/Notes" },
-  { value: "chat", label: "Chat transcript (JSON)", hint: "/home/me/chat.json" },
-  { value: "jsonl", label: "JSON Lines", hint: "/home/me/notes.jsonl" },
+const FORMATS: { value: string; label: Key; hint: Key }[] = [
+  { value: "markdown", label: "import.markdown", hint: "import.hintMarkdown" },
+  { value: "chat", label: "import.chat", hint: "import.hintChat" },
+  { value: "jsonl", label: "import.jsonl", hint: "import.hintJsonl" },
 ];
 
 /** Brings notes in from a folder or file on this computer, with progress; importing the
@@ -18,7 +19,8 @@ export default function ImportPanel() {
   const [result, setResult] = useState<ImportResultDto | null>(null);
   const [error, setError] = useState<string | null>(null);
   const [busy, setBusy] = useState(false);
-  const hint = FORMATS.find((f) => f.value === format)?.hint ?? "";
+  const { t } = useT();
+  const hint = t(FORMATS.find((f) => f.value === format)?.hint ?? "import.hintMarkdown");
 
   const run = () => {
     setBusy(true);
@@ -30,7 +32,7 @@ export default function ImportPanel() {
       .then((r) => {
         setResult(r);
         bump();
-        toast(`Imported ${r.created} new note(s)`);
+        toast(t("import.done", { count: r.created }));
       })
       .catch((e) => setError(errorText(e)))
       .finally(() => setBusy(false));
@@ -46,19 +48,19 @@ export default function ImportPanel() {
         if (path.trim() !== "") run();
       }}
     >
-      <h3 style={{ marginTop: 0, fontSize: 14 }}>Import</h3>
+      <h3 style={{ marginTop: 0, fontSize: 14 }}>{t("import.title")}</h3>
       <label>
-        Format{" "}
+        {t("import.format")}{" "}
         <select value={format} onChange={(e) => setFormat(e.target.value)} data-testid="import-format">
           {FORMATS.map((f) => (
             <option key={f.value} value={f.value}>
-              {f.label}
+              {t(f.label)}
             </option>
           ))}
         </select>
       </label>
       <label style={{ display: "block", marginTop: 8 }}>
-        Path{" "}
+        {t("import.path")}{" "}
         <input
           value={path}
           placeholder={hint}
@@ -68,11 +70,11 @@ export default function ImportPanel() {
         />
       </label>
       <button type="submit" className="primary" disabled={busy || path.trim() === ""} data-testid="import-run">
-        {busy ? "Importing…" : "Import"}
+        {busy ? t("import.running") : t("import.run")}
       </button>
       {busy && progress && (
         <p className="small" data-testid="import-progress">
-          {progress.phase === "links" ? "Linking" : "Saving notes"}: {progress.done} / {progress.total}
+          {progress.phase === "links" ? t("import.linking") : t("import.saving")}: {progress.done} / {progress.total}
         </p>
       )}
       {error && (
@@ -83,12 +85,12 @@ export default function ImportPanel() {
       {result && (
         <div data-testid="import-result">
           <p>
-            {result.created} new note(s), {result.existing} already there, {result.links_created} new link(s)
-            {result.attachments_skipped > 0 ? `, ${result.attachments_skipped} attachment(s) skipped` : ""}.
+            {t("import.result", { created: result.created, existing: result.existing, links: result.links_created })}
+            {result.attachments_skipped > 0 ? t("import.skipped", { count: result.attachments_skipped }) : ""}.
           </p>
           {result.problems.length > 0 && (
             <>
-              <p className="warning">Not imported:</p>
+              <p className="warning">{t("import.notImported")}</p>
               <ul>
                 {result.problems.map((p) => (
                   <li key={p}>{p}</li>

@@ -1,6 +1,8 @@
 import { useCallback, useEffect, useState } from "react";
 import { api, errorText, type DiscoveredDto, type LlmOverviewDto, type LlmPick } from "../../api";
 import { useApp } from "../../app-context";
+import { useT } from "../../i18n";
+import { en } from "../../i18n/en";
 
 /** The discovered servers, each with its models and a one-click "Use". */
 export function FoundServers({
@@ -13,6 +15,7 @@ export function FoundServers({
   onPick: (pick: LlmPick, label: string) => void;
 }) {
   const [models, setModels] = useState<Record<number, string>>({});
+  const { t } = useT();
   if (servers.length === 0) return null;
   return (
     <ul className="plain" data-testid="llm-discovered" style={{ paddingLeft: 0, listStyle: "none" }}>
@@ -21,11 +24,14 @@ export function FoundServers({
         return (
           <li key={`${d.base_url}`} className="row" style={{ gap: 8, alignItems: "center", marginBottom: 4 }}>
             <span>
-              <strong>{d.server}</strong> <span className="muted small">{d.base_url}</span>
+              <strong translate="no">{d.server}</strong>{" "}
+              <span className="muted small" translate="no">
+                {d.base_url}
+              </span>
             </span>
             {d.models.length > 1 ? (
               <select
-                aria-label={`model of ${d.server}`}
+                aria-label={t("llm.modelOf", { server: d.server })}
                 data-testid={`llm-discovered-model-${i}`}
                 value={model}
                 onChange={(e) => setModels({ ...models, [i]: e.target.value })}
@@ -37,7 +43,7 @@ export function FoundServers({
                 ))}
               </select>
             ) : (
-              <span className="small">{d.models[0] ?? "no models listed"}</span>
+              <span className="small">{d.models[0] ?? t("llm.noModels")}</span>
             )}
             <button
               type="button"
@@ -47,7 +53,7 @@ export function FoundServers({
                 onPick({ kind: "server", provider: d.provider, base_url: d.base_url, model }, `${d.server} ${model}`)
               }
             >
-              Use
+              {t("common.use")}
             </button>
           </li>
         );
@@ -59,6 +65,7 @@ export function FoundServers({
 /** Loads the LLM in use and the servers on this machine; `pick` stores a choice. */
 export function useLlmOverview(onChanged?: () => void) {
   const { toast, bump } = useApp();
+  const { t } = useT();
   const [o, setO] = useState<LlmOverviewDto | null>(null);
   const [error, setError] = useState<string | null>(null);
   const [busy, setBusy] = useState(false);
@@ -81,7 +88,7 @@ export function useLlmOverview(onChanged?: () => void) {
       .useLlm(p)
       .then((inUse) => {
         setO((prev) => (prev ? { ...prev, in_use: inUse } : prev));
-        toast(`Now using ${label}`);
+        toast(t("llm.nowUsing", { label }));
         bump();
         onChanged?.();
       })
@@ -96,50 +103,52 @@ export function useLlmOverview(onChanged?: () => void) {
 export default function LlmPanel({ onChanged }: { onChanged?: () => void }) {
   const { o, error, busy, reload, pick } = useLlmOverview(onChanged);
   const [path, setPath] = useState("");
+  const { t } = useT();
+  // the engine words its profile's steps in English: the two it has are in the dictionary
+  const stepsText = (steps: string) =>
+    steps === en["llm.stepsFull"] ? t("llm.stepsFull") : steps === en["llm.stepsSmall"] ? t("llm.stepsSmall") : steps;
   return (
     <section className="card" style={{ maxWidth: 720 }} data-testid="llm-panel">
-      <h3 style={{ marginTop: 0, fontSize: 14 }}>LLM in use</h3>
+      <h3 style={{ marginTop: 0, fontSize: 14 }}>{t("llm.title")}</h3>
       {o ? (
         <>
           <p data-testid="llm-in-use">
-            <strong>{o.in_use.label}</strong>
-            {o.in_use.ready ? <span className="muted small"> · does {o.in_use.steps}</span> : null}
+            <strong translate="no">{o.in_use.label}</strong>
+            {o.in_use.ready ? <span className="muted small">{t("llm.does", { steps: stepsText(o.in_use.steps) })}</span> : null}
           </p>
           {o.in_use.problem && <p className="warning small">{o.in_use.problem}</p>}
           {o.in_use.source === "built_in" && (
             <p className="small muted">
-              The built-in model is tiny (135M parameters) and English-first: it runs on this computer without set-up
-              and writes simple notes. A bigger model writes much better ones: start Ollama, LM Studio or llama-server
-              and pick it below, or use a GGUF file you have.
+              {t("llm.builtinNote")}
             </p>
           )}
           {o.env_chooses && (
-            <p className="small warning">KASTEN_LLM_* environment variables choose the LLM: they win over a pick made here.</p>
+            <p className="small warning">{t("llm.envChooses")}</p>
           )}
-          <h4 style={{ fontSize: 13 }}>Found on this computer</h4>
+          <h4 style={{ fontSize: 13 }}>{t("llm.found")}</h4>
           {o.discovered.length === 0 ? (
             <p className="small muted" data-testid="llm-discovered-none">
-              No LLM server answered (Ollama :11434, LM Studio :1234, llama-server :8080, vLLM :8000).
+              {t("llm.noneFound")}
             </p>
           ) : (
             <FoundServers servers={o.discovered} busy={busy} onPick={pick} />
           )}
           <div className="row" style={{ gap: 8 }}>
             <button type="button" onClick={reload} disabled={busy} data-testid="llm-rescan">
-              Look again
+              {t("llm.lookAgain")}
             </button>
             <button
               type="button"
-              onClick={() => pick({ kind: "builtin" }, "the built-in model")}
+              onClick={() => pick({ kind: "builtin" }, t("llm.theBuiltin"))}
               disabled={busy || o.in_use.source === "built_in"}
               data-testid="llm-use-builtin"
             >
-              Use the built-in model
+              {t("llm.useBuiltin")}
             </button>
           </div>
         </>
       ) : (
-        !error && <p className="muted">Looking for LLM servers…</p>
+        !error && <p className="muted">{t("llm.looking")}</p>
       )}
       <form
         className="field"
@@ -149,18 +158,18 @@ export default function LlmPanel({ onChanged }: { onChanged?: () => void }) {
           if (path.trim() !== "") pick({ kind: "gguf", path: path.trim() }, path.trim().split(/[\\/]/).pop() ?? path);
         }}
       >
-        <label htmlFor="gguf-path">Use a GGUF file…</label>
+        <label htmlFor="gguf-path">{t("llm.useGguf")}</label>
         <div className="row" style={{ gap: 8 }}>
           <input
             id="gguf-path"
             data-testid="llm-gguf-path"
             style={{ flex: 1 }}
-            placeholder="/path/to/model.gguf (an instruct model: Qwen, Llama, Phi, …)"
+            placeholder={t("llm.ggufPlaceholder")}
             value={path}
             onChange={(e) => setPath(e.target.value)}
           />
           <button type="submit" disabled={busy || path.trim() === ""} data-testid="llm-gguf-use">
-            Use
+            {t("common.use")}
           </button>
         </div>
       </form>

@@ -3,12 +3,14 @@ import { api, errorText, type SettingsDto, type SettingsInput } from "../../api"
 import { useApp } from "../../app-context";
 import ImportPanel from "./ImportPanel";
 import LlmPanel from "./LlmPanel";
+import LanguagePanel from "./LanguagePanel";
+import { useT, type Key } from "../../i18n";
 
-const KEY_TEXT: Record<SettingsDto["api_key_storage"], string> = {
-  none: "no key stored",
-  keyring: "stored in the OS keyring",
-  settings: "stored unencrypted in the memory's settings (no OS keyring was available)",
-  environment: "from KASTEN_LLM_API_KEY",
+const KEY_TEXT: Record<SettingsDto["api_key_storage"], Key> = {
+  none: "settings.keyNone",
+  keyring: "settings.keyKeyring",
+  settings: "settings.keySettings",
+  environment: "settings.keyEnv",
 };
 
 /** LLM server, model, key, k and review policy; "test connection" tries them unsaved. */
@@ -19,6 +21,7 @@ export default function SettingsView() {
   const [msg, setMsg] = useState<{ text: string; bad: boolean } | null>(null);
   const [warning, setWarning] = useState<string | null>(null);
   const [busy, setBusy] = useState(false);
+  const { t } = useT();
 
   const loadSettings = () => {
     api
@@ -31,7 +34,7 @@ export default function SettingsView() {
   if (!s)
     return (
       <div className="view" data-testid="settings">
-        {msg ? <div className="error">{msg.text}</div> : "Loading…"}
+        {msg ? <div className="error">{msg.text}</div> : t("common.loading")}
       </div>
     );
 
@@ -47,11 +50,12 @@ export default function SettingsView() {
     auto_accept_confidence: s.auto_accept_confidence,
   });
   const env = (v: string) => s.env_overrides.includes(v);
-  const envNote = (v: string) => (env(v) ? <span className="small warning"> set by {v}, which wins</span> : null);
+  const envNote = (v: string) => (env(v) ? <span className="small warning">{t("settings.envWins", { name: v })}</span> : null);
 
   return (
     <div className="view" data-testid="settings">
-      <h2>Settings</h2>
+      <h2>{t("settings.title")}</h2>
+      <LanguagePanel />
       <LlmPanel onChanged={loadSettings} />
       <form
         className="card"
@@ -65,27 +69,27 @@ export default function SettingsView() {
               setS(r.settings);
               setKey("");
               setWarning(r.warning);
-              setMsg({ text: "Saved. Enrichment uses the new settings from its next pass.", bad: false });
-              toast("Settings saved");
+              setMsg({ text: t("settings.saved"), bad: false });
+              toast(t("settings.savedToast"));
               bump();
             })
             .catch((e) => setMsg({ text: errorText(e), bad: true }))
             .finally(() => setBusy(false));
         }}
       >
-        <h3 style={{ marginTop: 0, fontSize: 14 }}>LLM server by hand</h3>
+        <h3 style={{ marginTop: 0, fontSize: 14 }}>{t("settings.byHand")}</h3>
         <div className="field">
-          <label htmlFor="provider">Provider</label>
+          <label htmlFor="provider">{t("settings.provider")}</label>
           <div>
             <select id="provider" value={s.provider} onChange={(e) => setS({ ...s, provider: e.target.value })}>
-              <option value="openai">OpenAI-compatible (llama.cpp, vLLM, LM Studio, OpenAI)</option>
+              <option value="openai">{t("settings.providerOpenai")}</option>
               <option value="ollama">Ollama</option>
             </select>
             {envNote("KASTEN_LLM_PROVIDER")}
           </div>
         </div>
         <div className="field">
-          <label htmlFor="base_url">Base URL</label>
+          <label htmlFor="base_url">{t("settings.baseUrl")}</label>
           <div>
             <input
               id="base_url"
@@ -98,61 +102,61 @@ export default function SettingsView() {
           </div>
         </div>
         <div className="field">
-          <label htmlFor="model">Model</label>
+          <label htmlFor="model">{t("settings.model")}</label>
           <div>
             <input id="model" value={s.model} onChange={(e) => setS({ ...s, model: e.target.value })} />
             {envNote("KASTEN_LLM_MODEL")}
           </div>
         </div>
         <div className="field">
-          <label htmlFor="key">API key</label>
+          <label htmlFor="key">{t("settings.apiKey")}</label>
           <div>
-            <input id="key" type="password" autoComplete="off" placeholder="leave empty to keep" value={key} onChange={(e) => setKey(e.target.value)} />
-            <div className="small muted">{KEY_TEXT[s.api_key_storage]}</div>
+            <input id="key" type="password" autoComplete="off" placeholder={t("settings.keepKey")} value={key} onChange={(e) => setKey(e.target.value)} />
+            <div className="small muted">{t(KEY_TEXT[s.api_key_storage])}</div>
             {s.api_key_storage === "settings" && (
-              <div className="small warning">Anyone who can read Kasten's data directory can read this key.</div>
+              <div className="small warning">{t("settings.keyWarning")}</div>
             )}
           </div>
         </div>
         <div className="field">
-          <label htmlFor="timeout">Timeout per request (s)</label>
+          <label htmlFor="timeout">{t("settings.timeout")}</label>
           <input id="timeout" type="number" min={1} max={3600} value={s.timeout_secs} onChange={(e) => setS({ ...s, timeout_secs: Number(e.target.value) })} />
         </div>
-        <h3 style={{ fontSize: 14 }}>Memory</h3>
+        <h3 style={{ fontSize: 14 }}>{t("settings.memory")}</h3>
         <div className="field">
-          <label htmlFor="k">Neighbours shown to the LLM (k)</label>
+          <label htmlFor="k">{t("settings.k")}</label>
           <input id="k" type="number" min={1} max={50} value={s.k} onChange={(e) => setS({ ...s, k: Number(e.target.value) })} />
         </div>
         <div className="field">
-          <label htmlFor="links_policy">New links</label>
+          <label htmlFor="links_policy">{t("settings.newLinks")}</label>
           <select id="links_policy" value={s.links_policy} onChange={(e) => setS({ ...s, links_policy: e.target.value })}>
-            <option value="auto">apply at once, keep for review</option>
-            <option value="review">hold until I accept them</option>
+            <option value="auto">{t("settings.policyAuto")}</option>
+            <option value="review">{t("settings.policyReview")}</option>
           </select>
         </div>
         <div className="field">
-          <label htmlFor="edits_policy">Edits to older notes</label>
+          <label htmlFor="edits_policy">{t("settings.edits")}</label>
           <select id="edits_policy" value={s.edits_policy} onChange={(e) => setS({ ...s, edits_policy: e.target.value })}>
-            <option value="auto">apply at once, keep for review</option>
-            <option value="review">hold until I accept them</option>
+            <option value="auto">{t("settings.policyAuto")}</option>
+            <option value="review">{t("settings.policyReview")}</option>
           </select>
         </div>
         <div className="field">
-          <label htmlFor="auto_conf">Apply held links anyway at confidence ≥</label>
+          <label htmlFor="auto_conf">{t("settings.autoConf")}</label>
           <input
             id="auto_conf"
             type="number"
             min={0}
             max={1}
             step={0.05}
-            placeholder="never"
+            placeholder={t("settings.never")}
             value={s.auto_accept_confidence ?? ""}
             onChange={(e) => setS({ ...s, auto_accept_confidence: e.target.value === "" ? null : Number(e.target.value) })}
           />
         </div>
         <div className="row">
           <button type="submit" className="primary" disabled={busy} data-testid="settings-save">
-            Save
+            {t("common.save")}
           </button>
           <button
             type="button"
@@ -165,7 +169,7 @@ export default function SettingsView() {
                 .testConnection(input())
                 .then((models) =>
                   setMsg({
-                    text: `Connected. The server offers ${models.length} model(s)${models.length ? `: ${models.slice(0, 8).join(", ")}` : ""}.`,
+                    text: t("settings.connected", { count: models.length, list: models.length ? `: ${models.slice(0, 8).join(", ")}` : "" }),
                     bad: false,
                   }),
                 )
@@ -173,7 +177,7 @@ export default function SettingsView() {
                 .finally(() => setBusy(false));
             }}
           >
-            Test connection
+            {t("settings.test")}
           </button>
         </div>
         {msg && (
