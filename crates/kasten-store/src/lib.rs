@@ -1142,7 +1142,7 @@ pub struct StorageLimits {
 impl Default for StorageLimits {
     fn default() -> Self {
         StorageLimits {
-            block_cache: 64 << 20,
+            block_cache: 16 << 20,
             memtable: 128 << 20,
         }
     }
