@@ -48,7 +48,7 @@ export const commands = {
 	listEvents: (limit: number) => typedError<EventDto[], AppError>(__TAURI_INVOKE("list_events", { limit })),
 	/**  Queues failed enrichment jobs again and wakes the worker. */
 	retryFailed: () => typedError<number, AppError>(__TAURI_INVOKE("retry_failed")),
-	/**  Imports the sample notebook (a dozen notes) into the memory. */
+	/**  Imports the sample notebook (17 notes, 6 of them in Chinese) into the memory. */
 	loadSampleNotebook: () => typedError<number, AppError>(__TAURI_INVOKE("load_sample_notebook")),
 	/**
 	 *  Imports a Markdown folder or Obsidian vault, one Markdown file, a chat transcript
