@@ -555,7 +555,7 @@ async fn execute_shared(memory: &Memory, cmd: Prepared, json: bool) -> Result<()
             let reason = "edited by the user".to_owned();
             review(memory, ReviewChange::Edit { id, edit, reason }, json).await?
         }
-        Prepared::Manual(c) => review(memory, c.into(), json).await?,
+        Prepared::Manual(c) => review(memory, c, json).await?,
         _ => bail!("internal error: this command cannot go through another process"),
     }
     Ok(())
@@ -614,7 +614,8 @@ enum Prepared {
     Backup(PathBuf),
     Restore(transfer::RestoreTarget),
     Memory(memory::MemoryCmd),
-    Manual(manual::ManualCmd),
+    /// `link`, `unlink`, `edit --content`: a change by hand, its input checked.
+    Manual(ReviewChange),
 }
 
 struct ImportJob {
@@ -758,10 +759,10 @@ fn prepare(cmd: &Command) -> Result<Prepared> {
             if !fields.edit().is_empty() {
                 bail!("change the text (--content) and the annotations in two separate edits");
             }
-            Prepared::Manual(manual::ManualCmd::Content(
-                NoteId::parse(id)?,
-                manual::read_content(text)?,
-            ))
+            Prepared::Manual(ReviewChange::Content {
+                id: NoteId::parse(id)?,
+                text: manual::read_content(text)?,
+            })
         }
         Command::Edit { id, fields, .. } => {
             let edit = fields.edit();
@@ -775,13 +776,13 @@ fn prepare(cmd: &Command) -> Result<Prepared> {
             to,
             kind,
             reason,
-        } => Prepared::Manual(manual::ManualCmd::Link {
+        } => Prepared::Manual(ReviewChange::Link {
             from: NoteId::parse(from)?,
             to: NoteId::parse(to)?,
             kind: kind.clone(),
             reason: reason.clone(),
         }),
-        Command::Unlink { from, to, kind } => Prepared::Manual(manual::ManualCmd::Unlink {
+        Command::Unlink { from, to, kind } => Prepared::Manual(ReviewChange::Unlink {
             from: NoteId::parse(from)?,
             to: NoteId::parse(to)?,
             kind: kind.clone(),

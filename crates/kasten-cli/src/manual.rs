@@ -1,25 +1,6 @@
-//! `kasten link`, `kasten unlink` and `kasten edit --content`: what a person does by hand.
+//! `kasten edit --content` and `kasten history`: reading a new text, and the line diff of two.
 
 use anyhow::{Result, bail};
-use kasten_core::NoteId;
-use kasten_share::ReviewChange;
-
-/// A hand-made change with its input checked.
-#[derive(Debug)]
-pub enum ManualCmd {
-    Link {
-        from: NoteId,
-        to: NoteId,
-        kind: Option<String>,
-        reason: String,
-    },
-    Unlink {
-        from: NoteId,
-        to: NoteId,
-        kind: Option<String>,
-    },
-    Content(NoteId, String),
-}
 
 /// Reads `--content`: the text, or `-` for stdin.
 pub fn read_content(text: &str) -> Result<String> {
@@ -34,26 +15,6 @@ pub fn read_content(text: &str) -> Result<String> {
         bail!("the new text is empty; a note keeps at least one character (delete it instead)");
     }
     Ok(content)
-}
-
-impl From<ManualCmd> for ReviewChange {
-    fn from(cmd: ManualCmd) -> Self {
-        match cmd {
-            ManualCmd::Link {
-                from,
-                to,
-                kind,
-                reason,
-            } => ReviewChange::Link {
-                from,
-                to,
-                kind,
-                reason,
-            },
-            ManualCmd::Unlink { from, to, kind } => ReviewChange::Unlink { from, to, kind },
-            ManualCmd::Content(id, text) => ReviewChange::Content { id, text },
-        }
-    }
 }
 
 /// A line diff of two texts: `- ` for lines only in `before`, `+ ` for lines only in
