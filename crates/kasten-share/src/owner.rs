@@ -212,6 +212,17 @@ pub(crate) const TOKEN_LEN: usize = crate::TOKEN_BYTES * 2;
 struct Handler(Arc<Shared>);
 
 impl Handler {
+    /// Passes a write's result on, first telling the owner (`on_write`: wake the worker,
+    /// refresh the app) when it succeeded.
+    fn wrote<T>(&self, r: Result<T, RemoteError>) -> Result<T, RemoteError> {
+        if r.is_ok()
+            && let Some(f) = &self.0.on_write
+        {
+            f();
+        }
+        r
+    }
+
     /// Runs `f` on the engine in a task of its own: a client that disconnects or whose
     /// request is cancelled cannot cut the engine's work in half (a write committed is
     /// also indexed), and the owner knows what is still running when it stops.
@@ -259,12 +270,7 @@ impl MemoryService for Handler {
         let r = self
             .run(|e| async move { e.add_batch_merging(notes).await })
             .await;
-        if r.is_ok()
-            && let Some(f) = &self.0.on_write
-        {
-            f();
-        }
-        r
+        self.wrote(r)
     }
 
     async fn link(
@@ -282,12 +288,7 @@ impl MemoryService for Handler {
                     .map(|o| o.target)
             })
             .await;
-        if r.is_ok()
-            && let Some(f) = &self.0.on_write
-        {
-            f();
-        }
-        r
+        self.wrote(r)
     }
 
     async fn proposals(
@@ -312,12 +313,7 @@ impl MemoryService for Handler {
         let r = self
             .run(|e| async move { change.apply(&e, &actor).await })
             .await;
-        if r.is_ok()
-            && let Some(f) = &self.0.on_write
-        {
-            f();
-        }
-        r
+        self.wrote(r)
     }
 
     async fn history(
@@ -330,12 +326,7 @@ impl MemoryService for Handler {
 
     async fn delete(self, _: tarpc::context::Context, id: NoteId) -> Result<(), RemoteError> {
         let r = self.run(|e| async move { e.delete(&id).await }).await;
-        if r.is_ok()
-            && let Some(f) = &self.0.on_write
-        {
-            f();
-        }
-        r
+        self.wrote(r)
     }
 
     async fn search(

@@ -1,31 +1,14 @@
 import { act, screen, waitFor } from "@testing-library/react";
 import userEvent from "@testing-library/user-event";
-import type Graph from "graphology";
 import { beforeEach, describe, expect, it, vi } from "vitest";
 import type { BoxDto, GraphLinkDto, GraphNodeDto, JobEvent } from "../api";
 import { renderWith } from "./util";
 
-// sigma needs WebGL, which jsdom lacks: a stand-in that keeps the graph it was given
-class FakeSigma {
-  constructor(public graph: Graph) {}
-  on() {}
-  getCamera() {
-    return { getState: () => ({ x: 0.5, y: 0.5, ratio: 1, angle: 0 }) };
-  }
-  refresh() {}
-  scheduleRefresh() {}
-  scheduleRender() {
-    return this;
-  }
-  kill() {}
-}
-vi.mock("sigma", () => ({ default: FakeSigma }));
+// sigma (WebGL) and the layout worker, which jsdom lacks
+vi.mock("sigma", async () => ({ default: (await import("./fakeSigma")).FakeSigma }));
 vi.mock("sigma/rendering", () => ({ EdgeLineProgram: class {} }));
-vi.mock("graphology-layout-forceatlas2/worker", () => ({
-  default: class {
-    start() {}
-    kill() {}
-  },
+vi.mock("graphology-layout-forceatlas2/worker", async () => ({
+  default: (await import("./fakeSigma")).FakeLayout,
 }));
 
 let jobListener: ((e: JobEvent) => void) | null = null;

@@ -1,31 +1,14 @@
 import { act, cleanup, screen, waitFor } from "@testing-library/react";
 import userEvent from "@testing-library/user-event";
-import type Graph from "graphology";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import type { HistoryDto, LinkDto, ReviewItemDto } from "../api";
 import { note, renderWith } from "./util";
 
-// sigma needs WebGL, which jsdom lacks
-class FakeSigma {
-  constructor(public graph: Graph) {}
-  on() {}
-  getCamera() {
-    return { getState: () => ({ x: 0.5, y: 0.5, ratio: 1, angle: 0 }) };
-  }
-  refresh() {}
-  scheduleRefresh() {}
-  scheduleRender() {
-    return this;
-  }
-  kill() {}
-}
-vi.mock("sigma", () => ({ default: FakeSigma }));
+// sigma (WebGL) and the layout worker, which jsdom lacks
+vi.mock("sigma", async () => ({ default: (await import("./fakeSigma")).FakeSigma }));
 vi.mock("sigma/rendering", () => ({ EdgeLineProgram: class {} }));
-vi.mock("graphology-layout-forceatlas2/worker", () => ({
-  default: class {
-    start() {}
-    kill() {}
-  },
+vi.mock("graphology-layout-forceatlas2/worker", async () => ({
+  default: (await import("./fakeSigma")).FakeLayout,
 }));
 
 vi.mock("../api", async (orig) => {
