@@ -115,10 +115,13 @@ enum System {
     FusionOnly,
     NoContext,
     NoDates,
+    NoLinks,
+    WithLinks,
+    TwoHops,
 }
 
 impl System {
-    const ALL: [System; 7] = [
+    const ALL: [System; 10] = [
         System::Kasten,
         System::Dense,
         System::Bm25,
@@ -126,6 +129,9 @@ impl System {
         System::FusionOnly,
         System::NoContext,
         System::NoDates,
+        System::NoLinks,
+        System::WithLinks,
+        System::TwoHops,
     ];
 
     fn name(self) -> &'static str {
@@ -137,6 +143,9 @@ impl System {
             System::FusionOnly => "score_fusion",
             System::NoContext => "kasten_without_context",
             System::NoDates => "kasten_without_dates",
+            System::NoLinks => "kasten_without_links",
+            System::WithLinks => "kasten_with_links",
+            System::TwoHops => "kasten_two_hops",
         }
     }
 
@@ -149,6 +158,9 @@ impl System {
             System::FusionOnly => "ablation: Kasten's score fusion alone (no context, no dates)",
             System::NoContext => "ablation: Kasten without context from the source stream",
             System::NoDates => "ablation: Kasten without date-aware ranking",
+            System::NoLinks => "ablation: Kasten without link expansion (links not followed)",
+            System::WithLinks => "variant: Kasten following links one hop (whatever the setting)",
+            System::TwoHops => "variant: Kasten following links two hops",
         }
     }
 
@@ -205,6 +217,9 @@ struct Totals {
     enrich_failed: u64,
     query_tokens: (u64, u64),
     query_tokens_estimated: bool,
+    /// Whether Kasten's default search followed links (`retrieval.follow_links` resolved
+    /// for the LLM; the last sample's).
+    follows_links: Option<bool>,
     /// `--held-out`: per sample, per grid setting, the recall of each scored question.
     grid: Vec<(String, Vec<Vec<f64>>)>,
 }
@@ -739,6 +754,12 @@ async fn score_questions(
     totals: &mut Totals,
     log: &dyn Fn(String),
 ) -> Result<()> {
+    // Kasten's default search follows links or not as the memory's setting and LLM say
+    let options = &SearchOptions {
+        links: engine.follows_links(),
+        ..options.clone()
+    };
+    totals.follows_links = Some(engine.follows_links());
     // note id → turn id, for the rankings that return ids without reading notes
     let count = engine.count().await? as usize;
     let all = engine.list(count, 0).await?;
@@ -835,6 +856,28 @@ async fn score_questions(
                     System::NoDates,
                     SearchOptions {
                         date_weight: 0.0,
+                        ..options.clone()
+                    },
+                ),
+                (
+                    System::NoLinks,
+                    SearchOptions {
+                        links: false,
+                        ..options.clone()
+                    },
+                ),
+                (
+                    System::WithLinks,
+                    SearchOptions {
+                        links: true,
+                        ..options.clone()
+                    },
+                ),
+                (
+                    System::TwoHops,
+                    SearchOptions {
+                        links: true,
+                        link_hops: 2,
                         ..options.clone()
                     },
                 ),
@@ -1038,6 +1081,8 @@ fn build_report(
             "steps": h.mode.steps.label(),
         })),
         "search_options": h.options,
+        // the default search's link expansion as the memory's setting and LLM resolved it
+        "search_follows_links": totals.follows_links,
         "samples": samples.iter().map(|s| json!({
             "sample_id": s.sample_id,
             "sessions": s.sessions,

@@ -224,6 +224,27 @@ impl TextIndex {
             .collect()
     }
 
+    /// The share of indexed notes (0–1) that hold `term`: for a phrase, the share of its
+    /// rarest word (a phrase occurs at most as often). 0 for an empty index or a term with
+    /// no words.
+    pub fn doc_share(&self, term: &str) -> f64 {
+        let n = self.len();
+        if n == 0 {
+            return 0.0;
+        }
+        self.tokenizer
+            .tokenize(term)
+            .iter()
+            .map(|t| {
+                self.term_ids
+                    .get(t)
+                    .and_then(|&tid| self.postings.get(tid as usize))
+                    .map_or(0, Vec::len)
+            })
+            .min()
+            .map_or(0.0, |df| df as f64 / n as f64)
+    }
+
     /// The terms of a document with their frequencies, sorted by term (None if it is not
     /// indexed): what the index holds for it, independent of slots and term ids.
     pub fn terms_of(&self, id: &NoteId) -> Option<Vec<(&str, u32)>> {
@@ -392,6 +413,24 @@ mod tests {
             ix.search("the and", 10).is_empty(),
             "stop words match nothing"
         );
+    }
+
+    #[test]
+    fn doc_share_counts_notes_and_a_phrase_by_its_rarest_word() {
+        let mut ix = TextIndex::new();
+        assert_eq!(ix.doc_share("gina"), 0.0);
+        ix.upsert(id("a"), "Gina: the dance studio opens");
+        ix.upsert(id("b"), "Gina: thanks for the dance");
+        ix.upsert(id("c"), "Jon: the lease is signed");
+        ix.upsert(id("d"), "Gina: 舞蹈工作室开业了");
+        assert_eq!(ix.doc_share("gina"), 0.75);
+        assert_eq!(ix.doc_share("Dance"), 0.5);
+        assert_eq!(ix.doc_share("dance studio"), 0.25);
+        assert_eq!(ix.doc_share("工作室"), 0.25);
+        assert_eq!(ix.doc_share("kayak"), 0.0);
+        assert_eq!(ix.doc_share("the"), 0.0, "stop words are not indexed");
+        ix.remove(&id("a"));
+        assert_eq!(ix.doc_share("gina"), 2.0 / 3.0);
     }
 
     #[test]

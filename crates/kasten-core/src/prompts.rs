@@ -378,7 +378,7 @@ pub fn link_evolve(note: &Neighbour, neighbours: &[Neighbour], handles: &Handles
 }
 
 /// Recorded on events enriched with the guided prompts (small models).
-pub const GUIDED_PROMPT_VERSION: &str = "amem-v4-guided";
+pub const GUIDED_PROMPT_VERSION: &str = "amem-v5-guided";
 
 /// Links a small model may make per note with the guided prompt.
 const GUIDED_MAX_LINKS: usize = 3;
@@ -489,8 +489,14 @@ pub fn construct_guided(
 }
 
 /// Terms of the new note (its keyword candidates and keywords) that also occur in
-/// `other` (word or stem): what a link between the two may name as its reason.
-pub fn shared_terms(note: &Neighbour, other: &Neighbour) -> Vec<String> {
+/// `other` (word or stem): what a link between the two may name as its reason. Terms
+/// `common` says are everywhere in the memory (a speaker's name in a chat log, the theme of
+/// the whole notebook) are not: "both mention gina" links every note Gina wrote.
+pub fn shared_terms(
+    note: &Neighbour,
+    other: &Neighbour,
+    common: &dyn Fn(&str) -> bool,
+) -> Vec<String> {
     let tok = crate::text::Tokenizer::default();
     let other_text = format!(
         "{} {} {}",
@@ -506,7 +512,8 @@ pub fn shared_terms(note: &Neighbour, other: &Neighbour) -> Vec<String> {
     }
     let mut out: Vec<String> = Vec::new();
     for t in terms {
-        if crate::quality::keyword_in_note(&tok, &t, &other_text)
+        if !common(&t)
+            && crate::quality::keyword_in_note(&tok, &t, &other_text)
             && !out.iter().any(|o| o.eq_ignore_ascii_case(&t))
         {
             out.push(t.to_lowercase());
@@ -521,16 +528,18 @@ pub fn shared_terms(note: &Neighbour, other: &Neighbour) -> Vec<String> {
 /// Prompt 2 for small models: links only, at most three, each to a neighbour that shares a
 /// term with the new note and naming that term (the reason is "both mention …"); no
 /// neighbour updates (a small model's rewrites were measured to be junk). Neighbours that
-/// share nothing are not offered. `None` when no neighbour can be linked.
+/// share nothing but `common` terms (see [`shared_terms`]) are not offered. `None` when no
+/// neighbour can be linked.
 pub fn link_guided(
     note: &Neighbour,
     neighbours: &[Neighbour],
     handles: &Handles,
+    common: &dyn Fn(&str) -> bool,
 ) -> Option<Prompt> {
     let mut shown = String::new();
     let mut options = Vec::new();
     for (i, n) in neighbours.iter().enumerate() {
-        let shared = shared_terms(note, n);
+        let shared = shared_terms(note, n, common);
         if shared.is_empty() {
             continue;
         }
@@ -1150,7 +1159,7 @@ mod tests {
             nb("b", "Quarterly tax return is due in April."),
         ];
         let h = Handles::new(ns.iter().map(|n| n.id.clone()));
-        let p = link_guided(&me, &ns, &h).unwrap();
+        let p = link_guided(&me, &ns, &h, &|_| false).unwrap();
         let options = p.schema["properties"]["links"]["items"]["anyOf"]
             .as_array()
             .unwrap();
@@ -1170,7 +1179,31 @@ mod tests {
             p.schema["properties"].get("updates").is_none(),
             "no evolution"
         );
-        assert!(link_guided(&me, &ns[1..], &Handles::new([id("b")])).is_none());
+        assert!(link_guided(&me, &ns[1..], &Handles::new([id("b")]), &|_| false).is_none());
+    }
+
+    #[test]
+    fn guided_links_do_not_name_terms_common_to_the_whole_memory() {
+        let me = nb("m", "Gina: thanks, the dance studio opens on Friday!");
+        let ns = [
+            nb("a", "Gina: thanks for coming to the recital."),
+            nb("b", "Jon: the studio lease is signed."),
+        ];
+        let h = Handles::new(ns.iter().map(|n| n.id.clone()));
+        let everywhere = |t: &str| t.eq_ignore_ascii_case("gina");
+        assert!(shared_terms(&me, &ns[0], &|_| false).contains(&"gina".to_owned()));
+        assert!(shared_terms(&me, &ns[0], &everywhere).is_empty());
+        let p = link_guided(&me, &ns, &h, &everywhere).unwrap();
+        let options = p.schema["properties"]["links"]["items"]["anyOf"]
+            .as_array()
+            .unwrap();
+        // N1 shares only the speaker's name (and a thank-you): not offered
+        assert_eq!(options.len(), 1);
+        assert_eq!(options[0]["properties"]["target"]["enum"], json!(["N2"]));
+        assert_eq!(
+            options[0]["properties"]["shared"]["enum"],
+            json!(["studio"])
+        );
     }
 
     #[test]

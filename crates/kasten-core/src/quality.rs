@@ -151,6 +151,29 @@ const WEAK_WORDS: &[&str] = &[
     "until",
     "through",
     "during",
+    // what people say in a chat, not what it is about
+    "thanks",
+    "thank",
+    "yeah",
+    "yep",
+    "hey",
+    "hi",
+    "hello",
+    "wow",
+    "cool",
+    "awesome",
+    "great",
+    "amazing",
+    "nice",
+    "glad",
+    "sure",
+    "okay",
+    "ok",
+    "oh",
+    "haha",
+    "lol",
+    "gonna",
+    "wanna",
 ];
 
 fn is_weak(lower: &str) -> bool {
@@ -481,6 +504,18 @@ mod tests {
         assert!(candidate_terms("", 10).is_empty());
         assert_eq!(candidate_terms("alpha beta gamma delta", 2).len(), 2);
         assert!(!candidate_terms("向量数据库 很快", 10).is_empty());
+    }
+
+    #[test]
+    fn chat_fillers_are_not_candidates() {
+        let c = candidate_terms("Gina: Thanks! Yeah, wow, the dance studio is great.", 40);
+        for w in ["thanks", "yeah", "wow", "great"] {
+            assert!(
+                !c.iter().any(|t| t.split(' ').any(|x| x == w)),
+                "{w} in {c:?}"
+            );
+        }
+        assert!(c.contains(&"dance studio".to_owned()), "{c:?}");
     }
 
     #[test]

@@ -51,8 +51,8 @@ pub use chat::{Answer, AnswerNote, AskOptions, ChatTurn, Retrieval};
 pub use fading::Lifecycle;
 pub use kasten_llm::{LlmClient, LlmConfig};
 pub use lifecycle::{
-    ARCHIVE_THRESHOLD_SETTING, ArchiveCandidate, REINFORCE_SETTING, ReinforceOn,
-    STRENGTH_WEIGHT_SETTING,
+    ARCHIVE_THRESHOLD_SETTING, ArchiveCandidate, FOLLOW_LINKS_SETTING, FollowLinks,
+    REINFORCE_SETTING, ReinforceOn, STRENGTH_WEIGHT_SETTING,
 };
 pub use manual::{DEFAULT_LINK_KIND, link_kinds};
 pub use merge::{MERGE_SETTING, MergeInfo, MergeOptions};
@@ -187,6 +187,8 @@ pub struct Engine {
     strength_weight: AtomicF64,
     /// `retrieval.reinforce`, read at open ([`lifecycle::ReinforceOn`] as a number).
     reinforce_on: std::sync::atomic::AtomicU8,
+    /// `retrieval.follow_links`, read at open ([`lifecycle::FollowLinks`] as a number).
+    follow_links: std::sync::atomic::AtomicU8,
     /// Starts the name of every job worker of this engine: unique to this open (process
     /// id and a ULID), so that `close` can give back exactly the jobs it still holds.
     worker_prefix: String,
@@ -310,6 +312,7 @@ impl Engine {
             pipeline: options.pipeline,
             strength_weight: AtomicF64::default(),
             reinforce_on: std::sync::atomic::AtomicU8::new(0),
+            follow_links: std::sync::atomic::AtomicU8::new(0),
             worker_prefix: format!("{}-{}-", std::process::id(), JobId::generate()),
             snapshot_path: snapshot::path_for(endpoint),
             from_snapshot: AtomicBool::new(false),

@@ -58,6 +58,60 @@ impl ReinforceOn {
     }
 }
 
+/// Setting (group `retrieval`, field `follow_links`): whether search follows accepted links
+/// from its best hits (link expansion) — `on`, `off`, or `auto` (the default): on, except
+/// while the LLM in use is a small model on the guided prompts (the built-in one). Measured
+/// with SmolLM2-135M on LoCoMo conv-30 (docs/BENCHMARKS.md): following its links lowered
+/// evidence recall@10 from 0.768 to 0.721, and still to 0.721 with only its links that
+/// name a rare term, so a small model's links are kept for the graph, Review and chat's
+/// context but not followed by search.
+pub const FOLLOW_LINKS_SETTING: &str = "retrieval.follow_links";
+
+/// Whether search follows links (setting [`FOLLOW_LINKS_SETTING`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FollowLinks {
+    Auto,
+    On,
+    Off,
+}
+
+impl FollowLinks {
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s.trim().to_ascii_lowercase().as_str() {
+            "auto" => Self::Auto,
+            "on" => Self::On,
+            "off" => Self::Off,
+            _ => return None,
+        })
+    }
+
+    pub(crate) fn to_u8(self) -> u8 {
+        match self {
+            Self::Auto => 0,
+            Self::On => 1,
+            Self::Off => 2,
+        }
+    }
+
+    pub(crate) fn from_u8(v: u8) -> Self {
+        match v {
+            1 => Self::On,
+            2 => Self::Off,
+            _ => Self::Auto,
+        }
+    }
+
+    /// The setting resolved for the LLM in use: `small` is whether its profile is the
+    /// small-model one (`None`: no LLM, so no new links either way).
+    pub fn resolve(self, small: Option<bool>) -> bool {
+        match self {
+            Self::On => true,
+            Self::Off => false,
+            Self::Auto => small != Some(true),
+        }
+    }
+}
+
 /// A note the lifecycle suggests archiving.
 #[derive(Debug, Clone, Serialize)]
 pub struct ArchiveCandidate {
@@ -280,12 +334,40 @@ impl Engine {
             .unwrap_or(ReinforceOn::All))
     }
 
+    /// Whether search follows links (setting `retrieval.follow_links`, read at open).
+    pub async fn follow_links_setting(&self) -> Result<FollowLinks, EngineError> {
+        Ok(self
+            .store
+            .get_setting("retrieval")
+            .await?
+            .and_then(|v| {
+                v.get("follow_links")
+                    .and_then(|x| x.as_str().and_then(FollowLinks::parse))
+            })
+            .unwrap_or(FollowLinks::Auto))
+    }
+
+    /// Whether search follows links now: [`Engine::follow_links_setting`] (as last read)
+    /// resolved for the LLM in use.
+    pub fn follows_links(&self) -> bool {
+        let small = self
+            .llm
+            .as_ref()
+            .map(|llm| self.pipeline.profile.resolve(llm) == crate::ModelProfile::Small);
+        FollowLinks::from_u8(self.follow_links.load(std::sync::atomic::Ordering::Relaxed))
+            .resolve(small)
+    }
+
     /// Reads the retrieval settings the search path keeps at hand (at open, and when one
     /// of them is set).
     pub(crate) async fn refresh_retrieval_settings(&self) -> Result<(), EngineError> {
         self.strength_weight.store(self.strength_weight().await?);
         self.reinforce_on.store(
             self.reinforce_setting().await?.to_u8(),
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        self.follow_links.store(
+            self.follow_links_setting().await?.to_u8(),
             std::sync::atomic::Ordering::Relaxed,
         );
         Ok(())

@@ -277,8 +277,32 @@ impl From<LlmError> for AttemptError {
 /// Tags and keyword candidates a small model chooses from, per note.
 const GUIDED_TAGS: usize = 3;
 const GUIDED_TERMS: usize = 10;
+/// A term in more than this share of the memory's notes names the whole memory (a
+/// speaker's name in a chat log: 70-76 % of the turns of a LoCoMo conversation; its theme:
+/// "dance", 25 %), not what one note is about or two notes share: it is not offered to a
+/// small model as a keyword or a link's reason.
+const COMMON_TERM_SHARE: f64 = 0.15;
+/// Below this many notes the shares say too little to judge a term by.
+const COMMON_MIN_NOTES: usize = 40;
 
 impl Engine {
+    /// Those of `terms` (lowercased) found in more than [`COMMON_TERM_SHARE`] of the
+    /// memory's notes, once it has [`COMMON_MIN_NOTES`].
+    fn common_terms(
+        &self,
+        terms: &[String],
+    ) -> Result<std::collections::HashSet<String>, EngineError> {
+        let ix = self.read_indexes()?;
+        if ix.text.len() < COMMON_MIN_NOTES {
+            return Ok(Default::default());
+        }
+        Ok(terms
+            .iter()
+            .map(|t| t.to_lowercase())
+            .filter(|t| ix.text.doc_share(t) > COMMON_TERM_SHARE)
+            .collect())
+    }
+
     /// The `n` of `items` closest in meaning to `note_vec` (cosine of their embeddings),
     /// closest first. Embeddings of short items are cached (tags recur on every note).
     async fn shortlist(
@@ -529,7 +553,9 @@ impl Engine {
                 .map(|(t, _)| t)
                 .collect();
             let tags = kasten_core::quality::tag_choices(&existing, 40);
-            let terms = prompts::guided_candidates(&note.content);
+            let mut terms = prompts::guided_candidates(&note.content);
+            let common = self.common_terms(&terms)?;
+            terms.retain(|t| !common.contains(t));
             // a small model picks well from a short list of what is close to the note
             let note_vec = match self.store.embedding_of(&note.id).await? {
                 Some(v) if !v.is_empty() => v,
@@ -622,7 +648,11 @@ impl Engine {
             // small models: the guided prompt (None when no neighbour shares a term)
             type Parse = fn(&serde_json::Value, &Handles) -> Result<LinkEvolve, String>;
             let call: Option<(Prompt, u32, Parse)> = if small {
-                prompts::link_guided(&me, &shown, &handles)
+                let mut terms = me.keywords.clone();
+                terms.extend(prompts::guided_candidates(&me.content));
+                let common = self.common_terms(&terms)?;
+                let is_common = |t: &str| common.contains(&t.to_lowercase());
+                prompts::link_guided(&me, &shown, &handles, &is_common)
                     .map(|p| (p, 200, LinkEvolve::from_guided as Parse))
             } else {
                 Some((

@@ -203,6 +203,58 @@ async fn link_expansion_adds_linked_notes_with_provenance() {
     e.close().await;
 }
 
+/// `retrieval.follow_links`: `off` stops link expansion, `auto` stops it while the LLM in use
+/// is a small model (whose links were measured to lower recall), `on` follows them anyway.
+#[tokio::test]
+async fn the_follow_links_setting_decides_link_expansion() {
+    let fake = FakeLlm::start(Mode::Normal).await.unwrap();
+    let mut e = engine_with(&fake, Provider::Openai, Duration::from_secs(10), 3).await;
+    add_all(&e).await;
+    e.run_pending(&|_| {}).await.unwrap();
+    let linked = |out: &crate::SearchOutput| {
+        out.hits
+            .iter()
+            .filter(|h| h.via.iter().any(|v| matches!(v, Via::Link { .. })))
+            .count()
+    };
+    assert!(
+        e.follows_links(),
+        "auto with a full-size model follows links"
+    );
+    assert!(linked(&e.search("support group", 4).await.unwrap()) > 0);
+
+    e.set_setting_checked("retrieval.follow_links", "off")
+        .await
+        .unwrap();
+    assert!(!e.follows_links());
+    assert_eq!(linked(&e.search("support group", 4).await.unwrap()), 0);
+
+    // the same memory with a small model: auto no longer follows, on does
+    let llm = e.llm_client().cloned();
+    e.configure(
+        llm,
+        PipelineOptions {
+            profile: crate::ModelProfile::Small,
+            ..PipelineOptions::default()
+        },
+    );
+    e.set_setting_checked("retrieval.follow_links", "auto")
+        .await
+        .unwrap();
+    assert!(!e.follows_links());
+    assert_eq!(linked(&e.search("support group", 4).await.unwrap()), 0);
+    e.set_setting_checked("retrieval.follow_links", "on")
+        .await
+        .unwrap();
+    assert!(linked(&e.search("support group", 4).await.unwrap()) > 0);
+    assert!(
+        e.set_setting_checked("retrieval.follow_links", "sometimes")
+            .await
+            .is_err()
+    );
+    e.close().await;
+}
+
 /// Every fault leaves the note saved and searchable, the job state right, the error
 /// readable, and no neighbour touched.
 #[tokio::test]

@@ -61,6 +61,10 @@ pub struct SearchOptions {
     pub date_weight: f64,
     /// Follow accepted links from the best hits.
     pub links: bool,
+    /// How far link expansion goes: 1 follows a hit's own links, 2 also the links of the
+    /// notes those reach (each hop halves the score). Measured on LoCoMo with a real
+    /// model's links (docs/BENCHMARKS.md) before changing the default of 1.
+    pub link_hops: u8,
     /// Weight of a note's current strength in its score (`kasten_core::lifecycle::
     /// retrieval_factor`); 0 turns it off. Off by default: on LoCoMo every note is equally
     /// fresh, so there is no evidence yet that it helps (setting `retrieval.strength_weight`).
@@ -75,6 +79,7 @@ impl Default for SearchOptions {
             context_max_gap_secs: 2 * 3600,
             date_weight: 0.2,
             links: true,
+            link_hops: 1,
             strength_weight: 0.0,
         }
     }
@@ -335,6 +340,7 @@ impl Engine {
             return Ok(fused);
         }
         let max_expansions = (k / 3).max(1);
+        let hops = options.link_hops.max(1);
         let mut out: Vec<FusedHit> = Vec::with_capacity(k);
         let mut expansions = 0;
         let mut direct = fused.into_iter();
@@ -351,21 +357,29 @@ impl Engine {
                 None => out.push(hit),
             }
             pending_direct = direct.next();
-            if let Some(ns) = ix.links.get(&from) {
-                for n in ns {
-                    if out.len() >= k || expansions >= max_expansions {
-                        break;
+            // breadth first from this hit: its own links, then (with 2 hops) theirs
+            let mut frontier = vec![(from, score)];
+            for _ in 0..hops {
+                let mut next = Vec::new();
+                for (at, at_score) in &frontier {
+                    let Some(ns) = ix.links.get(at) else { continue };
+                    for n in ns {
+                        if out.len() >= k || expansions >= max_expansions {
+                            break;
+                        }
+                        if out.iter().any(|h| &h.id == n) {
+                            continue;
+                        }
+                        out.push(FusedHit {
+                            id: n.clone(),
+                            score: at_score * 0.5,
+                            via: vec![Via::Link { from: at.clone() }],
+                        });
+                        expansions += 1;
+                        next.push((n.clone(), at_score * 0.5));
                     }
-                    if out.iter().any(|h| &h.id == n) {
-                        continue;
-                    }
-                    out.push(FusedHit {
-                        id: n.clone(),
-                        score: score * 0.5,
-                        via: vec![Via::Link { from: from.clone() }],
-                    });
-                    expansions += 1;
                 }
+                frontier = next;
             }
         }
         Ok(out)
@@ -387,6 +401,7 @@ impl Engine {
         k: usize,
     ) -> Result<SearchOutput, EngineError> {
         let options = SearchOptions {
+            links: self.follows_links(),
             strength_weight: self.strength_weight.load(),
             ..SearchOptions::default()
         };

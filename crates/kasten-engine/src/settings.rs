@@ -59,6 +59,10 @@ pub const SETTINGS: &[(&str, &str)] = &[
         "retrieval.reinforce",
         "all | chat | off (which retrievals strengthen a note)",
     ),
+    (
+        "retrieval.follow_links",
+        "auto | on | off (search follows links; auto: not a small model's)",
+    ),
     ("lifecycle.archive_threshold", "0-1"),
     ("merge.enabled", "true | false"),
     ("merge.min_cosine", "0-1"),
@@ -149,6 +153,9 @@ pub fn validate_setting(key: &str, raw: &str) -> Result<Value, SettingError> {
         },
         "merge.enabled" => v.parse::<bool>().map(Value::from).map_err(|_| bad()),
         "retrieval.reinforce" => crate::lifecycle::ReinforceOn::parse(v)
+            .map(|_| json!(v.trim().to_ascii_lowercase()))
+            .ok_or_else(bad),
+        "retrieval.follow_links" => crate::lifecycle::FollowLinks::parse(v)
             .map(|_| json!(v.trim().to_ascii_lowercase()))
             .ok_or_else(bad),
         "policy.auto_accept_confidence"
@@ -532,6 +539,8 @@ pub fn default_of(key: &str) -> Value {
         "policy.edits" => serde_json::to_value(policy.edits).unwrap_or(Value::Null),
         "policy.auto_accept_confidence" => json!(policy.auto_accept_confidence),
         "retrieval.strength_weight" => json!(0.0),
+        "retrieval.reinforce" => json!("all"),
+        "retrieval.follow_links" => json!("auto"),
         "lifecycle.archive_threshold" => json!(kasten_core::lifecycle::DEFAULT_ARCHIVE_THRESHOLD),
         "merge.enabled" => json!(merge.enabled),
         "merge.min_cosine" => json!((f64::from(merge.min_cosine) * 1e6).round() / 1e6),
