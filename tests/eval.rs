@@ -100,6 +100,10 @@ fn recall_per_category_with_baselines_and_a_cached_second_run() {
         "score_fusion",
         "kasten_without_context",
         "kasten_without_dates",
+        "kasten_without_links",
+        "kasten_with_links",
+        "kasten_two_hops",
+        "kasten_box_boost",
     ] {
         let rec = &r["systems"][system]["recall_at_k"];
         let overall = num(&rec["overall"]);
@@ -107,6 +111,8 @@ fn recall_per_category_with_baselines_and_a_cached_second_run() {
         assert_eq!(rec["questions"], 5, "{system}");
     }
     assert_eq!(r["recall_at_k"], r["systems"]["kasten"]["recall_at_k"]);
+    // no small model here: the default search follows links (retrieval.follow_links auto)
+    assert_eq!(r["search_follows_links"], true, "{r:#}");
     let by = &r["recall_at_k"]["by_category"];
     assert_eq!(by["multi-hop"]["category"], 1);
     assert_eq!(by["temporal"]["questions"], 1);

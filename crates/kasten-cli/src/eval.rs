@@ -94,6 +94,9 @@ const GRID: &[(f64, f64, f64)] = &{
     out
 };
 
+/// The Box-signal variant: a note in the Box of one of the top 3 hits scores this much more.
+const BOX_BOOST: f32 = 0.1;
+
 /// Bumped whenever the notes made from a file change, so old caches are not reused.
 const NOTE_FORMAT: u32 = 1;
 const COMPLETE: &str = "kasten-eval-complete.json";
@@ -118,10 +121,11 @@ enum System {
     NoLinks,
     WithLinks,
     TwoHops,
+    BoxBoost,
 }
 
 impl System {
-    const ALL: [System; 10] = [
+    const ALL: [System; 11] = [
         System::Kasten,
         System::Dense,
         System::Bm25,
@@ -132,6 +136,7 @@ impl System {
         System::NoLinks,
         System::WithLinks,
         System::TwoHops,
+        System::BoxBoost,
     ];
 
     fn name(self) -> &'static str {
@@ -146,6 +151,7 @@ impl System {
             System::NoLinks => "kasten_without_links",
             System::WithLinks => "kasten_with_links",
             System::TwoHops => "kasten_two_hops",
+            System::BoxBoost => "kasten_box_boost",
         }
     }
 
@@ -161,6 +167,9 @@ impl System {
             System::NoLinks => "ablation: Kasten without link expansion (links not followed)",
             System::WithLinks => "variant: Kasten following links one hop (whatever the setting)",
             System::TwoHops => "variant: Kasten following links two hops",
+            System::BoxBoost => {
+                "variant: Kasten with Box membership as a signal (notes in the Box of a top-3 hit score more)"
+            }
         }
     }
 
@@ -776,6 +785,17 @@ async fn score_questions(
             .collect()
     };
     let turns: HashSet<&str> = sample.turns().map(|(_, t)| t.dia_id.as_str()).collect();
+    // the Boxes, for the Box-signal variant (computed once if the memory has none)
+    if engine.boxes().await?.is_empty() {
+        engine.recompute_boxes().await?;
+    }
+    let box_of: HashMap<kasten_core::NoteId, usize> = engine
+        .boxes()
+        .await?
+        .into_iter()
+        .enumerate()
+        .flat_map(|(i, b)| b.members.into_iter().map(move |m| (m, i)))
+        .collect();
     let client = if mode.answer {
         match engine.llm_client() {
             Some(c) => Some(c.clone()),
@@ -882,6 +902,25 @@ async fn score_questions(
                     },
                 ),
             ];
+            {
+                let mut pool = engine.rank_expanded(&q.question, &qv, 3 * k, options)?;
+                let top: HashSet<usize> = pool
+                    .iter()
+                    .take(3)
+                    .filter_map(|h| box_of.get(&h.id).copied())
+                    .collect();
+                for h in &mut pool {
+                    if box_of.get(&h.id).is_some_and(|b| top.contains(b)) {
+                        h.score *= 1.0 + BOX_BOOST;
+                    }
+                }
+                pool.sort_by(|a, b| b.score.total_cmp(&a.score));
+                pool.truncate(k);
+                retrieved.insert(
+                    System::BoxBoost,
+                    to_dia(pool.into_iter().map(|h| h.id.to_string()).collect()),
+                );
+            }
             for (sys, opts) in ablations {
                 let hits = engine.rank_expanded(&q.question, &qv, k, &opts)?;
                 retrieved.insert(
