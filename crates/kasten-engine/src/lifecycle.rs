@@ -321,29 +321,33 @@ impl Engine {
         self.require(id).await
     }
 
-    /// Which retrievals reinforce (setting `retrieval.reinforce`, read at open).
-    pub async fn reinforce_setting(&self) -> Result<ReinforceOn, EngineError> {
+    /// A word-valued field of the `retrieval` settings group, parsed (None: unset or not
+    /// valid, so the default holds).
+    async fn retrieval_word<T>(
+        &self,
+        field: &str,
+        parse: fn(&str) -> Option<T>,
+    ) -> Result<Option<T>, EngineError> {
         Ok(self
             .store
             .get_setting("retrieval")
             .await?
-            .and_then(|v| {
-                v.get("reinforce")
-                    .and_then(|x| x.as_str().and_then(ReinforceOn::parse))
-            })
+            .and_then(|v| v.get(field).and_then(|x| x.as_str().and_then(parse))))
+    }
+
+    /// Which retrievals reinforce (setting `retrieval.reinforce`, read at open).
+    pub async fn reinforce_setting(&self) -> Result<ReinforceOn, EngineError> {
+        Ok(self
+            .retrieval_word("reinforce", ReinforceOn::parse)
+            .await?
             .unwrap_or(ReinforceOn::All))
     }
 
     /// Whether search follows links (setting `retrieval.follow_links`, read at open).
     pub async fn follow_links_setting(&self) -> Result<FollowLinks, EngineError> {
         Ok(self
-            .store
-            .get_setting("retrieval")
+            .retrieval_word("follow_links", FollowLinks::parse)
             .await?
-            .and_then(|v| {
-                v.get("follow_links")
-                    .and_then(|x| x.as_str().and_then(FollowLinks::parse))
-            })
             .unwrap_or(FollowLinks::Auto))
     }
 
