@@ -588,25 +588,78 @@ pub struct VaultImport {
     pub hidden: usize,
 }
 
+/// One file of a vault as listed, before it is read ([`plan_vault_reading`] reads the
+/// Markdown ones one at a time).
+#[derive(Debug, Clone)]
+pub struct VaultEntry {
+    /// Relative to the vault, `/`-separated.
+    pub path: String,
+    /// The file's modification time, the note's time when the front matter has none.
+    pub modified: Option<DateTime<Utc>>,
+}
+
+/// What reading one file of a vault gave: its bytes, nothing (not Markdown after all: an
+/// attachment), or why it could not be read (the file is a problem, the import goes on).
+pub type ReadResult = Result<Option<Vec<u8>>, String>;
+
 /// Turns the files of a vault called `root` into notes and links. Sources are
 /// `ROOT/relative/path.md` unless the file is a Kasten export (`kasten_id`), whose source
 /// is its `kasten_source` (or none).
 pub fn plan_vault(root: &str, files: &[VaultFile]) -> VaultImport {
+    let entries = files
+        .iter()
+        .map(|f| VaultEntry {
+            path: f.path.clone(),
+            modified: f.modified,
+        })
+        .collect();
+    let bytes: HashMap<&str, &[u8]> = files
+        .iter()
+        .filter_map(|f| Some((f.path.as_str(), f.bytes.as_deref()?)))
+        .collect();
+    plan_vault_reading(root, entries, &mut |path| {
+        Ok(bytes.get(path).map(|b| b.to_vec()))
+    })
+}
+
+/// [`plan_vault`] over a listing, reading each Markdown file with `read` (given the
+/// entry's path as listed) only when its turn comes and dropping its bytes once parsed:
+/// a vault is held once, as the notes it turns into, never also as files and parses.
+pub fn plan_vault_reading(
+    root: &str,
+    mut entries: Vec<VaultEntry>,
+    read: &mut dyn FnMut(&str) -> ReadResult,
+) -> VaultImport {
     let mut out = VaultImport::default();
     let mut parsed: Vec<(String, ParsedFile)> = Vec::new();
-    let mut sorted: Vec<&VaultFile> = files.iter().collect();
-    sorted.sort_by(|a, b| a.path.cmp(&b.path));
-    for f in sorted {
+    entries.sort_by(|a, b| a.path.cmp(&b.path));
+    for f in entries {
         let path = f.path.replace('\\', "/");
         if is_hidden(&path) {
             out.hidden += 1;
             continue;
         }
-        let Some(bytes) = f.bytes.as_deref().filter(|_| is_markdown(&path)) else {
+        if !is_markdown(&path) {
             out.attachments += 1;
             continue;
+        }
+        let bytes = match read(&f.path) {
+            Ok(Some(b)) => b,
+            Ok(None) => {
+                out.attachments += 1;
+                continue;
+            }
+            Err(message) => {
+                out.problems.push(Problem {
+                    origin: path.clone(),
+                    message,
+                });
+                continue;
+            }
         };
-        let mut p = match parse_file(bytes) {
+        let parsed_file = parse_file(&bytes);
+        drop(bytes);
+        let mut p = match parsed_file {
             Ok(p) => p,
             Err(message) => {
                 out.problems.push(Problem {
@@ -618,15 +671,17 @@ pub fn plan_vault(root: &str, files: &[VaultFile]) -> VaultImport {
         };
         let stem = file_stem(&path);
         // a Kasten export's body is the content; a note with its own H1 keeps it
+        // the body moves into the note: link resolution needs only the rest of the parse
+        let body = std::mem::take(&mut p.body);
         let content = if p.kasten_id.is_some()
             || p.kasten_source.is_some()
-            || p.body.lines().next().is_some_and(|l| l.starts_with("# "))
+            || body.lines().next().is_some_and(|l| l.starts_with("# "))
         {
-            p.body.clone()
-        } else if p.body.is_empty() {
+            body
+        } else if body.is_empty() {
             format!("# {stem}")
         } else {
-            format!("# {stem}\n\n{}", p.body)
+            format!("# {stem}\n\n{body}")
         };
         let note = match NewNote::new(&content) {
             Ok(n) => n,
@@ -653,9 +708,9 @@ pub fn plan_vault(root: &str, files: &[VaultFile]) -> VaultImport {
         out.notes.push(ImportNote {
             note: note.at(p.created.or(f.modified)).with_source(source),
             id: p.kasten_id.clone(),
-            keywords: p.keywords.clone(),
-            tags: p.tags.clone(),
-            context: p.context.clone(),
+            keywords: std::mem::take(&mut p.keywords),
+            tags: std::mem::take(&mut p.tags),
+            context: std::mem::take(&mut p.context),
             enriched: p.kasten_enriched,
             archived: p.kasten_archived,
             origin: path.clone(),

@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
-use kasten_core::markdown::{VaultFile, is_hidden, is_markdown, plan_vault};
+use kasten_core::markdown::{VaultEntry, is_hidden, is_markdown, plan_vault_reading};
 use kasten_core::transfer::{ImportLink, ImportNote, Problem, parse_chat};
 
 use crate::EngineError;
@@ -35,14 +35,17 @@ pub struct ImportPlan {
 }
 
 /// Reads a Markdown folder or Obsidian vault (`.obsidian/` and other hidden folders are
-/// ignored; files that are not Markdown are counted as attachments and not read).
+/// ignored; files that are not Markdown are counted as attachments and not read). The
+/// folder is listed first and each Markdown file read only when its turn comes, so the
+/// vault is held in memory once, as its notes; a file that cannot be read is a problem
+/// of the import (named, the others imported), not its end.
 pub fn plan_markdown(path: &Path, batch: usize) -> Result<ImportPlan, EngineError> {
     let meta = std::fs::metadata(path)
         .map_err(|e| file_error(format!("cannot read {}", path.display()), e))?;
-    let (root, files) = if meta.is_dir() {
-        let mut files = Vec::new();
-        walk(path, path, &mut files)?;
-        (dir_name(path), files)
+    let (root, base, entries) = if meta.is_dir() {
+        let mut entries = Vec::new();
+        walk(path, path, &mut entries)?;
+        (dir_name(path), path.to_owned(), entries)
     } else {
         // one Markdown file: a vault of one note, named after its folder
         let parent = path.parent().unwrap_or(Path::new("."));
@@ -56,18 +59,24 @@ pub fn plan_markdown(path: &Path, batch: usize) -> Result<ImportPlan, EngineErro
                 path.display()
             )));
         }
-        let bytes = std::fs::read(path)
+        // a single file that cannot be read is the import's error, not a problem of it
+        std::fs::File::open(path)
             .map_err(|e| file_error(format!("cannot read {}", path.display()), e))?;
         (
             dir_name(parent),
-            vec![VaultFile {
+            parent.to_owned(),
+            vec![VaultEntry {
                 path: name,
-                bytes: Some(bytes),
                 modified: mtime(&meta),
             }],
         )
     };
-    let v = plan_vault(&root, &files);
+    let v = plan_vault_reading(&root, entries, &mut |rel| {
+        let p = base.join(rel);
+        std::fs::read(&p)
+            .map(Some)
+            .map_err(|e| format!("cannot read {}: {e}", p.display()))
+    });
     Ok(ImportPlan {
         path: path.to_owned(),
         format: "markdown",
@@ -94,9 +103,10 @@ fn mtime(m: &std::fs::Metadata) -> Option<DateTime<Utc>> {
     m.modified().ok().map(DateTime::<Utc>::from)
 }
 
-/// Collects the files under `dir` (relative to `root`, `/`-separated); symbolic links to
-/// folders are not followed (no loops), hidden folders are not entered but counted.
-fn walk(root: &Path, dir: &Path, out: &mut Vec<VaultFile>) -> Result<(), EngineError> {
+/// Lists the files under `dir` (relative to `root`, `/`-separated) without reading them;
+/// symbolic links to folders are not followed (no loops), hidden folders are not entered
+/// but listed (to be counted).
+fn walk(root: &Path, dir: &Path, out: &mut Vec<VaultEntry>) -> Result<(), EngineError> {
     let rd = std::fs::read_dir(dir)
         .map_err(|e| file_error(format!("cannot read {}", dir.display()), e))?;
     let mut entries: Vec<_> = rd
@@ -117,9 +127,8 @@ fn walk(root: &Path, dir: &Path, out: &mut Vec<VaultFile>) -> Result<(), EngineE
             .map_err(|err| file_error(format!("cannot read {}", p.display()), err))?;
         if ft.is_dir() {
             if is_hidden(&rel) {
-                out.push(VaultFile {
+                out.push(VaultEntry {
                     path: rel,
-                    bytes: None,
                     modified: None,
                 });
                 continue;
@@ -130,17 +139,8 @@ fn walk(root: &Path, dir: &Path, out: &mut Vec<VaultFile>) -> Result<(), EngineE
                 Ok(m) if m.is_file() => m,
                 _ => continue,
             };
-            let bytes = if is_markdown(&rel) && !is_hidden(&rel) {
-                Some(
-                    std::fs::read(&p)
-                        .map_err(|e| file_error(format!("cannot read {}", p.display()), e))?,
-                )
-            } else {
-                None
-            };
-            out.push(VaultFile {
+            out.push(VaultEntry {
                 path: rel,
-                bytes,
                 modified: mtime(&meta),
             });
         }

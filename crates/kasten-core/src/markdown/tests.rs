@@ -342,3 +342,49 @@ mod props {
         }
     }
 }
+
+#[test]
+fn a_vault_is_read_one_file_at_a_time_and_an_unreadable_file_is_a_problem() {
+    let entries: Vec<VaultEntry> = ["b.md", "a.md", "c.md", "pic.png", ".obsidian"]
+        .iter()
+        .map(|p| VaultEntry {
+            path: (*p).to_owned(),
+            modified: None,
+        })
+        .collect();
+    let mut asked: Vec<String> = Vec::new();
+    let v = plan_vault_reading("v", entries, &mut |path| {
+        asked.push(path.to_owned());
+        match path {
+            "a.md" => Ok(Some(b"Alpha links to [[b]] and [[c]]".to_vec())),
+            "b.md" => Err("cannot read v/b.md: permission denied".to_owned()),
+            "c.md" => Ok(Some(b"Gamma".to_vec())),
+            _ => Ok(None),
+        }
+    });
+    // only the Markdown files are read, each once, in path order
+    assert_eq!(asked, ["a.md", "b.md", "c.md"]);
+    assert_eq!(v.notes.len(), 2);
+    assert_eq!(v.problems.len(), 1);
+    assert_eq!(v.problems[0].origin, "b.md");
+    assert!(v.problems[0].message.contains("permission denied"));
+    assert_eq!((v.attachments, v.hidden), (1, 1));
+    // the link to the unread file is unresolved, the other one made
+    assert_eq!(v.links.len(), 1);
+    assert_eq!(v.unresolved.len(), 1);
+    // the same as planning the files read up front
+    let eager = plan_vault(
+        "v",
+        &[
+            file("a.md", "Alpha links to [[b]] and [[c]]"),
+            file("c.md", "Gamma"),
+            attachment("pic.png"),
+            attachment(".obsidian"),
+        ],
+    );
+    let contents = |v: &VaultImport| -> Vec<String> {
+        v.notes.iter().map(|n| n.note.content.clone()).collect()
+    };
+    assert_eq!(contents(&v), contents(&eager));
+    assert_eq!(v.links, eager.links);
+}
