@@ -624,7 +624,9 @@ impl Engine {
         // 4. link + evolve
         let t2 = Instant::now();
         let mut le = LinkEvolve::default();
-        if !neighbours.is_empty() && (steps.links || steps.evolution) {
+        // the guided prompt only proposes links: without them it has nothing to ask
+        let asks = steps.links || (steps.evolution && !small);
+        if !neighbours.is_empty() && asks {
             let handles = Handles::new(neighbours.iter().map(|n| n.id.clone()));
             let shown: Vec<Neighbour> = neighbours
                 .iter()
