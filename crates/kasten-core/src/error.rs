@@ -18,4 +18,7 @@ pub enum CoreError {
     /// A vector containing NaN or infinity.
     #[error("vector contains a value that is not a finite number")]
     NonFiniteVector,
+    /// The vector rows left in the index snapshot file could not be read.
+    #[error("could not read the vectors from the index snapshot file: {0}")]
+    RowRead(String),
 }

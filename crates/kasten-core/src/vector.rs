@@ -25,9 +25,18 @@
 //! written so LLVM vectorises them for it.
 //! The store (SurrealDB) stays the source of truth: this index is rebuilt from it at open,
 //! or read back from a snapshot the store vouches for ([`VectorIndex::encode`]).
+//!
+//! Where the f32 rows live: an index built in this process holds them in RAM. An index
+//! read from a snapshot leaves them in the snapshot file and reads the few it rescores per
+//! query through a [`RowSource`] (positioned reads; the page cache keeps them warm, and
+//! they are not part of the process's memory); rows written after the load are held in
+//! RAM on top of it (see `Rows`). Quantised vectors, scales and sign codes, which every
+//! query scans, are always in RAM.
 
+use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap};
+use std::sync::Arc;
 
 use crate::snapshot::{self, Decoder, Encoder, SnapshotError};
 use crate::{CoreError, NoteId};
@@ -66,6 +75,211 @@ impl Prefilter {
     }
 }
 
+/// Reads the f32 rows of an index loaded from a snapshot, from where the snapshot keeps
+/// them (the engine: the snapshot file). Row `r` is the `dim` little-endian `f32`s at
+/// byte `r * dim * 4`. The bytes must not change while the index uses them: the engine
+/// reads a file that is only ever replaced whole (written beside it, then renamed over
+/// it), never modified in place, so an open handle keeps seeing the bytes it checked.
+pub trait RowSource: std::fmt::Debug + Send + Sync {
+    /// Fills `out` with the bytes starting at `offset`; an error if there are fewer.
+    fn read_at(&self, offset: u64, out: &mut [u8]) -> std::io::Result<()>;
+}
+
+/// Where a row lives when it is not the source's row of the same slot.
+#[derive(Debug, Clone)]
+enum Row {
+    /// Written after the load.
+    Ram(Box<[f32]>),
+    /// The source's row of another slot (moved here when a vector was removed).
+    Source(usize),
+}
+
+/// The f32 rows, by slot. Slots `0..base_len` read the source's row of the same number
+/// unless `moved` says otherwise; slots from `base_len` on are in `tail`, in order. An
+/// index built in RAM has no source and everything in `tail`. A write never copies the
+/// source's rows into RAM: an insert appends to `tail`, a replacement of a loaded slot
+/// goes to `moved`, a removal moves the last slot's row (or, for a loaded slot, just its
+/// row number) into the freed slot.
+#[derive(Debug, Clone)]
+struct Rows {
+    dim: usize,
+    source: Option<Arc<dyn RowSource>>,
+    base_len: usize,
+    moved: HashMap<usize, Row>,
+    tail: Vec<f32>,
+}
+
+/// Rows read from the source at once by whole-index walks.
+const ROWS_PER_READ: usize = 256;
+/// Rows wanted this close together are read in one piece (the rows between included).
+const ROWS_GAP: usize = 4;
+
+impl Rows {
+    fn new(dim: usize) -> Self {
+        Self {
+            dim,
+            source: None,
+            base_len: 0,
+            moved: HashMap::new(),
+            tail: Vec::new(),
+        }
+    }
+
+    /// `count` consecutive source rows from `first`, appended to `out`.
+    fn read_source(&self, first: usize, count: usize, out: &mut Vec<f32>) -> Result<(), CoreError> {
+        let Some(src) = &self.source else {
+            return Err(CoreError::RowRead("no rows to read from".into()));
+        };
+        let mut bytes = vec![0u8; count * self.dim * 4];
+        let offset = (first * self.dim * 4) as u64;
+        src.read_at(offset, &mut bytes)
+            .map_err(|e| CoreError::RowRead(e.to_string()))?;
+        out.extend(
+            bytes
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])),
+        );
+        Ok(())
+    }
+
+    /// The row of `slot` (< the number of slots).
+    fn get(&self, slot: usize) -> Result<Cow<'_, [f32]>, CoreError> {
+        let d = self.dim;
+        if slot >= self.base_len {
+            let at = (slot - self.base_len) * d;
+            return Ok(Cow::Borrowed(&self.tail[at..at + d]));
+        }
+        let from = match self.moved.get(&slot) {
+            Some(Row::Ram(v)) => return Ok(Cow::Borrowed(v)),
+            Some(Row::Source(r)) => *r,
+            None => slot,
+        };
+        let mut v = Vec::with_capacity(d);
+        self.read_source(from, 1, &mut v)?;
+        Ok(Cow::Owned(v))
+    }
+
+    /// Calls `f` with the row of each of `slots` (ascending), reading source rows that are
+    /// close together in one piece.
+    fn for_slots(
+        &self,
+        slots: &[usize],
+        mut f: impl FnMut(usize, &[f32]),
+    ) -> Result<(), CoreError> {
+        let d = self.dim;
+        let mut buf = Vec::new();
+        let mut i = 0;
+        while i < slots.len() {
+            let first = slots[i];
+            if first >= self.base_len {
+                f(first, &self.get(first)?);
+                i += 1;
+                continue;
+            }
+            let mut j = i + 1;
+            while j < slots.len()
+                && slots[j] < self.base_len
+                && slots[j] - first < ROWS_PER_READ
+                && slots[j] - slots[j - 1] <= ROWS_GAP
+            {
+                j += 1;
+            }
+            buf.clear();
+            self.read_source(first, slots[j - 1] + 1 - first, &mut buf)?;
+            for &slot in &slots[i..j] {
+                match self.moved.get(&slot) {
+                    None => f(slot, &buf[(slot - first) * d..(slot - first + 1) * d]),
+                    Some(Row::Ram(v)) => f(slot, v),
+                    Some(Row::Source(_)) => f(slot, &self.get(slot)?),
+                }
+            }
+            i = j;
+        }
+        Ok(())
+    }
+
+    fn push(&mut self, v: &[f32]) {
+        self.tail.extend_from_slice(v);
+    }
+
+    fn set(&mut self, slot: usize, v: &[f32]) {
+        let d = self.dim;
+        if slot >= self.base_len {
+            let at = (slot - self.base_len) * d;
+            self.tail[at..at + d].copy_from_slice(v);
+        } else {
+            self.moved.insert(slot, Row::Ram(v.into()));
+        }
+    }
+
+    /// Moves the row of the last of `len` slots into `slot` and drops the last slot.
+    fn swap_remove(&mut self, slot: usize, len: usize) {
+        let d = self.dim;
+        let last = len - 1;
+        if last >= self.base_len {
+            let at = (last - self.base_len) * d;
+            if slot != last {
+                if slot >= self.base_len {
+                    self.tail
+                        .copy_within(at..at + d, (slot - self.base_len) * d);
+                } else {
+                    self.moved
+                        .insert(slot, Row::Ram(self.tail[at..at + d].into()));
+                }
+            }
+            self.tail.truncate(at);
+        } else {
+            // nothing in the tail: the last slot is a loaded one
+            let row = self.moved.remove(&last).unwrap_or(Row::Source(last));
+            if slot != last {
+                self.moved.insert(slot, row);
+            }
+            self.base_len = last;
+            if self.base_len == 0 && self.moved.is_empty() {
+                self.source = None;
+            }
+        }
+    }
+
+    /// Calls `f` with every row in slot order (`len` slots), reading the source in runs.
+    fn for_each(&self, len: usize, mut f: impl FnMut(usize, &[f32])) -> Result<(), CoreError> {
+        let d = self.dim.max(1);
+        let mut buf = Vec::new();
+        let mut first = 0;
+        while first < self.base_len {
+            let count = ROWS_PER_READ.min(self.base_len - first);
+            buf.clear();
+            self.read_source(first, count, &mut buf)?;
+            for (i, row) in buf.chunks_exact(d).enumerate() {
+                let slot = first + i;
+                match self.moved.get(&slot) {
+                    None => f(slot, row),
+                    Some(Row::Ram(v)) => f(slot, v),
+                    Some(Row::Source(_)) => f(slot, &self.get(slot)?),
+                }
+            }
+            first += count;
+        }
+        for (i, row) in self.tail.chunks_exact(d).enumerate() {
+            let slot = self.base_len + i;
+            if slot < len {
+                f(slot, row);
+            }
+        }
+        Ok(())
+    }
+
+    /// Bytes of rows held in RAM.
+    fn heap_bytes(&self) -> usize {
+        let moved = self
+            .moved
+            .values()
+            .filter(|r| matches!(r, Row::Ram(_)))
+            .count();
+        (self.tail.len() + moved * self.dim) * 4
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct VectorIndex {
     dim: usize,
@@ -73,7 +287,7 @@ pub struct VectorIndex {
     words: usize,
     ids: Vec<NoteId>,
     slot_of: HashMap<NoteId, usize>,
-    full: Vec<f32>,
+    full: Rows,
     quant: Vec<i8>,
     scales: Vec<f32>,
     codes: Vec<u64>,
@@ -249,7 +463,7 @@ impl VectorIndex {
             words: dim.div_ceil(64),
             ids: Vec::new(),
             slot_of: HashMap::new(),
-            full: Vec::new(),
+            full: Rows::new(dim),
             quant: Vec::new(),
             scales: Vec::new(),
             codes: Vec::new(),
@@ -284,9 +498,20 @@ impl VectorIndex {
         self.slot_of.contains_key(id)
     }
 
-    /// Bytes held by the vectors (the dominant part of the index's memory).
+    /// Bytes the vectors hold in RAM (the dominant part of the index's memory); f32 rows
+    /// left in a snapshot file ([`VectorIndex::decode`]) are not counted.
     pub fn memory_bytes(&self) -> usize {
-        self.full.len() * 4 + self.quant.len() + self.scales.len() * 4 + self.codes.len() * 8
+        self.full.heap_bytes() + self.quant.len() + self.scales.len() * 4 + self.codes.len() * 8
+    }
+
+    /// Bytes of the f32 rows (what [`VectorIndex::encode_rows`] writes).
+    pub fn row_bytes(&self) -> u64 {
+        (self.ids.len() as u64) * (self.dim as u64) * 4
+    }
+
+    /// The indexed ids, in slot order.
+    pub fn ids(&self) -> &[NoteId] {
+        &self.ids
     }
 
     /// Inserts or replaces the vector of `id`.
@@ -299,12 +524,15 @@ impl VectorIndex {
         }
         let v = normalized(v)?;
         let slot = match self.slot_of.get(&id) {
-            Some(&s) => s,
+            Some(&s) => {
+                self.full.set(s, &v);
+                s
+            }
             None => {
                 let s = self.ids.len();
                 self.ids.push(id.clone());
                 self.slot_of.insert(id, s);
-                self.full.resize(self.full.len() + self.dim, 0.0);
+                self.full.push(&v);
                 self.quant.resize(self.quant.len() + self.dim, 0);
                 self.codes.resize(self.codes.len() + self.words, 0);
                 self.scales.push(0.0);
@@ -312,7 +540,6 @@ impl VectorIndex {
             }
         };
         let range = slot * self.dim..(slot + 1) * self.dim;
-        self.full[range.clone()].copy_from_slice(&v);
         self.scales[slot] = quantize(&v, &mut self.quant[range]);
         let w = self.words;
         sign_code(&v, &mut self.codes[slot * w..(slot + 1) * w]);
@@ -326,9 +553,9 @@ impl VectorIndex {
         };
         let last = self.ids.len() - 1;
         let (d, w) = (self.dim, self.words);
+        self.full.swap_remove(slot, last + 1);
         if slot != last {
             let moved = self.ids[last].clone();
-            self.full.copy_within(last * d..(last + 1) * d, slot * d);
             self.quant.copy_within(last * d..(last + 1) * d, slot * d);
             self.codes.copy_within(last * w..(last + 1) * w, slot * w);
             self.scales[slot] = self.scales[last];
@@ -336,7 +563,6 @@ impl VectorIndex {
             self.slot_of.insert(moved, slot);
         }
         self.ids.pop();
-        self.full.truncate(last * d);
         self.quant.truncate(last * d);
         self.codes.truncate(last * w);
         self.scales.pop();
@@ -437,10 +663,14 @@ impl VectorIndex {
             }
             None => self.scan_all(&q, cap),
         };
-        let d = self.dim;
-        for c in &mut cands {
-            c.score = dot_f32(&query, &self.full[c.slot * d..(c.slot + 1) * d]);
-        }
+        // rescored in slot order, so rows near each other are read together
+        cands.sort_unstable_by_key(|c| c.slot);
+        let slots: Vec<usize> = cands.iter().map(|c| c.slot).collect();
+        let mut at = 0;
+        self.full.for_slots(&slots, |_, row| {
+            cands[at].score = dot_f32(&query, row);
+            at += 1;
+        })?;
         cands.sort_by(|a, b| {
             b.score
                 .total_cmp(&a.score)
@@ -462,13 +692,13 @@ impl VectorIndex {
             });
         }
         let query = normalized(query)?;
-        let d = self.dim;
-        let mut all: Vec<Cand> = (0..self.ids.len())
-            .map(|slot| Cand {
-                score: dot_f32(&query, &self.full[slot * d..(slot + 1) * d]),
+        let mut all: Vec<Cand> = Vec::with_capacity(self.ids.len());
+        self.full.for_each(self.ids.len(), |slot, row| {
+            all.push(Cand {
+                score: dot_f32(&query, row),
                 slot,
-            })
-            .collect();
+            });
+        })?;
         all.sort_by(|a, b| {
             b.score
                 .total_cmp(&a.score)
@@ -481,34 +711,65 @@ impl VectorIndex {
             .collect())
     }
 
-    /// Every (id, normalised vector), in slot order.
-    pub fn iter(&self) -> impl Iterator<Item = (&NoteId, &[f32])> {
-        self.ids.iter().zip(self.full.chunks_exact(self.dim.max(1)))
+    /// Calls `f` with every (id, normalised vector), in slot order.
+    pub fn for_each_vector(&self, mut f: impl FnMut(&NoteId, &[f32])) -> Result<(), CoreError> {
+        self.full
+            .for_each(self.ids.len(), |slot, row| f(&self.ids[slot], row))
+    }
+
+    /// Calls `f(i, v)` with the stored vector `v` of `ids[i]`, for each of `ids` that is
+    /// indexed (in slot order). Cheaper than [`VectorIndex::get`] one by one
+    /// when the rows are in a snapshot file: rows close together are read together.
+    pub fn for_each_of(
+        &self,
+        ids: &[&NoteId],
+        mut f: impl FnMut(usize, &[f32]),
+    ) -> Result<(), CoreError> {
+        let mut wanted: Vec<(usize, usize)> = ids
+            .iter()
+            .enumerate()
+            .filter_map(|(i, id)| self.slot_of.get(*id).map(|&s| (s, i)))
+            .collect();
+        wanted.sort_unstable();
+        let slots: Vec<usize> = wanted.iter().map(|w| w.0).collect();
+        let mut at = 0;
+        self.full.for_slots(&slots, |_, row| {
+            f(wanted[at].1, row);
+            at += 1;
+        })
     }
 
     /// The stored (normalised) vector of `id`.
-    pub fn get(&self, id: &NoteId) -> Option<&[f32]> {
-        self.slot_of
-            .get(id)
-            .map(|&s| &self.full[s * self.dim..(s + 1) * self.dim])
+    pub fn get(&self, id: &NoteId) -> Result<Option<Cow<'_, [f32]>>, CoreError> {
+        self.slot_of.get(id).map(|&s| self.full.get(s)).transpose()
     }
 
-    /// Writes the index (ids in slot order, f32 vectors, int8 vectors and scales, sign
-    /// codes) for [`VectorIndex::decode`]. Thread count and prefilter are not stored.
+    /// Writes the index (ids in slot order, int8 vectors and scales, sign codes) for
+    /// [`VectorIndex::decode`]; the f32 rows are written apart ([`VectorIndex::encode_rows`]),
+    /// so that a reader can leave them where they are. Thread count and prefilter are not
+    /// stored.
     pub fn encode(&self, e: &mut Encoder) {
         e.len32(self.dim);
         e.len32(self.ids.len());
         for id in &self.ids {
             e.id(id);
         }
-        e.f32s(&self.full);
         e.i8s(&self.quant);
         e.f32s(&self.scales);
         e.u64s(&self.codes);
     }
 
-    /// Reads an index written by [`VectorIndex::encode`], exactly as it was (same slots).
-    pub fn decode(d: &mut Decoder<'_>) -> Result<Self, SnapshotError> {
+    /// Writes the f32 rows in slot order ([`row_bytes`](VectorIndex::row_bytes) bytes),
+    /// the layout a [`RowSource`] reads.
+    pub fn encode_rows(&self, e: &mut Encoder) -> Result<(), CoreError> {
+        self.full.for_each(self.ids.len(), |_, row| e.f32s(row))
+    }
+
+    /// Reads an index written by [`VectorIndex::encode`], exactly as it was (same slots),
+    /// its f32 rows left in `rows` (which must hold [`row_bytes`](VectorIndex::row_bytes)
+    /// bytes written by [`VectorIndex::encode_rows`]; the caller checks their length and
+    /// checksum).
+    pub fn decode(d: &mut Decoder<'_>, rows: Arc<dyn RowSource>) -> Result<Self, SnapshotError> {
         let dim = d.u32()? as usize;
         if dim == 0 || dim > 1 << 16 {
             return Err(snapshot::invalid(format!("vector dimension {dim}")));
@@ -529,7 +790,8 @@ impl VectorIndex {
         let cells = n
             .checked_mul(dim)
             .ok_or_else(|| snapshot::invalid("vector index size overflows"))?;
-        ix.full = d.f32s(cells)?;
+        ix.full.source = Some(rows);
+        ix.full.base_len = n;
         ix.quant = d.i8s(cells)?;
         ix.scales = d.f32s(n)?;
         ix.codes = d.u64s(n * ix.words)?;
@@ -548,6 +810,73 @@ mod tests {
 
     fn id(i: usize) -> NoteId {
         NoteId::parse(&format!("n{i}")).unwrap_or_else(|_| NoteId::generate())
+    }
+
+    /// The stored vector of `id` (empty if there is none).
+    fn row(ix: &VectorIndex, id: &NoteId) -> Vec<f32> {
+        ix.get(id)
+            .ok()
+            .flatten()
+            .map(|v| v.to_vec())
+            .unwrap_or_default()
+    }
+
+    /// Rows in a byte buffer, as the engine's snapshot file holds them; counts the rows
+    /// read and can be made to fail.
+    #[derive(Debug, Default)]
+    struct Bytes {
+        bytes: Vec<u8>,
+        row_len: usize,
+        rows_read: std::sync::atomic::AtomicUsize,
+        broken: std::sync::atomic::AtomicBool,
+    }
+
+    impl RowSource for Bytes {
+        fn read_at(&self, offset: u64, out: &mut [u8]) -> std::io::Result<()> {
+            use std::sync::atomic::Ordering::SeqCst;
+            if self.broken.load(SeqCst) {
+                return Err(std::io::Error::other("the disk is gone"));
+            }
+            let at = usize::try_from(offset).map_err(std::io::Error::other)?;
+            let src = self
+                .bytes
+                .get(at..at + out.len())
+                .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::UnexpectedEof))?;
+            out.copy_from_slice(src);
+            self.rows_read
+                .fetch_add(out.len() / self.row_len.max(1), SeqCst);
+            Ok(())
+        }
+    }
+
+    /// `ix` written and read back with its rows left in a [`Bytes`] source.
+    fn reloaded(ix: &VectorIndex) -> (VectorIndex, Arc<Bytes>) {
+        let mut e = Encoder::new();
+        ix.encode(&mut e);
+        let mut r = Encoder::new();
+        assert!(ix.encode_rows(&mut r).is_ok());
+        let rows = r.into_bytes();
+        assert_eq!(rows.len() as u64, ix.row_bytes());
+        let src = Arc::new(Bytes {
+            bytes: rows,
+            row_len: ix.dim() * 4,
+            ..Bytes::default()
+        });
+        let bytes = e.into_bytes();
+        let mut dec = Decoder::new(&bytes);
+        let back = VectorIndex::decode(&mut dec, src.clone()).unwrap();
+        dec.finish().unwrap();
+        (back, src)
+    }
+
+    /// Every (id, vector bits) in slot order.
+    fn vectors(ix: &VectorIndex) -> Vec<(NoteId, Vec<u32>)> {
+        let mut out = Vec::new();
+        let walked = ix.for_each_vector(|id, v| {
+            out.push((id.clone(), v.iter().map(|x| x.to_bits()).collect()));
+        });
+        assert!(walked.is_ok());
+        out
     }
 
     /// Ids returned by the fast path equal brute force, allowing only swaps between
@@ -642,7 +971,7 @@ mod tests {
             .map(|c| c.iter().zip(&qc).map(|(a, b)| (a ^ b).count_ones()).sum())
             .collect();
         // the sign code agrees with the vector
-        let v = ix.get(&id(0)).unwrap_or_default().to_vec();
+        let v = row(&ix, &id(0));
         let bits: u32 = ix.codes[..ix.words].iter().map(|w| w.count_ones()).sum();
         assert_eq!(bits as usize, v.iter().filter(|x| **x > 0.0).count());
         for want in [1, 37, 500, 1999, 2000, 5000] {
@@ -686,9 +1015,9 @@ mod tests {
                 assert_eq!(fast.len(), 10);
                 // every returned score is the exact cosine, best first
                 for (h, s) in &fast {
-                    let v = ix.get(h).unwrap_or_default();
+                    let v = row(ix, h);
                     let qn = normalized(&q).unwrap_or_default();
-                    assert!((dot_f32(&qn, v) - s).abs() < 1e-6);
+                    assert!((dot_f32(&qn, &v) - s).abs() < 1e-6);
                 }
                 assert!(fast.windows(2).all(|w| w[0].1 >= w[1].1));
                 total += exact.len();
@@ -710,7 +1039,7 @@ mod tests {
         assert!(check(&ix, &mut rng) >= 0.99);
         // a stored vector is always its own nearest neighbour (Hamming distance 0)
         for i in (1..6000).step_by(96) {
-            let v = ix.get(&id(i)).unwrap_or_default().to_vec();
+            let v = row(&ix, &id(i));
             let hits = ix.search(&v, 1).unwrap_or_default();
             assert_eq!(hits[0].0, id(i));
         }
@@ -767,24 +1096,14 @@ mod tests {
         for i in (1..600).step_by(5) {
             assert!(ix.upsert(id(i), &rand_vec(&mut rng, d)).is_ok());
         }
-        let mut e = Encoder::new();
-        ix.encode(&mut e);
-        let bytes = e.into_bytes();
-        let mut dec = Decoder::new(&bytes);
-        let back = VectorIndex::decode(&mut dec).unwrap();
-        dec.finish().unwrap();
+        let (back, _) = reloaded(&ix);
         assert_eq!(back.len(), ix.len());
         assert_eq!(back.dim(), d);
         assert_eq!(back.ids, ix.ids);
         assert_eq!(back.slot_of, ix.slot_of);
         assert_eq!(back.quant, ix.quant);
         assert_eq!(back.codes, ix.codes);
-        assert!(
-            back.full
-                .iter()
-                .zip(&ix.full)
-                .all(|(a, b)| a.to_bits() == b.to_bits())
-        );
+        assert_eq!(vectors(&back), vectors(&ix));
         assert!(
             back.scales
                 .iter()
@@ -802,6 +1121,146 @@ mod tests {
         assert_eq!(back.len(), ix.len());
     }
 
+    /// The same writes on an index built in RAM and on one whose rows were left in the
+    /// snapshot: same vectors, same answers (and those equal brute force), at every step.
+    #[test]
+    fn rows_left_in_the_snapshot_answer_as_rows_in_ram_through_inserts_replacements_and_removals() {
+        use std::sync::atomic::Ordering::SeqCst;
+        let mut rng = StdRng::seed_from_u64(29);
+        let d = 384;
+        let centers: Vec<Vec<f32>> = (0..40).map(|_| rand_vec(&mut rng, d)).collect();
+        let mut ram = VectorIndex::new(d);
+        let small = Some(Prefilter {
+            min_len: 500,
+            min_candidates: 200,
+            fraction: 20,
+        });
+        ram.set_prefilter(small);
+        for i in 0..3000 {
+            assert!(ram.upsert(id(i), &clustered(&mut rng, &centers, d)).is_ok());
+        }
+        let (mut disk, src) = reloaded(&ram);
+        disk.set_prefilter(small);
+        // the rows are not in RAM: only the quantised vectors, scales and codes are
+        let row_bytes = 3000 * d * 4;
+        assert_eq!(ram.memory_bytes() - disk.memory_bytes(), row_bytes);
+
+        let same = |ram: &VectorIndex, disk: &VectorIndex, rng: &mut StdRng| {
+            assert_eq!(ram.len(), disk.len());
+            assert_eq!(vectors(disk), vectors(ram));
+            for _ in 0..8 {
+                let q = clustered(rng, &centers, d);
+                let before = src.rows_read.load(SeqCst);
+                let hits = disk.search(&q, 10).unwrap();
+                // a search reads the 64 rows it rescores (and those between two of them
+                // close together), not the whole index
+                let read = src.rows_read.load(SeqCst) - before;
+                assert!(read <= 64 * (ROWS_GAP + 1), "{read} rows read");
+                assert_eq!(hits, ram.search(&q, 10).unwrap());
+                assert_eq!(
+                    disk.search_exact(&q, 10).unwrap(),
+                    ram.search_exact(&q, 10).unwrap()
+                );
+                assert_matches_exact(disk, &q, 10);
+            }
+            for i in (0..4000).step_by(37) {
+                assert_eq!(row(disk, &id(i)), row(ram, &id(i)), "note {i}");
+            }
+        };
+        same(&ram, &disk, &mut rng);
+
+        fn both(a: &mut VectorIndex, b: &mut VectorIndex, mut f: impl FnMut(&mut VectorIndex)) {
+            f(a);
+            f(b);
+        }
+        // inserts on top of the loaded rows
+        let fresh: Vec<Vec<f32>> = (0..300).map(|_| clustered(&mut rng, &centers, d)).collect();
+        both(&mut ram, &mut disk, |ix| {
+            for (i, v) in fresh.iter().enumerate() {
+                assert!(ix.upsert(id(3000 + i), v).is_ok());
+            }
+        });
+        // replacements of loaded and of inserted slots
+        let again: Vec<Vec<f32>> = (0..3300)
+            .step_by(7)
+            .map(|_| clustered(&mut rng, &centers, d))
+            .collect();
+        both(&mut ram, &mut disk, |ix| {
+            for (i, v) in (0..3300).step_by(7).zip(&again) {
+                assert!(ix.upsert(id(i), v).is_ok());
+            }
+        });
+        same(&ram, &disk, &mut rng);
+        // in RAM: the inserted rows and those of loaded slots replaced since the load
+        let replaced = (0..3000).step_by(7).count();
+        assert_eq!(
+            ram.memory_bytes() - disk.memory_bytes(),
+            row_bytes - replaced * d * 4
+        );
+        // removals: inserted slots, loaded slots (the last slot's row moves into them)
+        both(&mut ram, &mut disk, |ix| {
+            for i in (0..3300).step_by(3) {
+                assert!(ix.remove(&id(i)));
+            }
+        });
+        same(&ram, &disk, &mut rng);
+        // remove every inserted note, then loaded ones down to a handful: the loaded
+        // slots shrink, moved rows move again
+        both(&mut ram, &mut disk, |ix| {
+            for i in (3000..3300).chain(0..2990) {
+                ix.remove(&id(i));
+            }
+        });
+        assert!(!disk.is_empty() && disk.len() < 10);
+        same(&ram, &disk, &mut rng);
+        both(&mut ram, &mut disk, |ix| {
+            for i in 0..3300 {
+                ix.remove(&id(i));
+            }
+        });
+        assert!(disk.is_empty());
+        assert!(disk.full.source.is_none());
+        both(&mut ram, &mut disk, |ix| {
+            for (i, v) in fresh.iter().enumerate().take(50) {
+                assert!(ix.upsert(id(i), v).is_ok());
+            }
+        });
+        same(&ram, &disk, &mut rng);
+    }
+
+    #[test]
+    fn rows_that_cannot_be_read_are_errors_not_panics() {
+        use std::sync::atomic::Ordering::SeqCst;
+        let mut rng = StdRng::seed_from_u64(31);
+        let mut ix = VectorIndex::new(16);
+        for i in 0..50 {
+            assert!(ix.upsert(id(i), &rand_vec(&mut rng, 16)).is_ok());
+        }
+        let (back, src) = reloaded(&ix);
+        src.broken.store(true, SeqCst);
+        let q = rand_vec(&mut rng, 16);
+        assert!(matches!(back.search(&q, 5), Err(CoreError::RowRead(_))));
+        assert!(matches!(
+            back.search_exact(&q, 5),
+            Err(CoreError::RowRead(_))
+        ));
+        assert!(back.get(&id(3)).is_err());
+        assert!(back.for_each_vector(|_, _| {}).is_err());
+        assert!(back.encode_rows(&mut Encoder::new()).is_err());
+        // fewer bytes than rows: an error too
+        let short = Arc::new(Bytes {
+            bytes: vec![0; 16 * 4 * 49],
+            row_len: 64,
+            ..Bytes::default()
+        });
+        let mut e = Encoder::new();
+        ix.encode(&mut e);
+        let bytes = e.into_bytes();
+        let back = VectorIndex::decode(&mut Decoder::new(&bytes), short).unwrap();
+        assert!(back.get(&id(49)).is_err());
+        assert!(back.get(&id(48)).is_ok());
+    }
+
     #[test]
     fn damaged_vector_bytes_are_errors_not_panics() {
         let mut rng = StdRng::seed_from_u64(5);
@@ -809,12 +1268,16 @@ mod tests {
         for i in 0..20 {
             assert!(ix.upsert(id(i), &rand_vec(&mut rng, 16)).is_ok());
         }
+        let rows: Arc<dyn RowSource> = Arc::new(Bytes::default());
         let mut e = Encoder::new();
         ix.encode(&mut e);
         let bytes = e.into_bytes();
         for cut in 0..bytes.len() {
             let mut dec = Decoder::new(&bytes[..cut]);
-            assert!(VectorIndex::decode(&mut dec).is_err(), "cut at {cut}");
+            assert!(
+                VectorIndex::decode(&mut dec, rows.clone()).is_err(),
+                "cut at {cut}"
+            );
         }
         // an id repeated
         let mut twice = VectorIndex::new(16);
@@ -823,11 +1286,11 @@ mod tests {
         twice.ids.push(id(1));
         twice.encode(&mut e);
         let bytes = e.into_bytes();
-        assert!(VectorIndex::decode(&mut Decoder::new(&bytes)).is_err());
+        assert!(VectorIndex::decode(&mut Decoder::new(&bytes), rows.clone()).is_err());
         // a dimension of zero
         let mut e = Encoder::new();
         e.u32(0);
         e.u32(0);
-        assert!(VectorIndex::decode(&mut Decoder::new(&e.into_bytes())).is_err());
+        assert!(VectorIndex::decode(&mut Decoder::new(&e.into_bytes()), rows).is_err());
     }
 }

@@ -104,10 +104,10 @@ impl Engine {
         // the vectors of the notes to compare: a snapshot, so the indexes are not held
         let vectors: Vec<(NoteId, Vec<f32>)> = {
             let ix = self.read_indexes()?;
+            let mut out = Vec::with_capacity(ix.vector.len());
             ix.vector
-                .iter()
-                .map(|(id, v)| (id.clone(), v.to_vec()))
-                .collect()
+                .for_each_vector(|id, v| out.push((id.clone(), v.to_vec())))?;
+            out
         };
         let link_degree: HashMap<NoteId, usize> =
             links.iter().fold(HashMap::new(), |mut m, (a, b, _)| {

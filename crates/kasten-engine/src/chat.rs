@@ -160,8 +160,8 @@ impl Engine {
             for h in found.hits {
                 let cosine = ix
                     .vector
-                    .get(&h.note.id)
-                    .map(|v| qv.iter().zip(v).map(|(a, b)| a * b).sum::<f32>())
+                    .get(&h.note.id)?
+                    .map(|v| qv.iter().zip(v.iter()).map(|(a, b)| a * b).sum::<f32>())
                     .unwrap_or(0.0);
                 let overlap = term_overlap(&tokenizer, &query, &h.note.index_text());
                 // a note reached through a link from a relevant note comes along with it

@@ -482,15 +482,22 @@ impl Engine {
         }
         let t0 = Instant::now();
         let generation = JobId::generate().to_string();
-        let bytes = match self.read_indexes() {
-            Ok(ix) => snapshot::encode(
+        let encoded = self.read_indexes().map(|ix| {
+            snapshot::encode(
                 &ix,
                 snapshot::Expect {
                     generation: &generation,
                     model: self.embedder.model_id(),
                     dim: self.embedder.dim(),
                 },
-            ),
+            )
+        });
+        let bytes = match encoded {
+            Ok(Ok(bytes)) => bytes,
+            Ok(Err(e)) => {
+                tracing::warn!("no index snapshot: {e}");
+                return;
+            }
             Err(e) => {
                 tracing::warn!("no index snapshot: {e}");
                 return;
@@ -908,17 +915,12 @@ impl Engine {
 
     /// The indexed vector of a note (None if it is not in the index).
     pub fn vector_of(&self, id: &NoteId) -> Result<Option<Vec<f32>>, EngineError> {
-        Ok(self.read_indexes()?.vector.get(id).map(<[f32]>::to_vec))
+        Ok(self.read_indexes()?.vector.get(id)?.map(|v| v.into_owned()))
     }
 
     /// Ids of the notes in the in-memory indexes (the active notes), in no set order.
     pub fn indexed_ids(&self) -> Result<Vec<NoteId>, EngineError> {
-        Ok(self
-            .read_indexes()?
-            .vector
-            .iter()
-            .map(|(id, _)| id.clone())
-            .collect())
+        Ok(self.read_indexes()?.vector.ids().to_vec())
     }
 
     /// Notes held by the in-memory indexes (vector, text).
@@ -933,7 +935,8 @@ impl Engine {
         self.from_snapshot.load(Ordering::SeqCst)
     }
 
-    /// Bytes held by the vector index.
+    /// Bytes the vector index holds in RAM (not its f32 rows left in the index snapshot
+    /// file when it was read from one).
     pub fn vector_index_bytes(&self) -> Result<usize, EngineError> {
         Ok(self.read_indexes()?.vector.memory_bytes())
     }

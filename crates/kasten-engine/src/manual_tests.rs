@@ -165,7 +165,8 @@ async fn editing_the_text_is_versioned_reindexed_and_rolled_back_exactly() {
         .unwrap()
         .vector
         .get(&id)
-        .map(<[f32]>::to_vec);
+        .unwrap()
+        .map(|v| v.to_vec());
     let text = "The ferry to Bregenz leaves at ten,\nfrom pier 3 — 渡轮";
     let out = e.edit_content(&id, text, "user").await.unwrap();
     assert_eq!((out.action.as_str(), out.revisions), ("edit_content", 1));
@@ -180,7 +181,8 @@ async fn editing_the_text_is_versioned_reindexed_and_rolled_back_exactly() {
         .unwrap()
         .vector
         .get(&id)
-        .map(<[f32]>::to_vec);
+        .unwrap()
+        .map(|v| v.to_vec());
     assert!(
         indexed_after.is_some() && indexed_after != indexed_before,
         "the vector index follows"
@@ -224,7 +226,8 @@ async fn editing_the_text_is_versioned_reindexed_and_rolled_back_exactly() {
             .unwrap()
             .vector
             .get(&id)
-            .map(<[f32]>::to_vec),
+            .unwrap()
+            .map(|v| v.to_vec()),
         indexed_before
     );
     assert!(keyword(e.search("Bregenz", 5).await.unwrap().hits).is_empty());

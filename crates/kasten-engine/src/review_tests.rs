@@ -46,7 +46,8 @@ async fn snapshot(e: &Engine, ids: &[NoteId]) -> Snapshot {
             .unwrap()
             .vector
             .get(id)
-            .map(<[f32]>::to_vec);
+            .unwrap()
+            .map(|v| v.to_vec());
         fields.push((id.clone(), n.content, f, stored, indexed));
     }
     let links = e

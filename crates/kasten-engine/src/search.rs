@@ -165,7 +165,9 @@ impl Engine {
     /// Every indexed vector (for exporting a benchmark corpus).
     pub fn export_vectors(&self) -> Result<Vec<Vec<f32>>, EngineError> {
         let ix = self.read_indexes()?;
-        Ok(ix.vector.iter().map(|(_, v)| v.to_vec()).collect())
+        let mut out = Vec::with_capacity(ix.vector.len());
+        ix.vector.for_each_vector(|_, v| out.push(v.to_vec()))?;
+        Ok(out)
     }
 
     /// Vector and keyword ranking fused by reciprocal rank (no store access): the plain
@@ -243,10 +245,17 @@ impl Engine {
             Vec::new()
         };
         if !ranges.is_empty() {
-            let mut dated: Vec<(&NoteId, f32)> = ranges
+            let in_range: Vec<&NoteId> = ranges
                 .iter()
                 .flat_map(|(a, b)| ix.timeline.between(*a, b - 1, MAX_PERIOD_NOTES))
-                .filter_map(|id| Some((id, cosine(&qv, ix.vector.get(id)?))))
+                .collect();
+            let mut scores = vec![None; in_range.len()];
+            ix.vector
+                .for_each_of(&in_range, |i, v| scores[i] = Some(cosine(&qv, v)))?;
+            let mut dated: Vec<(&NoteId, f32)> = in_range
+                .into_iter()
+                .zip(scores)
+                .filter_map(|(id, s)| Some((id, s?)))
                 .collect();
             dated.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(b.0)));
             dated.truncate(n);
@@ -303,7 +312,7 @@ impl Engine {
         for id in known {
             let mut s = signals.remove(&id).unwrap_or_default();
             if !s.via.contains(&Via::Vector) {
-                s.vector = ix.vector.get(&id).map_or(0.0, |v| cosine(&qv, v));
+                s.vector = ix.vector.get(&id)?.map_or(0.0, |v| cosine(&qv, &v));
             }
             if in_period(&id) {
                 s.in_period = true;

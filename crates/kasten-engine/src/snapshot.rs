@@ -10,19 +10,30 @@
 //! the open rebuild from the store, as it did before snapshots existed.
 //!
 //! Layout (little-endian): the header — magic `KASTENIX`, format version, generation,
-//! embedding model id and dimension, payload length, CRC-32 of the payload, CRC-32 of
-//! the header bytes before it — then the payload: vector index, BM25 index, timeline,
-//! link adjacency, each in the byte format of `kasten_core::snapshot`.
+//! embedding model id and dimension, payload length, CRC-32 of the payload, rows length,
+//! CRC-32 of the rows, CRC-32 of the header bytes before it — then the payload: vector
+//! index without its f32 rows, BM25 index, timeline, link adjacency, each in the byte
+//! format of `kasten_core::snapshot`; then the rows: the vector index's f32 rows in slot
+//! order.
+//!
+//! The rows stay in the file: the vector index reads the few it rescores per query from
+//! it ([`FileRows`]) instead of holding 1.5 KiB per note in RAM. That is sound because the
+//! file is never modified in place: [`write_atomic`] writes a new file beside it and
+//! renames it over the old one, so the open handle keeps reading the bytes whose checksum
+//! [`read`] verified, even after a close in this process has replaced the file (no other
+//! process writes it: one process owns an embedded store). Everything is checked before
+//! the index is used; a row that later cannot be read is an error of that search.
 
 use std::collections::HashMap;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use kasten_core::NoteId;
 use kasten_core::bm25::TextIndex;
 use kasten_core::snapshot::{Decoder, Encoder, SnapshotError};
 use kasten_core::timeline::Timeline;
-use kasten_core::vector::VectorIndex;
+use kasten_core::vector::{RowSource, VectorIndex};
+use kasten_core::{CoreError, NoteId};
 use kasten_store::Endpoint;
 use thiserror::Error;
 
@@ -30,7 +41,10 @@ use crate::Indexes;
 
 const MAGIC: &[u8; 8] = b"KASTENIX";
 /// Bumped whenever the layout of the header or of any index changes.
-pub(crate) const FORMAT_VERSION: u32 = 1;
+/// 2: the vector index's f32 rows moved out of the payload to the end of the file.
+pub(crate) const FORMAT_VERSION: u32 = 2;
+/// Headers are small (two ids and a model name); a longer one is damage.
+const HEADER_MAX: u64 = 64 * 1024;
 
 /// Why a snapshot file was not used.
 #[derive(Debug, Error)]
@@ -39,6 +53,8 @@ pub(crate) enum SnapshotFileError {
     Io(#[from] std::io::Error),
     #[error(transparent)]
     Format(#[from] SnapshotError),
+    #[error(transparent)]
+    Rows(#[from] CoreError),
     #[error("{0}")]
     Mismatch(String),
 }
@@ -61,8 +77,9 @@ pub(crate) fn path_for(endpoint: &Endpoint) -> Option<PathBuf> {
     }
 }
 
-/// The whole file: header and payload.
-pub(crate) fn encode(ix: &Indexes, meta: Expect<'_>) -> Vec<u8> {
+/// The whole file: header, payload, rows. Fails only when rows left in the previous
+/// snapshot file cannot be read.
+pub(crate) fn encode(ix: &Indexes, meta: Expect<'_>) -> Result<Vec<u8>, CoreError> {
     let mut p = Encoder::with_capacity(ix.vector.memory_bytes() + ix.vector.len() * 64);
     ix.vector.encode(&mut p);
     ix.text.encode(&mut p);
@@ -76,6 +93,9 @@ pub(crate) fn encode(ix: &Indexes, meta: Expect<'_>) -> Vec<u8> {
         }
     }
     let payload = p.into_bytes();
+    let mut r = Encoder::with_capacity(usize::try_from(ix.vector.row_bytes()).unwrap_or(0));
+    ix.vector.encode_rows(&mut r)?;
+    let rows = r.into_bytes();
     let mut h = Encoder::new();
     for &b in MAGIC {
         h.u8(b);
@@ -86,16 +106,30 @@ pub(crate) fn encode(ix: &Indexes, meta: Expect<'_>) -> Vec<u8> {
     h.len32(meta.dim);
     h.u64(payload.len() as u64);
     h.u32(crc32fast::hash(&payload));
+    h.u64(rows.len() as u64);
+    h.u32(crc32fast::hash(&rows));
     let header_crc = crc32fast::hash(h.as_bytes());
     h.u32(header_crc);
     let mut out = h.into_bytes();
-    out.reserve_exact(payload.len());
+    out.reserve_exact(payload.len() + rows.len());
     out.extend_from_slice(&payload);
-    out
+    drop(payload);
+    out.extend_from_slice(&rows);
+    Ok(out)
 }
 
-/// Reads a whole snapshot file, checking header, checksums and what it was written for.
-pub(crate) fn decode(bytes: &[u8], want: Expect<'_>) -> Result<Indexes, SnapshotFileError> {
+/// What the header says about the rest of the file.
+#[derive(Debug)]
+struct Header {
+    len: u64,
+    payload_len: u64,
+    payload_crc: u32,
+    rows_len: u64,
+    rows_crc: u32,
+}
+
+/// Checks the header at the start of `bytes` and what it was written for.
+fn decode_header(bytes: &[u8], want: Expect<'_>) -> Result<Header, SnapshotFileError> {
     let mismatch = |m: String| SnapshotFileError::Mismatch(m);
     let mut d = Decoder::new(bytes);
     let mut magic = [0u8; 8];
@@ -114,8 +148,10 @@ pub(crate) fn decode(bytes: &[u8], want: Expect<'_>) -> Result<Indexes, Snapshot
     let generation = d.str()?.to_owned();
     let model = d.str()?.to_owned();
     let dim = d.u32()? as usize;
-    let len = d.u64()?;
+    let payload_len = d.u64()?;
     let payload_crc = d.u32()?;
+    let rows_len = d.u64()?;
+    let rows_crc = d.u32()?;
     let header_len = bytes.len() - d.remaining();
     let header_crc = d.u32()?;
     if crc32fast::hash(&bytes[..header_len]) != header_crc {
@@ -133,20 +169,112 @@ pub(crate) fn decode(bytes: &[u8], want: Expect<'_>) -> Result<Indexes, Snapshot
             want.model, want.dim
         )));
     }
-    let payload = &bytes[bytes.len() - d.remaining()..];
-    if payload.len() as u64 != len {
+    Ok(Header {
+        len: (bytes.len() - d.remaining()) as u64,
+        payload_len,
+        payload_crc,
+        rows_len,
+        rows_crc,
+    })
+}
+
+/// Reads exactly `out.len()` bytes at `offset` without moving a cursor (the handle is
+/// shared by every search).
+fn read_exact_at(file: &std::fs::File, offset: u64, out: &mut [u8]) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        std::os::unix::fs::FileExt::read_exact_at(file, out, offset)
+    }
+    #[cfg(windows)]
+    {
+        let (mut done, mut out) = (0u64, out);
+        while !out.is_empty() {
+            match std::os::windows::fs::FileExt::seek_read(file, out, offset + done) {
+                Ok(0) => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+                Ok(n) => {
+                    out = &mut out[n..];
+                    done += n as u64;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The vector index's f32 rows, read from the snapshot file they were loaded with.
+#[derive(Debug)]
+pub(crate) struct FileRows {
+    file: std::fs::File,
+    /// Where the rows start in the file.
+    start: u64,
+}
+
+impl RowSource for FileRows {
+    fn read_at(&self, offset: u64, out: &mut [u8]) -> std::io::Result<()> {
+        read_exact_at(&self.file, self.start + offset, out)
+    }
+}
+
+/// Reads the snapshot at `path` if it is the one `want` describes: the header, the
+/// payload into RAM, the rows only through their checksum (they stay in the file).
+pub(crate) fn read(path: &Path, want: Expect<'_>) -> Result<Indexes, SnapshotFileError> {
+    let mismatch = |m: String| SnapshotFileError::Mismatch(m);
+    let file = std::fs::File::open(path)?;
+    let file_len = file.metadata()?.len();
+    let mut head = vec![0u8; usize::try_from(file_len.min(HEADER_MAX)).unwrap_or(0)];
+    read_exact_at(&file, 0, &mut head)?;
+    let h = decode_header(&head, want)?;
+    drop(head);
+    let expected = h
+        .len
+        .checked_add(h.payload_len)
+        .and_then(|n| n.checked_add(h.rows_len));
+    if expected != Some(file_len) {
         return Err(mismatch(format!(
-            "the payload is {} bytes, the header says {len}",
-            payload.len()
+            "the file is {file_len} bytes, the header says {}",
+            expected.map_or_else(|| "more".to_owned(), |n| n.to_string())
         )));
     }
-    if crc32fast::hash(payload) != payload_crc {
+    let mut payload = vec![0u8; usize::try_from(h.payload_len).unwrap_or(0)];
+    read_exact_at(&file, h.len, &mut payload)?;
+    if crc32fast::hash(&payload) != h.payload_crc {
         return Err(mismatch("the payload's checksum does not match".into()));
     }
-    let mut d = Decoder::new(payload);
-    let vector = VectorIndex::decode(&mut d)?;
+    // the rows' checksum, read in pieces: they are not kept
+    let rows_start = h.len + h.payload_len;
+    let mut crc = crc32fast::Hasher::new();
+    let mut rows = std::io::BufReader::with_capacity(1 << 20, &file);
+    std::io::Seek::seek(&mut rows, std::io::SeekFrom::Start(rows_start))?;
+    let mut rows = rows.take(h.rows_len);
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = rows.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        crc.update(&buf[..n]);
+    }
+    drop(buf);
+    if crc.finalize() != h.rows_crc {
+        return Err(mismatch("the vectors' checksum does not match".into()));
+    }
+    let source = Arc::new(FileRows {
+        file,
+        start: rows_start,
+    });
+    let mut d = Decoder::new(&payload);
+    let vector = VectorIndex::decode(&mut d, source)?;
     if vector.dim() != want.dim {
         return Err(mismatch(format!("vectors of dimension {}", vector.dim())));
+    }
+    if vector.row_bytes() != h.rows_len {
+        return Err(mismatch(format!(
+            "{} bytes of vectors for {} notes",
+            h.rows_len,
+            vector.len()
+        )));
     }
     let text = TextIndex::decode(&mut d)?;
     let timeline = Timeline::decode(&mut d)?;
@@ -170,12 +298,6 @@ pub(crate) fn decode(bytes: &[u8], want: Expect<'_>) -> Result<Indexes, Snapshot
         links,
         timeline,
     })
-}
-
-/// Reads the snapshot at `path` if it is the one `want` describes.
-pub(crate) fn read(path: &Path, want: Expect<'_>) -> Result<Indexes, SnapshotFileError> {
-    let bytes = std::fs::read(path)?;
-    decode(&bytes, want)
 }
 
 /// Replaces the file at `path` with `bytes` so that a crash leaves either the old file or

@@ -53,8 +53,12 @@ pub(crate) fn fingerprint(e: &Engine) -> Fingerprint {
     let mut vectors = BTreeMap::new();
     let mut timeline = BTreeMap::new();
     let mut text = BTreeMap::new();
-    for (id, v) in ix.vector.iter() {
-        vectors.insert(id.to_string(), v.iter().map(|x| x.to_bits()).collect());
+    ix.vector
+        .for_each_vector(|id, v| {
+            vectors.insert(id.to_string(), v.iter().map(|x| x.to_bits()).collect());
+        })
+        .unwrap_or_else(|err| panic!("{err}"));
+    for id in ix.vector.ids() {
         let terms: Vec<String> = ix
             .text
             .terms_of(id)
@@ -267,6 +271,48 @@ async fn an_open_from_the_snapshot_answers_as_the_session_that_wrote_it() {
     e.close().await;
 }
 
+/// The vectors read from a snapshot stay in its file (the index holds only the quantised
+/// forms in RAM); inserts, re-embeddings and removals on top of them answer as a rebuild.
+#[tokio::test]
+async fn writes_on_top_of_vectors_left_in_the_snapshot_answer_as_a_rebuild() {
+    let dir = tempfile::tempdir().unwrap_or_else(|err| panic!("{err}"));
+    let ep = Endpoint::SurrealKv(dir.path().join("db"));
+    let ids = churned(&ep).await;
+    let e = open(&ep).await;
+    assert!(e.opened_from_snapshot());
+    let (n, _) = e.index_sizes().unwrap_or_else(|err| panic!("{err}"));
+    let f32_rows = n * 48 * 4;
+    let held = e.vector_index_bytes().unwrap_or_else(|err| panic!("{err}"));
+    assert!(held < f32_rows, "{held} bytes held for {n} notes");
+    for i in 0..5 {
+        e.add(new(
+            &format!("fresh note {i} about a kayak on the fjord"),
+            None,
+        ))
+        .await
+        .unwrap_or_else(|err| panic!("{err}"));
+    }
+    for id in ids.iter().skip(1).step_by(11).take(3) {
+        e.edit_content(id, "rewritten: a chess problem in the garden", "user")
+            .await
+            .unwrap_or_else(|err| panic!("{err}"));
+    }
+    // notes the churn left active (it deleted every 7th)
+    for i in [4, 9, 16, 25, 40, 59] {
+        e.delete(&ids[i])
+            .await
+            .unwrap_or_else(|err| panic!("{err}"));
+    }
+    let (fp, ans) = (fingerprint(&e), rankings(&e).await);
+    e.close().await;
+    std::fs::remove_file(snapshot_file(&ep)).unwrap_or_else(|err| panic!("{err}"));
+    let e = open(&ep).await;
+    assert!(!e.opened_from_snapshot());
+    assert_eq!(fingerprint(&e), fp);
+    assert_eq!(rankings(&e).await, ans);
+    e.close().await;
+}
+
 #[tokio::test]
 async fn a_write_after_the_snapshot_makes_the_next_open_rebuild() {
     let dir = tempfile::tempdir().unwrap_or_else(|err| panic!("{err}"));
@@ -339,6 +385,12 @@ fn damage(path: &Path, how: &str) {
             }
         }
         "truncate" => bytes.truncate(bytes.len() * 2 / 3),
+        // the vectors are the end of the file
+        "truncate last vector" => bytes.truncate(bytes.len() - 4),
+        "flip a vector" => {
+            let i = bytes.len() - 4 * 48 - 2;
+            bytes[i] ^= 0x10;
+        }
         "empty" => bytes.clear(),
         "garbage" => bytes = vec![0xab; 4096],
         _ => unreachable!(),
@@ -360,6 +412,8 @@ async fn a_damaged_snapshot_is_rebuilt_with_the_same_answers() {
         "flip header",
         "flip last byte",
         "truncate",
+        "truncate last vector",
+        "flip a vector",
         "empty",
         "garbage",
     ] {
