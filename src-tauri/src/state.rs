@@ -113,7 +113,7 @@ impl AppState {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     #![allow(clippy::panic)] // test code fails loudly
 
     use std::time::{Duration, Instant};
@@ -124,7 +124,7 @@ mod tests {
     use super::*;
 
     /// Words hashed into a few dimensions: enough for an engine that only stores.
-    struct Words;
+    pub(crate) struct Words;
     impl Embedder for Words {
         fn model_id(&self) -> &str {
             "test-words"
