@@ -118,4 +118,19 @@ describe("TransferPanel", () => {
     expect(screen.queryByTestId("transfer-result")).toBeNull();
     expect(ctx.bump).not.toHaveBeenCalled();
   });
+
+  it("answers from window.__kastenPick before opening a dialog (how the e2e suite picks)", async () => {
+    window.__kastenPick = ["/tmp/e2e-vault"];
+    mocked.exportVault.mockResolvedValue({ dir: "/tmp/e2e-vault", files: 1 });
+    renderWith(<TransferPanel />);
+    await userEvent.click(screen.getByTestId("export-vault"));
+    await waitFor(() => expect(mocked.exportVault).toHaveBeenCalledWith("/tmp/e2e-vault", expect.any(Function)));
+    expect(openDialog).not.toHaveBeenCalled();
+    expect(window.__kastenPick).toEqual([]);
+    // the queue is empty: the native dialog again
+    openDialog.mockResolvedValue(null);
+    await userEvent.click(screen.getByTestId("export-vault"));
+    expect(openDialog).toHaveBeenCalledTimes(1);
+    delete window.__kastenPick;
+  });
 });

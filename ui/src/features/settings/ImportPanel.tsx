@@ -1,7 +1,7 @@
 import { useState } from "react";
-import { open } from "@tauri-apps/plugin-dialog";
 import { api, errorText, type ImportProgressDto, type ImportResultDto } from "../../api";
 import { useApp } from "../../app-context";
+import { pickOpen } from "../../dialogs";
 import { useT, type Key } from "../../i18n";
 
 const FORMATS: { value: string; label: Key; hint: Key }[] = [
@@ -45,10 +45,9 @@ export default function ImportPanel() {
     const folder = format === "markdown";
     let picked: string | null;
     try {
-      picked = await open({
+      picked = await pickOpen({
         title: t("import.title"),
         directory: folder,
-        multiple: false,
         filters: folder ? undefined : [{ name: t(format === "chat" ? "import.chat" : "import.jsonl"), extensions: format === "chat" ? ["json"] : ["jsonl", "json", "txt"] }],
       });
     } catch (e) {

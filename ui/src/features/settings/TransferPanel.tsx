@@ -1,7 +1,7 @@
 import { useState } from "react";
-import { open, save } from "@tauri-apps/plugin-dialog";
 import { api, errorText, type TableCountDto, type TransferProgressDto } from "../../api";
 import { useApp } from "../../app-context";
+import { pickOpen, pickSave } from "../../dialogs";
 import { useT } from "../../i18n";
 
 const BACKUP_FILTER = (name: string) => [{ name, extensions: ["json"] }];
@@ -58,7 +58,7 @@ export default function TransferPanel() {
   };
 
   const exportVault = async () => {
-    const dir = await pick(() => open({ title: t("transfer.pickExport"), directory: true, multiple: false }));
+    const dir = await pick(() => pickOpen({ title: t("transfer.pickExport"), directory: true }));
     if (dir === null) return;
     runWith("export", async () => {
       const r = await api.exportVault(dir, setProgress);
@@ -69,7 +69,7 @@ export default function TransferPanel() {
   const backup = async () => {
     const day = new Date().toISOString().slice(0, 10);
     const file = await pick(() =>
-      save({
+      pickSave({
         title: t("transfer.pickBackup"),
         defaultPath: `kasten-backup-${day}.json`,
         filters: BACKUP_FILTER(t("transfer.backupFiles")),
@@ -84,10 +84,9 @@ export default function TransferPanel() {
 
   const chooseBackup = async () => {
     const file = await pick(() =>
-      open({
+      pickOpen({
         title: t("transfer.pickRestore"),
         directory: false,
-        multiple: false,
         filters: BACKUP_FILTER(t("transfer.backupFiles")),
       }),
     );
