@@ -382,9 +382,12 @@ pub async fn restore_memory(
         reopen,
     )
     .await;
-    // the memory is open again whatever happened (the restored one, or the one as it was)
+    // the memory is open whatever happened (the restored one, or the one as it was); it is
+    // served again if the swap stopped serving it (a refused backup never stopped it)
     if let Ok(engine) = state.engine().await {
-        crate::worker::start_sharing(&app, &engine).await;
+        if state.owner.lock().await.is_none() {
+            crate::worker::start_sharing(&app, &engine).await;
+        }
         crate::worker::refresh_boxes(&engine, 1).await;
     }
     crate::worker::emit_status(&app).await;

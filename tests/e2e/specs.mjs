@@ -402,6 +402,14 @@ async function pick(browser, ...paths) {
   }, paths);
 }
 
+/** Clicks a button in the middle of the view (at the bottom edge a toast can take the click). */
+async function press(browser, id) {
+  const el = $t(browser, id);
+  await el.waitForDisplayed({ timeout: T });
+  await el.scrollIntoView({ block: "center" });
+  await el.click();
+}
+
 /** Waits until Export and backup shows a result (or an error, which fails the spec with its words). */
 async function transferDone(browser, pattern, timeout = T) {
   let said = "";
@@ -442,7 +450,7 @@ export async function dialogTransfer() {
     // import: "Choose a folder…" (the Markdown format is the default)
     await $t(browser, "import-choose").waitForDisplayed({ timeout: T });
     await pick(browser, vault);
-    await $t(browser, "import-choose").click();
+    await press(browser, "import-choose");
     await $t(browser, "import-result").waitForDisplayed({ timeout: 120000 });
     const imported = await $t(browser, "import-result").getText();
     assert(/2 new note\(s\)/.test(imported) && /1 new link\(s\)/.test(imported), `the vault picked was imported: ${imported}`);
@@ -453,7 +461,7 @@ export async function dialogTransfer() {
     // export into a new folder
     await nav(browser, "settings");
     await pick(browser, exportDir);
-    await $t(browser, "export-vault").click();
+    await press(browser, "export-vault");
     await transferDone(browser, /Exported 2 notes/);
     const files = readdirSync(exportDir).filter((f) => f.endsWith(".md")).sort();
     assert(files.length === 2, `two Markdown files: ${files}`);
@@ -461,7 +469,7 @@ export async function dialogTransfer() {
 
     // backup
     await pick(browser, backup);
-    await $t(browser, "backup-run").click();
+    await press(browser, "backup-run");
     await transferDone(browser, /Backed up to/);
     assert(existsSync(backup), "the backup file was written");
     const whole = readFileSync(backup);
@@ -476,9 +484,9 @@ export async function dialogTransfer() {
     // a cut-off backup: refused, nothing changes
     await nav(browser, "settings");
     await pick(browser, cut);
-    await $t(browser, "restore-run").click();
+    await press(browser, "restore-run");
     await $t(browser, "restore-confirm").waitForDisplayed({ timeout: T });
-    await $t(browser, "restore-confirm-yes").click();
+    await press(browser, "restore-confirm-yes");
     await $t(browser, "transfer-error").waitForDisplayed({ timeout: T });
     const refused = await $t(browser, "transfer-error").getText();
     assert(/your memory is as it was/.test(refused), `the damaged backup is refused in words: ${refused}`);
@@ -488,10 +496,10 @@ export async function dialogTransfer() {
     // the backup: asked first, then the memory is the backup's
     await nav(browser, "settings");
     await pick(browser, backup);
-    await $t(browser, "restore-run").click();
+    await press(browser, "restore-run");
     await $t(browser, "restore-confirm").waitForDisplayed({ timeout: T });
     assert(/Replace this memory/.test(await $t(browser, "restore-confirm").getText()), "the restore asks first");
-    await $t(browser, "restore-confirm-yes").click();
+    await press(browser, "restore-confirm-yes");
     const restored = await transferDone(browser, /Restored/, 120000);
     const kept = readdirSync(app.home).filter((f) => f.startsWith("db.before-restore-"));
     assert(kept.length === 1 && restored.includes(kept[0]), `the memory before the restore is kept and named: ${restored} / ${kept}`);
@@ -501,6 +509,10 @@ export async function dialogTransfer() {
     assert(text.includes("citric acid") && !text.includes("Written after the backup."), `the notes are the backup's: ${text}`);
     return { exported: files.length, kept: kept[0] };
   } catch (e) {
+    const panel = await browser
+      .execute(() => ({ pick: window.__kastenPick, panel: document.querySelector('[data-testid="transfer-panel"]')?.textContent }))
+      .catch(() => null);
+    console.error("--- transfer panel ---\n" + JSON.stringify(panel));
     await screenshot(browser, "failure").catch(() => {});
     console.error("--- app log ---\n" + app.log().slice(-4000));
     throw e;
