@@ -120,7 +120,10 @@ export const commands = {
 	archiveNote: (id: string) => typedError<NoteDto, AppError>(__TAURI_INVOKE("archive_note", { id })),
 	/**  Brings an archived note back into the memory and its indexes. */
 	restoreNote: (id: string) => typedError<NoteDto, AppError>(__TAURI_INVOKE("restore_note", { id })),
-	/**  Keeps a fading note (reinforces it); returns its new strength. */
+	/**
+	 *  Keeps a fading note (reinforces it; its history records the keep); returns its new
+	 *  strength.
+	 */
 	keepNote: (id: string) => typedError<number | null, AppError>(__TAURI_INVOKE("keep_note", { id })),
 	/**
 	 *  Sets how fast a note fades: `long_term`, `short_term`, or `project` with the project's
