@@ -196,9 +196,6 @@ pub async fn backup_memory(
     })
 }
 
-/// One restore at a time.
-static RESTORING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
 /// `DIR.suffix` beside the memory's folder `DIR`.
 fn beside(dir: &Path, suffix: &str) -> PathBuf {
     let name = dir
@@ -224,7 +221,7 @@ where
     F: Fn(PathBuf, Arc<dyn Embedder>) -> Fut,
     Fut: Future<Output = Result<Engine, String>>,
 {
-    let Ok(_one) = RESTORING.try_lock() else {
+    let Ok(_one) = state.restoring.try_lock() else {
         return Err(AppError::Conflict("a restore is already running".into()));
     };
     let unchanged = "nothing was changed: your memory is as it was";
@@ -251,7 +248,8 @@ where
             AppError::Invalid(format!("cannot remove {}: {e}", fresh_dir.display()))
         })?;
     }
-    let restored = async {
+    // boxed: the open and the restore are large futures (debug builds ran out of stack)
+    let restored = Box::pin(async {
         let fresh = Engine::open(
             &Endpoint::SurrealKv(fresh_dir.clone()),
             Arc::clone(&embedder),
@@ -272,7 +270,7 @@ where
         let summary = fresh.restore_backup_file(&file, &rows, &loading).await;
         fresh.close().await;
         summary
-    }
+    })
     .await;
     let summary = match restored {
         Ok(s) => s,
@@ -286,13 +284,13 @@ where
         }
     };
     // 3. the swap: the memory is closed and kept aside, the restored one takes its place
-    let previous = beside(
-        dir,
-        &format!(
-            "before-restore-{}",
-            chrono::Local::now().format("%Y%m%d-%H%M%S")
-        ),
-    );
+    let stamp = chrono::Local::now().format("%Y%m%d-%H%M%S").to_string();
+    let mut previous = beside(dir, &format!("before-restore-{stamp}"));
+    let mut n = 2;
+    while previous.exists() {
+        previous = beside(dir, &format!("before-restore-{stamp}-{n}"));
+        n += 1;
+    }
     crate::worker::stop_sharing(state).await;
     let old = std::mem::replace(
         &mut *state.slot.write().await,
@@ -315,7 +313,7 @@ where
                 )
             })
         });
-    let opened = reopen(dir.to_owned(), embedder).await;
+    let opened = Box::pin(reopen(dir.to_owned(), embedder)).await;
     let result = match (&swapped, &opened) {
         (Ok(()), Ok(_)) => Ok(RestoreResultDto {
             file: path.display().to_string(),

@@ -211,3 +211,51 @@ async fn an_export_goes_into_the_folder_picked_or_a_new_one_inside_it() {
     assert!(e.to_string().contains("not a folder"), "{e}");
     engine.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restores_in_a_row_keep_every_memory_before_them_and_never_overlap() {
+    let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let file = tmp.path().join("memory.kbak");
+    backup_of(&tmp.path().join("other"), &file, &["from the backup"]).await;
+    let dir = tmp.path().join("home/db");
+    let state = app_with(&dir, &["the first memory"]).await;
+    // a restore in progress: a second one is refused and changes nothing
+    let busy = state.restoring.lock().await;
+    let e = Box::pin(restore_replacing(&state, &dir, &file, &|_| {}, reopen))
+        .await
+        .err()
+        .unwrap_or_else(|| panic!("two restores at once"));
+    assert!(matches!(e, AppError::Conflict(_)), "{e:?}");
+    drop(busy);
+    // a folder of that name is there already (an earlier restore within the same second):
+    // taken for each second the restores may run in
+    let now = chrono::Local::now();
+    for k in 0..30 {
+        let t = now + chrono::Duration::seconds(k);
+        let name = format!("before-restore-{}", t.format("%Y%m%d-%H%M%S"));
+        std::fs::create_dir_all(beside(&dir, &name).join("kept")).unwrap_or_else(|e| panic!("{e}"));
+    }
+    let first = Box::pin(restore_replacing(&state, &dir, &file, &|_| {}, reopen))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let second = Box::pin(restore_replacing(&state, &dir, &file, &|_| {}, reopen))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_ne!(first.previous, second.previous);
+    assert!(
+        first.previous.ends_with("-2")
+            && (second.previous.ends_with("-2") || second.previous.ends_with("-3")),
+        "{} {}",
+        first.previous,
+        second.previous
+    );
+    if let Slot::Ready(e) = std::mem::replace(&mut *state.slot.write().await, Slot::Closed) {
+        Engine::close_shared(e).await;
+    }
+    let kept = open_at(Path::new(&first.previous)).await;
+    assert_eq!(contents(&kept).await, vec!["the first memory"]);
+    kept.close().await;
+    let kept = open_at(Path::new(&second.previous)).await;
+    assert_eq!(contents(&kept).await, vec!["from the backup"]);
+    kept.close().await;
+}
