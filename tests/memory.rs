@@ -248,6 +248,22 @@ fn boxes_and_archive_round_trip() {
     assert_eq!(c.as_array().map(Vec::len), Some(NOTES.len()), "{c:#}");
     let c = h.json(&["archive-candidates"]);
     assert_eq!(c.as_array().map(Vec::len), Some(0), "{c:#}");
+
+    // keeping a fading note reinforces it and is in its history, as the app's Keep is
+    let kept = h.json(&["keep", &ids[4]]);
+    assert_eq!(kept["id"], ids[4].as_str(), "{kept:#}");
+    assert!(
+        kept["strength"].as_f64().is_some_and(|s| s > 0.99),
+        "{kept:#}"
+    );
+    let hist = h.json(&["history", &ids[4]]);
+    let entries = hist["history"].as_array().cloned().unwrap_or_default();
+    assert!(
+        entries
+            .iter()
+            .any(|e| e["action"] == "keep" && e["actor"] == "user"),
+        "{hist:#}"
+    );
 }
 
 /// The answer prompt shows each note's context, not only its content: a question whose

@@ -305,15 +305,31 @@ pub async fn graph_nodes(
     let limit = page(limit, MAX_GRAPH_PAGE);
     let engine = state.engine().await?;
     let rows = engine.graph_nodes(after.as_ref(), limit).await?;
-    let boxes = crate::boxes::membership(&engine).await?;
     let next = (rows.len() == limit)
         .then(|| rows.last().map(|r| r.id.clone()))
         .flatten();
     Ok(GraphPage {
-        nodes: rows.into_iter().map(|r| graph_node(r, &boxes)).collect(),
+        nodes: graph_nodes_of(&engine, rows).await?,
         links: vec![],
         next,
     })
+}
+
+/// Graph nodes with their Boxes and their strength now (one query for the page).
+async fn graph_nodes_of(
+    engine: &kasten_engine::Engine,
+    rows: Vec<kasten_store::views::GraphNodeRow>,
+) -> AppResult<Vec<GraphNodeDto>> {
+    let boxes = crate::boxes::membership(engine).await?;
+    let ids: Vec<NoteId> = rows
+        .iter()
+        .filter_map(|r| NoteId::parse(&r.id).ok())
+        .collect();
+    let strength = engine.strength_now(&ids).await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| graph_node(r, &boxes, &strength))
+        .collect())
 }
 
 /// One page of the whole graph's links (proposed and accepted), after the link id `after`.
@@ -352,9 +368,8 @@ pub async fn local_graph(
     let g = engine
         .local_graph(&note_id(&id)?, depth.clamp(1, 3), 2000)
         .await?;
-    let boxes = crate::boxes::membership(&engine).await?;
     Ok(LocalGraphDto {
-        nodes: g.nodes.into_iter().map(|r| graph_node(r, &boxes)).collect(),
+        nodes: graph_nodes_of(&engine, g.nodes).await?,
         links: g.links.into_iter().map(Into::into).collect(),
         truncated: g.truncated,
     })

@@ -324,10 +324,21 @@ pub struct GraphNodeDto {
     pub enrich: String,
     /// The Boxes the note is in, largest first (the graph colours by the first).
     pub boxes: Vec<String>,
+    /// Strength now (0–1, the lifecycle's decay): the graph draws fading notes faint.
+    pub strength: f64,
 }
 
-pub fn graph_node(r: GraphNodeRow, boxes: &crate::boxes::Membership) -> GraphNodeDto {
+pub fn graph_node(
+    r: GraphNodeRow,
+    boxes: &crate::boxes::Membership,
+    strength: &std::collections::HashMap<kasten_core::NoteId, f64>,
+) -> GraphNodeDto {
+    let strength = kasten_core::NoteId::parse(&r.id)
+        .ok()
+        .and_then(|id| strength.get(&id).copied())
+        .unwrap_or(1.0);
     GraphNodeDto {
+        strength,
         boxes: boxes.get(&r.id).cloned().unwrap_or_default(),
         id: r.id,
         label: preview(&r.content, 48),

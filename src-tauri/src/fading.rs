@@ -126,12 +126,13 @@ pub async fn restore_note(state: State<'_, AppState>, id: String) -> AppResult<N
     Ok(engine.restore_archived(&note_id(&id)?, ACTOR).await?.into())
 }
 
-/// Keeps a fading note (reinforces it); returns its new strength.
+/// Keeps a fading note (reinforces it; its history records the keep); returns its new
+/// strength.
 #[tauri::command]
 #[specta::specta]
 pub async fn keep_note(state: State<'_, AppState>, id: String) -> AppResult<f64> {
     let engine = state.engine().await?;
-    Ok(engine.keep(&note_id(&id)?).await?)
+    Ok(engine.keep(&note_id(&id)?, ACTOR).await?)
 }
 
 /// Sets how fast a note fades: `long_term`, `short_term`, or `project` with the project's

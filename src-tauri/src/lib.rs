@@ -14,6 +14,7 @@ pub mod llm;
 pub mod manual;
 pub mod settings;
 pub mod state;
+pub mod transfer;
 mod worker;
 
 use std::sync::atomic::Ordering;
@@ -50,6 +51,9 @@ pub fn specta_builder() -> tauri_specta::Builder<tauri::Wry> {
             retry_failed,
             load_sample_notebook,
             import_path,
+            transfer::export_vault,
+            transfer::backup_memory,
+            transfer::restore_memory,
             get_settings,
             save_settings,
             test_connection,
@@ -125,6 +129,9 @@ pub fn run() -> std::process::ExitCode {
                 let _ = w.set_focus();
             }
         }))
+        // native Open / Save dialogs for Import, Export, Backup and Restore (the window
+        // may only open them: `dialog:allow-open`, `dialog:allow-save`)
+        .plugin(tauri_plugin_dialog::init())
         .manage(AppState::new(started))
         .invoke_handler(builder.invoke_handler())
         .setup(move |app| {

@@ -41,6 +41,8 @@ pub struct AppState {
     /// The memory served to the user's other Kasten processes (`kasten mcp`, `kasten
     /// add`, …) while the app has it open.
     pub owner: tokio::sync::Mutex<Option<kasten_share::Owner>>,
+    /// Held while a backup is restored over the memory (one restore at a time).
+    pub restoring: tokio::sync::Mutex<()>,
 }
 
 impl AppState {
@@ -56,6 +58,7 @@ impl AppState {
             opened_ms: Mutex::new(None),
             started,
             owner: tokio::sync::Mutex::new(None),
+            restoring: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -113,7 +116,7 @@ impl AppState {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     #![allow(clippy::panic)] // test code fails loudly
 
     use std::time::{Duration, Instant};
@@ -124,7 +127,7 @@ mod tests {
     use super::*;
 
     /// Words hashed into a few dimensions: enough for an engine that only stores.
-    struct Words;
+    pub(crate) struct Words;
     impl Embedder for Words {
         fn model_id(&self) -> &str {
             "test-words"

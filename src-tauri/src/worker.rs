@@ -43,16 +43,7 @@ pub async fn open(app: AppHandle) {
         let mut engine = Engine::open(&ep, embedder, &progress)
             .await
             .map_err(|e| format!("cannot open the memory at {ep}: {e}"))?;
-        match crate::settings::llm_choice(&engine).await {
-            Ok((choice, pipeline)) => {
-                match &choice.problem {
-                    None => tracing::info!("LLM: {}", choice.label),
-                    Some(p) => tracing::warn!("no LLM: {p}"),
-                }
-                engine.configure_choice(choice, pipeline)
-            }
-            Err(e) => tracing::warn!("LLM settings not usable: {e}"),
-        }
+        configure_llm(&mut engine).await;
         Ok::<_, String>(engine)
     }
     .await;
@@ -81,6 +72,20 @@ pub async fn open(app: AppHandle) {
     state.kick.notify_one();
 }
 
+/// Applies the LLM the memory's settings choose to a freshly opened engine.
+pub(crate) async fn configure_llm(engine: &mut Engine) {
+    match crate::settings::llm_choice(engine).await {
+        Ok((choice, pipeline)) => {
+            match &choice.problem {
+                None => tracing::info!("LLM: {}", choice.label),
+                Some(p) => tracing::warn!("no LLM: {p}"),
+            }
+            engine.configure_choice(choice, pipeline)
+        }
+        Err(e) => tracing::warn!("LLM settings not usable: {e}"),
+    }
+}
+
 /// The stored LLM settings changed: the client is rebuilt before the next enrichment
 /// pass (the worker is woken for it), and the window gets the status at once.
 pub async fn llm_settings_changed(app: &AppHandle, state: &AppState) {
@@ -99,7 +104,7 @@ pub async fn emit_status(app: &AppHandle) {
 /// Serves the open memory to the user's other Kasten processes (kasten-share): their
 /// writes wake the enrichment worker and refresh the status bar. A memory on a server is
 /// shared by the server, so only an embedded one is served.
-async fn start_sharing(app: &AppHandle, engine: &Arc<Engine>) {
+pub(crate) async fn start_sharing(app: &AppHandle, engine: &Arc<Engine>) {
     let Ok(Endpoint::SurrealKv(dir)) = Endpoint::default_from_env() else {
         return;
     };
@@ -159,7 +164,7 @@ async fn reconfigure_engine(state: &AppState) {
 
 /// Each enrichment places its note in a Box as it goes; a full recompute (Louvain over
 /// the link and similarity graph) runs when there are no Boxes yet or after a large pass.
-async fn refresh_boxes(engine: &Engine, enriched: usize) {
+pub(crate) async fn refresh_boxes(engine: &Engine, enriched: usize) {
     let none_yet = matches!(engine.boxes().await, Ok(b) if b.is_empty());
     if (none_yet && enriched > 0) || enriched >= 50 {
         match engine.recompute_boxes().await {

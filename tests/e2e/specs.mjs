@@ -1,6 +1,6 @@
 // The e2e specs. Each gets a fresh app (new KASTEN_HOME, new driver, new session).
 import { spawn, spawnSync } from "node:child_process";
-import { existsSync, mkdtempSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { $t, $$t, assert, CLI, launch, memoryEnv, screenshot, startFakeLlm, stop } from "./harness.mjs";
@@ -392,6 +392,134 @@ export async function importVault({ llmUrl }) {
     return { first };
   } finally {
     await app.close();
+  }
+}
+
+/** Makes the next native dialogs "pick" these paths (WebDriver cannot drive a native dialog; ui/src/dialogs.ts). */
+async function pick(browser, ...paths) {
+  await browser.execute((p) => {
+    window.__kastenPick = p;
+  }, paths);
+}
+
+/** Clicks a button in the middle of the view (at the bottom edge a toast can take the click). */
+async function press(browser, id) {
+  const el = $t(browser, id);
+  await el.waitForDisplayed({ timeout: T });
+  await el.scrollIntoView({ block: "center" });
+  await el.click();
+}
+
+/** Waits until Export and backup shows a result (or an error, which fails the spec with its words). */
+async function transferDone(browser, pattern, timeout = T) {
+  let said = "";
+  await browser.waitUntil(
+    async () => {
+      const err = await browser.execute(() => document.querySelector('[data-testid="transfer-error"]')?.textContent ?? "");
+      if (err) throw new Error(`Export and backup said: ${err}`);
+      said = await browser.execute(() => document.querySelector('[data-testid="transfer-result"]')?.textContent ?? "");
+      return pattern.test(said);
+    },
+    { timeout, timeoutMsg: `no result matching ${pattern}` },
+  );
+  return said;
+}
+
+/**
+ * Import through the dialog path, then export, backup and restore from Settings. The native
+ * dialog is the one step WebDriver cannot drive: `pick` answers it, and everything after it
+ * (the button, the command, progress, the result) is the app's own. A small vault is imported
+ * with "Choose a folder…"; exported into a folder (two Markdown files); backed up; a note
+ * added after the backup is gone after the restore (asked first), the memory before it is
+ * kept beside the memory's folder; a cut-off backup is refused and changes nothing.
+ */
+export async function dialogTransfer() {
+  const vault = mkdtempSync(join(tmpdir(), "kasten-e2e-dialog-vault-"));
+  writeFileSync(join(vault, "Kettle.md"), "The kettle descales with citric acid every month. See [[Tea]].\n");
+  writeFileSync(join(vault, "Tea.md"), "Green tea steeps at 80 degrees for two minutes.\n");
+  const out = mkdtempSync(join(tmpdir(), "kasten-e2e-dialog-out-"));
+  const exportDir = join(out, "vault");
+  const backup = join(out, "kasten-backup.json");
+  const cut = join(out, "cut.json");
+  const app = await launch();
+  const { browser } = app;
+  const noteTexts = () => browser.execute(() => document.querySelector('[data-testid="note-list"]')?.textContent ?? "");
+  try {
+    await ready(browser);
+    await nav(browser, "settings");
+    // import: "Choose a folder…" (the Markdown format is the default)
+    await $t(browser, "import-choose").waitForDisplayed({ timeout: T });
+    await pick(browser, vault);
+    await press(browser, "import-choose");
+    await $t(browser, "import-result").waitForDisplayed({ timeout: 120000 });
+    const imported = await $t(browser, "import-result").getText();
+    assert(/2 new note\(s\)/.test(imported) && /1 new link\(s\)/.test(imported), `the vault picked was imported: ${imported}`);
+    assert((await $t(browser, "import-path").getValue()) === vault, "the folder picked is shown as the path");
+    await nav(browser, "notes");
+    await browser.waitUntil(async () => (await $$t(browser, "note-item")).length === 2, { timeout: T, timeoutMsg: "the imported notes are not listed" });
+
+    // export into a new folder
+    await nav(browser, "settings");
+    await pick(browser, exportDir);
+    await press(browser, "export-vault");
+    await transferDone(browser, /Exported 2 notes/);
+    const files = readdirSync(exportDir).filter((f) => f.endsWith(".md")).sort();
+    assert(files.length === 2, `two Markdown files: ${files}`);
+    assert(files.some((f) => readFileSync(join(exportDir, f), "utf8").includes("citric acid")), "the note's text is in its file");
+
+    // backup
+    await pick(browser, backup);
+    await press(browser, "backup-run");
+    await transferDone(browser, /Backed up to/);
+    assert(existsSync(backup), "the backup file was written");
+    const whole = readFileSync(backup);
+    writeFileSync(cut, whole.subarray(0, Math.floor(whole.length / 2)));
+
+    // a note written after the backup
+    await nav(browser, "notes");
+    await $t(browser, "note-input").setValue("Written after the backup.");
+    await $t(browser, "note-save").click();
+    await browser.waitUntil(async () => (await $$t(browser, "note-item")).length === 3, { timeout: T });
+
+    // a cut-off backup: refused, nothing changes
+    await nav(browser, "settings");
+    await pick(browser, cut);
+    await press(browser, "restore-run");
+    await $t(browser, "restore-confirm").waitForDisplayed({ timeout: T });
+    await press(browser, "restore-confirm-yes");
+    await $t(browser, "transfer-error").waitForDisplayed({ timeout: T });
+    const refused = await $t(browser, "transfer-error").getText();
+    assert(/your memory is as it was/.test(refused), `the damaged backup is refused in words: ${refused}`);
+    await nav(browser, "notes");
+    await browser.waitUntil(async () => (await $$t(browser, "note-item")).length === 3, { timeout: T, timeoutMsg: "a refused restore changed the notes" });
+
+    // the backup: asked first, then the memory is the backup's
+    await nav(browser, "settings");
+    await pick(browser, backup);
+    await press(browser, "restore-run");
+    await $t(browser, "restore-confirm").waitForDisplayed({ timeout: T });
+    assert(/Replace this memory/.test(await $t(browser, "restore-confirm").getText()), "the restore asks first");
+    await press(browser, "restore-confirm-yes");
+    const restored = await transferDone(browser, /Restored/, 120000);
+    const kept = readdirSync(app.home).filter((f) => f.startsWith("db.before-restore-"));
+    assert(kept.length === 1 && restored.includes(kept[0]), `the memory before the restore is kept and named: ${restored} / ${kept}`);
+    await nav(browser, "notes");
+    await browser.waitUntil(async () => (await $$t(browser, "note-item")).length === 2, { timeout: T, timeoutMsg: "the restored memory does not hold the backup's 2 notes" });
+    const text = await noteTexts();
+    assert(text.includes("citric acid") && !text.includes("Written after the backup."), `the notes are the backup's: ${text}`);
+    return { exported: files.length, kept: kept[0] };
+  } catch (e) {
+    const panel = await browser
+      .execute(() => ({ pick: window.__kastenPick, panel: document.querySelector('[data-testid="transfer-panel"]')?.textContent }))
+      .catch(() => null);
+    console.error("--- transfer panel ---\n" + JSON.stringify(panel));
+    await screenshot(browser, "failure").catch(() => {});
+    console.error("--- app log ---\n" + app.log().slice(-4000));
+    throw e;
+  } finally {
+    await app.close();
+    rmSync(vault, { recursive: true, force: true });
+    rmSync(out, { recursive: true, force: true });
   }
 }
 

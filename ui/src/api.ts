@@ -10,6 +10,7 @@ import type {
   LlmPick,
   ChatTurnDto,
   ImportProgressDto,
+  TransferProgressDto,
   JobEvent,
   StatusEvent,
 } from "./bindings";
@@ -36,6 +37,12 @@ async function un<T>(p: Promise<R<T>>): Promise<T> {
 export function errorText(e: unknown): string {
   if (e instanceof Error) return e.message;
   return String(e);
+}
+
+function channel<T>(onMessage: (m: T) => void): Channel<T> {
+  const ch = new Channel<T>();
+  ch.onmessage = onMessage;
+  return ch;
 }
 
 export const api = {
@@ -88,6 +95,15 @@ export const api = {
     ch.onmessage = onProgress;
     return un(commands.importPath(path, format, ch));
   },
+  /** Writes every note into `dir` as an Obsidian vault (a new folder inside it when it holds files). */
+  exportVault: (dir: string, onProgress: (p: TransferProgressDto) => void) =>
+    un(commands.exportVault(dir, channel(onProgress))),
+  /** Writes a full backup of the memory to `file`. */
+  backupMemory: (file: string, onProgress: (p: TransferProgressDto) => void) =>
+    un(commands.backupMemory(file, channel(onProgress))),
+  /** Replaces the memory with the backup `file`; the memory as it was is kept beside it. */
+  restoreMemory: (file: string, onProgress: (p: TransferProgressDto) => void) =>
+    un(commands.restoreMemory(file, channel(onProgress))),
   /** Asks the memory; `onToken` receives the answer as it streams. */
   ask: (question: string, history: ChatTurnDto[], onToken: (t: string) => void) => {
     const ch = new Channel<string>();

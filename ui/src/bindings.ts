@@ -56,6 +56,25 @@ export const commands = {
 	 *  this computer. Importing the same source again adds nothing.
 	 */
 	importPath: (path: string, format: string, onProgress: Channel<ImportProgressDto>) => typedError<ImportResultDto, AppError>(__TAURI_INVOKE("import_path", { path, format, onProgress })),
+	/**
+	 *  Writes every note into a folder picked with the Open dialog, as an Obsidian vault
+	 *  (Markdown files with front matter; Kasten imports it back as it was). A folder that
+	 *  already holds files gets a new folder `Kasten export DATE TIME` inside it.
+	 */
+	exportVault: (dir: string, onProgress: Channel<TransferProgressDto>) => typedError<ExportResultDto, AppError>(__TAURI_INVOKE("export_vault", { dir, onProgress })),
+	/**
+	 *  Writes a full backup (notes with embeddings, links, revisions, history, settings) to a
+	 *  file picked with the Save dialog, a page of rows at a time through a temporary file: a
+	 *  failure leaves no half file.
+	 */
+	backupMemory: (file: string, onProgress: Channel<TransferProgressDto>) => typedError<BackupResultDto, AppError>(__TAURI_INVOKE("backup_memory", { file, onProgress })),
+	/**
+	 *  Replaces the memory with a backup file picked with the Open dialog. The file is read
+	 *  to the end before anything changes (a damaged or cut-off backup is refused and the
+	 *  memory stays as it is); the memory as it was is kept in a folder beside it
+	 *  (`db.before-restore-TIME`), not deleted.
+	 */
+	restoreMemory: (file: string, onProgress: Channel<TransferProgressDto>) => typedError<RestoreResultDto, AppError>(__TAURI_INVOKE("restore_memory", { file, onProgress })),
 	getSettings: () => typedError<SettingsDto, AppError>(__TAURI_INVOKE("get_settings")),
 	/**  Saves the settings; the LLM client is rebuilt before the next enrichment pass. */
 	saveSettings: (input: SettingsInput) => typedError<SaveOutcome, AppError>(__TAURI_INVOKE("save_settings", { input })),
@@ -101,7 +120,10 @@ export const commands = {
 	archiveNote: (id: string) => typedError<NoteDto, AppError>(__TAURI_INVOKE("archive_note", { id })),
 	/**  Brings an archived note back into the memory and its indexes. */
 	restoreNote: (id: string) => typedError<NoteDto, AppError>(__TAURI_INVOKE("restore_note", { id })),
-	/**  Keeps a fading note (reinforces it); returns its new strength. */
+	/**
+	 *  Keeps a fading note (reinforces it; its history records the keep); returns its new
+	 *  strength.
+	 */
 	keepNote: (id: string) => typedError<number | null, AppError>(__TAURI_INVOKE("keep_note", { id })),
 	/**
 	 *  Sets how fast a note fades: `long_term`, `short_term`, or `project` with the project's
@@ -152,6 +174,12 @@ export type AppError =
 { kind: "llm"; message: string } | 
 /**  Something inside Kasten failed; the log has the details. */
 { kind: "internal"; message: string };
+
+/**  What a backup wrote. */
+export type BackupResultDto = {
+	file: string,
+	tables: TableCountDto[],
+};
 
 export type BoxDto = {
 	id: string,
@@ -217,6 +245,16 @@ export type EventDto = {
 	created_at: string,
 };
 
+/**  What an export wrote. */
+export type ExportResultDto = {
+	/**
+	 *  The folder the notes are in: the one picked, or a new folder inside it when the
+	 *  picked one already held files.
+	 */
+	dir: string,
+	files: number,
+};
+
 export type FadingDto = {
 	threshold: number | null,
 	/**  Weakest first. */
@@ -262,6 +300,8 @@ export type GraphNodeDto = {
 	enrich: string,
 	/**  The Boxes the note is in, largest first (the graph colours by the first). */
 	boxes: string[],
+	/**  Strength now (0–1, the lifecycle's decay): the graph draws fading notes faint. */
+	strength: number | null,
 };
 
 /**  One page of the whole graph: nodes after a cursor, or links after a cursor. */
@@ -461,6 +501,14 @@ export type ProjectDto = {
 	active: boolean,
 };
 
+/**  What a restore did. */
+export type RestoreResultDto = {
+	file: string,
+	tables: TableCountDto[],
+	/**  Where the memory as it was before the restore is kept. */
+	previous: string,
+};
+
 export type ReviewItemDto = {
 	/**  `link` or `edit`. */
 	kind: string,
@@ -553,9 +601,26 @@ export type StatusEvent = {
 	clients: number,
 };
 
+/**  Rows of one table written or restored. */
+export type TableCountDto = {
+	table: string,
+	rows: number,
+};
+
 export type TagCount = {
 	tag: string,
 	n: number,
+};
+
+/**  Progress of an export, backup or restore, sent over its channel. */
+export type TransferProgressDto = {
+	/**
+	 *  `notes` (export), the table being written or read (backup, restore), `indexing`
+	 *  or `re-embedding` (restore, after the rows).
+	 */
+	phase: string,
+	done: number,
+	total: number,
 };
 
 /* Tauri Specta runtime */

@@ -125,6 +125,9 @@ enum Command {
     },
     /// Archive a note: it leaves retrieval but is kept (`restore ID` brings it back).
     Archive { id: String },
+    /// Keep a fading note: it moves back towards full strength and fades more slowly; its
+    /// history records the keep.
+    Keep { id: String },
     /// Set how fast a note fades: long-term, short-term, or project (with --project).
     Tier {
         id: String,
@@ -694,6 +697,7 @@ fn prepare(cmd: &Command) -> Result<Prepared> {
             })
         }
         Command::Archive { id } => Prepared::Memory(memory::MemoryCmd::Archive(NoteId::parse(id)?)),
+        Command::Keep { id } => Prepared::Memory(memory::MemoryCmd::Keep(NoteId::parse(id)?)),
         Command::Tier { id, tier, project } => Prepared::Memory(memory::MemoryCmd::Tier {
             id: NoteId::parse(id)?,
             tier: memory::parse_tier(tier)?,

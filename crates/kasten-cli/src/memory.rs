@@ -42,6 +42,7 @@ pub enum MemoryCmd {
         limit: usize,
     },
     Archive(NoteId),
+    Keep(NoteId),
     Tier {
         id: NoteId,
         tier: Tier,
@@ -96,6 +97,15 @@ pub async fn execute(engine: &Arc<Engine>, cmd: MemoryCmd, json: bool) -> Result
                 print_json(&json!({ "id": n.id, "status": n.status.as_str() }));
             } else {
                 eprintln!("archived {id}; `kasten restore {id}` brings it back");
+            }
+            Ok(())
+        }
+        MemoryCmd::Keep(id) => {
+            let strength = engine.keep(&id, ACTOR).await?;
+            if json {
+                print_json(&json!({ "id": id, "strength": strength }));
+            } else {
+                eprintln!("kept {id}: strength {strength:.2}");
             }
             Ok(())
         }

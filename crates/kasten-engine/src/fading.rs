@@ -1,6 +1,7 @@
 //! The lifecycle as a person sees it: a note's strength against the archive threshold, the
 //! notes fading below it, and those archived (kept, out of retrieval, restorable).
 
+use chrono::Utc;
 use kasten_core::lifecycle::{Reinforce, Tier};
 use kasten_core::{Note, NoteId, NoteStatus};
 use serde::Serialize;
@@ -44,16 +45,25 @@ impl Engine {
     }
 
     /// Keeps a fading note: reinforced as if it had been cited, so it moves back towards
-    /// full strength and fades more slowly afterwards. Returns its new strength.
-    pub async fn keep(&self, id: &NoteId) -> Result<f64, EngineError> {
+    /// full strength and fades more slowly afterwards; its history records who kept it (a
+    /// `keep` entry). Returns its new strength.
+    pub async fn keep(&self, id: &NoteId, actor: &str) -> Result<f64, EngineError> {
         let note = self.current(id).await?;
         if note.status != NoteStatus::Active {
             return Err(EngineError::Invalid(kasten_core::CoreError::Invalid(
                 format!("note {id} is {}; restore it instead", note.status.as_str()),
             )));
         }
-        self.reinforce(std::slice::from_ref(id), Reinforce::Cited)
-            .await?;
+        let now = Utc::now();
+        let row = self
+            .store
+            .strength_of(std::slice::from_ref(id))
+            .await?
+            .into_iter()
+            .next()
+            .ok_or_else(|| EngineError::NotFound(id.clone()))?;
+        let kept = row.state.reinforced(Reinforce::Cited, now);
+        self.store.keep(id, kept.strength, now, actor).await?;
         Ok(self.lifecycle_of(id).await?.strength)
     }
 
@@ -104,10 +114,18 @@ mod tests {
         let l = e.lifecycle_of(&n.id).await.unwrap();
         assert!(l.fading && l.threshold == 1.0, "{l:?}");
         let before = e.store.get_note(&n.id).await.unwrap().unwrap().access_count;
-        let kept = e.keep(&n.id).await.unwrap();
+        let kept = e.keep(&n.id, "user").await.unwrap();
         assert!(kept > 0.99, "{kept}");
         let after = e.store.get_note(&n.id).await.unwrap().unwrap().access_count;
         assert_eq!(after, before + 1, "reinforced");
+        // the history says who kept it
+        let history = e.history(&n.id).await.unwrap();
+        assert!(
+            history
+                .iter()
+                .any(|h| h.action == "keep" && h.actor == "user"),
+            "{history:?}"
+        );
 
         e.archive(&n.id, "user").await.unwrap();
         let (total, archived) = e.archived_notes(10, 0).await.unwrap();
@@ -115,7 +133,7 @@ mod tests {
         let l = e.lifecycle_of(&n.id).await.unwrap();
         assert!(l.archived && !l.fading);
         assert!(
-            e.keep(&n.id)
+            e.keep(&n.id, "user")
                 .await
                 .unwrap_err()
                 .to_string()

@@ -217,6 +217,40 @@ impl Store {
         .await
     }
 
+    /// Records that `actor` kept a fading note: its new strength, `last_accessed = at` and
+    /// one more access (as [`Store::reinforce`]), with a `keep` audit entry for its history,
+    /// in one transaction.
+    pub async fn keep(
+        &self,
+        id: &NoteId,
+        strength: f64,
+        at: DateTime<Utc>,
+        actor: &str,
+    ) -> Result<(), StoreError> {
+        let q = "BEGIN TRANSACTION;
+            LET $r = type::record('note', $id);
+            UPDATE $r SET strength = $strength, last_accessed = $at, access_count += 1;
+            CREATE audit CONTENT { action: 'keep', target: $id, notes: [$r], actor: $actor,
+                reason: 'kept by the user', at: time::now() };
+            COMMIT TRANSACTION;";
+        let (db, id, actor) = (&self.db, id.to_string(), actor.to_owned());
+        crate::pipeline::retry_conflicts("keep a note", || {
+            let (id, actor) = (id.clone(), actor.clone());
+            async move {
+                let mut resp = db
+                    .query(q)
+                    .bind(("id", id))
+                    .bind(("strength", strength))
+                    .bind(("at", at))
+                    .bind(("actor", actor))
+                    .await
+                    .map_err(StoreError::from_db)?;
+                first_real_error(&mut resp)
+            }
+        })
+        .await
+    }
+
     /// Moves a note from status `from` to `to` (archive, restore), with an audit entry.
     /// Returns false (and changes nothing) when the note is not in status `from`.
     pub async fn change_status(

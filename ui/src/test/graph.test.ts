@@ -1,8 +1,9 @@
 import { describe, expect, it, vi } from "vitest";
-import { buildGraph, loadWhole, NO_BOX, PALETTE } from "../features/graph/graphData";
+import { buildGraph, FAINTEST, loadWhole, NO_BOX, opacityOf, PALETTE, strengthOpacity } from "../features/graph/graphData";
+import { patchGraph } from "../features/graph/incremental";
 import type { Api, GraphPage } from "../api";
 
-const node = (id: string, boxes: string[] = []) => ({ id, label: id, tags: [], enrich: "done", boxes });
+const node = (id: string, boxes: string[] = [], strength = 1) => ({ id, label: id, tags: [], enrich: "done", boxes, strength });
 const link = (id: string, from: string, to: string, status = "accepted", kind = "relates") => ({ id, from, to, kind, status, confidence: 0.8 });
 
 describe("buildGraph", () => {
@@ -32,6 +33,45 @@ describe("buildGraph", () => {
     // a-b has an accepted kind: drawn solid; b-c only proposed: dashed
     expect(g.getEdgeAttribute("a", "b", "proposed")).toBe(false);
     expect(g.getEdgeAttribute("b", "c", "proposed")).toBe(true);
+  });
+});
+
+describe("strength in the graph", () => {
+  const boxes = [{ id: "box1", label: "Pixel", size: 3 }];
+  it("draws a fading note faint but still visible, a strong one solid", () => {
+    const g = buildGraph(
+      { nodes: [node("strong", ["box1"], 1), node("fading", ["box1"], 0.1), node("gone", [], 0)], links: [], truncated: false },
+      boxes,
+    );
+    // the same Box colour, only its opacity follows the strength
+    expect(g.getNodeAttribute("strong", "color")).toBe(PALETTE[0]);
+    const fading = g.getNodeAttribute("fading", "color") as string;
+    expect(fading.slice(0, 7)).toBe(PALETTE[0]);
+    expect(opacityOf(fading)).toBeCloseTo(strengthOpacity(0.1), 2);
+    expect(opacityOf(fading)).toBeGreaterThan(FAINTEST);
+    expect(opacityOf(fading)).toBeLessThan(0.5);
+    // strength 0: the faintest, not invisible
+    const gone = g.getNodeAttribute("gone", "color") as string;
+    expect(gone.slice(0, 7)).toBe(NO_BOX);
+    expect(opacityOf(gone)).toBeCloseTo(FAINTEST, 2);
+  });
+
+  it("orders opacity by strength and keeps it within FAINTEST..1", () => {
+    const xs = [-1, 0, 0.2, 0.5, 0.9, 1, 2, Number.NaN].map(strengthOpacity);
+    for (const x of xs) {
+      expect(x).toBeGreaterThanOrEqual(FAINTEST);
+      expect(x).toBeLessThanOrEqual(1);
+    }
+    expect(xs.slice(1, 6)).toEqual([...xs.slice(1, 6)].sort((a, b) => a - b));
+    expect(strengthOpacity(Number.NaN)).toBe(1);
+  });
+
+  it("a kept note comes back solid when the graph is patched", () => {
+    const g = buildGraph({ nodes: [node("a", ["box1"], 0.1), node("b", ["box1"])], links: [link("l1", "a", "b")], truncated: false }, boxes);
+    expect(opacityOf(g.getNodeAttribute("a", "color") as string)).toBeLessThan(0.5);
+    const change = patchGraph(g, { note: "a", nodes: [node("a", ["box1"], 1), node("b", ["box1"])], links: [link("l1", "a", "b")] }, boxes);
+    expect(change.recoloured).toContain("a");
+    expect(g.getNodeAttribute("a", "color")).toBe(PALETTE[0]);
   });
 });
 

@@ -31,7 +31,7 @@ const { default: GraphView } = await import("../features/graph/GraphView");
 const { setBoxThreshold } = await import("../features/graph/boxGraph");
 
 const mocked = api as unknown as Record<"graphNodes" | "graphLinks" | "listBoxes" | "localGraph", ReturnType<typeof vi.fn>>;
-const node = (id: string, boxes: string[] = [], enrich = "done"): GraphNodeDto => ({ id, label: id, tags: [], enrich, boxes });
+const node = (id: string, boxes: string[] = [], enrich = "done", strength = 1): GraphNodeDto => ({ id, label: id, tags: [], enrich, boxes, strength });
 const link = (id: string, from: string, to: string): GraphLinkDto => ({ id, from, to, kind: "relates", status: "accepted", confidence: 0.8 });
 const BOXES: BoxDto[] = [
   { id: "A", label: "garden", size: 3 },
@@ -60,6 +60,22 @@ async function job(note: string) {
 }
 
 describe("GraphView", () => {
+  it("draws fading notes faint and strong ones solid", async () => {
+    mocked.graphNodes.mockResolvedValue({
+      nodes: [...NODES.filter((n) => n.id !== "a3" && n.id !== "u1"), node("a3", ["A"], "done", 0.05), node("u1", [], "done", 0.5)],
+      links: [],
+      next: null,
+    });
+    renderWith(<GraphView />);
+    await waitFor(() => expect(attr("data-nodes")).toBe(6));
+    const g = window.__kastenGraph;
+    expect(g?.nodeOpacity("a1")).toBe(1);
+    expect(g?.nodeOpacity("a3")).toBeGreaterThanOrEqual(0.35);
+    expect(g?.nodeOpacity("a3")).toBeLessThan(0.45);
+    expect(g?.nodeOpacity("u1")).toBeGreaterThan(g?.nodeOpacity("a3") ?? 1);
+    expect(g?.nodeOpacity("u1")).toBeLessThan(1);
+  });
+
   it("merges a finished job into the drawn notes without loading the memory again", async () => {
     renderWith(<GraphView />);
     await waitFor(() => expect(attr("data-nodes")).toBe(6));

@@ -104,7 +104,7 @@ function mockMemory() {
   mocked.getNote.mockResolvedValue({ note: zhNote, links: [linkDto], history });
   mocked.noteLifecycle.mockResolvedValue({ strength: 0.1, tier: "short_term", project: null, threshold: 0.2, fading: true, archived: false });
   mocked.linkKinds.mockResolvedValue(["relates", "supports"]);
-  mocked.graphNodes.mockResolvedValue({ nodes: [{ id: "N1", label: "卡片", tags: ["笔记"], enrich: "done", boxes: ["B1"] }], links: [], next: null });
+  mocked.graphNodes.mockResolvedValue({ nodes: [{ id: "N1", label: "卡片", tags: ["笔记"], enrich: "done", boxes: ["B1"], strength: 1 }], links: [], next: null });
   mocked.graphLinks.mockResolvedValue({ nodes: [], links: [], next: null });
   mocked.reviewQueue.mockResolvedValue({ items: [reviewItem], more: true });
   mocked.listEvents.mockResolvedValue([]);
@@ -185,7 +185,7 @@ describe("the dictionaries", () => {
 
 describe("the graph's canvas labels", () => {
   it("name the aggregate of notes in no Box in the UI's language", () => {
-    const data = { nodes: [{ id: "N1", label: "卡片", tags: [], enrich: "done", boxes: [] }], links: [], truncated: false };
+    const data = { nodes: [{ id: "N1", label: "卡片", tags: [], enrich: "done", boxes: [], strength: 1 }], links: [], truncated: false };
     expect(aggregate(data, []).nodes.find((n) => n.id === UNBOXED)?.label).toBe("no Box");
     i18n.setLangChoice("zh");
     expect(aggregate(data, []).nodes.find((n) => n.id === UNBOXED)?.label).toBe("无卡片盒");

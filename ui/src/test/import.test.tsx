@@ -3,15 +3,20 @@ import userEvent from "@testing-library/user-event";
 import { beforeEach, describe, expect, it, vi } from "vitest";
 import { renderWith } from "./util";
 
+// the native Open dialog: what the user picks (null: cancelled)
+vi.mock("@tauri-apps/plugin-dialog", () => ({ open: vi.fn(), save: vi.fn() }));
 vi.mock("../api", async (orig) => {
   const real = await orig<typeof import("../api")>();
   return { ...real, api: { importPath: vi.fn() } };
 });
 
+import { open } from "@tauri-apps/plugin-dialog";
 import { api, ApiError } from "../api";
 import ImportPanel from "../features/settings/ImportPanel";
 
 const importPath = (api as unknown as { importPath: ReturnType<typeof vi.fn> }).importPath;
+const openDialog = open as unknown as ReturnType<typeof vi.fn>;
+const RESULT = { created: 2, existing: 0, links_created: 1, attachments_skipped: 0, problems: [], warnings: [] };
 
 beforeEach(() => vi.clearAllMocks());
 
@@ -53,5 +58,34 @@ describe("ImportPanel", () => {
     await userEvent.click(screen.getByTestId("import-run"));
     await waitFor(() => expect(screen.getByTestId("import-error").textContent).toContain("cannot read /nope"));
     expect(importPath).toHaveBeenCalledWith("/nope", "jsonl", expect.any(Function));
+  });
+
+  it("imports the folder picked in the Open dialog (a vault is a folder)", async () => {
+    openDialog.mockResolvedValue("/home/me/Obsidian Vault");
+    importPath.mockResolvedValue(RESULT);
+    renderWith(<ImportPanel />);
+    expect(screen.getByTestId("import-choose").textContent).toBe("Choose a folder…");
+    await userEvent.click(screen.getByTestId("import-choose"));
+    expect(openDialog).toHaveBeenCalledWith(expect.objectContaining({ directory: true, multiple: false }));
+    await waitFor(() => expect(screen.getByTestId("import-result").textContent).toContain("2 new note(s)"));
+    expect(importPath).toHaveBeenCalledWith("/home/me/Obsidian Vault", "markdown", expect.any(Function));
+    // the path picked is shown where a path can be typed
+    expect((screen.getByTestId("import-path") as HTMLInputElement).value).toBe("/home/me/Obsidian Vault");
+  });
+
+  it("picks a file for JSON Lines and a chat transcript, and nothing when cancelled", async () => {
+    openDialog.mockResolvedValueOnce(null).mockResolvedValueOnce("/home/me/chat.json");
+    importPath.mockResolvedValue(RESULT);
+    renderWith(<ImportPanel />);
+    await userEvent.selectOptions(screen.getByTestId("import-format"), "jsonl");
+    expect(screen.getByTestId("import-choose").textContent).toBe("Choose a file…");
+    await userEvent.click(screen.getByTestId("import-choose"));
+    expect(openDialog).toHaveBeenLastCalledWith(
+      expect.objectContaining({ directory: false, filters: [expect.objectContaining({ extensions: expect.arrayContaining(["jsonl"]) })] }),
+    );
+    expect(importPath).not.toHaveBeenCalled();
+    await userEvent.selectOptions(screen.getByTestId("import-format"), "chat");
+    await userEvent.click(screen.getByTestId("import-choose"));
+    await waitFor(() => expect(importPath).toHaveBeenCalledWith("/home/me/chat.json", "chat", expect.any(Function)));
   });
 });

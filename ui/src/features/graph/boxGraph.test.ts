@@ -4,7 +4,7 @@ import { aggregate, boxEdgeSize, boxNodeSize, boxSubgraph, boxThreshold, BOX_THR
 import { NO_BOX, PALETTE, type GraphData } from "./graphData";
 import { syntheticMemory } from "./synthetic";
 
-const node = (id: string, boxes: string[] = [], tags: string[] = []): GraphNodeDto => ({ id, label: id, tags, enrich: "done", boxes });
+const node = (id: string, boxes: string[] = [], tags: string[] = []): GraphNodeDto => ({ id, label: id, tags, enrich: "done", boxes, strength: 1 });
 const link = (id: string, from: string, to: string, status = "accepted"): GraphLinkDto => ({ id, from, to, kind: "relates", status, confidence: 0.8 });
 const BOXES: BoxDto[] = [
   { id: "A", label: "garden", size: 3 },

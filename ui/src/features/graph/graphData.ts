@@ -52,8 +52,34 @@ export function boxIndex(boxes: BoxDto[]): Map<string, number> {
   return new Map(boxes.map((b, i) => [b.id, i]));
 }
 
-/** A note's colour: its main Box's, else grey; pale while pending, dark red when failed. */
+/** The faintest a note is drawn: a note about to be archived is still visible. */
+export const FAINTEST = 0.35;
+
+/** How opaque a note of this strength (0–1) is drawn: FAINTEST at 0, solid at full strength. */
+export function strengthOpacity(strength: number | null): number {
+  const s = strength !== null && Number.isFinite(strength) ? Math.min(Math.max(strength, 0), 1) : 1;
+  return FAINTEST + (1 - FAINTEST) * s;
+}
+
+/** `#rrggbb` with the alpha of a note of this strength (`#rrggbbaa`, sigma reads it); solid unchanged. */
+export function fadeBy(colour: string, strength: number | null): string {
+  const alpha = Math.round(strengthOpacity(strength) * 255);
+  if (alpha >= 255 || !/^#[0-9a-f]{6}$/i.test(colour)) return colour;
+  return colour + alpha.toString(16).padStart(2, "0");
+}
+
+/** The opacity a `#rrggbbaa` colour is drawn with (1 for any other colour). */
+export function opacityOf(colour: string): number {
+  return /^#[0-9a-f]{8}$/i.test(colour) ? parseInt(colour.slice(7), 16) / 255 : 1;
+}
+
+/** A note's colour: its main Box's, else grey; pale while pending, dark red when failed;
+ *  fainter as its strength fades (the lifecycle's decay; the Fading view lists the faintest). */
 export function nodeColour(n: GraphNodeDto, index: Map<string, number>): string {
+  return fadeBy(baseColour(n, index), n.strength);
+}
+
+function baseColour(n: GraphNodeDto, index: Map<string, number>): string {
   if (n.enrich === "failed") return FAILED;
   const b = n.boxes.map((id) => index.get(id)).find((i) => i !== undefined);
   if (b !== undefined) return PALETTE[b % PALETTE.length];

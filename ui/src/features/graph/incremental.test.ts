@@ -3,7 +3,7 @@ import { ApiError, type Api, type BoxDto, type GraphLinkDto, type GraphNodeDto }
 import { buildGraph, PALETTE, PENDING, sizeFor, type GraphData } from "./graphData";
 import { fetchPatches, patchData, patchGraph, placeNear, type Patch } from "./incremental";
 
-const node = (id: string, boxes: string[] = [], enrich = "done"): GraphNodeDto => ({ id, label: id, tags: [], enrich, boxes });
+const node = (id: string, boxes: string[] = [], enrich = "done"): GraphNodeDto => ({ id, label: id, tags: [], enrich, boxes, strength: 1 });
 const link = (id: string, from: string, to: string, status = "accepted"): GraphLinkDto => ({ id, from, to, kind: "relates", status, confidence: 0.8 });
 const BOXES: BoxDto[] = [
   { id: "A", label: "garden", size: 2 },

@@ -5,6 +5,7 @@ import Sigma from "sigma";
 import { EdgeLineProgram } from "sigma/rendering";
 import type Graph from "graphology";
 import { BIG, coloursFor, DASHED_MAX, MOVE_FRAME, edgeReducer, nodeReducer, passes, sigmaSettings, type Filters } from "./graphStyle";
+import { opacityOf } from "./graphData";
 import { applyPositions, cachedPositions, savePositions, startLayout } from "./layout";
 
 export interface GraphStats {
@@ -41,6 +42,8 @@ declare global {
       /** Changes a sigma setting (for measurements). */
       setSetting: (key: string, value: unknown) => void;
       nodeIds: () => string[];
+      /** How opaque a note is drawn (0–1): its strength fades it (see `strengthOpacity`). */
+      nodeOpacity: (id: string) => number;
       /** Nodes the current filters (Box, tag) leave visible. */
       visibleNodes: () => number;
       /** Proposed links drawn dashed on the overlay (0 when drawn as GL lines). */
@@ -242,6 +245,7 @@ export function mountGraph(o: MountOptions): Mounted {
     stats: { nodes: graph.order, edges: graph.size, loadMs: 0, pages: 0 },
     layoutRunning: () => layout.running(),
     nodeIds: () => graph.nodes(),
+    nodeOpacity: (id: string) => opacityOf(String(graph.getNodeAttribute(id, "color") ?? "")),
     visibleNodes: () => graph.filterNodes((id, a) => passes(current, id, a)).length,
     dashedLinks: () => dashedPairs.length / 2,
     clickNode: (id: string) => o.onClickNode(id),

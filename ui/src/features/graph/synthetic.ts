@@ -27,7 +27,7 @@ export function syntheticMemory(n: number, seed = 42): { data: GraphData; boxes:
   for (let i = 0; i < n; i++) {
     const t = below(TOPICS.length);
     topic.push(t);
-    nodes.push({ id: `n${i}`, label: `Note ${i} about ${TOPICS[t]}`, tags: [TOPICS[t]], enrich: "done", boxes: [`b${t}`] });
+    nodes.push({ id: `n${i}`, label: `Note ${i} about ${TOPICS[t]}`, tags: [TOPICS[t]], enrich: "done", boxes: [`b${t}`], strength: 1 });
   }
   const links: GraphData["links"] = [];
   for (let i = 3; i < n; i++) {

@@ -1,6 +1,7 @@
 import { useState } from "react";
 import { api, errorText, type ImportProgressDto, type ImportResultDto } from "../../api";
 import { useApp } from "../../app-context";
+import { pickOpen } from "../../dialogs";
 import { useT, type Key } from "../../i18n";
 
 const FORMATS: { value: string; label: Key; hint: Key }[] = [
@@ -10,7 +11,9 @@ const FORMATS: { value: string; label: Key; hint: Key }[] = [
 ];
 
 /** Brings notes in from a folder or file on this computer, with progress; importing the
- *  same source again adds nothing. Problems are listed per file; the rest is imported. */
+ *  same source again adds nothing. Problems are listed per file; the rest is imported.
+ *  The folder or file is picked with the native Open dialog (a vault is a folder, a chat
+ *  transcript or JSON Lines a file); a typed path runs the same import. */
 export default function ImportPanel() {
   const { toast, bump } = useApp();
   const [path, setPath] = useState("");
@@ -22,7 +25,7 @@ export default function ImportPanel() {
   const { t } = useT();
   const hint = t(FORMATS.find((f) => f.value === format)?.hint ?? "import.hintMarkdown");
 
-  const run = () => {
+  const run = (path: string) => {
     setBusy(true);
     setError(null);
     setResult(null);
@@ -38,6 +41,24 @@ export default function ImportPanel() {
       .finally(() => setBusy(false));
   };
 
+  const choose = async () => {
+    const folder = format === "markdown";
+    let picked: string | null;
+    try {
+      picked = await pickOpen({
+        title: t("import.title"),
+        directory: folder,
+        filters: folder ? undefined : [{ name: t(format === "chat" ? "import.chat" : "import.jsonl"), extensions: format === "chat" ? ["json"] : ["jsonl", "json", "txt"] }],
+      });
+    } catch (e) {
+      setError(errorText(e));
+      return;
+    }
+    if (picked === null) return; // the dialog was cancelled
+    setPath(picked);
+    run(picked);
+  };
+
   return (
     <form
       className="card"
@@ -45,7 +66,7 @@ export default function ImportPanel() {
       data-testid="import-panel"
       onSubmit={(e) => {
         e.preventDefault();
-        if (path.trim() !== "") run();
+        if (path.trim() !== "") run(path);
       }}
     >
       <h3 style={{ marginTop: 0, fontSize: 14 }}>{t("import.title")}</h3>
@@ -59,8 +80,18 @@ export default function ImportPanel() {
           ))}
         </select>
       </label>
+      <button
+        type="button"
+        className="primary"
+        style={{ marginLeft: 8 }}
+        disabled={busy}
+        onClick={() => void choose()}
+        data-testid="import-choose"
+      >
+        {format === "markdown" ? t("import.chooseFolder") : t("import.chooseFile")}
+      </button>
       <label style={{ display: "block", marginTop: 8 }}>
-        {t("import.path")}{" "}
+        {t("import.orType")}{" "}
         <input
           value={path}
           placeholder={hint}
@@ -69,7 +100,7 @@ export default function ImportPanel() {
           data-testid="import-path"
         />
       </label>
-      <button type="submit" className="primary" disabled={busy || path.trim() === ""} data-testid="import-run">
+      <button type="submit" disabled={busy || path.trim() === ""} data-testid="import-run">
         {busy ? t("import.running") : t("import.run")}
       </button>
       {busy && progress && (

@@ -2,6 +2,7 @@ import { useEffect, useState } from "react";
 import { api, errorText, type SettingsDto, type SettingsInput } from "../../api";
 import { useApp } from "../../app-context";
 import ImportPanel from "./ImportPanel";
+import TransferPanel from "./TransferPanel";
 import LlmPanel from "./LlmPanel";
 import LanguagePanel from "./LanguagePanel";
 import { useT, type Key } from "../../i18n";
@@ -188,6 +189,7 @@ export default function SettingsView() {
         {warning && <p className="warning">{warning}</p>}
       </form>
       <ImportPanel />
+      <TransferPanel />
     </div>
   );
 }
