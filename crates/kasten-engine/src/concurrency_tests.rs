@@ -151,10 +151,74 @@ async fn concurrent_writers_and_review_actions_leave_the_indexes_equal_to_the_st
                         .map(|(id, _)| id),
                 )
                 .collect();
+            // the adjacency entries that differ: live first, then the rebuild's
+            let links: Vec<(&String, Option<&Vec<String>>, Option<&Vec<String>>)> = live
+                .links
+                .keys()
+                .chain(from_store.links.keys())
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .filter(|id| live.links.get(*id) != from_store.links.get(*id))
+                .map(|id| (id, live.links.get(id), from_store.links.get(id)))
+                .collect();
             panic!(
-                "round {round}: the indexes disagree with the store after concurrent writes; notes {differ:?}; links equal: {}",
-                live.links == from_store.links
+                "round {round}: the indexes disagree with the store after concurrent writes; notes {differ:?}; links (live, rebuilt) {links:?}"
             );
         }
     }
+}
+
+/// A link the user rejected is not made again by a later enrichment of the same note (the
+/// store keeps the rejected one), so the adjacency must not gain it either: search would
+/// follow a link nobody can see.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rejected_link_proposed_again_stays_out_of_the_adjacency() {
+    let fake = FakeLlm::start(Mode::Normal).await.unwrap();
+    let e = engine(&fake).await;
+    let mut ids: Vec<NoteId> = Vec::new();
+    for t in TOPICS {
+        ids.push(e.add(NewNote::new(t).unwrap()).await.unwrap().id);
+    }
+    for n in &ids {
+        e.enrich_note(n).await.unwrap();
+    }
+    let last = ids.last().unwrap().to_string();
+    let items = e.proposals(&[], 100).await.unwrap();
+    let link = items
+        .iter()
+        .find(|i| i.kind == "link" && i.note == last)
+        .unwrap_or_else(|| panic!("the fake LLM linked the last note: {items:?}"));
+    let to = NoteId::parse(link.target.as_deref().unwrap()).unwrap();
+    let from = ids.last().unwrap().clone();
+    // every link between the two (the other note's enrichment may have made one too)
+    let pair = |i: &crate::ReviewItem| {
+        let (a, b) = (i.note.as_str(), i.target.as_deref().unwrap_or(""));
+        i.kind == "link"
+            && ((a == from.as_str() && b == to.as_str())
+                || (a == to.as_str() && b == from.as_str()))
+    };
+    for i in items.iter().filter(|i| pair(i)) {
+        e.reject(&i.id, "user").await.unwrap();
+    }
+    assert!(!e.store.linked(&from, &to).await.unwrap());
+    // enriched again: the fake proposes the same link, which the store skips
+    e.store
+        .enqueue_job(&from, &kasten_core::JobId::generate())
+        .await
+        .unwrap();
+    e.enrich_note(&from).await.unwrap().unwrap();
+    assert!(!e.store.linked(&from, &to).await.unwrap());
+    let live = fingerprint(&e);
+    assert!(
+        !live
+            .links
+            .get(&from.to_string())
+            .is_some_and(|v| v.contains(&to.to_string())),
+        "the rejected link came back into the adjacency: {:?}",
+        live.links.get(&from.to_string())
+    );
+    assert!(
+        live == rebuilt(&e).await,
+        "the indexes disagree with the store"
+    );
 }

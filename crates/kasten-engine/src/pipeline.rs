@@ -286,6 +286,20 @@ const COMMON_TERM_SHARE: f64 = 0.15;
 const COMMON_MIN_NOTES: usize = 40;
 
 impl Engine {
+    /// The applied links of a committed enrichment that are in force: the store skips a
+    /// link whose ends and kind already have one (imported, or rejected by the user), so
+    /// the adjacency asks the store rather than trusting the plan. Call under
+    /// [`Engine::index_order`], after the commit.
+    pub(crate) async fn links_in_force(&self, e: &Enrichment) -> Result<Vec<NoteId>, EngineError> {
+        let mut out = Vec::new();
+        for l in e.links.iter().filter(|l| l.mode == ApplyMode::Apply) {
+            if self.store.linked(&e.note, &l.to).await? {
+                out.push(l.to.clone());
+            }
+        }
+        Ok(out)
+    }
+
     /// Those of `terms` (lowercased) found in more than [`COMMON_TERM_SHARE`] of the
     /// memory's notes, once it has [`COMMON_MIN_NOTES`].
     fn common_terms(
@@ -822,6 +836,7 @@ impl Engine {
         // 7. the indexes follow the committed write (until they do, a close writes no
         // index snapshot)
         let sync = self.index_sync();
+        let joined = self.links_in_force(&e).await?;
         {
             let mut ix = self.write_indexes()?;
             if e.construction_mode == ApplyMode::Apply {
@@ -838,8 +853,12 @@ impl Engine {
                     ix.text.upsert(w.id.clone(), t);
                 }
             }
-            for l in e.links.iter().filter(|l| l.mode == ApplyMode::Apply) {
-                ix.add_link(&note.id, &l.to);
+            // as every open does: a link counts once both ends are searchable (a note
+            // merged while it was being enriched is not)
+            for to in &joined {
+                if ix.vector.contains(&note.id) && ix.vector.contains(to) {
+                    ix.add_link(&note.id, to);
+                }
             }
         }
         sync.done();

@@ -124,6 +124,7 @@ impl Engine {
         let order = self.index_order().await;
         let held = self.store.apply_enrichment(e).await?;
         let sync = self.index_sync();
+        let joined = self.links_in_force(e).await?;
         {
             let mut ix = self.write_indexes()?;
             if e.construction_mode == ApplyMode::Apply {
@@ -145,8 +146,10 @@ impl Engine {
                     ix.text.upsert(w.id.clone(), t);
                 }
             }
-            for l in e.links.iter().filter(|l| l.mode == ApplyMode::Apply) {
-                ix.add_link(&note.id, &l.to);
+            for to in &joined {
+                if ix.vector.contains(&note.id) && ix.vector.contains(to) {
+                    ix.add_link(&note.id, to);
+                }
             }
         }
         sync.done();
