@@ -44,8 +44,41 @@ fn ort_env(lib: &Path) -> Result<Environment, EmbedError> {
 
 /// Max tokens per text, as sentence-transformers uses for all-MiniLM-L6-v2.
 const MAX_TOKENS: usize = 256;
-/// Texts per ONNX run; long texts pad their whole batch, so keep it moderate.
+/// Texts per ONNX run at most.
 const BATCH: usize = 64;
+/// Padded tokens per ONNX run at most: every text of a run is padded to its longest, and
+/// the attention of a run grows with texts × tokens², so a run of 64 texts of 256 tokens
+/// held ~2.5 GB (a vault of long notes imported 500 at a time peaked at 2.9 GB RSS). With
+/// this budget long texts go 16 to a run (~50 MB of attention per layer); short ones
+/// still 64.
+const TOKEN_BUDGET: usize = 4096;
+
+/// A cautious guess at a text's tokens (at most [`MAX_TOKENS`]): a token per 3 bytes of
+/// UTF-8 is one per CJK character and more than English averages (~4 characters).
+fn token_guess(text: &str) -> usize {
+    (text.len() / 3 + 2).min(MAX_TOKENS)
+}
+
+/// Consecutive runs of `texts` (in order) within [`BATCH`] texts and [`TOKEN_BUDGET`]
+/// padded tokens each, as index ranges.
+fn runs(texts: &[&str]) -> Vec<std::ops::Range<usize>> {
+    let mut out = Vec::new();
+    let (mut start, mut longest) = (0, 0);
+    for (i, t) in texts.iter().enumerate() {
+        let tokens = token_guess(t);
+        let n = i - start;
+        if n > 0 && (n == BATCH || (n + 1) * longest.max(tokens) > TOKEN_BUDGET) {
+            out.push(start..i);
+            start = i;
+            longest = 0;
+        }
+        longest = longest.max(tokens);
+    }
+    if start < texts.len() {
+        out.push(start..texts.len());
+    }
+    out
+}
 
 /// fastembed-backed [`Embedder`].
 pub struct FastEmbedder {
@@ -129,9 +162,14 @@ impl Embedder for FastEmbedder {
             .inner
             .lock()
             .map_err(|_| EmbedError::Inference("the embedder crashed earlier".into()))?;
-        let out = te
-            .embed(texts, Some(BATCH))
-            .map_err(|e| EmbedError::Inference(e.to_string()))?;
+        let mut out = Vec::with_capacity(texts.len());
+        for run in runs(texts) {
+            let n = run.len();
+            out.extend(
+                te.embed(&texts[run], Some(n))
+                    .map_err(|e| EmbedError::Inference(e.to_string()))?,
+            );
+        }
         if out.len() != texts.len() {
             return Err(EmbedError::Count {
                 expected: texts.len(),
@@ -148,6 +186,32 @@ mod tests {
 
     fn cos(a: &[f32], b: &[f32]) -> f32 {
         a.iter().zip(b).map(|(x, y)| x * y).sum()
+    }
+
+    #[test]
+    fn runs_keep_the_order_and_put_long_texts_in_smaller_runs() {
+        let short = "a short note";
+        let long = "word ".repeat(400);
+        let texts: Vec<&str> = std::iter::repeat_n(short, 100)
+            .chain(std::iter::repeat_n(long.as_str(), 40))
+            .chain(std::iter::once(short))
+            .collect();
+        let r = runs(&texts);
+        // contiguous, in order, covering every text once
+        assert_eq!(r.first().map(|x| x.start), Some(0));
+        assert_eq!(r.last().map(|x| x.end), Some(texts.len()));
+        assert!(r.windows(2).all(|w| w[0].end == w[1].start));
+        for x in &r {
+            let longest = texts[x.clone()].iter().map(|t| token_guess(t)).max();
+            assert!(x.len() <= BATCH);
+            assert!(x.len() * longest.unwrap_or(0) <= TOKEN_BUDGET || x.len() == 1);
+        }
+        // short texts still go 64 to a run, long ones 16
+        assert_eq!(r[0], 0..64);
+        assert!(r.iter().any(|x| x.len() == 16 && x.start >= 100));
+        assert!(runs(&[]).is_empty());
+        // CJK: a character is about a token
+        assert_eq!(token_guess(&"茶".repeat(100)), 102);
     }
 
     /// Runs against the real model installed by `scripts/setup`.
