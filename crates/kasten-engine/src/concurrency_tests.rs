@@ -152,7 +152,8 @@ async fn concurrent_writers_and_review_actions_leave_the_indexes_equal_to_the_st
                 )
                 .collect();
             // the adjacency entries that differ: live first, then the rebuild's
-            let links: Vec<(&String, Option<&Vec<String>>, Option<&Vec<String>>)> = live
+            type Entry<'a> = (&'a String, Option<&'a Vec<String>>, Option<&'a Vec<String>>);
+            let links: Vec<Entry> = live
                 .links
                 .keys()
                 .chain(from_store.links.keys())
