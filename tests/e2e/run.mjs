@@ -3,7 +3,9 @@
 //   xvfb-run -a node tests/e2e/run.mjs            (scripts/test does this)
 // Environment: CARGO_TARGET_DIR (where the binaries are; KASTEN_APP, KASTEN_FAKELLM and
 // KASTEN_CLI name them one by one), KASTEN_SCREENSHOTS=1 to write
-// docs/screenshots/*.png (sampleNotebook, mainFlow, uiLanguage: notes-zh.png), E2E_ONLY=name to run one spec.
+// docs/screenshots/*.png (sampleNotebook, mainFlow, uiLanguage: notes-zh.png; with
+// KASTEN_SCREENSHOTS_BUILTIN=1 uiLanguage's notebook is enriched by the built-in model),
+// E2E_ONLY=name to run one spec.
 import { spawnSync } from "node:child_process";
 import { APP, CLI, FAKELLM, startFakeLlm, stop, stopAll } from "./harness.mjs";
 import fs from "node:fs";
