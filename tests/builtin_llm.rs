@@ -88,7 +88,7 @@ fn a_fresh_memory_is_enriched_by_the_builtin_model_with_sensible_annotations() {
     for e in enrichments {
         assert_eq!(
             e["prompt_version"].as_str(),
-            Some("amem-v4-guided"),
+            Some(kasten_core::prompts::GUIDED_PROMPT_VERSION),
             "{e:#}"
         );
         assert_eq!(e["tokens_estimated"].as_bool(), Some(false), "{e:#}");
