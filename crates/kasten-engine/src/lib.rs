@@ -674,8 +674,18 @@ impl Engine {
         let model = self.embedder.model_id().to_owned();
         self.refresh_retrieval_settings().await?;
         let recorded = serde_json::json!({ "model": model, "dim": self.embedder.dim() });
-        if self.store.get_setting(EMBEDDING_SETTING).await?.as_ref() != Some(&recorded) {
-            self.store.set_setting(EMBEDDING_SETTING, &recorded).await?;
+        // processes opening a new memory on a server together all record the model: the
+        // writes that lose the race fail with a conflict, and reading again finds it
+        let mut tries = 1u64;
+        while self.store.get_setting(EMBEDDING_SETTING).await?.as_ref() != Some(&recorded) {
+            match self.store.set_setting(EMBEDDING_SETTING, &recorded).await {
+                Err(StoreError::Conflict) if tries < 6 => {
+                    tracing::debug!(tries, "recording the embedding model lost a race");
+                    tokio::time::sleep(std::time::Duration::from_millis(40 * tries)).await;
+                    tries += 1;
+                }
+                other => return other.map_err(Into::into),
+            }
         }
         Ok(())
     }
