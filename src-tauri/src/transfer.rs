@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use kasten_embed::Embedder;
-use kasten_engine::{BoxLabel, Engine, Progress};
+use kasten_engine::{Engine, Progress};
 use kasten_store::{BackupFile, Endpoint, TableProgress};
 use serde::Serialize;
 use specta::Type;
@@ -122,15 +122,7 @@ pub async fn export_to(
     let dir = export_target(picked, chrono::Local::now())?;
     std::fs::create_dir_all(&dir)
         .map_err(|e| AppError::Invalid(format!("cannot create {}: {e}", dir.display())))?;
-    let boxes: Vec<BoxLabel> = engine
-        .boxes()
-        .await?
-        .into_iter()
-        .map(|b| BoxLabel {
-            label: b.label,
-            members: b.members,
-        })
-        .collect();
+    let boxes = engine.export_boxes().await?;
     let mut files = 0u64;
     engine
         .export_vault_each(

@@ -10,7 +10,7 @@ use anyhow::{Context, Result, bail};
 use kasten_core::import::{JsonlLines, LineError};
 use kasten_core::transfer::Problem;
 use kasten_core::{NewNote, NoteId};
-use kasten_engine::{BoxLabel, Engine, ImportProgress, Progress};
+use kasten_engine::{Engine, ImportProgress, Progress};
 use kasten_store::{BackupFile, TableProgress};
 use serde_json::json;
 
@@ -198,15 +198,7 @@ pub async fn export(engine: &Engine, dir: &Path, json: bool) -> Result<()> {
         }
     }
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let boxes: Vec<BoxLabel> = engine
-        .boxes()
-        .await?
-        .into_iter()
-        .map(|b| BoxLabel {
-            label: b.label,
-            members: b.members,
-        })
-        .collect();
+    let boxes = engine.export_boxes().await?;
     let pb = progress_bar();
     pb.set_message("exporting");
     let mut names = Vec::new();

@@ -67,6 +67,19 @@ pub struct BoxLabel {
 }
 
 impl Engine {
+    /// Each Box's label and members, as an export names the notes' folders.
+    pub async fn export_boxes(&self) -> Result<Vec<BoxLabel>, EngineError> {
+        Ok(self
+            .boxes()
+            .await?
+            .into_iter()
+            .map(|b| BoxLabel {
+                label: b.label,
+                members: b.members,
+            })
+            .collect())
+    }
+
     /// Saves imported notes and the links between them, skipping what is already there.
     pub async fn import_notes(
         &self,
