@@ -253,11 +253,21 @@ impl AtomicF64 {
 /// memory on a SurrealDB server all try its migrations, and the transactions that lose
 /// fail with a conflict; opening again finds the migrations applied (docs/SERVER.md).
 async fn open_store(endpoint: &Endpoint) -> Result<Store, StoreError> {
+    retry_conflicts("opening the memory", || Store::open(endpoint)).await
+}
+
+/// Runs `step` again (up to six times, waiting a little longer each time) while it loses a
+/// race with another process writing the same data on a server.
+async fn retry_conflicts<T, F, Fut>(what: &str, mut step: F) -> Result<T, StoreError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, StoreError>>,
+{
     let mut tries = 1u64;
     loop {
-        match Store::open(endpoint).await {
+        match step().await {
             Err(StoreError::Conflict) if tries < 6 => {
-                tracing::debug!(tries, "opening the memory lost a race with another process");
+                tracing::debug!(tries, "{what} lost a race with another process");
                 tokio::time::sleep(std::time::Duration::from_millis(40 * tries)).await;
                 tries += 1;
             }
@@ -676,17 +686,13 @@ impl Engine {
         let recorded = serde_json::json!({ "model": model, "dim": self.embedder.dim() });
         // processes opening a new memory on a server together all record the model: the
         // writes that lose the race fail with a conflict, and reading again finds it
-        let mut tries = 1u64;
-        while self.store.get_setting(EMBEDDING_SETTING).await?.as_ref() != Some(&recorded) {
-            match self.store.set_setting(EMBEDDING_SETTING, &recorded).await {
-                Err(StoreError::Conflict) if tries < 6 => {
-                    tracing::debug!(tries, "recording the embedding model lost a race");
-                    tokio::time::sleep(std::time::Duration::from_millis(40 * tries)).await;
-                    tries += 1;
-                }
-                other => return other.map_err(Into::into),
+        retry_conflicts("recording the embedding model", || async {
+            if self.store.get_setting(EMBEDDING_SETTING).await?.as_ref() != Some(&recorded) {
+                self.store.set_setting(EMBEDDING_SETTING, &recorded).await?;
             }
-        }
+            Ok(())
+        })
+        .await?;
         Ok(())
     }
 
