@@ -121,6 +121,20 @@ async fn shutdown(state: &AppState) {
 pub fn run() -> std::process::ExitCode {
     let started = std::time::Instant::now();
     init_logging();
+    // Tauri's own runtime gives its threads the default 2 MiB, which SurrealDB's embedded
+    // engine can overflow in a debug build
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_stack_size(kasten_engine::THREAD_STACK_BYTES)
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("kasten: cannot start the async runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    tauri::async_runtime::set(runtime.handle().clone());
     let builder = specta_builder();
     let app = tauri::Builder::default()
         .plugin(tauri_plugin_single_instance::init(|app, _args, _cwd| {
@@ -164,6 +178,8 @@ pub fn run() -> std::process::ExitCode {
             tauri::async_runtime::block_on(shutdown(&state));
         }
     });
+    // the memory was closed at the exit event; background work gets a moment to wind down
+    runtime.shutdown_timeout(std::time::Duration::from_secs(10));
     std::process::ExitCode::SUCCESS
 }
 

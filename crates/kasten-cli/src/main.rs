@@ -327,6 +327,7 @@ fn main() -> std::process::ExitCode {
     let json = cli.json;
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        .thread_stack_size(kasten_engine::THREAD_STACK_BYTES)
         .build()
     {
         Ok(rt) => rt,

@@ -256,6 +256,12 @@ async fn open_store(endpoint: &Endpoint) -> Result<Store, StoreError> {
     retry_conflicts("opening the memory", || Store::open(endpoint)).await
 }
 
+/// Stack size for the threads of a runtime that opens and queries a memory. SurrealDB's
+/// embedded engine nests deeply: a debug build needs more than the 2 MiB a thread gets by
+/// default (a restore overflowed it), a release build far less. The app and the CLI build
+/// their runtimes with it; `cargo test` and `cargo run` get it from `.cargo/config.toml`.
+pub const THREAD_STACK_BYTES: usize = 8 << 20;
+
 /// Runs `step` again (up to six times, waiting a little longer each time) while it loses a
 /// race with another process writing the same data on a server.
 async fn retry_conflicts<T, F, Fut>(what: &str, mut step: F) -> Result<T, StoreError>
@@ -265,7 +271,9 @@ where
 {
     let mut tries = 1u64;
     loop {
-        match step().await {
+        // boxed: the store's open is a large future, and a debug build's test threads
+        // (2 MiB stacks) overflowed holding it inline
+        match Box::pin(step()).await {
             Err(StoreError::Conflict) if tries < 6 => {
                 tracing::debug!(tries, "{what} lost a race with another process");
                 tokio::time::sleep(std::time::Duration::from_millis(40 * tries)).await;
