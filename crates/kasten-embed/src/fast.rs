@@ -47,11 +47,12 @@ const MAX_TOKENS: usize = 256;
 /// Texts per ONNX run at most.
 const BATCH: usize = 64;
 /// Padded tokens per ONNX run at most: every text of a run is padded to its longest, and
-/// the attention of a run grows with texts × tokens², so a run of 64 texts of 256 tokens
-/// held ~2.5 GB (a vault of long notes imported 500 at a time peaked at 2.9 GB RSS). With
-/// this budget long texts go 16 to a run (~50 MB of attention per layer); short ones
-/// still 64.
-const TOKEN_BUDGET: usize = 4096;
+/// the attention of a run grows with texts × tokens², and ONNX Runtime keeps its memory
+/// arena at the largest run. 64 texts of 256 tokens peaked at 2.9 GB RSS importing long
+/// notes; 4,096 tokens at 0.95 GB, 1,024 at 0.48 GB (short notes 0.59 → 0.36 GB) with the
+/// same embedding throughput (docs/BENCHMARKS.md): long texts go 4 to a run, short ones
+/// ~15.
+const TOKEN_BUDGET: usize = 1024;
 
 /// A cautious guess at a text's tokens (at most [`MAX_TOKENS`]): a token per 3 bytes of
 /// UTF-8 is one per CJK character and more than English averages (~4 characters).
@@ -206,9 +207,9 @@ mod tests {
             assert!(x.len() <= BATCH);
             assert!(x.len() * longest.unwrap_or(0) <= TOKEN_BUDGET || x.len() == 1);
         }
-        // short texts still go 64 to a run, long ones 16
+        // short texts still go 64 to a run, long ones 4
         assert_eq!(r[0], 0..64);
-        assert!(r.iter().any(|x| x.len() == 16 && x.start >= 100));
+        assert!(r.iter().any(|x| x.len() == 4 && x.start >= 100));
         assert!(runs(&[]).is_empty());
         // CJK: a character is about a token
         assert_eq!(token_guess(&"茶".repeat(100)), 102);
