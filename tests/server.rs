@@ -163,12 +163,10 @@ impl Memory {
         c
     }
 
-    fn spawn(&self, args: &[&str]) -> Child {
-        self.cmd(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start kasten {args:?}: {e}"))
+    fn spawn(&self, args: &[&str]) -> Group {
+        let mut c = self.cmd(args);
+        c.stdout(Stdio::piped()).stderr(Stdio::piped());
+        Group::start(c)
     }
 
     fn ok(&self, args: &[&str]) -> String {
@@ -222,7 +220,38 @@ fn succeeded(what: &str, out: Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-fn finish(what: &str, child: Child) -> String {
+/// A process started in a group of its own (with its children: `sh -c` runs kasten as
+/// one), killed with the whole group on drop: a test that fails while another process
+/// still runs does not leave it running.
+struct Group(Option<Child>);
+
+impl Group {
+    fn start(mut c: Command) -> Self {
+        use std::os::unix::process::CommandExt;
+        c.process_group(0);
+        Group(Some(
+            c.spawn().unwrap_or_else(|e| panic!("cannot start {c:?}: {e}")),
+        ))
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            let _ = Command::new("kill")
+                .args(["-KILL", "--", &format!("-{}", child.id())])
+                .stderr(Stdio::null())
+                .status();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn finish(what: &str, mut group: Group) -> String {
+    let child = group
+        .0
+        .take()
+        .unwrap_or_else(|| panic!("{what}: already finished"));
     let out = child
         .wait_with_output()
         .unwrap_or_else(|e| panic!("{what}: {e}"));
@@ -552,7 +581,7 @@ fn two_processes_write_and_enrich_on_a_server_once_each_like_the_embedded_store(
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        c.spawn().unwrap_or_else(|e| panic!("{e}"))
+        Group::start(c)
     };
     let (pa, pb) = (script(&fa), script(&fb));
     let (oa, ob) = (finish("process A", pa), finish("process B", pb));
