@@ -56,6 +56,9 @@ pub async fn open(app: AppHandle) {
             tracing::info!("memory open after {ms} ms");
             let engine = Arc::new(engine);
             state.set_opened(Slot::Ready(Arc::clone(&engine))).await;
+            // the window learns at once that the memory is open: computing the Boxes of a
+            // memory that has none (10k notes: seconds) must not hold it until its next poll
+            emit_status(&app).await;
             start_sharing(&app, &engine).await;
         }
         Err(m) => {
