@@ -44,19 +44,22 @@ async fn an_import_skips_what_is_there_and_never_reuses_a_taken_id() -> Result<(
         item("beta note", Some("v/b.md"), None),
         // the same source and content twice in one import: saved once
         item("alpha note", Some("v/a.md"), None),
+        // the same content from another file: a note of its own
+        item("alpha note", Some("v/c.md"), None),
     ];
     let s = e
         .import_notes(&items, &[link(0, 1), link(1, 0)], 1, &|_| {})
         .await?;
-    assert_eq!((s.created, s.existing, s.links_created), (2, 1, 2));
+    assert_eq!((s.created, s.existing, s.links_created), (3, 1, 2));
     assert_eq!(s.ids[0], s.ids[2]);
-    assert_eq!(s.queued, 2);
+    assert_ne!(s.ids[0], s.ids[3]);
+    assert_eq!(s.queued, 3);
 
     // again: nothing new, the links are recognised
     let again = e
         .import_notes(&items, &[link(0, 1), link(1, 0)], 10, &|_| {})
         .await?;
-    assert_eq!((again.created, again.existing), (0, 3));
+    assert_eq!((again.created, again.existing), (0, 4));
     assert_eq!((again.links_created, again.links_existing), (0, 2));
     assert_eq!(again.ids, s.ids);
 
@@ -79,7 +82,7 @@ async fn an_import_skips_what_is_there_and_never_reuses_a_taken_id() -> Result<(
     assert_ne!(third.ids[1], taken);
     assert_eq!(third.ids[2], taken, "same id and content: the same note");
     assert_eq!((third.created, third.existing), (2, 1));
-    assert_eq!(e.count().await?, 4);
+    assert_eq!(e.count().await?, 5);
     // imported links take part in link expansion
     let hits = e.search("alpha", 2).await?;
     assert!(hits.hits.iter().any(|h| h.note.id == s.ids[1]), "{hits:?}");
