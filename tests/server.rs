@@ -230,7 +230,8 @@ impl Group {
         use std::os::unix::process::CommandExt;
         c.process_group(0);
         Group(Some(
-            c.spawn().unwrap_or_else(|e| panic!("cannot start {c:?}: {e}")),
+            c.spawn()
+                .unwrap_or_else(|e| panic!("cannot start {c:?}: {e}")),
         ))
     }
 }
