@@ -132,27 +132,21 @@ impl Engine {
         }
         summary.existing = ids.iter().filter(|i| i.is_some()).count() as u64;
 
-        // 2. New notes, in batches (the same item twice in one import is saved once). Items
-        // are told apart by a hash of source and content, then compared: the texts are not
-        // copied again (a vault of 100k long notes would be held twice).
-        let mut planned: HashMap<u64, Vec<usize>> = HashMap::new();
+        // 2. New notes, in batches (the same item twice in one import is saved once). The
+        // items are keyed by their own source and content, borrowed, not copied again (a
+        // vault of 100k long notes would be held twice).
+        let mut planned: HashMap<(&str, &str), usize> = HashMap::new();
         let mut todo: Vec<usize> = Vec::new();
         for (k, item) in items.iter().enumerate() {
             if ids[k].is_some() {
                 continue;
             }
-            let key = item.note.source.as_ref().map(|source| {
-                let mut h = std::collections::hash_map::DefaultHasher::new();
-                std::hash::Hash::hash(&(source, &item.note.content), &mut h);
-                std::hash::Hasher::finish(&h)
-            });
-            let same = key.and_then(|key| planned.get(&key)).and_then(|earlier| {
-                earlier.iter().find(|&&j| {
-                    items[j].note.source == item.note.source
-                        && items[j].note.content == item.note.content
-                })
-            });
-            if let Some(&j) = same {
+            let key = item
+                .note
+                .source
+                .as_deref()
+                .map(|source| (source, item.note.content.as_str()));
+            if let Some(&j) = key.and_then(|key| planned.get(&key)) {
                 ids[k] = ids[j].clone();
                 summary.existing += 1;
                 continue;
@@ -162,7 +156,7 @@ impl Engine {
                 _ => NoteId::generate(),
             };
             if let Some(key) = key {
-                planned.entry(key).or_default().push(k);
+                planned.insert(key, k);
             }
             ids[k] = Some(id);
             todo.push(k);
