@@ -123,11 +123,7 @@ pub fn run() -> std::process::ExitCode {
     init_logging();
     // Tauri's own runtime gives its threads the default 2 MiB, which SurrealDB's embedded
     // engine can overflow in a debug build
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .thread_stack_size(kasten_engine::THREAD_STACK_BYTES)
-        .build()
-    {
+    let runtime = match kasten_engine::runtime() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("kasten: cannot start the async runtime: {e}");

@@ -325,11 +325,7 @@ fn main() -> std::process::ExitCode {
     output::quiet_closed_stdout();
     let cli = Cli::parse();
     let json = cli.json;
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .thread_stack_size(kasten_engine::THREAD_STACK_BYTES)
-        .build()
-    {
+    let rt = match kasten_engine::runtime() {
         Ok(rt) => rt,
         Err(e) => return output::fail(json, &anyhow!("cannot start the async runtime: {e}")),
     };

@@ -259,8 +259,18 @@ async fn open_store(endpoint: &Endpoint) -> Result<Store, StoreError> {
 /// Stack size for the threads of a runtime that opens and queries a memory. SurrealDB's
 /// embedded engine nests deeply: a debug build needs more than the 2 MiB a thread gets by
 /// default (a restore overflowed it), a release build far less. The app and the CLI build
-/// their runtimes with it; `cargo test` and `cargo run` get it from `.cargo/config.toml`.
+/// their runtimes with it ([`runtime`]); `cargo test` and `cargo run` get it from
+/// `.cargo/config.toml`.
 pub const THREAD_STACK_BYTES: usize = 8 << 20;
+
+/// The multi-threaded runtime the app and the CLI run the engine on, its threads given
+/// [`THREAD_STACK_BYTES`].
+pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_stack_size(THREAD_STACK_BYTES)
+        .build()
+}
 
 /// Runs `step` again (up to six times, waiting a little longer each time) while it loses a
 /// race with another process writing the same data on a server.
