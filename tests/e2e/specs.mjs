@@ -1096,6 +1096,9 @@ export async function uiLanguage({ llmUrl }) {
     const settled = async () => (builtin ? (await browser.$$('[data-testid="note-item"]:not([data-enrich="pending"])')).length : await enrichedCount(browser));
     await browser.waitUntil(async () => (await settled()) >= SAMPLE_NOTES, { timeout: builtin ? 1800000 : 180000, timeoutMsg: "sample not enriched" });
     await browser.waitUntil(async () => /0 queued · 0 running/.test(await $t(browser, "status-bar").getText()), { timeout: builtin ? 600000 : T });
+    // the "Loaded … sample notes" toast was written in English (5 s): gone before the switch,
+    // else a quick enrichment leaves it on the Chinese page
+    await $t(browser, "toast").waitForDisplayed({ reverse: true, timeout: T });
 
     await nav(browser, "settings");
     await $t(browser, "settings-language").waitForDisplayed({ timeout: T });
