@@ -24,7 +24,7 @@ const VIEWS: { id: View; label: Key; key: string }[] = [
 ];
 
 export default function App() {
-  const { t } = useT();
+  const { t, lang } = useT();
   const [view, setView] = useState<View>("notes");
   const [selected, setSelected] = useState<string | null>(null);
   const [highlight, setHighlight] = useState<string[]>([]);
@@ -38,6 +38,8 @@ export default function App() {
     setToastMsg(m);
     window.setTimeout(() => setToastMsg((cur) => (cur === m ? null : cur)), 5000);
   }, []);
+  // a message written in the language just left is not left on the screen
+  useEffect(() => setToastMsg(null), [lang]);
   const openNote = useCallback((id: string) => {
     setSelected(id);
     setView("notes");

@@ -213,6 +213,18 @@ describe("switching the language in Settings", () => {
   });
 });
 
+describe("a message on the screen", () => {
+  it("goes when the language changes (it was written in the one just left)", async () => {
+    mocked.rollback.mockResolvedValue(undefined as never);
+    renderWith(<App />);
+    await userEvent.click(await screen.findByTestId("note-item"));
+    await userEvent.click(await screen.findByTestId("rollback"));
+    expect((await screen.findByTestId("toast")).textContent).toMatch(/[A-Za-z]/);
+    act(() => i18n.setLangChoice("zh"));
+    await waitFor(() => expect(screen.queryByTestId("toast")).toBeNull());
+  });
+});
+
 /** The UI text of the whole app after visiting every view from the navigation. */
 async function walkViews(): Promise<Record<string, string>> {
   const { container } = renderWith(<App />);
