@@ -54,6 +54,12 @@ impl Encoder {
         self.buf.len()
     }
 
+    /// Forgets what was written, keeping the buffer's capacity (a writer that streams a
+    /// large section flushes and clears it as it goes).
+    pub fn clear(&mut self) {
+        self.buf.clear();
+    }
+
     pub fn is_empty(&self) -> bool {
         self.buf.is_empty()
     }

@@ -510,8 +510,11 @@ impl Engine {
         }
         let t0 = Instant::now();
         let generation = JobId::generate().to_string();
-        let encoded = self.read_indexes().map(|ix| {
-            snapshot::encode(
+        // written under the read lock section by section into a temporary file (page
+        // cache, not memory); synced and put in place after the lock is released
+        let written = self.read_indexes().map(|ix| {
+            snapshot::write_temp(
+                path,
                 &ix,
                 snapshot::Expect {
                     generation: &generation,
@@ -520,10 +523,10 @@ impl Engine {
                 },
             )
         });
-        let bytes = match encoded {
-            Ok(Ok(bytes)) => bytes,
+        let written = match written {
+            Ok(Ok(w)) => w,
             Ok(Err(e)) => {
-                tracing::warn!("no index snapshot: {e}");
+                tracing::warn!(path = %path.display(), "could not write the index snapshot: {e}");
                 return;
             }
             Err(e) => {
@@ -531,11 +534,10 @@ impl Engine {
                 return;
             }
         };
-        let size = bytes.len();
+        let size = written.bytes;
         let target = path.clone();
-        let written =
-            tokio::task::spawn_blocking(move || snapshot::write_atomic(&target, &bytes)).await;
-        match written {
+        let committed = tokio::task::spawn_blocking(move || written.commit(&target)).await;
+        match committed {
             Ok(Ok(())) => {}
             Ok(Err(e)) => {
                 tracing::warn!(path = %path.display(), "could not write the index snapshot: {e}");

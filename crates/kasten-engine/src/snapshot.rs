@@ -18,7 +18,7 @@
 //!
 //! The rows stay in the file: the vector index reads the few it rescores per query from
 //! it ([`FileRows`]) instead of holding 1.5 KiB per note in RAM. That is sound because the
-//! file is never modified in place: [`write_atomic`] writes a new file beside it and
+//! file is never modified in place: [`write_temp`] writes a new file beside it and
 //! renames it over the old one, so the open handle keeps reading the bytes whose checksum
 //! [`read`] verified, even after a close in this process has replaced the file (no other
 //! process writes it: one process owns an embedded store). Everything is checked before
@@ -77,25 +77,52 @@ pub(crate) fn path_for(endpoint: &Endpoint) -> Option<PathBuf> {
     }
 }
 
-/// The whole file: header, payload, rows. Fails only when rows left in the previous
-/// snapshot file cannot be read.
-pub(crate) fn encode(ix: &Indexes, meta: Expect<'_>) -> Result<Vec<u8>, CoreError> {
-    let mut p = Encoder::with_capacity(ix.vector.memory_bytes() + ix.vector.len() * 64);
-    ix.vector.encode(&mut p);
-    ix.text.encode(&mut p);
-    ix.timeline.encode(&mut p);
-    p.len32(ix.links.len());
-    for (from, to) in &ix.links {
-        p.id(from);
-        p.len32(to.len());
-        for t in to {
-            p.id(t);
-        }
+/// Why a snapshot could not be written.
+#[derive(Debug, Error)]
+pub(crate) enum WriteError {
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    /// Rows left in the previous snapshot file could not be read.
+    #[error(transparent)]
+    Rows(#[from] CoreError),
+}
+
+/// Bytes a section is encoded into before it is written out: the file is written in
+/// pieces of about this size, never held whole in memory (230 MB at 100k notes). Tests
+/// use a few hundred bytes, so their small memories go through every flush in the middle
+/// of a section (links, rows) that a large memory does.
+const FLUSH_BYTES: usize = if cfg!(test) { 256 } else { 1 << 20 };
+
+/// A snapshot written to its temporary file, not yet synced or in place ([`Written::commit`]).
+pub(crate) struct Written {
+    file: std::fs::File,
+    tmp: PathBuf,
+    pub bytes: u64,
+}
+
+/// Counts and checksums what goes into the file.
+struct Sink<'a> {
+    file: &'a mut std::io::BufWriter<std::fs::File>,
+    crc: crc32fast::Hasher,
+    len: u64,
+}
+
+impl Sink<'_> {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.crc.update(bytes);
+        self.len += bytes.len() as u64;
+        self.file.write_all(bytes)
     }
-    let payload = p.into_bytes();
-    let mut r = Encoder::with_capacity(usize::try_from(ix.vector.row_bytes()).unwrap_or(0));
-    ix.vector.encode_rows(&mut r)?;
-    let rows = r.into_bytes();
+
+    /// Writes what `e` holds and clears it.
+    fn flush(&mut self, e: &mut Encoder) -> std::io::Result<()> {
+        self.write(e.as_bytes())?;
+        e.clear();
+        Ok(())
+    }
+}
+
+fn header(meta: Expect<'_>, payload: (u64, u32), rows: (u64, u32)) -> Vec<u8> {
     let mut h = Encoder::new();
     for &b in MAGIC {
         h.u8(b);
@@ -104,18 +131,119 @@ pub(crate) fn encode(ix: &Indexes, meta: Expect<'_>) -> Result<Vec<u8>, CoreErro
     h.str(meta.generation);
     h.str(meta.model);
     h.len32(meta.dim);
-    h.u64(payload.len() as u64);
-    h.u32(crc32fast::hash(&payload));
-    h.u64(rows.len() as u64);
-    h.u32(crc32fast::hash(&rows));
+    h.u64(payload.0);
+    h.u32(payload.1);
+    h.u64(rows.0);
+    h.u32(rows.1);
     let header_crc = crc32fast::hash(h.as_bytes());
     h.u32(header_crc);
-    let mut out = h.into_bytes();
-    out.reserve_exact(payload.len() + rows.len());
-    out.extend_from_slice(&payload);
-    drop(payload);
-    out.extend_from_slice(&rows);
-    Ok(out)
+    h.into_bytes()
+}
+
+/// Writes the snapshot of `ix` (header, payload, rows) to a temporary file beside `path`,
+/// one section at a time: the header's place is kept and filled in last, when the
+/// lengths and checksums are known. Memory needed: the largest section but the rows (the
+/// BM25 index, the vector index without its rows), not the whole file.
+pub(crate) fn write_temp(
+    path: &Path,
+    ix: &Indexes,
+    meta: Expect<'_>,
+) -> Result<Written, WriteError> {
+    let mut tmp = path.as_os_str().to_os_string();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    let written = (|| {
+        let mut file = std::io::BufWriter::with_capacity(FLUSH_BYTES, std::fs::File::create(&tmp)?);
+        // the header has a fixed size for given meta: its place first, its bytes last
+        let header_len = header(meta, (0, 0), (0, 0)).len();
+        file.write_all(&vec![0u8; header_len])?;
+
+        let mut payload = Sink {
+            file: &mut file,
+            crc: crc32fast::Hasher::new(),
+            len: 0,
+        };
+        let mut e = Encoder::with_capacity(FLUSH_BYTES);
+        ix.vector.encode(&mut e);
+        payload.flush(&mut e)?;
+        ix.text.encode(&mut e);
+        payload.flush(&mut e)?;
+        ix.timeline.encode(&mut e);
+        payload.flush(&mut e)?;
+        e.len32(ix.links.len());
+        for (from, to) in &ix.links {
+            e.id(from);
+            e.len32(to.len());
+            for t in to {
+                e.id(t);
+            }
+            if e.len() >= FLUSH_BYTES {
+                payload.flush(&mut e)?;
+            }
+        }
+        payload.flush(&mut e)?;
+        let payload = (payload.len, payload.crc.finalize());
+        drop(e);
+
+        let mut rows = Sink {
+            file: &mut file,
+            crc: crc32fast::Hasher::new(),
+            len: 0,
+        };
+        let mut e = Encoder::with_capacity(FLUSH_BYTES + 4 * ix.vector.dim());
+        let mut failed: Option<std::io::Error> = None;
+        ix.vector.for_each_vector(|_, row| {
+            if failed.is_some() {
+                return;
+            }
+            e.f32s(row);
+            if e.len() >= FLUSH_BYTES
+                && let Err(err) = rows.flush(&mut e)
+            {
+                failed = Some(err);
+            }
+        })?;
+        if let Some(err) = failed {
+            return Err(WriteError::Io(err));
+        }
+        rows.flush(&mut e)?;
+        let rows = (rows.len, rows.crc.finalize());
+
+        let head = header(meta, payload, rows);
+        let mut file = file.into_inner().map_err(|e| e.into_error())?;
+        std::io::Seek::seek(&mut file, std::io::SeekFrom::Start(0))?;
+        file.write_all(&head)?;
+        Ok(Written {
+            file,
+            tmp: tmp.clone(),
+            bytes: head.len() as u64 + payload.0 + rows.0,
+        })
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
+}
+
+impl Written {
+    /// Puts the file in place of `path` so that a crash leaves either the old file or the
+    /// new one, complete: fsync, rename, fsync of the folder.
+    pub(crate) fn commit(self, path: &Path) -> std::io::Result<()> {
+        let Written { file, tmp, .. } = self;
+        let done = (|| {
+            file.sync_all()?;
+            drop(file);
+            std::fs::rename(&tmp, path)
+        })();
+        if let Err(e) = done {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e);
+        }
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::File::open(dir)?.sync_all()?;
+        }
+        Ok(())
+    }
 }
 
 /// What the header says about the rest of the file.
@@ -298,27 +426,4 @@ pub(crate) fn read(path: &Path, want: Expect<'_>) -> Result<Indexes, SnapshotFil
         links,
         timeline,
     })
-}
-
-/// Replaces the file at `path` with `bytes` so that a crash leaves either the old file or
-/// the new one, complete: a temporary file beside it, fsync, rename, fsync of the folder.
-pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let mut tmp = path.as_os_str().to_os_string();
-    tmp.push(".tmp");
-    let tmp = PathBuf::from(tmp);
-    let written = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        drop(f);
-        std::fs::rename(&tmp, path)
-    })();
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(e);
-    }
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::File::open(dir)?.sync_all()?;
-    }
-    Ok(())
 }
