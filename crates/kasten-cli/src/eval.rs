@@ -731,9 +731,9 @@ async fn ingest(
         }
         pb.finish_and_clear();
     } else {
-        for chunk in notes.chunks(BATCH) {
-            engine.add_batch(chunk.to_vec()).await?;
-        }
+        engine
+            .add_batches(notes.chunks(BATCH).map(<[NewNote]>::to_vec), |_| {})
+            .await?;
     }
     let secs = secs_before + t0.elapsed().as_secs_f64();
     let (mut tin, mut tout) = (0i64, 0i64);

@@ -756,14 +756,22 @@ impl Engine {
 
     /// Runs the (CPU-bound) embedder off the async threads.
     async fn embed_blocking(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, EngineError> {
+        Ok(self.spawn_embed(texts).wait().await?.1)
+    }
+
+    /// Starts embedding `texts` on a blocking thread and returns at once: a bulk write
+    /// embeds its next batch while the store writes the current one.
+    fn spawn_embed(&self, texts: Vec<String>) -> EmbedTask {
         let embedder = Arc::clone(&self.embedder);
-        tokio::task::spawn_blocking(move || {
+        let handle = tokio::task::spawn_blocking(move || {
+            let t0 = Instant::now();
             let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-            embedder.embed(&refs)
-        })
-        .await
-        .map_err(|e| EngineError::Internal(format!("embedding task failed: {e}")))?
-        .map_err(EngineError::from)
+            let vectors = embedder.embed(&refs);
+            let took = t0.elapsed();
+            drop(refs);
+            (texts, vectors, took)
+        });
+        EmbedTask { handle }
     }
 
     /// Saves one note (durably, with its enrichment job) and indexes it — or, if it repeats
@@ -788,7 +796,36 @@ impl Engine {
         self.save_batch(new, true).await
     }
 
+    /// Many batches, each saved as [`Engine::add_batch`] saves one (its own transaction),
+    /// with the next batch embedded while the store writes the current one, so a bulk
+    /// write goes at about the embedder's own pace. `saved` is told of each batch once it
+    /// is durable and indexed. A failing batch stops the run: the batches before it stay
+    /// saved, it and those after it are not.
+    pub async fn add_batches<I>(
+        &self,
+        batches: I,
+        mut saved: impl FnMut(AddedBatch),
+    ) -> Result<(), EngineError>
+    where
+        I: IntoIterator<Item = Vec<NewNote>>,
+    {
+        let mut batches = batches.into_iter();
+        let mut next = batches.next().map(|b| self.begin_batch(b));
+        while let Some(pending) = next.take() {
+            let embedded = pending.embedded().await?;
+            next = batches.next().map(|b| self.begin_batch(b));
+            saved(self.store_batch(embedded, false).await?);
+        }
+        Ok(())
+    }
+
     async fn save_batch(&self, new: Vec<NewNote>, merge: bool) -> Result<AddedBatch, EngineError> {
+        let embedded = self.begin_batch(new).embedded().await?;
+        self.store_batch(embedded, merge).await
+    }
+
+    /// New notes made of `new`, their embedding started.
+    fn begin_batch(&self, new: Vec<NewNote>) -> PendingBatch {
         let now = Utc::now();
         let dated: Vec<bool> = new.iter().map(|n| n.created_at.is_some()).collect();
         let notes: Vec<Note> = new
@@ -814,9 +851,28 @@ impl Engine {
             })
             .collect();
         let texts: Vec<String> = notes.iter().map(Note::index_text).collect();
-        let t0 = Instant::now();
-        let vectors = self.embed_blocking(texts.clone()).await?;
-        let embed_time = t0.elapsed();
+        PendingBatch {
+            notes,
+            dated,
+            now,
+            embedding: self.spawn_embed(texts),
+        }
+    }
+
+    /// Saves an embedded batch (merging repeats if `merge`) and indexes it.
+    async fn store_batch(
+        &self,
+        batch: EmbeddedBatch,
+        merge: bool,
+    ) -> Result<AddedBatch, EngineError> {
+        let EmbeddedBatch {
+            notes,
+            dated,
+            now,
+            texts,
+            vectors,
+            embed_time,
+        } = batch;
         let model = self.embedder.model_id().to_owned();
         let writes: Vec<NoteWrite> = notes
             .iter()
@@ -983,6 +1039,60 @@ impl Engine {
 pub struct ListCounts {
     pub total: u64,
     pub merged: u64,
+}
+
+/// An embedding running on a blocking thread ([`Engine::spawn_embed`]).
+struct EmbedTask {
+    #[allow(clippy::type_complexity)]
+    handle: tokio::task::JoinHandle<(
+        Vec<String>,
+        Result<Vec<Vec<f32>>, EmbedError>,
+        std::time::Duration,
+    )>,
+}
+
+impl EmbedTask {
+    /// The texts back, their vectors, and how long the embedder took.
+    async fn wait(self) -> Result<(Vec<String>, Vec<Vec<f32>>, std::time::Duration), EngineError> {
+        let (texts, vectors, took) = self
+            .handle
+            .await
+            .map_err(|e| EngineError::Internal(format!("embedding task failed: {e}")))?;
+        Ok((texts, vectors?, took))
+    }
+}
+
+/// New notes of a batch whose embedding is running.
+struct PendingBatch {
+    notes: Vec<Note>,
+    /// Which notes came with their own date (merge on write keeps the older one).
+    dated: Vec<bool>,
+    now: chrono::DateTime<Utc>,
+    embedding: EmbedTask,
+}
+
+impl PendingBatch {
+    async fn embedded(self) -> Result<EmbeddedBatch, EngineError> {
+        let (texts, vectors, embed_time) = self.embedding.wait().await?;
+        Ok(EmbeddedBatch {
+            notes: self.notes,
+            dated: self.dated,
+            now: self.now,
+            texts,
+            vectors,
+            embed_time,
+        })
+    }
+}
+
+/// A batch ready to be stored: its notes, their index texts and vectors.
+struct EmbeddedBatch {
+    notes: Vec<Note>,
+    dated: Vec<bool>,
+    now: chrono::DateTime<Utc>,
+    texts: Vec<String>,
+    vectors: Vec<Vec<f32>>,
+    embed_time: std::time::Duration,
 }
 
 /// What [`Engine::add_batch`] saved, with where the time went.

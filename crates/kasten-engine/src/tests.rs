@@ -252,3 +252,101 @@ async fn a_failed_write_leaves_the_index_unchanged() -> Result<(), EngineError> 
     e.close().await;
     Ok(())
 }
+
+/// The hash embedder, failing on any text that holds `poison`.
+struct PoisonedEmbedder(Arc<dyn Embedder>);
+
+impl Embedder for PoisonedEmbedder {
+    fn model_id(&self) -> &str {
+        self.0.model_id()
+    }
+    fn dim(&self) -> usize {
+        self.0.dim()
+    }
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        if texts.iter().any(|t| t.contains("poison")) {
+            return Err(EmbedError::Inference("poisoned text".into()));
+        }
+        self.0.embed(texts)
+    }
+}
+
+fn batches(contents: &[&[&str]]) -> Vec<Vec<NewNote>> {
+    contents
+        .iter()
+        .map(|b| b.iter().map(|s| new(s)).collect())
+        .collect()
+}
+
+#[tokio::test]
+async fn batches_embedded_ahead_are_saved_in_order_and_all_indexed() -> Result<(), EngineError> {
+    let e = open(&Endpoint::Mem, HashEmbedder::arc("h", 64, 1)).await;
+    let mut seen: Vec<Vec<String>> = Vec::new();
+    e.add_batches(
+        batches(&[
+            &["alpha one", "alpha two"],
+            &["beta one"],
+            &["gamma one", "gamma two", "gamma three"],
+        ]),
+        |b| seen.push(b.notes.iter().map(|n| n.content.clone()).collect()),
+    )
+    .await?;
+    assert_eq!(
+        seen,
+        vec![
+            vec!["alpha one", "alpha two"],
+            vec!["beta one"],
+            vec!["gamma one", "gamma two", "gamma three"],
+        ]
+    );
+    assert_eq!(e.count().await?, 6);
+    assert_eq!(e.index_sizes()?.0, 6);
+    let hit = e.search("beta", 1).await?;
+    assert_eq!(
+        hit.hits.first().map(|h| h.note.content.as_str()),
+        Some("beta one")
+    );
+    e.close().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_batch_that_fails_stops_the_run_and_keeps_the_batches_before_it()
+-> Result<(), EngineError> {
+    let e = open(
+        &Endpoint::Mem,
+        Arc::new(PoisonedEmbedder(HashEmbedder::arc("h", 64, 1))),
+    )
+    .await;
+    let mut saved = 0;
+    let out = e
+        .add_batches(
+            batches(&[
+                &["first batch a", "first batch b"],
+                &["second batch a"],
+                &["third batch poison", "third batch b"],
+                &["fourth batch a"],
+            ]),
+            |b| saved += b.notes.len(),
+        )
+        .await;
+    assert!(matches!(out, Err(EngineError::Embed(_))), "{out:?}");
+    assert_eq!(saved, 3);
+    // the batches before the failing one are stored and indexed, the rest is not
+    assert_eq!(e.count().await?, 3);
+    assert_eq!(e.index_sizes()?.0, 3);
+    let listed: Vec<String> = e
+        .list(10, 0)
+        .await?
+        .into_iter()
+        .map(|n| n.content)
+        .collect();
+    assert!(
+        listed
+            .iter()
+            .all(|c| !c.starts_with("third") && !c.starts_with("fourth")),
+        "{listed:?}"
+    );
+    e.close().await;
+    Ok(())
+}

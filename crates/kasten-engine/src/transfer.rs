@@ -172,7 +172,8 @@ impl Engine {
         let (mut embed_ms, mut store_ms) = (0u128, 0u128);
         let model = self.embedder.model_id().to_owned();
         let mut done = 0u64;
-        for chunk in todo.chunks(batch) {
+        // each batch is embedded while the store writes the one before it
+        let begin = |chunk: &[usize]| {
             let now = Utc::now();
             let notes: Vec<Note> = chunk
                 .iter()
@@ -206,11 +207,18 @@ impl Engine {
                         added_at: now,
                     }
                 })
-                .collect();
+                .collect::<Vec<Note>>();
             let texts: Vec<String> = notes.iter().map(Note::index_text).collect();
-            let te = std::time::Instant::now();
-            let vectors = self.embed_blocking(texts.clone()).await?;
-            embed_ms += te.elapsed().as_millis();
+            let embedding = self.spawn_embed(texts);
+            (notes, embedding)
+        };
+        let mut chunks = todo.chunks(batch);
+        let mut start = || chunks.next().map(|c| (c, begin(c)));
+        let mut next = start();
+        while let Some((chunk, (notes, embedding))) = next.take() {
+            let (texts, vectors, took) = embedding.wait().await?;
+            embed_ms += took.as_millis();
+            next = start();
             let writes: Vec<NoteWrite> = chunk
                 .iter()
                 .zip(&notes)
