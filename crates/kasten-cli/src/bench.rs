@@ -273,6 +273,8 @@ async fn measure(
             ..Default::default()
         })
         .await?;
+    // the model is loaded on its first embedding: not in any timed figure
+    engine.shared_embedder().embed(&["warm-up"])?;
     let have = engine.count().await? as usize;
     if have > n {
         bail!(

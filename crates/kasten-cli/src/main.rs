@@ -24,7 +24,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use kasten_core::import::{LineError, parse_time};
 use kasten_core::{NewNote, NoteId};
-use kasten_embed::{Embedder, FastEmbedder};
+use kasten_embed::{Embedder, LazyEmbedder};
 use kasten_engine::{Engine, FieldEdit, JobOutcome, Progress, ReviewStatus};
 use kasten_share::{Memory, ReviewChange};
 
@@ -366,9 +366,11 @@ fn endpoint(db: Option<&str>) -> Result<Endpoint> {
     })
 }
 
-/// Loads the embedding model (the error names `scripts/setup` when it is missing).
+/// The embedding model, checked now (the error names `scripts/setup` when it is missing)
+/// and loaded when something is first embedded: a command that embeds nothing (backup,
+/// restore, list, history, export) does not load ONNX Runtime.
 fn load_embedder() -> Result<Arc<dyn Embedder>> {
-    let e = FastEmbedder::load_default().context("cannot load the embedding model")?;
+    let e = LazyEmbedder::new_default().context("cannot load the embedding model")?;
     Ok(Arc::new(e))
 }
 

@@ -2,13 +2,15 @@
 //!
 //! [`Embedder`] is the trait the engine talks to; [`FastEmbedder`] is the production
 //! implementation (fastembed over a dynamically loaded ONNX Runtime, all-MiniLM-L6-v2 int8,
-//! 384-d, L2-normalised). Files are found through [`ModelPaths`]; when anything is
+//! 384-d, L2-normalised); [`LazyEmbedder`] loads it on the first embedding. Files are found through [`ModelPaths`]; when anything is
 //! missing the error names the set-up command instead of letting ONNX Runtime panic.
 
 mod fast;
+mod lazy;
 mod paths;
 
 pub use fast::FastEmbedder;
+pub use lazy::LazyEmbedder;
 pub use paths::{DEFAULT_MODEL_ID, ModelPaths};
 
 use thiserror::Error;
