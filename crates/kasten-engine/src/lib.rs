@@ -1101,7 +1101,10 @@ pub struct AddedBatch {
     pub notes: Vec<Note>,
     /// Notes of the batch that repeat an existing note and were merged into it.
     pub merges: Vec<MergeInfo>,
+    /// The embedder's time for this batch (with any wait for another embedding); under
+    /// [`Engine::add_batches`] it overlaps the store's time of the batch before.
     pub embed_time: std::time::Duration,
+    /// The store's transaction for this batch.
     pub store_time: std::time::Duration,
 }
 
