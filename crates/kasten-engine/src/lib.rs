@@ -128,6 +128,30 @@ struct Indexes {
 }
 
 impl Indexes {
+    /// Puts a note in the vector, text and time indexes, or replaces what they held of it.
+    fn add_note(&mut self, note: &Note, vector: &[f32], text: &str) -> Result<(), CoreError> {
+        self.vector.upsert(note.id.clone(), vector)?;
+        self.text.upsert(note.id.clone(), text);
+        self.timeline
+            .upsert(note.id.clone(), note.source.as_deref(), note.created_at);
+        Ok(())
+    }
+
+    /// New notes of a bulk write, the active ones (the indexes hold nothing else).
+    fn add_new_notes(
+        &mut self,
+        notes: &[Note],
+        vectors: &[Vec<f32>],
+        texts: &[String],
+    ) -> Result<(), CoreError> {
+        for ((n, v), text) in notes.iter().zip(vectors).zip(texts) {
+            if n.status == NoteStatus::Active {
+                self.add_note(n, v, text)?;
+            }
+        }
+        Ok(())
+    }
+
     fn add_link(&mut self, a: &NoteId, b: &NoteId) {
         for (x, y) in [(a, b), (b, a)] {
             let v = self.links.entry(x.clone()).or_default();
@@ -900,15 +924,7 @@ impl Engine {
         let sync = self.index_sync();
         let store_time = t1.elapsed();
         let mut ix = self.write_indexes()?;
-        for ((n, v), text) in notes.iter().zip(&vectors).zip(&texts) {
-            if n.status != NoteStatus::Active {
-                continue;
-            }
-            ix.vector.upsert(n.id.clone(), v)?;
-            ix.text.upsert(n.id.clone(), text);
-            ix.timeline
-                .upsert(n.id.clone(), n.source.as_deref(), n.created_at);
-        }
+        ix.add_new_notes(&notes, &vectors, &texts)?;
         for d in differs.iter().filter(|d| d.accepted) {
             if ix.vector.contains(&d.from) && ix.vector.contains(&d.to) {
                 ix.add_link(&d.from, &d.to);

@@ -450,10 +450,7 @@ impl Engine {
         };
         let links = self.store.links_of(id).await?;
         let mut ix = self.write_indexes()?;
-        ix.vector.upsert(id.clone(), &embedding)?;
-        ix.text.upsert(id.clone(), &note.index_text());
-        ix.timeline
-            .upsert(id.clone(), note.source.as_deref(), note.created_at);
+        ix.add_note(&note, &embedding, &note.index_text())?;
         for l in links
             .iter()
             .filter(|l| l.status == kasten_core::LinkStatus::Accepted)

@@ -236,17 +236,8 @@ impl Engine {
             self.store.insert_notes(&writes).await?;
             let sync = self.index_sync();
             store_ms += ts.elapsed().as_millis();
-            let mut ix = self.write_indexes()?;
-            for ((n, v), text) in notes.iter().zip(&vectors).zip(&texts) {
-                if n.status != NoteStatus::Active {
-                    continue; // the indexes hold the active notes only
-                }
-                ix.vector.upsert(n.id.clone(), v)?;
-                ix.text.upsert(n.id.clone(), text);
-                ix.timeline
-                    .upsert(n.id.clone(), n.source.as_deref(), n.created_at);
-            }
-            drop(ix);
+            self.write_indexes()?
+                .add_new_notes(&notes, &vectors, &texts)?;
             sync.done();
             done += chunk.len() as u64;
             summary.created += chunk.len() as u64;
