@@ -113,45 +113,35 @@ mod tests {
         assert_eq!(lazy.model_id(), eager.model_id());
     }
 
-    fn copy_model(to: &std::path::Path) -> ModelPaths {
+    /// The installed model copied into a temporary folder, with `config` as its config.json.
+    fn model_with_config(config: &str) -> (tempfile::TempDir, ModelPaths) {
         let from = ModelPaths::from_env(crate::DEFAULT_MODEL_ID);
-        std::fs::create_dir_all(to).unwrap_or_else(|e| panic!("{e}"));
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         for f in crate::paths::MODEL_FILES {
-            std::fs::copy(from.model_dir.join(f), to.join(f))
+            std::fs::copy(from.model_dir.join(f), dir.path().join(f))
                 .unwrap_or_else(|e| panic!("{f}: {e}"));
         }
-        ModelPaths {
-            model_dir: to.to_path_buf(),
+        std::fs::write(dir.path().join("config.json"), config).unwrap_or_else(|e| panic!("{e}"));
+        let paths = ModelPaths {
+            model_dir: dir.path().to_path_buf(),
             ..from
-        }
+        };
+        (dir, paths)
     }
 
     #[test]
     fn a_config_without_the_dimension_is_refused_when_made() {
-        let dir = std::env::temp_dir().join(format!("kasten-lazy-{}", std::process::id()));
-        let paths = copy_model(&dir.join("a"));
-        std::fs::write(
-            paths.model_dir.join("config.json"),
-            "{\"model_type\": \"bert\"}",
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
+        let (_dir, paths) = model_with_config("{\"model_type\": \"bert\"}");
         let err = LazyEmbedder::new(paths, 1)
             .err()
             .map(|e| e.to_string())
             .unwrap_or_default();
         assert!(err.contains("hidden_size"), "{err}");
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
     fn a_dimension_the_model_does_not_produce_fails_the_embedding_with_a_clear_error() {
-        let dir = std::env::temp_dir().join(format!("kasten-lazy-dim-{}", std::process::id()));
-        let paths = copy_model(&dir.join("b"));
-        std::fs::write(
-            paths.model_dir.join("config.json"),
-            "{\"hidden_size\": 128}",
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
+        let (_dir, paths) = model_with_config("{\"hidden_size\": 128}");
         let lazy = LazyEmbedder::new(paths, 1).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(lazy.dim(), 128);
         let err = lazy
@@ -167,6 +157,5 @@ mod tests {
             .map(|e| e.to_string())
             .unwrap_or_default();
         assert_eq!(err, again);
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }
