@@ -75,6 +75,67 @@ async fn notes_round_trip_with_embeddings_and_jobs() -> Result<(), StoreError> {
     Ok(())
 }
 
+/// A batch is written whole or not at all: a note whose id is already stored (or an
+/// invalid note) refuses the batch, and nothing of it (notes or jobs) is kept.
+#[tokio::test]
+async fn a_batch_with_a_stored_id_or_a_bad_note_writes_nothing() -> Result<(), StoreError> {
+    let s = mem().await;
+    let a = note("already here");
+    s.insert_notes(&[write(&a, vec![1.0, 0.0])]).await?;
+    let fresh = note("new in the refused batch");
+    let again = Note {
+        content: "the same id again".into(),
+        ..a.clone()
+    };
+    let refused = s
+        .insert_notes(&[write(&fresh, vec![0.0, 1.0]), write(&again, vec![0.5, 0.5])])
+        .await;
+    assert!(refused.is_err(), "a stored id must refuse the batch");
+    let blank = note("   ");
+    let refused = s
+        .insert_notes(&[write(&fresh, vec![0.0, 1.0]), write(&blank, vec![0.5, 0.5])])
+        .await;
+    assert!(refused.is_err(), "a blank note must refuse the batch");
+    assert_eq!(s.count_notes().await?, 1);
+    assert_eq!(s.queued_jobs().await?, 1);
+    assert!(s.get_note(&fresh.id).await?.is_none());
+    assert_eq!(
+        s.get_note(&a.id).await?.map(|n| n.content),
+        Some("already here".to_owned())
+    );
+    // every field a bulk write sets comes back as written
+    let mut full = note("every field set");
+    full.keywords = vec!["k1".into(), "k2".into()];
+    full.tags = vec!["t".into()];
+    full.context = "a context".into();
+    full.source = Some("vault/a.md".into());
+    full.strength = 0.75;
+    full.access_count = 3;
+    full.version = 4;
+    full.project = Some("p".into());
+    full.enrich_state = EnrichState::Failed {
+        error: "server down".into(),
+    };
+    s.insert_notes(&[NoteWrite {
+        job: None,
+        ..write(&full, vec![2.0])
+    }])
+    .await?;
+    let got = s.get_note(&full.id).await?;
+    assert_eq!(got.as_ref().map(|n| &n.keywords), Some(&full.keywords));
+    assert_eq!(got.as_ref().map(|n| &n.tags), Some(&full.tags));
+    assert_eq!(got.as_ref().map(|n| n.context.as_str()), Some("a context"));
+    assert_eq!(got.as_ref().and_then(|n| n.source.clone()), full.source);
+    assert_eq!(got.as_ref().map(|n| n.strength), Some(0.75));
+    assert_eq!(got.as_ref().map(|n| n.access_count), Some(3));
+    assert_eq!(got.as_ref().map(|n| n.version), Some(4));
+    assert_eq!(got.as_ref().and_then(|n| n.project.clone()), full.project);
+    assert_eq!(got.map(|n| n.enrich_state), Some(full.enrich_state));
+    assert_eq!(s.queued_jobs().await?, 1);
+    s.close().await;
+    Ok(())
+}
+
 #[tokio::test]
 async fn index_rows_page_through_everything_once() -> Result<(), StoreError> {
     let s = mem().await;
