@@ -136,6 +136,34 @@ async fn a_batch_with_a_stored_id_or_a_bad_note_writes_nothing() -> Result<(), S
     Ok(())
 }
 
+/// `get_notes` gives the notes that exist in the order asked (an id asked twice comes
+/// twice, a missing one not at all), and a note stored before it had a tier or a time
+/// added reads as long-term, added when it was last updated.
+#[tokio::test]
+async fn get_notes_skips_missing_ids_and_reads_older_notes() -> Result<(), StoreError> {
+    let s = mem().await;
+    let a = note("first");
+    let b = note("second");
+    s.insert_notes(&[write(&a, vec![1.0]), write(&b, vec![2.0])])
+        .await?;
+    s.db.query("UPDATE type::record('note', $id) SET tier = NONE, added_at = NONE")
+        .bind(("id", b.id.to_string()))
+        .await
+        .map_err(StoreError::from_db)?;
+    let missing = NoteId::generate();
+    let got = s
+        .get_notes(&[b.id.clone(), missing, a.id.clone(), b.id.clone()])
+        .await?;
+    let ids: Vec<&NoteId> = got.iter().map(|n| &n.id).collect();
+    assert_eq!(ids, vec![&b.id, &a.id, &b.id]);
+    assert_eq!(got[0].tier, Tier::LongTerm);
+    assert_eq!(got[0].added_at, got[0].updated_at);
+    assert_eq!(got[1].content, "first");
+    assert!(s.get_notes(&[NoteId::generate()]).await?.is_empty());
+    s.close().await;
+    Ok(())
+}
+
 #[tokio::test]
 async fn index_rows_page_through_everything_once() -> Result<(), StoreError> {
     let s = mem().await;
