@@ -39,8 +39,28 @@ use crate::{
 
 /// Rows read per query while writing a backup.
 pub const BACKUP_PAGE: usize = 500;
-/// Rows per restore transaction.
+/// Rows per restore transaction, at most.
 const RESTORE_BATCH: usize = 500;
+/// A restore transaction ends before its rows hold more than this (as JSON, roughly): a
+/// transaction must fit in SurrealKV's memtable, which may be as small as 16 MiB
+/// (`KASTEN_DB_MEMTABLE_MB`), and 500 long notes would not.
+const RESTORE_BATCH_BYTES: usize = 4 << 20;
+
+/// About the bytes a JSON value takes written out (strings and keys by their length,
+/// numbers and the rest by a few bytes): enough to bound a batch, cheap to compute.
+fn approx_json_bytes(v: &Json) -> usize {
+    match v {
+        Json::Null | Json::Bool(_) | Json::Number(_) => 8,
+        Json::String(s) => s.len() + 2,
+        Json::Array(a) => 2 + a.iter().map(approx_json_bytes).sum::<usize>(),
+        Json::Object(o) => {
+            2 + o
+                .iter()
+                .map(|(k, v)| k.len() + 3 + approx_json_bytes(v))
+                .sum::<usize>()
+        }
+    }
+}
 
 /// How far a backup or restore is: rows of `table` done out of `total`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -201,18 +221,22 @@ impl Store {
             let mut rows = file.rows_of(t)?;
             let mut done = 0u64;
             let mut batch = Vec::with_capacity(RESTORE_BATCH);
+            let mut batch_bytes = 0;
             loop {
                 let next = rows.next_row()?;
                 let end = next.is_none();
                 if let Some(row) = next
                     && !is_snapshot_seal(&t.name, &row)
                 {
+                    batch_bytes += approx_json_bytes(&row);
                     batch.push(row);
                 }
-                if batch.len() == RESTORE_BATCH || (end && !batch.is_empty()) {
+                let full = batch.len() == RESTORE_BATCH || batch_bytes >= RESTORE_BATCH_BYTES;
+                if full || (end && !batch.is_empty()) {
                     self.insert_backup_rows(&t.name, &batch, relation).await?;
                     done += batch.len() as u64;
                     batch.clear();
+                    batch_bytes = 0;
                     progress(&TableProgress {
                         table: t.name.clone(),
                         done,
@@ -703,6 +727,46 @@ mod tests {
         let c = Store::open(&Endpoint::Mem).await?;
         c.restore_file(&BackupFile::scan(&path)?, &|_| {}).await?;
         assert_eq!(tables(&c.backup().await?), tables(&whole));
+        Ok(())
+    }
+
+    /// Long notes are restored in transactions that fit a small memtable (a transaction
+    /// must fit in SurrealKV's memtable): 300 notes of 100 KB, 30 MB in all, into a
+    /// memory opened with the smallest memtable allowed (16 MiB).
+    #[tokio::test]
+    async fn long_notes_restore_into_the_smallest_memtable() -> Result<(), StoreError> {
+        let a = Store::open(&Endpoint::Mem).await?;
+        let long = "x".repeat(100_000);
+        let writes: Vec<NoteWrite> = (0..300)
+            .map(|i| NoteWrite {
+                note: note(&format!("{i} {long}")),
+                embedding: None,
+                embed_model: None,
+                job: None,
+            })
+            .collect();
+        a.insert_notes(&writes).await?;
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = file_with(dir.path(), "long.json", &written(&a, 500).await?);
+        let limits = crate::StorageLimits {
+            block_cache: 1 << 20,
+            memtable: 16 << 20,
+        };
+        let b =
+            Store::open_with_limits(&Endpoint::SurrealKv(dir.path().join("db")), &limits).await?;
+        let batches = std::sync::atomic::AtomicUsize::new(0);
+        let summary = b
+            .restore_file(&BackupFile::scan(&path)?, &|p| {
+                if p.table == "note" {
+                    batches.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                }
+            })
+            .await?;
+        assert_eq!(summary.tables.get("note"), Some(&300));
+        assert_eq!(b.count_notes().await?, 300);
+        // 100 KB notes, at most 4 MiB a transaction: 8 batches
+        assert_eq!(batches.into_inner(), 8);
+        b.close().await;
         Ok(())
     }
 
