@@ -761,8 +761,8 @@ impl Store {
         // checks (schema, an existing id is an error that cancels the transaction) at ~60 %
         // of the CPU, which a bulk write takes from the embedder.
         let q = "BEGIN TRANSACTION;
-            IF array::len($notes) > 0 { INSERT INTO note $notes };
-            IF array::len($jobs) > 0 { INSERT INTO job $jobs };
+            IF array::len($notes) > 0 { INSERT INTO note $notes RETURN NONE };
+            IF array::len($jobs) > 0 { INSERT INTO job $jobs RETURN NONE };
             FOR $m IN $merges {
                 LET $new = type::record('note', $m.note);
                 LET $old = type::record('note', $m.duplicate_of);
