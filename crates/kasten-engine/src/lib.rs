@@ -42,7 +42,7 @@ use kasten_core::timeline::Timeline;
 use kasten_core::vector::VectorIndex;
 use kasten_core::{CoreError, EnrichState, JobId, Link, NewNote, Note, NoteId, NoteStatus};
 use kasten_embed::{EmbedError, Embedder};
-use kasten_store::{Endpoint, NoteWrite, Store, StoreError};
+use kasten_store::{Endpoint, NoteWrite, StorageLimits, Store, StoreError};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
@@ -276,8 +276,19 @@ impl AtomicF64 {
 /// Opens the store, again if the open lost a race: processes starting together on a new
 /// memory on a SurrealDB server all try its migrations, and the transactions that lose
 /// fail with a conflict; opening again finds the migrations applied (docs/SERVER.md).
-async fn open_store(endpoint: &Endpoint) -> Result<Store, StoreError> {
-    retry_conflicts("opening the memory", || Store::open(endpoint)).await
+async fn open_store(
+    endpoint: &Endpoint,
+    limits: Option<&StorageLimits>,
+) -> Result<Store, StoreError> {
+    match limits {
+        Some(l) => {
+            retry_conflicts("opening the memory", || {
+                Store::open_with_limits(endpoint, l)
+            })
+            .await
+        }
+        None => retry_conflicts("opening the memory", || Store::open(endpoint)).await,
+    }
 }
 
 /// Stack size for the threads of a runtime that opens and queries a memory. SurrealDB's
@@ -324,6 +335,9 @@ pub struct EngineOptions {
     /// The LLM for enrichment; without one notes stay pending (and say why).
     pub llm: Option<LlmClient>,
     pub pipeline: PipelineOptions,
+    /// The embedded datastore's memory limits; `None`: the defaults and the environment
+    /// ([`StorageLimits::from_env`]).
+    pub storage: Option<StorageLimits>,
 }
 
 impl Engine {
@@ -344,7 +358,7 @@ impl Engine {
         options: EngineOptions,
         progress: ProgressFn<'_>,
     ) -> Result<Self, EngineError> {
-        let store = open_store(endpoint).await?;
+        let store = open_store(endpoint, options.storage.as_ref()).await?;
         let engine = Engine {
             store,
             indexes: RwLock::new(Indexes {

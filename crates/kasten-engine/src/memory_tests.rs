@@ -21,6 +21,7 @@ async fn engine(fake: Option<&FakeLlm>) -> Engine {
     let options = EngineOptions {
         llm: fake.map(client),
         pipeline: PipelineOptions::default(),
+        storage: None,
     };
     Engine::open_with(
         &Endpoint::Mem,

@@ -46,6 +46,7 @@ async fn engine_with(
             workers: 2,
             ..PipelineOptions::default()
         },
+        storage: None,
     };
     Engine::open_with(
         &Endpoint::Mem,
@@ -400,6 +401,7 @@ async fn a_job_interrupted_mid_run_resumes_once_after_restart() {
         let options = EngineOptions {
             llm: Some(client(fake, Provider::Openai, Duration::from_secs(10))),
             pipeline: PipelineOptions::default(),
+            storage: None,
         };
         Engine::open_with(&ep, HashEmbedder::arc("h", 64, 1), options, &|_| {})
     };

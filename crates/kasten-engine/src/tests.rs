@@ -35,6 +35,7 @@ pub(crate) async fn engine_with_fake_and(
             workers,
             ..PipelineOptions::default()
         },
+        storage: None,
     };
     Engine::open_with(&kasten_store::Endpoint::Mem, embedder, options, &|_| {})
         .await

@@ -24,8 +24,54 @@ use crate::{Engine, EngineError, ProgressFn};
 
 /// Links written per transaction.
 const LINK_BATCH: usize = 2000;
+/// An import's batch of notes ends before its text passes this many bytes, whatever its
+/// length in notes: a batch is one transaction, which must fit in SurrealKV's memtable
+/// (16 MiB at the smallest `KASTEN_DB_MEMTABLE_MB`; a vault's long pages would not).
+const IMPORT_BATCH_BYTES: usize = 4 << 20;
+
+/// `todo` cut into runs of at most `most` items and, unless a run is a single item, at
+/// most `max_bytes` of `bytes_of` each.
+fn bounded_chunks(
+    todo: &[usize],
+    most: usize,
+    max_bytes: usize,
+    bytes_of: impl Fn(usize) -> usize,
+) -> Vec<&[usize]> {
+    let mut out = Vec::new();
+    let (mut start, mut bytes) = (0, 0);
+    for (i, &k) in todo.iter().enumerate() {
+        let b = bytes_of(k);
+        if i > start && (i - start == most || bytes + b > max_bytes) {
+            out.push(&todo[start..i]);
+            (start, bytes) = (i, 0);
+        }
+        bytes += b;
+    }
+    if start < todo.len() {
+        out.push(&todo[start..]);
+    }
+    out
+}
 /// Notes read per page by an export.
 const EXPORT_PAGE: usize = 500;
+
+#[cfg(test)]
+#[test]
+fn import_batches_end_at_their_length_or_their_bytes() {
+    let todo: Vec<usize> = (0..10).collect();
+    let sizes = [1, 1, 1, 5, 1, 9, 1, 1, 1, 1];
+    let cut = |most, max| {
+        bounded_chunks(&todo, most, max, |k| sizes[k])
+            .iter()
+            .map(|c| c.len())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(cut(4, 100), vec![4, 4, 2]);
+    // 1+1+1 | 5+1 | 9 (over the bound alone, still written) | 1+1+1+1
+    assert_eq!(cut(10, 6), vec![3, 2, 1, 4]);
+    assert_eq!(cut(1, 0), vec![1; 10]);
+    assert!(bounded_chunks(&[], 3, 3, |_| 1).is_empty());
+}
 
 /// What an import did.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -212,7 +258,11 @@ impl Engine {
             let embedding = self.spawn_embed(texts);
             (notes, embedding)
         };
-        let mut chunks = todo.chunks(batch);
+        let mut chunks = bounded_chunks(&todo, batch, IMPORT_BATCH_BYTES, |k| {
+            let it = &items[k];
+            it.note.content.len() + it.context.len() + it.note.source.as_deref().map_or(0, str::len)
+        })
+        .into_iter();
         let mut start = || chunks.next().map(|c| (c, begin(c)));
         let mut next = start();
         while let Some((chunk, (notes, embedding))) = next.take() {

@@ -230,3 +230,40 @@ async fn a_backup_file_restores_into_an_equal_searchable_memory() -> Result<(), 
     b.close().await;
     Ok(())
 }
+
+/// An import of long notes writes transactions that fit a small memtable (a transaction
+/// must fit in SurrealKV's memtable): 100 notes of 300 KB, asked for in batches of 64,
+/// into a memory opened with the smallest memtable allowed (16 MiB).
+#[tokio::test]
+async fn long_notes_import_into_the_smallest_memtable() -> Result<(), EngineError> {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let options = crate::EngineOptions {
+        storage: Some(kasten_store::StorageLimits {
+            block_cache: 1 << 20,
+            memtable: 16 << 20,
+        }),
+        ..Default::default()
+    };
+    let e = Engine::open_with(
+        &Endpoint::SurrealKv(dir.path().join("db")),
+        HashEmbedder::arc("h", 64, 1),
+        options,
+        &|_| {},
+    )
+    .await?;
+    let long = "word ".repeat(60_000);
+    let items: Vec<ImportNote> = (0..100)
+        .map(|i| {
+            item(
+                &format!("page {i} {long}"),
+                Some(&format!("v/{i}.md")),
+                None,
+            )
+        })
+        .collect();
+    let s = e.import_notes(&items, &[], 64, &|_| {}).await?;
+    assert_eq!(s.created, 100);
+    assert_eq!(e.count().await?, 100);
+    e.close().await;
+    Ok(())
+}
