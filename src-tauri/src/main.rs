@@ -1,6 +1,13 @@
 // No console window on Windows release builds.
 #![cfg_attr(not(debug_assertions), windows_subsystem = "windows")]
 
+/// jemalloc rather than the system allocator: glibc's malloc held ~30 % more of a
+/// 100k-note restore (0.97–1.06 GB peak against 0.73 GB; "Memory: what holds the RSS" in
+/// docs/BENCHMARKS.md).
+#[cfg(not(target_os = "windows"))]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() -> std::process::ExitCode {
     #[cfg(target_os = "linux")]
     software_webkit();

@@ -320,6 +320,13 @@ enum ExportFormat {
     Markdown,
 }
 
+/// jemalloc rather than the system allocator: glibc's malloc held ~30 % more of a
+/// 100k-note restore (0.97–1.06 GB peak against 0.73 GB; "Memory: what holds the RSS" in
+/// docs/BENCHMARKS.md).
+#[cfg(not(target_os = "windows"))]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() -> std::process::ExitCode {
     init_logging();
     output::quiet_closed_stdout();
