@@ -180,7 +180,7 @@ impl Engine {
             });
         }
         let fields = fields_of(&note);
-        let embedding = self.embedding_for(&content, &fields, None).await?;
+        let embedding = self.embedding_for(&content, &fields).await?;
         let embedding_before = self.store.embedding_of(id).await?;
         let change = ContentChange {
             note: id.clone(),
@@ -241,21 +241,7 @@ impl Engine {
             }));
         }
         let fields = fields_of(&note);
-        // nothing touched the note since: the exact earlier embedding comes back
-        let untouched = !self
-            .store
-            .revisions_where(Some(&r.note), None)
-            .await?
-            .iter()
-            .any(|x| x.id != r.id && x.created_at >= r.created_at && x.status == "applied");
-        let exact = if untouched {
-            r.embedding_before.clone()
-        } else {
-            None
-        };
-        let embedding = self
-            .embedding_for(&r.content_before, &fields, exact)
-            .await?;
+        let embedding = self.embedding_for(&r.content_before, &fields).await?;
         let change = ContentChange {
             note: r.note.clone(),
             expect: r.content_after.clone(),

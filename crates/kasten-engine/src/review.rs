@@ -12,8 +12,8 @@
 //! | `rejected`    | `rejected`                  | `rejected`                   | no        |
 //! | `rolled_back` | `rolled_back`               | `rolled_back`                | no        |
 //!
-//! Rollback restores the changed fields and, when nothing later touched the note, the exact
-//! embedding from before. If a later revision still in force changed one of the same fields,
+//! Rollback restores the changed fields and embeds the note afresh from them (a vector kept
+//! with a revision is not trusted to match its fields). If a later revision still in force changed one of the same fields,
 //! the rollback is refused with a message naming it: roll that back first. Every action is
 //! one store transaction that also writes an audit entry (who, when, why).
 
@@ -303,16 +303,7 @@ impl Engine {
                         )));
                     }
                     let to = overlay(&cur, &r.after, mask);
-                    let embedding = self
-                        .embedding_for(
-                            &note.content,
-                            &to,
-                            (to == r.after)
-                                .then_some(&r.embedding_after)
-                                .cloned()
-                                .flatten(),
-                        )
-                        .await?;
+                    let embedding = self.embedding_for(&note.content, &to).await?;
                     let batch = ReviewBatch {
                         field_changes: vec![self.change(
                             &r.note,
@@ -617,13 +608,7 @@ impl Engine {
                 )));
             }
             let to = overlay(&cur, &r.after, mask);
-            let embedding = self
-                .embedding_for(
-                    &note.content,
-                    &to,
-                    (to == r.after).then(|| r.embedding_after.clone()).flatten(),
-                )
-                .await?;
+            let embedding = self.embedding_for(&note.content, &to).await?;
             batch
                 .field_changes
                 .push(self.change(&r.note, cur, to, embedding));
@@ -717,7 +702,7 @@ impl Engine {
         if &after == before {
             return Ok(None);
         }
-        let embedding = self.embedding_for(content, &after, None).await?;
+        let embedding = self.embedding_for(content, &after).await?;
         Ok(Some((
             self.change(id, before.clone(), after.clone(), embedding.clone()),
             NewRevision {
@@ -843,16 +828,15 @@ impl Engine {
         }
     }
 
-    /// The stored vector when it is known to be exact for these fields, else a fresh one.
+    /// The embedding of a note with these fields, always made afresh: a vector stored with
+    /// a revision is not trusted to belong to its fields (it was read apart from them, and an
+    /// enrichment running beside an edit could change the note in between; a rollback then
+    /// put back fields with another state's vector).
     pub(crate) async fn embedding_for(
         &self,
         content: &str,
         f: &Fields,
-        exact: Option<Vec<f32>>,
     ) -> Result<Vec<f32>, EngineError> {
-        if let Some(v) = exact.filter(|v| v.len() == self.embedder.dim()) {
-            return Ok(v);
-        }
         let text = index_text(content, &f.keywords, &f.tags, &f.context);
         self.embed_blocking(vec![text])
             .await?
@@ -903,13 +887,7 @@ impl Engine {
             let note = self.current(&r.note).await?;
             let cur = fields_of(&note);
             let to = overlay(&cur, &r.before, mask);
-            // nothing later touched the note: the exact earlier embedding comes back
-            let exact = if later.is_empty() {
-                r.embedding_before.clone()
-            } else {
-                None
-            };
-            let embedding = self.embedding_for(&note.content, &to, exact).await?;
+            let embedding = self.embedding_for(&note.content, &to).await?;
             batch
                 .field_changes
                 .push(self.change(&r.note, cur, to, embedding));
