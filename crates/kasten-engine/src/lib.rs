@@ -280,15 +280,11 @@ async fn open_store(
     endpoint: &Endpoint,
     limits: Option<&StorageLimits>,
 ) -> Result<Store, StoreError> {
-    match limits {
-        Some(l) => {
-            retry_conflicts("opening the memory", || {
-                Store::open_with_limits(endpoint, l)
-            })
-            .await
-        }
-        None => retry_conflicts("opening the memory", || Store::open(endpoint)).await,
-    }
+    let limits = limits.copied().unwrap_or_else(StorageLimits::from_env);
+    retry_conflicts("opening the memory", || {
+        Store::open_with_limits(endpoint, &limits)
+    })
+    .await
 }
 
 /// Stack size for the threads of a runtime that opens and queries a memory. SurrealDB's

@@ -24,10 +24,6 @@ use crate::{Engine, EngineError, ProgressFn};
 
 /// Links written per transaction.
 const LINK_BATCH: usize = 2000;
-/// An import's batch of notes ends before its text passes this many bytes, whatever its
-/// length in notes: a batch is one transaction, which must fit in SurrealKV's memtable
-/// (16 MiB at the smallest `KASTEN_DB_MEMTABLE_MB`; a vault's long pages would not).
-const IMPORT_BATCH_BYTES: usize = 4 << 20;
 
 /// `todo` cut into runs of at most `most` items and, unless a run is a single item, at
 /// most `max_bytes` of `bytes_of` each.
@@ -258,7 +254,9 @@ impl Engine {
             let embedding = self.spawn_embed(texts);
             (notes, embedding)
         };
-        let mut chunks = bounded_chunks(&todo, batch, IMPORT_BATCH_BYTES, |k| {
+        // a batch is one transaction: it ends at its length in notes or at about
+        // BULK_WRITE_BYTES of text, whichever comes first
+        let mut chunks = bounded_chunks(&todo, batch, kasten_store::BULK_WRITE_BYTES, |k| {
             let it = &items[k];
             it.note.content.len() + it.context.len() + it.note.source.as_deref().map_or(0, str::len)
         })

@@ -41,10 +41,6 @@ use crate::{
 pub const BACKUP_PAGE: usize = 500;
 /// Rows per restore transaction, at most.
 const RESTORE_BATCH: usize = 500;
-/// A restore transaction ends before its rows hold more than this (as JSON, roughly): a
-/// transaction must fit in SurrealKV's memtable, which may be as small as 16 MiB
-/// (`KASTEN_DB_MEMTABLE_MB`), and 500 long notes would not.
-const RESTORE_BATCH_BYTES: usize = 4 << 20;
 
 /// About the bytes a JSON value takes written out (strings and keys by their length,
 /// numbers and the rest by a few bytes): enough to bound a batch, cheap to compute.
@@ -231,7 +227,7 @@ impl Store {
                     batch_bytes += approx_json_bytes(&row);
                     batch.push(row);
                 }
-                let full = batch.len() == RESTORE_BATCH || batch_bytes >= RESTORE_BATCH_BYTES;
+                let full = batch.len() == RESTORE_BATCH || batch_bytes >= crate::BULK_WRITE_BYTES;
                 if full || (end && !batch.is_empty()) {
                     self.insert_backup_rows(&t.name, &batch, relation).await?;
                     done += batch.len() as u64;

@@ -1137,6 +1137,11 @@ fn dir_size(p: &Path) -> u64 {
         .sum()
 }
 
+/// About the most a bulk write (a restore's transaction, an import's batch of notes)
+/// puts in one transaction: a transaction must fit in SurrealKV's memtable, which may be
+/// as small as 16 MiB (`KASTEN_DB_MEMTABLE_MB`), and 500 long notes would not.
+pub const BULK_WRITE_BYTES: usize = 4 << 20;
+
 /// Creates the data directory and checks it is writable, so that a read-only or full
 /// disk is reported in plain words before the database engine sees it.
 /// How much memory the embedded datastore may hold, besides Kasten's own indexes.
