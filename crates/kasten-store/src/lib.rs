@@ -12,6 +12,7 @@
 
 mod backup;
 mod boxes;
+mod direct;
 mod endpoint;
 mod lifecycle;
 mod manual;
@@ -142,6 +143,27 @@ fn bytes_to_emb(b: &[u8]) -> Result<Vec<f32>, StoreError> {
 const NOTE_COLUMNS: &str = "id, content, created_at, updated_at, keywords, tags, context, status, \
      enrich_state, enrich_error, source, strength, access_count, last_accessed, version, tier, \
      project, added_at";
+/// [`NOTE_COLUMNS`] one by one.
+const NOTE_FIELDS: &[&str] = &[
+    "id",
+    "content",
+    "created_at",
+    "updated_at",
+    "keywords",
+    "tags",
+    "context",
+    "status",
+    "enrich_state",
+    "enrich_error",
+    "source",
+    "strength",
+    "access_count",
+    "last_accessed",
+    "version",
+    "tier",
+    "project",
+    "added_at",
+];
 
 /// A note's fields as stored ([`NOTE_COLUMNS`]); [`NoteRow::into_note`] gives notes
 /// written before `tier` and `added_at` existed their defaults.
@@ -444,9 +466,7 @@ impl Store {
             prepare_dir(dir)?;
         }
         let db = match endpoint {
-            Endpoint::SurrealKv(_) => open_embedded(&endpoint.url(), limits)
-                .await
-                .map(notecache::Conn::Local),
+            Endpoint::SurrealKv(_) | Endpoint::Mem => open_embedded(&endpoint.url(), limits).await,
             _ => any::connect(endpoint.url())
                 .await
                 .map(notecache::Conn::Any)
@@ -804,8 +824,28 @@ impl Store {
         self.db.cache.counts()
     }
 
-    /// [`Store::get_notes`] from the database.
+    /// [`Store::get_notes`] from the database: from the records themselves on an
+    /// embedded datastore (`direct.rs`), else by a query.
     async fn read_notes(&self, ids: &[NoteId]) -> Result<Vec<Note>, StoreError> {
+        let Some(ds) = self.db.datastore() else {
+            return self.query_notes(ids).await;
+        };
+        let keys: Vec<String> = ids.iter().map(|i| i.to_string()).collect();
+        let rows = direct::read_notes(ds, &keys)
+            .await
+            .map_err(StoreError::Db)?;
+        rows.into_iter()
+            .flatten()
+            .map(|v| {
+                NoteRow::from_value(v)
+                    .map_err(|e| StoreError::Corrupt(format!("a note reads back wrong: {e}")))
+                    .and_then(NoteRow::into_note)
+            })
+            .collect()
+    }
+
+    /// [`Store::read_notes`] by a SurrealQL query (any endpoint).
+    async fn query_notes(&self, ids: &[NoteId]) -> Result<Vec<Note>, StoreError> {
         let keys: Vec<String> = ids.iter().map(|i| i.to_string()).collect();
         let mut resp = self
             .db
@@ -1196,10 +1236,7 @@ impl StorageLimits {
 /// Opens an embedded datastore as the SDK's `connect` does, with SurrealKV's cache and
 /// memtable capped by `limits` (the SDK passes no storage settings to an embedded
 /// datastore, so it is built here and handed to the SDK).
-async fn open_embedded(
-    url: &str,
-    limits: &StorageLimits,
-) -> Result<surrealdb::Surreal<surrealdb::engine::local::Db>, String> {
+async fn open_embedded(url: &str, limits: &StorageLimits) -> Result<notecache::Conn, String> {
     use surrealdb_cnf::ConfigMap;
     use surrealdb_core::kvs::Datastore;
     let config = ConfigMap::empty()
@@ -1219,9 +1256,13 @@ async fn open_embedded(
     ds.check_version().await.map_err(|e| e.to_string())?;
     ds.bootstrap().await.map_err(|e| e.to_string())?;
     ds.start_maintenance_tasks();
-    surrealdb::Surreal::<surrealdb::engine::local::Db>::unstable_from_datastore(ds, None)
-        .await
-        .map_err(|e| e.to_string())
+    let db = surrealdb::Surreal::<surrealdb::engine::local::Db>::unstable_from_datastore(
+        ds.clone(),
+        None,
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    Ok(notecache::Conn::Local(db, ds))
 }
 
 fn prepare_dir(dir: &Path) -> Result<(), StoreError> {

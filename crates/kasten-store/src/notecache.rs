@@ -139,7 +139,11 @@ impl NoteCache {
 /// A connection: an embedded datastore the store opened itself (with its own storage
 /// settings, see `crate::open_embedded`), or any endpoint the SDK connects to.
 pub(crate) enum Conn {
-    Local(Surreal<Local>),
+    /// With the datastore itself, for reads past the query engine (`direct.rs`).
+    Local(
+        Surreal<Local>,
+        std::sync::Arc<surrealdb_core::kvs::Datastore>,
+    ),
     Any(Surreal<Any>),
 }
 
@@ -165,7 +169,7 @@ impl Db {
             self.cache.written();
         }
         let query = match &self.inner {
-            Conn::Local(db) => Sending::Local(db.query(sql)),
+            Conn::Local(db, _) => Sending::Local(db.query(sql)),
             Conn::Any(db) => Sending::Any(db.query(sql)),
         };
         Sent {
@@ -174,10 +178,18 @@ impl Db {
         }
     }
 
+    /// The embedded datastore, when the store opened it itself.
+    pub(crate) fn datastore(&self) -> Option<&std::sync::Arc<surrealdb_core::kvs::Datastore>> {
+        match &self.inner {
+            Conn::Local(_, ds) => Some(ds),
+            Conn::Any(_) => None,
+        }
+    }
+
     /// Selects the namespace and database every later query runs in.
     pub(crate) async fn use_ns_db(&self, ns: &str, db: &str) -> surrealdb::Result<()> {
         match &self.inner {
-            Conn::Local(c) => c.use_ns(ns).use_db(db).await.map(drop),
+            Conn::Local(c, _) => c.use_ns(ns).use_db(db).await.map(drop),
             Conn::Any(c) => c.use_ns(ns).use_db(db).await.map(drop),
         }
     }

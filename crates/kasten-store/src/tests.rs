@@ -164,6 +164,70 @@ async fn get_notes_skips_missing_ids_and_reads_older_notes() -> Result<(), Store
     Ok(())
 }
 
+/// A note read from its record (`direct.rs`) is the note a query reads, whatever its
+/// shape: optional fields set or absent, every status and enrichment state, a note
+/// written before `tier` and `added_at` existed, text in any script, ids missing or given
+/// twice; on disk and in memory.
+#[tokio::test]
+async fn direct_reads_equal_the_query() -> Result<(), StoreError> {
+    let dir = tempfile::tempdir().map_err(|e| StoreError::Db(e.to_string()))?;
+    for ep in [Endpoint::SurrealKv(dir.path().join("db")), Endpoint::Mem] {
+        let s = Store::open(&ep).await?;
+        assert!(s.db.datastore().is_some(), "{ep}: not read directly");
+        let mut notes = vec![note("plain"), note("Zürich — 東京 🙂 \"quoted\"\n\ttabbed")];
+        let mut full = note("every optional field set");
+        full.keywords = vec!["lake".into(), "dawn".into()];
+        full.tags = vec!["nature".into()];
+        full.context = "a walk".into();
+        full.source = Some("chat:S1:3".into());
+        full.project = Some("kasten".into());
+        full.tier = Tier::Project;
+        full.strength = 0.25;
+        full.access_count = 7;
+        full.last_accessed = Some(Utc::now());
+        full.version = 3;
+        full.enrich_state = EnrichState::Done;
+        notes.push(full);
+        let mut failed = note("failed enrichment");
+        failed.enrich_state = EnrichState::Failed {
+            error: "the LLM timed out".into(),
+        };
+        notes.push(failed);
+        let mut pending = note("pending with a reason");
+        pending.enrich_state = EnrichState::Pending {
+            reason: Some("no LLM".into()),
+        };
+        notes.push(pending);
+        let mut archived = note("archived");
+        archived.status = NoteStatus::Archived;
+        notes.push(archived);
+        let writes: Vec<NoteWrite> = notes.iter().map(|n| write(n, vec![0.5; 8])).collect();
+        s.insert_notes(&writes).await?;
+        s.db.query("UPDATE type::record('note', $id) SET tier = NONE, added_at = NONE")
+            .bind(("id", notes[0].id.to_string()))
+            .await
+            .map_err(StoreError::from_db)?;
+        s.db.query("UPDATE type::record('note', $id) SET last_accessed = time::now()")
+            .bind(("id", notes[2].id.to_string()))
+            .await
+            .map_err(StoreError::from_db)?;
+        let mut ids: Vec<NoteId> = notes.iter().rev().map(|n| n.id.clone()).collect();
+        ids.insert(2, NoteId::generate());
+        let direct = s.read_notes(&ids).await?;
+        assert_eq!(direct, s.query_notes(&ids).await?, "{ep}");
+        assert_eq!(direct.len(), notes.len());
+        assert_eq!(direct[0].status, NoteStatus::Archived);
+        assert!(direct[3].last_accessed.is_some());
+        // an id given twice comes back twice, where it was asked
+        ids.push(notes[1].id.clone());
+        let again = s.read_notes(&ids).await?;
+        assert_eq!(again[..notes.len()], direct[..]);
+        assert_eq!(again.last(), direct.iter().find(|n| n.id == notes[1].id));
+        s.close().await;
+    }
+    Ok(())
+}
+
 #[tokio::test]
 async fn index_rows_page_through_everything_once() -> Result<(), StoreError> {
     let s = mem().await;
