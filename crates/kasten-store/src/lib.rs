@@ -1182,8 +1182,13 @@ fn dir_size(p: &Path) -> u64 {
 /// as small as 16 MiB (`KASTEN_DB_MEMTABLE_MB`), and 500 long notes would not.
 pub const BULK_WRITE_BYTES: usize = 4 << 20;
 
-/// Creates the data directory and checks it is writable, so that a read-only or full
-/// disk is reported in plain words before the database engine sees it.
+/// The size of SurrealKV's data blocks, the unit it reads from disk: a note read by id
+/// reads (and checksums, and copies) the whole block that holds it. SurrealKV's default
+/// is 64 KiB; at 4 KiB a search's 10 notes of a 20k memory read in 0.28-0.29 ms instead
+/// of 0.61-0.65 (0.99 instead of 1.47 through a query; measure build, the memory built
+/// each way). Tables written before take it on as compaction rewrites them.
+const DATA_BLOCK_BYTES: usize = 4 << 10;
+
 /// How much memory the embedded datastore may hold, besides Kasten's own indexes.
 ///
 /// SurrealKV sizes both from the machine by default: a block cache of half the RAM less
@@ -1244,7 +1249,8 @@ async fn open_embedded(url: &str, limits: &StorageLimits) -> Result<notecache::C
             "surrealkv_block_cache_capacity",
             limits.block_cache.to_string(),
         )
-        .with_key_value("surrealkv_max_memtable_size", limits.memtable.to_string());
+        .with_key_value("surrealkv_max_memtable_size", limits.memtable.to_string())
+        .with_key_value("surrealkv_block_size", DATA_BLOCK_BYTES.to_string());
     // the maintenance tasks start only once the version key is settled (as the SDK does:
     // a task's write before it would make a new datastore look like an old one)
     let ds = Datastore::builder()
@@ -1265,6 +1271,8 @@ async fn open_embedded(url: &str, limits: &StorageLimits) -> Result<notecache::C
     Ok(notecache::Conn::Local(db, ds))
 }
 
+/// Creates the data directory and checks it is writable, so that a read-only or full
+/// disk is reported in plain words before the database engine sees it.
 fn prepare_dir(dir: &Path) -> Result<(), StoreError> {
     let err = |message: String| StoreError::DataDir {
         path: dir.display().to_string(),
