@@ -170,6 +170,8 @@ async fn get_notes_skips_missing_ids_and_reads_older_notes() -> Result<(), Store
 /// twice; on disk and in memory.
 #[tokio::test]
 async fn direct_reads_equal_the_query() -> Result<(), StoreError> {
+    // the direct read converts exactly the columns the queries select
+    assert_eq!(NOTE_FIELDS.join(", "), NOTE_COLUMNS);
     let dir = tempfile::tempdir().map_err(|e| StoreError::Db(e.to_string()))?;
     for ep in [Endpoint::SurrealKv(dir.path().join("db")), Endpoint::Mem] {
         let s = Store::open(&ep).await?;
