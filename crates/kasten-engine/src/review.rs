@@ -13,9 +13,10 @@
 //! | `rolled_back` | `rolled_back`               | `rolled_back`                | no        |
 //!
 //! Rollback restores the changed fields and embeds the note afresh from them (a vector kept
-//! with a revision is not trusted to match its fields). If a later revision still in force changed one of the same fields,
-//! the rollback is refused with a message naming it: roll that back first. Every action is
-//! one store transaction that also writes an audit entry (who, when, why).
+//! with a revision is not trusted to match its fields). If a later revision still in force
+//! changed one of the same fields, the rollback is refused with a message naming it: roll
+//! that back first. Every action is one store transaction that also writes an audit entry
+//! (who, when, why).
 
 use std::collections::HashSet;
 
