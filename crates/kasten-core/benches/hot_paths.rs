@@ -136,11 +136,11 @@ fn vector(c: &mut Criterion) {
     for (id, v) in ids.iter().zip(&corpus) {
         let _ = ix.upsert(id.clone(), v);
     }
-    let recall = |ix: &VectorIndex| {
+    let recall_at = |ix: &VectorIndex, k: usize| {
         let (mut hit, mut all) = (0, 0);
         for q in &queries {
-            let fast = ix.search(q, 10).unwrap_or_default();
-            let exact = ix.search_exact(q, 10).unwrap_or_default();
+            let fast = ix.search(q, k).unwrap_or_default();
+            let exact = ix.search_exact(q, k).unwrap_or_default();
             all += exact.len();
             hit += exact
                 .iter()
@@ -149,6 +149,25 @@ fn vector(c: &mut Criterion) {
         }
         hit as f64 / all.max(1) as f64
     };
+    let recall = |ix: &VectorIndex| recall_at(ix, 10);
+    // how recall falls as the prefilter keeps fewer candidates (the default keeps
+    // max(1000, n / 100, 8 x the int8 cut))
+    if std::env::var_os("KASTEN_BENCH_PREFILTER_SWEEP").is_some() {
+        for keep in [2000, 1000, 700, 500, 300] {
+            ix.set_prefilter(Some(Prefilter {
+                min_len: 0,
+                min_candidates: keep,
+                fraction: usize::MAX,
+                per_cut: 0,
+            }));
+            eprintln!(
+                "prefilter keeping {keep} of {n}: recall@10 {:.4}, recall@30 {:.4}",
+                recall_at(&ix, 10),
+                recall_at(&ix, 30)
+            );
+        }
+        ix.set_prefilter(Some(Prefilter::default()));
+    }
     eprintln!(
         "vector bench: {n} vectors from {source}; recall@10 vs exact f32: prefilter {:.4}",
         recall(&ix)
@@ -168,6 +187,14 @@ fn vector(c: &mut Criterion) {
             ix.search(black_box(&queries[i]), 30)
         })
     });
+    ix.set_threads(1);
+    group.bench_function("sign-code prefilter + int8 + f32, 1 thread", |b| {
+        b.iter(|| {
+            i = (i + 1) % queries.len();
+            ix.search(black_box(&queries[i]), 10)
+        })
+    });
+    ix.set_threads(std::thread::available_parallelism().map_or(1, |n| n.get()));
     ix.set_prefilter(None);
     group.bench_function("exact int8 scan + f32, threads", |b| {
         b.iter(|| {
