@@ -127,7 +127,41 @@ struct Indexes {
     timeline: Timeline,
 }
 
+/// From this many notes on, the two lists a search fuses are searched at once. Below it a
+/// second thread costs more than it saves (at 20k notes the keyword list takes ~0.14 ms,
+/// and searching both at once made the ranking slower; at 100k it takes ~0.56 ms).
+const BOTH_LISTS_AT_ONCE_MIN: usize = 50_000;
+
+/// A ranked list of (note, score), best first.
+type Ranked = Vec<(NoteId, f32)>;
+
 impl Indexes {
+    /// The `n` best notes by vector similarity to `query_vec` and by BM25 for `query`. In
+    /// a large memory the keyword list is searched on a second thread meanwhile (each list
+    /// takes about half a millisecond at 100k notes).
+    fn both_lists(
+        &self,
+        query: &str,
+        query_vec: &[f32],
+        n: usize,
+    ) -> Result<(Ranked, Ranked), CoreError> {
+        if self.vector.len() < BOTH_LISTS_AT_ONCE_MIN {
+            return Ok((
+                self.vector.search(query_vec, n)?,
+                self.text.search(query, n),
+            ));
+        }
+        std::thread::scope(|s| {
+            let keyword = s.spawn(|| self.text.search(query, n));
+            let vector = self.vector.search(query_vec, n);
+            // the keyword search does not panic; should its thread die, search here
+            let keyword = keyword
+                .join()
+                .unwrap_or_else(|_| self.text.search(query, n));
+            Ok((vector?, keyword))
+        })
+    }
+
     /// Puts a note in the vector, text and time indexes, or replaces what they held of it.
     fn add_note(&mut self, note: &Note, vector: &[f32], text: &str) -> Result<(), CoreError> {
         self.vector.upsert(note.id.clone(), vector)?;
@@ -1150,3 +1184,42 @@ mod snapshot_tests;
 mod tests;
 #[cfg(test)]
 mod transfer_tests;
+
+#[cfg(test)]
+mod both_lists_tests {
+    use super::*;
+
+    /// Above the threshold the two lists come from two threads; they must be exactly the
+    /// lists searched one after the other.
+    #[test]
+    fn lists_searched_at_once_equal_lists_searched_in_turn() {
+        let words = [
+            "harbor", "boat", "garden", "tomato", "pottery", "glaze", "gull", "engine",
+        ];
+        let mut ix = Indexes {
+            vector: VectorIndex::new(8),
+            text: TextIndex::new(),
+            links: Default::default(),
+            timeline: kasten_core::timeline::Timeline::new(),
+        };
+        for i in 0..BOTH_LISTS_AT_ONCE_MIN + 50 {
+            let id = NoteId::parse(&format!("n{i}")).unwrap();
+            let v: Vec<f32> = (0..8)
+                .map(|d| ((i * 7 + d * 13) % 29) as f32 - 14.0)
+                .collect();
+            ix.vector.upsert(id.clone(), &v).unwrap();
+            let text = format!("{} {} {i}", words[i % 8], words[(i / 8) % 8]);
+            ix.text.upsert(id, &text);
+        }
+        for (q, qv) in [
+            ("harbor boat", [1.0f32; 8]),
+            ("glaze tomato", [-1.0, 2.0, 0.5, 0.0, 3.0, -2.0, 1.0, 0.1]),
+        ] {
+            let (v, k) = ix.both_lists(q, &qv, 30).unwrap();
+            assert_eq!(v.len(), 30);
+            assert_eq!(k.len(), 30);
+            assert_eq!(v, ix.vector.search(&qv, 30).unwrap());
+            assert_eq!(k, ix.text.search(q, 30));
+        }
+    }
+}

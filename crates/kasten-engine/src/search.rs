@@ -180,8 +180,7 @@ impl Engine {
     ) -> Result<Vec<FusedHit>, EngineError> {
         let n = (k * CANDIDATES_PER_HIT).max(MIN_CANDIDATES);
         let ix = self.read_indexes()?;
-        let vec_hits = ix.vector.search(query_vec, n)?;
-        let kw_hits = ix.text.search(query, n);
+        let (vec_hits, kw_hits) = ix.both_lists(query, query_vec, n)?;
         drop(ix);
         Ok(fusion::rrf(
             &[(Via::Vector, 1.0, &vec_hits), (Via::Keyword, 1.0, &kw_hits)],
@@ -205,8 +204,7 @@ impl Engine {
         let n = (k * CANDIDATES_PER_HIT).max(MIN_CANDIDATES);
         let qv = normalised(query_vec);
         let ix = self.read_indexes()?;
-        let vec_hits = ix.vector.search(&qv, n)?;
-        let kw_hits = ix.text.search(query, n);
+        let (vec_hits, kw_hits) = ix.both_lists(query, &qv, n)?;
         let max_vector = vec_hits.first().map_or(0.0, |h| h.1);
         let max_keyword = kw_hits.first().map_or(0.0, |h| h.1);
 
