@@ -15,10 +15,11 @@
 //!    codes order sentence embeddings well enough that recall@30 against the exact
 //!    ranking was still 1.0 with 700 candidates on the bench corpus (MiniLM, 100k
 //!    notes). This is the one approximate step: recall against `search_exact` is what
-//!    `kasten bench search` reports. Smaller memories skip it and are scanned exactly. The survivors are found
-//!    in one pass: a sample of 4,096 codes gives a cut-off distance that keeps about
-//!    twice as many, and only codes within it are kept (the exact `want` nearest are then
-//!    picked among those; were there too few, every distance is counted after all).
+//!    `kasten bench search` reports. Smaller memories skip it and are scanned exactly.
+//!    The survivors are found in one pass: a sample of 4,096 codes gives a cut-off
+//!    distance that would keep about twice as many, only codes within it are kept, and
+//!    the exact nearest are picked among those (were there too few, every distance is
+//!    counted after all).
 //! 2. **int8**: each vector is quantised with its own scale (`max |v_i| / 127`); the
 //!    approximate score of slot j is `scale_j * <q_query, q_j>`, which orders candidates
 //!    as the true cosine does up to quantisation error. The best `max(4k, 64)` go on.
@@ -28,9 +29,9 @@
 //!
 //! Without the prefilter, memories of 32k vectors and more are scanned over threads;
 //! the prefilter's stages stay on one (splitting them over two cores measured slower:
-//! spawning costs what the halves save). The build targets
-//! x86-64-v2 (SSE4.2 and the `popcnt` instruction, no AVX; `.cargo/config.toml`): the
-//! loops are written so LLVM vectorises them for it.
+//! spawning costs what the halves save). The build targets x86-64-v2 (SSE4.2 and the
+//! `popcnt` instruction, no AVX; `.cargo/config.toml`): the loops are written so LLVM
+//! vectorises them for it.
 //! The store (SurrealDB) stays the source of truth: this index is rebuilt from it at open,
 //! or read back from a snapshot the store vouches for ([`VectorIndex::encode`]).
 //!
