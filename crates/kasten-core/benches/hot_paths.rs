@@ -187,14 +187,6 @@ fn vector(c: &mut Criterion) {
             ix.search(black_box(&queries[i]), 30)
         })
     });
-    ix.set_threads(1);
-    group.bench_function("sign-code prefilter + int8 + f32, 1 thread", |b| {
-        b.iter(|| {
-            i = (i + 1) % queries.len();
-            ix.search(black_box(&queries[i]), 10)
-        })
-    });
-    ix.set_threads(std::thread::available_parallelism().map_or(1, |n| n.get()));
     ix.set_prefilter(None);
     group.bench_function("exact int8 scan + f32, threads", |b| {
         b.iter(|| {

@@ -467,27 +467,7 @@ fn nearest_codes_sampled<const W: usize>(codes: &[u64], q: &[u64], want: usize) 
         return nearest_codes(&dist, want);
     }
     // every code not in `near` is farther than every code in it
-    let mut hist = vec![0usize; cut + 1];
-    for &(d, _) in &near {
-        hist[d as usize] += 1;
-    }
-    let (mut t, mut below) = (0usize, 0usize);
-    while t < hist.len() && below + hist[t] < want {
-        below += hist[t];
-        t += 1;
-    }
-    let mut at_cut = want - below;
-    let mut out = Vec::with_capacity(want);
-    for (d, slot) in near {
-        let d = d as usize;
-        if d < t {
-            out.push(slot);
-        } else if d == t && at_cut > 0 {
-            out.push(slot);
-            at_cut -= 1;
-        }
-    }
-    out
+    pick_nearest(near.iter().copied(), want)
 }
 
 #[inline]
@@ -503,8 +483,18 @@ fn hamming_any(codes: &[u64], q: &[u64], words: usize, out: &mut Vec<u16>) {
 /// The slots of the `want` smallest distances: all below the cut-off distance, then
 /// those at it in slot order. Counting (distances are at most `dim`), so O(n).
 fn nearest_codes(dist: &[u16], want: usize) -> Vec<u32> {
-    let mut hist = vec![0usize; dist.iter().copied().max().map_or(0, usize::from) + 1];
-    for &d in dist {
+    pick_nearest(
+        dist.iter().enumerate().map(|(slot, &d)| (d, slot as u32)),
+        want,
+    )
+}
+
+/// The slots of the `want` smallest distances among `(distance, slot)` pairs given in
+/// slot order: all below the cut-off distance, then those at it in slot order.
+fn pick_nearest(pairs: impl Iterator<Item = (u16, u32)> + Clone, want: usize) -> Vec<u32> {
+    let max = pairs.clone().map(|(d, _)| d).max();
+    let mut hist = vec![0usize; max.map_or(0, usize::from) + 1];
+    for (d, _) in pairs.clone() {
         hist[d as usize] += 1;
     }
     // the cut-off: the smallest t with at least `want` distances <= t
@@ -514,13 +504,13 @@ fn nearest_codes(dist: &[u16], want: usize) -> Vec<u32> {
         t += 1;
     }
     let mut at_cut = want.saturating_sub(below);
-    let mut out = Vec::with_capacity(want.min(dist.len()));
-    for (slot, &d) in dist.iter().enumerate() {
+    let mut out = Vec::with_capacity(want.min(hist.iter().sum()));
+    for (d, slot) in pairs {
         let d = d as usize;
         if d < t {
-            out.push(slot as u32);
+            out.push(slot);
         } else if d == t && at_cut > 0 {
-            out.push(slot as u32);
+            out.push(slot);
             at_cut -= 1;
         }
     }
@@ -683,15 +673,6 @@ impl VectorIndex {
         heap
     }
 
-    /// Threads for an exact scan over `n` vectors.
-    fn threads_for(&self, n: usize) -> usize {
-        if n >= PARALLEL_MIN {
-            self.threads.min(n / (PARALLEL_MIN / 2)).max(1)
-        } else {
-            1
-        }
-    }
-
     /// The slots of the `want` codes nearest to `query`'s by Hamming distance.
     fn prefilter_slots(&self, query: &[f32], want: usize) -> Vec<u32> {
         let mut qc = vec![0u64; self.words];
@@ -710,7 +691,11 @@ impl VectorIndex {
     /// The int8 candidates of an exact scan, over threads for large memories.
     fn scan_all(&self, q: &[i8], cap: usize) -> Vec<Cand> {
         let n = self.ids.len();
-        let threads = self.threads_for(n);
+        let threads = if n >= PARALLEL_MIN {
+            self.threads.min(n / (PARALLEL_MIN / 2)).max(1)
+        } else {
+            1
+        };
         if threads <= 1 {
             return self.scan(q, 0..n, cap).into_vec();
         }
