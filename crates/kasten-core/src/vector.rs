@@ -100,6 +100,40 @@ pub trait RowSource: std::fmt::Debug + Send + Sync {
     fn read_at(&self, offset: u64, out: &mut [u8]) -> std::io::Result<()>;
 }
 
+/// Where a growing index puts its f32 rows instead of RAM (the engine: an unnamed file
+/// in the memory's folder), so that building a large index (a rebuild, a restore, a bulk
+/// import into a new memory) does not hold 1.5 KiB per note. Rows are appended in slot
+/// order and read back through [`RowSource::read_at`]; bytes once appended never change.
+pub trait RowSpill: RowSource {
+    /// Appends `bytes` at the end of what was appended before.
+    fn append(&self, bytes: &[u8]) -> std::io::Result<()>;
+}
+
+/// Rows a growing index keeps in RAM before it appends them to its spill.
+const SPILL_ROWS: usize = 4096;
+
+/// The spill of a growing index. A clone of the index does not append to it (two
+/// indexes appending to one file would interleave their rows); it keeps reading the rows
+/// spilled before the clone, which never change.
+#[derive(Debug, Default)]
+struct Spill {
+    to: Option<Arc<dyn RowSpill>>,
+    /// Rows appended so far: the spill holds exactly the source rows `0..rows`.
+    rows: usize,
+    /// Rows in RAM that make the tail go to the spill.
+    every: usize,
+}
+
+impl Clone for Spill {
+    fn clone(&self) -> Self {
+        Spill {
+            to: None,
+            rows: self.rows,
+            every: self.every,
+        }
+    }
+}
+
 /// Where a row lives when it is not the source's row of the same slot.
 #[derive(Debug, Clone)]
 enum Row {
@@ -114,7 +148,9 @@ enum Row {
 /// index built in RAM has no source and everything in `tail`. A write never copies the
 /// source's rows into RAM: an insert appends to `tail`, a replacement of a loaded slot
 /// goes to `moved`, a removal moves the last slot's row (or, for a loaded slot, just its
-/// row number) into the freed slot.
+/// row number) into the freed slot. With a spill, an index that has no other source
+/// appends its tail there whenever it reaches [`SPILL_ROWS`] rows, and the spill becomes
+/// its source.
 #[derive(Debug, Clone)]
 struct Rows {
     dim: usize,
@@ -122,6 +158,7 @@ struct Rows {
     base_len: usize,
     moved: HashMap<usize, Row>,
     tail: Vec<f32>,
+    spill: Spill,
 }
 
 /// Rows read from the source at once by whole-index walks.
@@ -137,7 +174,38 @@ impl Rows {
             base_len: 0,
             moved: HashMap::new(),
             tail: Vec::new(),
+            spill: Spill::default(),
         }
+    }
+
+    /// Appends the tail to the spill when it is due and the source rows are exactly what
+    /// the spill holds (none yet, or all of them: a removal that shrank the loaded rows, or
+    /// a source from elsewhere, ends spilling). A failed append ends spilling too; the
+    /// rows stay in RAM.
+    fn spill_tail(&mut self) {
+        let d = self.dim.max(1);
+        let Some(to) = &self.spill.to else { return };
+        if self.tail.len() / d < self.spill.every.max(1) {
+            return;
+        }
+        let ours = match &self.source {
+            None => self.spill.rows == 0 && self.base_len == 0,
+            Some(_) => self.spill.rows > 0 && self.base_len == self.spill.rows,
+        };
+        if !ours {
+            self.spill.to = None;
+            return;
+        }
+        let bytes: Vec<u8> = self.tail.iter().flat_map(|x| x.to_le_bytes()).collect();
+        if to.append(&bytes).is_err() {
+            self.spill.to = None;
+            return;
+        }
+        let n = self.tail.len() / d;
+        self.source = Some(to.clone() as Arc<dyn RowSource>);
+        self.base_len += n;
+        self.spill.rows += n;
+        self.tail.clear();
     }
 
     /// `count` consecutive source rows from `first`, appended to `out`.
@@ -215,6 +283,7 @@ impl Rows {
 
     fn push(&mut self, v: &[f32]) {
         self.tail.extend_from_slice(v);
+        self.spill_tail();
     }
 
     fn set(&mut self, slot: usize, v: &[f32]) {
@@ -545,6 +614,20 @@ impl VectorIndex {
     /// Sets (or, with `None`, turns off) the sign-code prefilter.
     pub fn set_prefilter(&mut self, p: Option<Prefilter>) {
         self.prefilter = p;
+    }
+
+    /// From now on keeps at most [`SPILL_ROWS`] f32 rows of new vectors in RAM and appends
+    /// the rest to `spill`, reading them back from it. For an index that holds no vectors
+    /// yet; an index read from a snapshot (or holding vectors already) ignores it.
+    pub fn spill_rows_to(&mut self, spill: Arc<dyn RowSpill>) {
+        if !self.ids.is_empty() || self.full.source.is_some() {
+            return;
+        }
+        self.full.spill = Spill {
+            to: Some(spill),
+            rows: 0,
+            every: SPILL_ROWS,
+        };
     }
 
     pub fn dim(&self) -> usize {
@@ -1357,6 +1440,186 @@ mod tests {
             }
         });
         same(&ram, &disk, &mut rng);
+    }
+
+    /// An append-only row file in RAM; appends fail once `fail_after` have succeeded.
+    #[derive(Debug)]
+    struct Growing {
+        bytes: std::sync::Mutex<Vec<u8>>,
+        appends: std::sync::atomic::AtomicUsize,
+        fail_after: usize,
+    }
+
+    impl Growing {
+        fn new(fail_after: usize) -> Arc<Self> {
+            Arc::new(Growing {
+                bytes: std::sync::Mutex::new(Vec::new()),
+                appends: Default::default(),
+                fail_after,
+            })
+        }
+        fn len(&self) -> usize {
+            self.bytes.lock().map_or(0, |b| b.len())
+        }
+    }
+
+    impl RowSource for Growing {
+        fn read_at(&self, offset: u64, out: &mut [u8]) -> std::io::Result<()> {
+            let b = self
+                .bytes
+                .lock()
+                .map_err(|_| std::io::Error::other("poisoned"))?;
+            let at = usize::try_from(offset).map_err(std::io::Error::other)?;
+            let src = b
+                .get(at..at + out.len())
+                .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::UnexpectedEof))?;
+            out.copy_from_slice(src);
+            Ok(())
+        }
+    }
+
+    impl RowSpill for Growing {
+        fn append(&self, bytes: &[u8]) -> std::io::Result<()> {
+            use std::sync::atomic::Ordering::SeqCst;
+            if self.appends.fetch_add(1, SeqCst) >= self.fail_after {
+                // half written, as a full disk leaves it
+                if let Ok(mut b) = self.bytes.lock() {
+                    b.extend_from_slice(&bytes[..bytes.len() / 2]);
+                }
+                return Err(std::io::Error::other("no space left"));
+            }
+            let mut b = self
+                .bytes
+                .lock()
+                .map_err(|_| std::io::Error::other("poisoned"))?;
+            b.extend_from_slice(bytes);
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_growing_index_that_spills_its_rows_answers_as_one_that_keeps_them() {
+        let mut rng = StdRng::seed_from_u64(31);
+        let d = 384;
+        let every = 100;
+        let centers: Vec<Vec<f32>> = (0..40).map(|_| rand_vec(&mut rng, d)).collect();
+        let small = Some(Prefilter {
+            min_len: 500,
+            min_candidates: 200,
+            fraction: 20,
+            per_cut: 16,
+        });
+        let same = |ram: &VectorIndex, spilled: &VectorIndex, rng: &mut StdRng| {
+            assert_eq!(vectors(spilled), vectors(ram));
+            for _ in 0..6 {
+                let q = clustered(rng, &centers, d);
+                assert_eq!(spilled.search(&q, 10).unwrap(), ram.search(&q, 10).unwrap());
+                assert_eq!(
+                    spilled.search_exact(&q, 10).unwrap(),
+                    ram.search_exact(&q, 10).unwrap()
+                );
+            }
+            for i in (0..3000).step_by(41) {
+                assert_eq!(row(spilled, &id(i)), row(ram, &id(i)), "note {i}");
+            }
+        };
+        for fail_after in [usize::MAX, 7] {
+            let mut ram = VectorIndex::new(d);
+            let mut spilled = VectorIndex::new(d);
+            let file = Growing::new(fail_after);
+            spilled.spill_rows_to(file.clone());
+            spilled.full.spill.every = every;
+            for ix in [&mut ram, &mut spilled] {
+                ix.set_prefilter(small);
+            }
+            let vs: Vec<Vec<f32>> = (0..2550)
+                .map(|_| clustered(&mut rng, &centers, d))
+                .collect();
+            for (i, v) in vs.iter().enumerate() {
+                assert!(ram.upsert(id(i), v).is_ok());
+                assert!(spilled.upsert(id(i), v).is_ok());
+                // never more than a spill's worth of rows in RAM while it works
+                let in_ram = spilled.full.heap_bytes() / (d * 4);
+                if spilled.full.spill.to.is_some() {
+                    assert!(in_ram < every, "{in_ram} rows in RAM after {i}");
+                }
+            }
+            if fail_after == usize::MAX {
+                assert_eq!(file.len(), 2500 * d * 4);
+                assert_eq!(spilled.full.base_len, 2500);
+            } else {
+                // the failed append ended spilling: what was spilled is read from it, the
+                // rest stays in RAM
+                assert!(spilled.full.spill.to.is_none());
+                assert_eq!(spilled.full.base_len, 7 * every);
+                assert_eq!(spilled.full.heap_bytes(), (2550 - 7 * every) * d * 4);
+            }
+            same(&ram, &spilled, &mut rng);
+            // a clone reads what was spilled but does not append to the same file
+            let mut copy = spilled.clone();
+            let before = file.len();
+            for i in 2550..2800 {
+                assert!(
+                    copy.upsert(id(i), &clustered(&mut rng, &centers, d))
+                        .is_ok()
+                );
+            }
+            assert_eq!(file.len(), before);
+            // replacements, removals (spilled slots too), then inserts again
+            let again: Vec<Vec<f32>> = (0..2550)
+                .step_by(5)
+                .map(|_| clustered(&mut rng, &centers, d))
+                .collect();
+            for ix in [&mut ram, &mut spilled] {
+                for (i, v) in (0..2550).step_by(5).zip(&again) {
+                    assert!(ix.upsert(id(i), v).is_ok());
+                }
+                for i in (0..2550).step_by(3) {
+                    assert!(ix.remove(&id(i)));
+                }
+            }
+            same(&ram, &spilled, &mut rng);
+            let more: Vec<Vec<f32>> = (0..450).map(|_| clustered(&mut rng, &centers, d)).collect();
+            for ix in [&mut ram, &mut spilled] {
+                for (i, v) in more.iter().enumerate() {
+                    assert!(ix.upsert(id(2550 + i), v).is_ok());
+                }
+            }
+            same(&ram, &spilled, &mut rng);
+            // removing down to the spilled rows' middle, then growing: spilling stops (the
+            // file holds rows the index no longer has) and nothing is read wrong
+            for ix in [&mut ram, &mut spilled] {
+                for i in 0..3000 {
+                    if ix.len() <= 150 {
+                        break;
+                    }
+                    ix.remove(&id(i));
+                }
+            }
+            for ix in [&mut ram, &mut spilled] {
+                for (i, v) in more.iter().enumerate() {
+                    assert!(ix.upsert(id(5000 + i), v).is_ok());
+                }
+            }
+            same(&ram, &spilled, &mut rng);
+        }
+    }
+
+    #[test]
+    fn a_spill_is_ignored_by_an_index_that_has_vectors_or_a_snapshot() {
+        let mut rng = StdRng::seed_from_u64(37);
+        let d = 64;
+        let mut ix = VectorIndex::new(d);
+        assert!(ix.upsert(id(0), &rand_vec(&mut rng, d)).is_ok());
+        ix.spill_rows_to(Growing::new(usize::MAX));
+        assert!(ix.full.spill.to.is_none());
+        let (mut loaded, _) = reloaded(&ix);
+        loaded.spill_rows_to(Growing::new(usize::MAX));
+        assert!(loaded.full.spill.to.is_none());
+        // emptied, it has neither: a spill is taken
+        loaded.remove(&id(0));
+        loaded.spill_rows_to(Growing::new(usize::MAX));
+        assert!(loaded.full.spill.to.is_some());
     }
 
     #[test]

@@ -31,7 +31,7 @@ mod transfer;
 pub mod views;
 pub mod worker;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Instant;
@@ -389,10 +389,22 @@ impl Engine {
         progress: ProgressFn<'_>,
     ) -> Result<Self, EngineError> {
         let store = open_store(endpoint, options.storage.as_ref()).await?;
+        let snapshot_path = snapshot::path_for(endpoint);
+        let mut vector = VectorIndex::new(embedder.dim());
+        // until a snapshot holds them, the f32 rows of new vectors go to a file beside it
+        if let Some(dir) = snapshot_path.as_deref().and_then(Path::parent) {
+            match snapshot::SpillFile::create_in(dir) {
+                Ok(f) => vector.spill_rows_to(Arc::new(f)),
+                Err(e) => tracing::warn!(
+                    dir = %dir.display(),
+                    "could not create a file for the vectors; they stay in RAM: {e}"
+                ),
+            }
+        }
         let engine = Engine {
             store,
             indexes: RwLock::new(Indexes {
-                vector: VectorIndex::new(embedder.dim()),
+                vector,
                 text: TextIndex::new(),
                 links: Default::default(),
                 timeline: Timeline::new(),
@@ -410,7 +422,7 @@ impl Engine {
             reinforce_on: std::sync::atomic::AtomicU8::new(0),
             follow_links: std::sync::atomic::AtomicU8::new(0),
             worker_prefix: format!("{}-{}-", std::process::id(), JobId::generate()),
-            snapshot_path: snapshot::path_for(endpoint),
+            snapshot_path,
             from_snapshot: AtomicBool::new(false),
             diverged: AtomicBool::new(false),
             closing: tokio::sync::watch::Sender::new(false),

@@ -32,7 +32,7 @@ use std::sync::Arc;
 use kasten_core::bm25::TextIndex;
 use kasten_core::snapshot::{Decoder, Encoder, SnapshotError};
 use kasten_core::timeline::Timeline;
-use kasten_core::vector::{RowSource, VectorIndex};
+use kasten_core::vector::{RowSource, RowSpill, VectorIndex};
 use kasten_core::{CoreError, NoteId};
 use kasten_store::Endpoint;
 use thiserror::Error;
@@ -342,6 +342,69 @@ pub(crate) struct FileRows {
 impl RowSource for FileRows {
     fn read_at(&self, offset: u64, out: &mut [u8]) -> std::io::Result<()> {
         read_exact_at(&self.file, self.start + offset, out)
+    }
+}
+
+/// Where a growing index's f32 rows go while the memory has no snapshot to read them
+/// from (a rebuild, a restore, a bulk import into a new memory): an unnamed file in the
+/// memory's folder, gone when it is closed (or the process dies). The next snapshot
+/// copies the rows out of it.
+#[derive(Debug)]
+pub(crate) struct SpillFile {
+    file: std::fs::File,
+    /// Bytes appended so far (appends come from the one writer of the indexes).
+    len: std::sync::Mutex<u64>,
+}
+
+impl SpillFile {
+    /// A new, empty spill file in `dir`.
+    pub(crate) fn create_in(dir: &Path) -> std::io::Result<Self> {
+        Ok(SpillFile {
+            file: tempfile::tempfile_in(dir)?,
+            len: std::sync::Mutex::new(0),
+        })
+    }
+}
+
+impl RowSource for SpillFile {
+    fn read_at(&self, offset: u64, out: &mut [u8]) -> std::io::Result<()> {
+        read_exact_at(&self.file, offset, out)
+    }
+}
+
+impl RowSpill for SpillFile {
+    fn append(&self, bytes: &[u8]) -> std::io::Result<()> {
+        let mut len = self
+            .len
+            .lock()
+            .map_err(|_| std::io::Error::other("the spill file's lock is poisoned"))?;
+        write_all_at(&self.file, *len, bytes)?;
+        *len += bytes.len() as u64;
+        Ok(())
+    }
+}
+
+/// Writes all of `bytes` at `offset` without moving a cursor.
+fn write_all_at(file: &std::fs::File, offset: u64, bytes: &[u8]) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        std::os::unix::fs::FileExt::write_all_at(file, bytes, offset)
+    }
+    #[cfg(windows)]
+    {
+        let (mut done, mut bytes) = (0u64, bytes);
+        while !bytes.is_empty() {
+            match std::os::windows::fs::FileExt::seek_write(file, bytes, offset + done) {
+                Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+                Ok(n) => {
+                    bytes = &bytes[n..];
+                    done += n as u64;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
     }
 }
 

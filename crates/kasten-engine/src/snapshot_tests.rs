@@ -492,3 +492,47 @@ async fn memories_without_a_directory_have_no_snapshot() {
     assert!(e.store().sealed_snapshot().is_none());
     e.close().await;
 }
+
+#[tokio::test]
+async fn a_memory_built_past_the_spill_keeps_its_vectors_in_a_file_and_answers_as_a_rebuild() {
+    let dir = tempfile::tempdir().unwrap_or_else(|err| panic!("{err}"));
+    let ep = Endpoint::SurrealKv(dir.path().join("db"));
+    let e = open(&ep).await;
+    let n = 4_300;
+    for chunk in (0..n).collect::<Vec<_>>().chunks(500) {
+        let batch = chunk
+            .iter()
+            .map(|i| {
+                new(
+                    &format!("note {i} about harbor {} and guitar {}", i % 17, i % 29),
+                    None,
+                )
+            })
+            .collect();
+        e.add_batch(batch)
+            .await
+            .unwrap_or_else(|err| panic!("{err}"));
+    }
+    {
+        let ix = e.read_indexes().unwrap_or_else(|err| panic!("{err}"));
+        assert_eq!(ix.vector.len(), n);
+        // the rows spilled to the file are not held: what is in RAM is far less than
+        // the 4,300 rows of 48 floats (int8 rows, scales, codes, and at most 4,096 rows)
+        let rows = n * ix.vector.dim() * 4;
+        let quantised = n * (ix.vector.dim() + 4 + 8);
+        assert!(
+            ix.vector.memory_bytes() < quantised + rows / 2,
+            "{} bytes in RAM",
+            ix.vector.memory_bytes()
+        );
+    }
+    let (fp, ans) = (fingerprint(&e), rankings(&e).await);
+    e.close().await;
+    // the snapshot written from the spilled rows, and a rebuild, say what the session did
+    let e = open(&ep).await;
+    assert!(e.opened_from_snapshot());
+    assert_eq!(fingerprint(&e), fp);
+    assert_eq!(rankings(&e).await, ans);
+    e.close().await;
+    assert_snapshot_equals_rebuild(&ep).await;
+}
