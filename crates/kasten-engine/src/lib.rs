@@ -31,6 +31,7 @@ mod transfer;
 pub mod views;
 pub mod worker;
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
@@ -135,6 +136,20 @@ const BOTH_LISTS_AT_ONCE_MIN: usize = 50_000;
 /// A ranked list of (note, score), best first.
 type Ranked = Vec<(NoteId, f32)>;
 
+/// Makes `a` and `b` neighbours in the link adjacency `links`.
+fn link_into(links: &mut HashMap<NoteId, Vec<NoteId>>, a: &NoteId, b: &NoteId) {
+    for (x, y) in [(a, b), (b, a)] {
+        let v = links.entry(x.clone()).or_default();
+        if !v.contains(y) {
+            v.push(y.clone());
+        }
+    }
+}
+
+/// Accepted links are read from the store this many at a time (300k links read at once
+/// were a ~150 MB spike at the end of a restore).
+const LINK_PAGE: usize = 10_000;
+
 impl Indexes {
     /// The `n` best notes by vector similarity to `query_vec` and by BM25 for `query`. In
     /// a large memory the keyword list is searched on a second thread meanwhile (each list
@@ -187,12 +202,7 @@ impl Indexes {
     }
 
     fn add_link(&mut self, a: &NoteId, b: &NoteId) {
-        for (x, y) in [(a, b), (b, a)] {
-            let v = self.links.entry(x.clone()).or_default();
-            if !v.contains(y) {
-                v.push(y.clone());
-            }
-        }
+        link_into(&mut self.links, a, b);
     }
 
     /// `a` and `b` are no longer neighbours.
@@ -767,12 +777,12 @@ impl Engine {
         if !stale.is_empty() {
             self.reembed(stale, progress).await?;
         }
-        let links = self.store.accepted_links().await?;
+        let (links, _) = self.accepted_adjacency().await?;
         {
             let mut ix = self.write_indexes()?;
-            for (a, b) in &links {
-                if ix.vector.contains(a) && ix.vector.contains(b) {
-                    ix.add_link(a, b);
+            for (a, to) in links {
+                for b in &to {
+                    ix.add_link(&a, b);
                 }
             }
         }
@@ -1064,17 +1074,35 @@ impl Engine {
     /// were written outside the pipeline and review, e.g. by an import or a benchmark).
     pub async fn reload_links(&self) -> Result<usize, EngineError> {
         let _order = self.index_order().await;
-        let links = self.store.accepted_links().await?;
-        let mut ix = self.write_indexes()?;
-        ix.links.clear();
+        let (links, n) = self.accepted_adjacency().await?;
+        self.write_indexes()?.links = links;
+        Ok(n)
+    }
+
+    /// The accepted links between indexed notes as adjacency, read from the store a page
+    /// at a time, and how many there are.
+    async fn accepted_adjacency(
+        &self,
+    ) -> Result<(HashMap<NoteId, Vec<NoteId>>, usize), EngineError> {
+        let mut links = HashMap::new();
         let mut n = 0;
-        for (a, b) in &links {
-            if ix.vector.contains(a) && ix.vector.contains(b) {
-                ix.add_link(a, b);
-                n += 1;
+        let mut after = None;
+        loop {
+            let (page, next) = self.store.accepted_links_page(after, LINK_PAGE).await?;
+            {
+                let ix = self.read_indexes()?;
+                for (a, b) in &page {
+                    if ix.vector.contains(a) && ix.vector.contains(b) {
+                        link_into(&mut links, a, b);
+                        n += 1;
+                    }
+                }
+            }
+            match next {
+                Some(cursor) => after = Some(cursor),
+                None => return Ok((links, n)),
             }
         }
-        Ok(n)
     }
 
     /// The indexed vector of a note (None if it is not in the index).

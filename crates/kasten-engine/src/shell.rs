@@ -58,7 +58,7 @@ impl Engine {
 
     /// Whether any link is accepted.
     pub async fn has_accepted_links(&self) -> Result<bool, EngineError> {
-        Ok(!self.store.accepted_links().await?.is_empty())
+        Ok(!self.store.accepted_links_page(None, 1).await?.0.is_empty())
     }
 
     /// Enriches every queued note with what `make` returns for its job and current

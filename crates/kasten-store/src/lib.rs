@@ -1189,6 +1189,10 @@ pub const BULK_WRITE_BYTES: usize = 4 << 20;
 /// each way). Tables written before take it on as compaction rewrites them.
 const DATA_BLOCK_BYTES: usize = 4 << 10;
 
+/// Where [`Store::accepted_links_page`] goes on: the last link it returned.
+#[derive(Debug, Clone)]
+pub struct LinkCursor(surrealdb::types::RecordId);
+
 /// How much memory the embedded datastore may hold, besides Kasten's own indexes.
 ///
 /// SurrealKV sizes both from the machine by default: a block cache of half the RAM less

@@ -27,9 +27,9 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use kasten_core::{JobId, NoteId};
-use surrealdb::types::{Bytes, SurrealValue};
+use surrealdb::types::{Bytes, RecordId, SurrealValue, Value};
 
-use crate::{Store, StoreError, emb_to_bytes, first_real_error};
+use crate::{LinkCursor, Store, StoreError, emb_to_bytes, first_real_error};
 
 /// A job a worker now holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -703,6 +703,52 @@ impl Store {
                 ))
             })
             .collect()
+    }
+
+    /// Up to `limit` accepted links (from, to) after the cursor `after` (from the start
+    /// with `None`), in record-id order, and the cursor of the next page (`None` at the
+    /// end): [`Store::accepted_links`] a page at a time, for a memory with more links than
+    /// should be held at once as query results.
+    pub async fn accepted_links_page(
+        &self,
+        after: Option<LinkCursor>,
+        limit: usize,
+    ) -> Result<(Vec<(NoteId, NoteId)>, Option<LinkCursor>), StoreError> {
+        #[derive(SurrealValue)]
+        #[surreal(crate = "surrealdb::types")]
+        struct Row {
+            id: RecordId,
+            a: String,
+            b: String,
+        }
+        let q = if after.is_some() {
+            "SELECT id, record::id(in) AS a, record::id(out) AS b FROM link WHERE id > $after AND status = 'accepted' ORDER BY id LIMIT $limit"
+        } else {
+            "SELECT id, record::id(in) AS a, record::id(out) AS b FROM link WHERE status = 'accepted' ORDER BY id LIMIT $limit"
+        };
+        let mut resp = self
+            .db
+            .query(q)
+            .bind(("after", after.map_or(Value::None, |c| Value::RecordId(c.0))))
+            .bind(("limit", limit.max(1) as i64))
+            .await
+            .map_err(StoreError::from_db)?;
+        let rows: Vec<Row> = resp.take(0).map_err(StoreError::from_db)?;
+        let next = if rows.len() >= limit.max(1) {
+            rows.last().map(|r| LinkCursor(r.id.clone()))
+        } else {
+            None
+        };
+        let links = rows
+            .into_iter()
+            .map(|r| {
+                Ok((
+                    NoteId::parse(&r.a).map_err(|e| StoreError::Corrupt(e.to_string()))?,
+                    NoteId::parse(&r.b).map_err(|e| StoreError::Corrupt(e.to_string()))?,
+                ))
+            })
+            .collect::<Result<_, StoreError>>()?;
+        Ok((links, next))
     }
 
     /// Recent events, newest first, with how many links and revisions each made.

@@ -678,3 +678,54 @@ async fn concurrent_claims_take_each_job_exactly_once() -> Result<(), StoreError
     }
     Ok(())
 }
+
+#[tokio::test]
+async fn accepted_links_read_a_page_at_a_time_are_all_of_them() -> Result<(), StoreError> {
+    let s = mem().await;
+    let notes: Vec<Note> = (0..12).map(|i| note(&format!("n{i}"))).collect();
+    let writes: Vec<_> = notes.iter().map(|n| write(n, vec![1.0, 0.0])).collect();
+    s.insert_notes(&writes).await?;
+    // 30 links, every third one only proposed
+    let mut links = Vec::new();
+    for i in 0..12 {
+        for j in [1, 3, 5] {
+            if links.len() < 30 {
+                let k = links.len();
+                links.push(crate::ImportLinkWrite {
+                    from: notes[i].id.clone(),
+                    to: notes[(i + j) % 12].id.clone(),
+                    kind: "relates".into(),
+                    reason: String::new(),
+                    confidence: 1.0,
+                    status: if k % 3 == 2 {
+                        LinkStatus::Proposed
+                    } else {
+                        LinkStatus::Accepted
+                    },
+                    created_at: Utc::now(),
+                });
+            }
+        }
+    }
+    assert_eq!(s.insert_import_links(&links).await?, 30);
+    let mut all = s.accepted_links().await?;
+    all.sort();
+    assert_eq!(all.len(), 20);
+    for limit in [1, 3, 7, 20, 50] {
+        let (mut paged, mut after, mut pages) = (Vec::new(), None, 0);
+        loop {
+            let (page, next) = s.accepted_links_page(after, limit).await?;
+            assert!(page.len() <= limit);
+            paged.extend(page);
+            pages += 1;
+            match next {
+                Some(c) => after = Some(c),
+                None => break,
+            }
+        }
+        paged.sort();
+        assert_eq!(paged, all, "pages of {limit}");
+        assert!(pages >= 20 / limit, "{pages} pages of {limit}");
+    }
+    Ok(())
+}
