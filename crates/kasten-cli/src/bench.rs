@@ -594,7 +594,8 @@ async fn share(n: usize, q: usize, k: usize, json_out: bool) -> Result<()> {
     let dir = std::env::temp_dir().join(format!("kasten-bench-share-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let ep = Endpoint::SurrealKv(dir.clone());
-    let engine = std::sync::Arc::new(crate::open_engine_with(&ep, crate::load_embedder()?).await?);
+    let engine =
+        std::sync::Arc::new(crate::open_engine_with(&ep, crate::load_embedder()?, None).await?);
     let result = share_measure(&engine, &dir, n, q, k, json_out).await;
     crate::share::close(None, engine).await?;
     let _ = std::fs::remove_dir_all(&dir);

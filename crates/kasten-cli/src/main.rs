@@ -25,12 +25,12 @@ use indicatif::{ProgressBar, ProgressStyle};
 use kasten_core::import::{LineError, parse_time};
 use kasten_core::{NewNote, NoteId};
 use kasten_embed::{Embedder, LazyEmbedder};
-use kasten_engine::{Engine, FieldEdit, JobOutcome, Progress, ReviewStatus};
+use kasten_engine::{Engine, EngineOptions, FieldEdit, JobOutcome, Progress, ReviewStatus};
 use kasten_share::{Memory, ReviewChange};
 
 /// Who the CLI acts as in the audit history.
 const ACTOR: &str = "user";
-use kasten_store::Endpoint;
+use kasten_store::{Endpoint, StorageLimits};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -397,10 +397,16 @@ fn progress_bar() -> ProgressBar {
 
 async fn open_engine(db: Option<&str>) -> Result<Engine> {
     let ep = endpoint(db)?;
-    open_engine_with(&ep, load_embedder()?).await
+    open_engine_with(&ep, load_embedder()?, None).await
 }
 
-async fn open_engine_with(ep: &Endpoint, embedder: Arc<dyn Embedder>) -> Result<Engine> {
+/// Opens the memory at `ep` with `embedder`, and with `storage` limits where given
+/// (otherwise the defaults and the environment's).
+async fn open_engine_with(
+    ep: &Endpoint,
+    embedder: Arc<dyn Embedder>,
+    storage: Option<StorageLimits>,
+) -> Result<Engine> {
     let pb = progress_bar();
     let report = |p: Progress| {
         let (msg, done, total) = match p {
@@ -414,7 +420,11 @@ async fn open_engine_with(ep: &Endpoint, embedder: Arc<dyn Embedder>) -> Result<
             pb.set_position(done);
         }
     };
-    let engine = Engine::open(ep, embedder, &report)
+    let options = EngineOptions {
+        storage,
+        ..EngineOptions::default()
+    };
+    let engine = Engine::open_with(ep, embedder, options, &report)
         .await
         .with_context(|| format!("cannot open the memory at {ep}"))?;
     pb.finish_and_clear();
@@ -439,7 +449,13 @@ async fn run(cli: Cli) -> Result<()> {
     // A command the memory's owner can carry out goes through it when another process
     // has the memory open.
     let as_client = served_by_owner(&prepared);
-    let mut engine = match share::open_or_connect(cli.db.as_deref(), as_client).await? {
+    // a restore writes a whole memory: a smaller memtable keeps its peak memory down
+    let storage = matches!(
+        prepared,
+        Prepared::Restore(transfer::RestoreTarget::Backup(..))
+    )
+    .then(StorageLimits::for_restore_from_env);
+    let mut engine = match share::open_or_connect(cli.db.as_deref(), as_client, storage).await? {
         share::Opened::Remote(client) => {
             let memory = Memory::Remote(client);
             return tokio::select! {

@@ -15,7 +15,7 @@ use crate::configure;
 use crate::share::{self, Opened};
 
 pub async fn run(db: Option<&str>) -> Result<()> {
-    let mut engine = match share::open_or_connect(db, true).await? {
+    let mut engine = match share::open_or_connect(db, true, None).await? {
         Opened::Remote(client) => {
             tracing::info!(
                 "the memory is open in {}; serving through it",

@@ -10,7 +10,7 @@ use anyhow::Result;
 use kasten_embed::Embedder;
 use kasten_engine::{Engine, EngineError};
 use kasten_share::{Client, Owner, OwnerInfo};
-use kasten_store::{Endpoint, StoreError};
+use kasten_store::{Endpoint, StorageLimits, StoreError};
 use tokio::sync::Notify;
 
 /// How long a command waits for a memory that another process holds without serving it
@@ -45,7 +45,11 @@ fn is_locked(e: &anyhow::Error) -> bool {
 /// Connects to the memory's owner when `as_client` and one serves it; otherwise opens the
 /// memory here. A memory that is locked but not (yet) served is waited for: its owner is
 /// starting, or stopping and handing over (then this process opens it).
-pub async fn open_or_connect(db: Option<&str>, as_client: bool) -> Result<Opened> {
+pub async fn open_or_connect(
+    db: Option<&str>,
+    as_client: bool,
+    storage: Option<StorageLimits>,
+) -> Result<Opened> {
     let ep = crate::endpoint(db)?;
     let dir = dir(&ep).filter(|_| as_client);
     let deadline = Instant::now() + HANDOVER_WAIT;
@@ -66,7 +70,7 @@ pub async fn open_or_connect(db: Option<&str>, as_client: bool) -> Result<Opened
                 e
             }
         };
-        match crate::open_engine_with(&ep, e).await {
+        match crate::open_engine_with(&ep, e, storage).await {
             Ok(engine) => return Ok(Opened::Local(Box::new(engine))),
             Err(e) if dir.is_some() && is_locked(&e) && Instant::now() < deadline => {
                 tokio::time::sleep(Duration::from_millis(50)).await;

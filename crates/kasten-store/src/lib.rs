@@ -1221,11 +1221,23 @@ impl StorageLimits {
     /// The defaults, with `KASTEN_DB_CACHE_MB` / `KASTEN_DB_MEMTABLE_MB` when set to a
     /// whole number of MiB (anything else is ignored with a warning).
     pub fn from_env() -> Self {
-        Self::from_vars(&|k| std::env::var(k).ok())
+        Self::from_vars(StorageLimits::default(), &|k| std::env::var(k).ok())
     }
 
-    fn from_vars(var: &dyn Fn(&str) -> Option<String>) -> Self {
-        let mut limits = StorageLimits::default();
+    /// The limits for a restore, which writes a whole memory in transactions of at most
+    /// ~4 MiB: a 32 MiB memtable (SurrealKV holds up to two while one is flushed; restoring 100k
+    /// notes peaked ~110 MiB higher with the default, in the same time), or
+    /// what `KASTEN_DB_CACHE_MB` / `KASTEN_DB_MEMTABLE_MB` say.
+    pub fn for_restore_from_env() -> Self {
+        let base = StorageLimits {
+            memtable: 32 << 20,
+            ..StorageLimits::default()
+        };
+        Self::from_vars(base, &|k| std::env::var(k).ok())
+    }
+
+    fn from_vars(base: StorageLimits, var: &dyn Fn(&str) -> Option<String>) -> Self {
+        let mut limits = base;
         let read = |name: &str, min_mb: u64, into: &mut u64| {
             if let Some(v) = var(name) {
                 match v.trim().parse::<u64>() {

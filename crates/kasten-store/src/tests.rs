@@ -346,20 +346,34 @@ fn storage_limits_come_from_the_environment_in_mib() {
         }
     };
     assert_eq!(
-        StorageLimits::from_vars(&vars(&[])),
+        StorageLimits::from_vars(StorageLimits::default(), &vars(&[])),
         StorageLimits::default()
     );
-    let set = StorageLimits::from_vars(&vars(&[
-        ("KASTEN_DB_CACHE_MB", "16"),
-        ("KASTEN_DB_MEMTABLE_MB", " 32 "),
-    ]));
+    let set = StorageLimits::from_vars(
+        StorageLimits::default(),
+        &vars(&[
+            ("KASTEN_DB_CACHE_MB", "16"),
+            ("KASTEN_DB_MEMTABLE_MB", " 32 "),
+        ]),
+    );
     assert_eq!((set.block_cache, set.memtable), (16 << 20, 32 << 20));
     // nonsense and too-small values keep the defaults
-    let bad = StorageLimits::from_vars(&vars(&[
-        ("KASTEN_DB_CACHE_MB", "lots"),
-        ("KASTEN_DB_MEMTABLE_MB", "1"),
-    ]));
+    let bad = StorageLimits::from_vars(
+        StorageLimits::default(),
+        &vars(&[
+            ("KASTEN_DB_CACHE_MB", "lots"),
+            ("KASTEN_DB_MEMTABLE_MB", "1"),
+        ]),
+    );
     assert_eq!(bad, StorageLimits::default());
+    // a restore's base: a smaller memtable, still overridden by the variable
+    let restore = StorageLimits {
+        memtable: 32 << 20,
+        ..StorageLimits::default()
+    };
+    let set = StorageLimits::from_vars(restore, &vars(&[("KASTEN_DB_MEMTABLE_MB", "64")]));
+    assert_eq!((set.block_cache, set.memtable), (16 << 20, 64 << 20));
+    assert_eq!(StorageLimits::from_vars(restore, &vars(&[])), restore);
 }
 
 /// The limits reach SurrealKV: a transaction larger than the memtable is refused (and
