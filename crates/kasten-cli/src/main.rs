@@ -449,12 +449,14 @@ async fn run(cli: Cli) -> Result<()> {
     // A command the memory's owner can carry out goes through it when another process
     // has the memory open.
     let as_client = served_by_owner(&prepared);
-    // a restore writes a whole memory: a smaller memtable keeps its peak memory down
-    let storage = matches!(
+    // a restore or a vault import writes a whole memory in transactions of at most
+    // ~4 MiB: a smaller memtable keeps its peak memory down (not the JSONL import, whose
+    // batches are counted in lines only)
+    let bulk = matches!(
         prepared,
-        Prepared::Restore(transfer::RestoreTarget::Backup(..))
-    )
-    .then(StorageLimits::for_restore_from_env);
+        Prepared::Restore(transfer::RestoreTarget::Backup(..)) | Prepared::ImportPlan(_)
+    );
+    let storage = bulk.then(StorageLimits::for_bulk_writes_from_env);
     let mut engine = match share::open_or_connect(cli.db.as_deref(), as_client, storage).await? {
         share::Opened::Remote(client) => {
             let memory = Memory::Remote(client);

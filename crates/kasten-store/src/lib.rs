@@ -1224,11 +1224,12 @@ impl StorageLimits {
         Self::from_vars(StorageLimits::default(), &|k| std::env::var(k).ok())
     }
 
-    /// The limits for a restore, which writes a whole memory in transactions of at most
-    /// ~4 MiB: a 32 MiB memtable (SurrealKV holds up to two while one is flushed; restoring 100k
-    /// notes peaked ~110 MiB higher with the default, in the same time), or
-    /// what `KASTEN_DB_CACHE_MB` / `KASTEN_DB_MEMTABLE_MB` say.
-    pub fn for_restore_from_env() -> Self {
+    /// The limits for a bulk write of a whole memory (a restore, a vault import), whose
+    /// transactions end at about [`BULK_WRITE_BYTES`]: a 32 MiB memtable (SurrealKV holds
+    /// up to two while one is flushed; restoring 100k notes peaked ~110 MiB higher with
+    /// the default, in the same time), or what `KASTEN_DB_CACHE_MB` /
+    /// `KASTEN_DB_MEMTABLE_MB` say.
+    pub fn for_bulk_writes_from_env() -> Self {
         let base = StorageLimits {
             memtable: 32 << 20,
             ..StorageLimits::default()

@@ -366,7 +366,7 @@ fn storage_limits_come_from_the_environment_in_mib() {
         ]),
     );
     assert_eq!(bad, StorageLimits::default());
-    // a restore's base: a smaller memtable, still overridden by the variable
+    // the base for bulk writes: a smaller memtable, still overridden by the variable
     let restore = StorageLimits {
         memtable: 32 << 20,
         ..StorageLimits::default()
