@@ -147,7 +147,7 @@ fn link_into(links: &mut HashMap<NoteId, Vec<NoteId>>, a: &NoteId, b: &NoteId) {
 }
 
 /// Accepted links are read from the store this many at a time (300k links read at once
-/// were a ~150 MB spike at the end of a restore).
+/// were a ~100 MB spike at the end of a restore).
 const LINK_PAGE: usize = 10_000;
 
 impl Indexes {
