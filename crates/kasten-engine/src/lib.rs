@@ -777,15 +777,10 @@ impl Engine {
         if !stale.is_empty() {
             self.reembed(stale, progress).await?;
         }
+        // a load fills indexes that hold nothing yet (an open, a restore into an empty
+        // memory): the adjacency read is the whole of it
         let (links, _) = self.accepted_adjacency().await?;
-        {
-            let mut ix = self.write_indexes()?;
-            for (a, to) in links {
-                for b in &to {
-                    ix.add_link(&a, b);
-                }
-            }
-        }
+        self.write_indexes()?.links = links;
         self.finish_open().await
     }
 
