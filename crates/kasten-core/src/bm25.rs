@@ -5,7 +5,8 @@
 //! at open (or read back from a snapshot, [`TextIndex::encode`]) and kept in step with
 //! every write.
 
-use std::collections::HashMap;
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, HashMap};
 use std::sync::Mutex;
 
 use crate::NoteId;
@@ -14,6 +15,36 @@ use crate::text::Tokenizer;
 
 const K1: f32 = 1.2;
 const B: f32 = 0.75;
+
+/// A match of a query, ordered best first: a higher score, then a lower slot, is `Less`.
+#[derive(Debug, Clone, Copy)]
+struct Hit {
+    score: f32,
+    slot: u32,
+}
+
+impl Ord for Hit {
+    fn cmp(&self, other: &Self) -> Ordering {
+        other
+            .score
+            .total_cmp(&self.score)
+            .then_with(|| self.slot.cmp(&other.slot))
+    }
+}
+
+impl PartialOrd for Hit {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl PartialEq for Hit {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for Hit {}
 
 #[derive(Debug, Clone)]
 struct Doc {
@@ -207,20 +238,28 @@ impl TextIndex {
                 *a += s;
             }
         }
-        let mut ranked: Vec<(u32, f32)> = touched
-            .into_iter()
-            .map(|slot| (slot, std::mem::take(&mut acc[slot as usize])))
-            .collect();
-        let by_score =
-            |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0));
-        if ranked.len() > k {
-            ranked.select_nth_unstable_by(k - 1, by_score);
-            ranked.truncate(k);
+        // The k best by (score, then slot), in one pass over the matches: a heap of k
+        // whose top is the worst kept, so most matches cost one comparison.
+        let mut best: BinaryHeap<Hit> = BinaryHeap::with_capacity(k.min(touched.len()));
+        for slot in touched {
+            let hit = Hit {
+                score: std::mem::take(&mut acc[slot as usize]),
+                slot,
+            };
+            if best.len() < k {
+                best.push(hit);
+            } else if best.peek().is_some_and(|worst| hit < *worst) {
+                best.pop();
+                best.push(hit);
+            }
         }
-        ranked.sort_by(by_score);
-        ranked
+        best.into_sorted_vec()
             .into_iter()
-            .filter_map(|(slot, s)| self.docs[slot as usize].as_ref().map(|d| (d.id.clone(), s)))
+            .filter_map(|h| {
+                self.docs[h.slot as usize]
+                    .as_ref()
+                    .map(|d| (d.id.clone(), h.score))
+            })
             .collect()
     }
 
