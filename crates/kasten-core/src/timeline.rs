@@ -36,8 +36,8 @@ struct Placed {
 }
 
 /// The notes of one stream in order. Most streams of a vault hold one note (a file is its
-/// own stream), and a `BTreeSet` of one entry allocates a whole node (~640 bytes): ~70 MB
-/// of a 100k-note vault's import.
+/// own stream), and a `BTreeSet` of one entry allocates a whole B-tree node: a 20k-note
+/// vault's timeline took 17.6 MB with sets, 10.5 MB with `One`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Members {
     One(Entry),
