@@ -5,46 +5,16 @@
 //! at open (or read back from a snapshot, [`TextIndex::encode`]) and kept in step with
 //! every write.
 
-use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap};
 use std::sync::Mutex;
 
 use crate::NoteId;
 use crate::snapshot::{self, Decoder, Encoder, SnapshotError};
 use crate::text::Tokenizer;
+use crate::vector::Cand;
 
 const K1: f32 = 1.2;
 const B: f32 = 0.75;
-
-/// A match of a query, ordered best first: a higher score, then a lower slot, is `Less`.
-#[derive(Debug, Clone, Copy)]
-struct Hit {
-    score: f32,
-    slot: u32,
-}
-
-impl Ord for Hit {
-    fn cmp(&self, other: &Self) -> Ordering {
-        other
-            .score
-            .total_cmp(&self.score)
-            .then_with(|| self.slot.cmp(&other.slot))
-    }
-}
-
-impl PartialOrd for Hit {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl PartialEq for Hit {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == Ordering::Equal
-    }
-}
-
-impl Eq for Hit {}
 
 #[derive(Debug, Clone)]
 struct Doc {
@@ -240,11 +210,12 @@ impl TextIndex {
         }
         // The k best by (score, then slot), in one pass over the matches: a heap of k
         // whose top is the worst kept, so most matches cost one comparison.
-        let mut best: BinaryHeap<Hit> = BinaryHeap::with_capacity(k.min(touched.len()));
+        // (`Cand` orders best first: a higher score, then a lower slot, is `Less`.)
+        let mut best: BinaryHeap<Cand> = BinaryHeap::with_capacity(k.min(touched.len()));
         for slot in touched {
-            let hit = Hit {
+            let hit = Cand {
                 score: std::mem::take(&mut acc[slot as usize]),
-                slot,
+                slot: slot as usize,
             };
             if best.len() < k {
                 best.push(hit);
@@ -255,11 +226,7 @@ impl TextIndex {
         }
         best.into_sorted_vec()
             .into_iter()
-            .filter_map(|h| {
-                self.docs[h.slot as usize]
-                    .as_ref()
-                    .map(|d| (d.id.clone(), h.score))
-            })
+            .filter_map(|h| self.docs[h.slot].as_ref().map(|d| (d.id.clone(), h.score)))
             .collect()
     }
 

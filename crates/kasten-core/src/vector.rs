@@ -381,9 +381,9 @@ pub struct VectorIndex {
 
 /// A scored candidate; ordered by score, ties broken by slot for determinism.
 #[derive(Debug, Clone, Copy, PartialEq)]
-struct Cand {
-    score: f32,
-    slot: usize,
+pub(crate) struct Cand {
+    pub(crate) score: f32,
+    pub(crate) slot: usize,
 }
 impl Eq for Cand {}
 impl Ord for Cand {
