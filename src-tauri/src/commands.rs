@@ -581,7 +581,7 @@ pub async fn import_path(
     let summary = state
         .engine()
         .await?
-        .import_notes(&plan.notes, &plan.links, plan.batch, &report)
+        .import_notes(plan.notes, &plan.links, plan.batch, &report)
         .await?;
     state.kick.notify_one();
     let said = |v: &[kasten_core::transfer::Problem]| v.iter().map(ToString::to_string).collect();

@@ -120,7 +120,7 @@ pub async fn import(engine: &Engine, plan: ImportPlan, json: bool) -> Result<()>
         pb.set_position(done);
     };
     let summary = engine
-        .import_notes(&plan.notes, &plan.links, plan.batch, &report)
+        .import_notes(plan.notes, &plan.links, plan.batch, &report)
         .await
         .with_context(|| {
             format!(

@@ -79,6 +79,14 @@ impl TextIndex {
         self.slot_of.contains_key(id)
     }
 
+    /// Room for `additional` more documents.
+    pub fn reserve(&mut self, additional: usize) {
+        let more = additional.saturating_sub(self.free.len());
+        self.docs.reserve_exact(more);
+        self.lens.reserve_exact(more);
+        self.slot_of.reserve(additional);
+    }
+
     /// Indexes (or re-indexes) `text` as the document of `id`.
     pub fn upsert(&mut self, id: NoteId, text: &str) {
         self.remove(&id);

@@ -706,6 +706,16 @@ impl VectorIndex {
         &self.ids
     }
 
+    /// Room for `additional` more vectors (the quantised rows, codes, scales and ids; the
+    /// f32 rows of new vectors go to the spill file in fixed pages).
+    pub fn reserve(&mut self, additional: usize) {
+        self.ids.reserve_exact(additional);
+        self.slot_of.reserve(additional);
+        self.quant.reserve_exact(additional * self.dim);
+        self.codes.reserve_exact(additional * self.words);
+        self.scales.reserve_exact(additional);
+    }
+
     /// Inserts or replaces the vector of `id`.
     pub fn upsert(&mut self, id: NoteId, v: &[f32]) -> Result<(), CoreError> {
         if v.len() != self.dim {

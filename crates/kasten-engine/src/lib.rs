@@ -186,6 +186,12 @@ impl Indexes {
         Ok(())
     }
 
+    /// Room for `additional` more notes in the vector and text indexes.
+    fn reserve(&mut self, additional: usize) {
+        self.vector.reserve(additional);
+        self.text.reserve(additional);
+    }
+
     /// New notes of a bulk write, the active ones (the indexes hold nothing else).
     fn add_new_notes(
         &mut self,

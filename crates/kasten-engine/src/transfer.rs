@@ -123,9 +123,13 @@ impl Engine {
     }
 
     /// Saves imported notes and the links between them, skipping what is already there.
+    ///
+    /// Takes the items: each note's text, annotations and source move into the store as
+    /// its batch is saved, and the items are dropped before the links are written, so an
+    /// import of 100k notes does not hold the whole vault until it ends.
     pub async fn import_notes(
         &self,
-        items: &[ImportNote],
+        mut items: Vec<ImportNote>,
         links: &[ImportLink],
         batch: usize,
         progress: &(dyn Fn(ImportProgress) + Send + Sync),
@@ -214,21 +218,22 @@ impl Engine {
         let (mut embed_ms, mut store_ms) = (0u128, 0u128);
         let model = self.embedder.model_id().to_owned();
         let mut done = 0u64;
-        // each batch is embedded while the store writes the one before it
-        let begin = |chunk: &[usize]| {
+        // each batch is embedded while the store writes the one before it; its items'
+        // texts move into the notes (they are not needed again)
+        let begin = |chunk: &[usize], items: &mut [ImportNote]| {
             let now = Utc::now();
             let notes: Vec<Note> = chunk
                 .iter()
                 .map(|&k| {
-                    let item = &items[k];
+                    let item = &mut items[k];
                     Note {
                         id: ids[k].clone().unwrap_or_else(NoteId::generate),
-                        content: item.note.content.clone(),
+                        content: std::mem::take(&mut item.note.content),
                         created_at: item.note.created_at.unwrap_or(now),
                         updated_at: now,
-                        keywords: item.keywords.clone(),
-                        tags: item.tags.clone(),
-                        context: item.context.clone(),
+                        keywords: std::mem::take(&mut item.keywords),
+                        tags: std::mem::take(&mut item.tags),
+                        context: std::mem::take(&mut item.context),
                         status: if item.archived {
                             NoteStatus::Archived
                         } else {
@@ -239,7 +244,7 @@ impl Engine {
                         } else {
                             EnrichState::Pending { reason: None }
                         },
-                        source: item.note.source.clone(),
+                        source: item.note.source.take(),
                         strength: 1.0,
                         access_count: 0,
                         last_accessed: None,
@@ -261,12 +266,14 @@ impl Engine {
             it.note.content.len() + it.context.len() + it.note.source.as_deref().map_or(0, str::len)
         })
         .into_iter();
-        let mut start = || chunks.next().map(|c| (c, begin(c)));
-        let mut next = start();
+        // room for the batches' notes at once, not by doubling as they come (at 100k notes
+        // a doubling holds the old and the new copy of the vector codes together)
+        self.write_indexes()?.reserve(todo.len());
+        let mut next = chunks.next().map(|c| (c, begin(c, &mut items)));
         while let Some((chunk, (notes, embedding))) = next.take() {
             let (texts, vectors, took) = embedding.wait().await?;
             embed_ms += took.as_millis();
-            next = start();
+            next = chunks.next().map(|c| (c, begin(c, &mut items)));
             let writes: Vec<NoteWrite> = chunk
                 .iter()
                 .zip(&notes)
@@ -298,6 +305,7 @@ impl Engine {
             ms = t0.elapsed().as_millis() as u64,
             "import: notes saved"
         );
+        drop(items);
         // 3. Links between imported notes.
         let id_of = |k: usize| -> Result<NoteId, EngineError> {
             ids.get(k).cloned().flatten().ok_or_else(|| {

@@ -48,7 +48,7 @@ async fn an_import_skips_what_is_there_and_never_reuses_a_taken_id() -> Result<(
         item("alpha note", Some("v/c.md"), None),
     ];
     let s = e
-        .import_notes(&items, &[link(0, 1), link(1, 0)], 1, &|_| {})
+        .import_notes(items.clone(), &[link(0, 1), link(1, 0)], 1, &|_| {})
         .await?;
     assert_eq!((s.created, s.existing, s.links_created), (3, 1, 2));
     assert_eq!(s.ids[0], s.ids[2]);
@@ -57,7 +57,7 @@ async fn an_import_skips_what_is_there_and_never_reuses_a_taken_id() -> Result<(
 
     // again: nothing new, the links are recognised
     let again = e
-        .import_notes(&items, &[link(0, 1), link(1, 0)], 10, &|_| {})
+        .import_notes(items.clone(), &[link(0, 1), link(1, 0)], 10, &|_| {})
         .await?;
     assert_eq!((again.created, again.existing), (0, 4));
     assert_eq!((again.links_created, again.links_existing), (0, 2));
@@ -68,7 +68,7 @@ async fn an_import_skips_what_is_there_and_never_reuses_a_taken_id() -> Result<(
     let taken = s.ids[1].clone();
     let third = e
         .import_notes(
-            &[
+            vec![
                 item("gamma note", None, Some(&free)),
                 item("not the beta note", None, Some(&taken)),
                 item("beta note", Some("elsewhere"), Some(&taken)),
@@ -104,7 +104,9 @@ async fn an_export_imports_into_a_new_memory_as_the_same_notes() -> Result<(), E
     ];
     let mut items = items;
     items[2].archived = true;
-    let s = a.import_notes(&items, &[link(0, 1)], 10, &|_| {}).await?;
+    let s = a
+        .import_notes(items.clone(), &[link(0, 1)], 10, &|_| {})
+        .await?;
     let files = a.export_vault(&[]).await?;
     assert_eq!(files.len(), 3);
     assert!(
@@ -125,7 +127,7 @@ async fn an_export_imports_into_a_new_memory_as_the_same_notes() -> Result<(), E
     assert!(plan.problems.is_empty(), "{:?}", plan.problems);
     let b = open_mem().await;
     let t = b
-        .import_notes(&plan.notes, &plan.links, 10, &|_| {})
+        .import_notes(plan.notes.clone(), &plan.links, 10, &|_| {})
         .await?;
     assert_eq!((t.created, t.links_created), (3, 1));
     for id in &s.ids {
@@ -155,7 +157,7 @@ async fn restore_needs_an_empty_memory_and_rebuilds_the_indexes() -> Result<(), 
     let a = open_mem().await;
     let s = a
         .import_notes(
-            &[
+            vec![
                 item("backup me", Some("x:1"), None),
                 item("and me", Some("x:2"), None),
             ],
@@ -199,7 +201,9 @@ async fn a_backup_file_restores_into_an_equal_searchable_memory() -> Result<(), 
             )
         })
         .collect();
-    let s = a.import_notes(&items, &[link(0, 1)], 7, &|_| {}).await?;
+    let s = a
+        .import_notes(items.clone(), &[link(0, 1)], 7, &|_| {})
+        .await?;
     let dir = tempfile::tempdir().map_err(|e| EngineError::File(e.to_string()))?;
     let path = dir.path().join("b.json");
     let counts = a.backup_to_file(&path, &|_| {}).await?;
@@ -261,7 +265,7 @@ async fn long_notes_import_into_the_smallest_memtable() -> Result<(), EngineErro
             )
         })
         .collect();
-    let s = e.import_notes(&items, &[], 64, &|_| {}).await?;
+    let s = e.import_notes(items.clone(), &[], 64, &|_| {}).await?;
     assert_eq!(s.created, 100);
     assert_eq!(e.count().await?, 100);
     e.close().await;
