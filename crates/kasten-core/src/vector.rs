@@ -867,6 +867,30 @@ impl VectorIndex {
         cands.retain(|c| range(c).1 >= kth);
     }
 
+    /// Keeps in `cands` the `k` with the best lower bounds of their f32 score and returns
+    /// the others (int8 scores, in no order).
+    fn split_surest(&self, bound: &Int8Bound, k: usize, cands: &mut Vec<Cand>) -> Vec<Cand> {
+        if k == 0 || cands.len() <= k {
+            return Vec::new();
+        }
+        let lower = |c: &Cand| bound.range(c.score, self.scales[c.slot]).0;
+        cands.select_nth_unstable_by(k - 1, |a, b| lower(b).total_cmp(&lower(a)));
+        cands.split_off(k)
+    }
+
+    /// Replaces the int8 scores of `cands` by their f32 cosine with `query`, reading the
+    /// rows in slot order (rows near each other are read together); leaves `cands` in
+    /// slot order.
+    fn rescore(&self, query: &[f32], cands: &mut [Cand]) -> Result<(), CoreError> {
+        cands.sort_unstable_by_key(|c| c.slot);
+        let slots: Vec<usize> = cands.iter().map(|c| c.slot).collect();
+        let mut at = 0;
+        self.full.for_slots(&slots, |_, row| {
+            cands[at].score = dot_f32(query, row);
+            at += 1;
+        })
+    }
+
     /// The `k` nearest vectors to `query` by cosine similarity, best first.
     pub fn search(&self, query: &[f32], k: usize) -> Result<Vec<(NoteId, f32)>, CoreError> {
         if query.len() != self.dim {
@@ -895,15 +919,24 @@ impl VectorIndex {
             }
             None => self.scan_all(&q, cap),
         };
-        self.drop_unreachable(&Int8Bound::new(&query, &q, q_scale), k, &mut cands);
-        // rescored in slot order, so rows near each other are read together
-        cands.sort_unstable_by_key(|c| c.slot);
-        let slots: Vec<usize> = cands.iter().map(|c| c.slot).collect();
-        let mut at = 0;
-        self.full.for_slots(&slots, |_, row| {
-            cands[at].score = dot_f32(&query, row);
-            at += 1;
-        })?;
+        let bound = Int8Bound::new(&query, &q, q_scale);
+        self.drop_unreachable(&bound, k, &mut cands);
+        // The `k` candidates surest to win (best lower bounds) are rescored first: the
+        // least of their f32 scores is a cut at least as high as the `k`-th best lower
+        // bound, and another candidate's row is read only if its upper bound reaches it
+        // (one below it has `k` rows surely above it). On 100k MiniLM vectors this reads
+        // 47 rows instead of 69 for the 30 best, 16.5 instead of 26 for the 10 best.
+        let rest = self.split_surest(&bound, k, &mut cands);
+        self.rescore(&query, &mut cands)?;
+        if !rest.is_empty() {
+            let cut = cands.iter().map(|c| c.score).fold(f32::INFINITY, f32::min);
+            let mut reachable: Vec<Cand> = rest
+                .into_iter()
+                .filter(|c| bound.range(c.score, self.scales[c.slot]).1 >= cut)
+                .collect();
+            self.rescore(&query, &mut reachable)?;
+            cands.extend(reachable);
+        }
         cands.sort_by(|a, b| {
             b.score
                 .total_cmp(&a.score)
