@@ -3,7 +3,8 @@
 
 /// jemalloc rather than the system allocator: glibc's malloc held ~30 % more of a
 /// 100k-note restore (0.97–1.06 GB peak against 0.73 GB; "Memory: what holds the RSS" in
-/// docs/BENCHMARKS.md).
+/// docs/BENCHMARKS.md). It also serves C and C++ `malloc` (ONNX Runtime's, the web
+/// view's): see the `tikv-jemallocator` features in the root Cargo.toml.
 #[cfg(not(target_os = "windows"))]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
