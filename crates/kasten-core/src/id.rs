@@ -1,6 +1,12 @@
 //! Ids are newtypes over strings so they cannot be mixed up.
+//!
+//! An id's text is shared, not copied, by its clones (`Arc<str>`): the indexes hold a
+//! note's id in several maps (vector, text and time indexes, links), and a 100k-note
+//! memory held ~390 bytes of id copies per note as `String`s (seven of 24 + 32 bytes),
+//! ~160 as shared text (seven pointers of 16 bytes and one 48-byte allocation).
 
 use std::fmt;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -18,19 +24,19 @@ macro_rules! id_type {
         $(#[$m])*
         #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
         #[serde(try_from = "String", into = "String")]
-        pub struct $name(String);
+        pub struct $name(Arc<str>);
 
         impl $name {
             /// A new, time-ordered id (ULID).
             pub fn generate() -> Self {
-                Self(ulid::Ulid::new().to_string())
+                Self(Arc::from(ulid::Ulid::new().to_string()))
             }
 
             /// Parses an id given by a user or read back from storage.
             pub fn parse(s: &str) -> Result<Self, CoreError> {
                 let s = s.trim();
                 if valid_key(s) {
-                    Ok(Self(s.to_owned()))
+                    Ok(Self(Arc::from(s)))
                 } else {
                     Err(CoreError::InvalidId(s.chars().take(80).collect()))
                 }
@@ -56,7 +62,7 @@ macro_rules! id_type {
 
         impl From<$name> for String {
             fn from(id: $name) -> String {
-                id.0
+                id.0.as_ref().to_owned()
             }
         }
     };
