@@ -16,6 +16,35 @@ use crate::vector::Cand;
 const K1: f32 = 1.2;
 const B: f32 = 0.75;
 
+/// Document lengths below this have the weight of a single occurrence looked up, not
+/// computed, in a query (most postings are one occurrence in a short note).
+const ONCE_TABLE: usize = 256;
+
+/// BM25's term-frequency weight for a given average document length, with the length
+/// normalisation's constants worked out once per query: `f·(k1+1) / (f + c1 + c2·len)`,
+/// where `c1 = k1·(1−b)` and `c2 = k1·b / avg` (one division per posting instead of two).
+struct LengthNorm {
+    c1: f32,
+    c2: f32,
+}
+
+impl LengthNorm {
+    fn new(avg_len: f32) -> Self {
+        LengthNorm {
+            c1: K1 * (1.0 - B),
+            c2: K1 * B / avg_len.max(1.0),
+        }
+    }
+
+    /// The weight of `f` occurrences in a document of `len` terms (multiplied by the
+    /// term's idf for its score).
+    #[inline]
+    fn weight(&self, f: u32, len: u32) -> f32 {
+        let f = f as f32;
+        f * (K1 + 1.0) / (f + self.c1 + self.c2 * len as f32)
+    }
+}
+
 #[derive(Debug, Clone)]
 struct Doc {
     id: NoteId,
@@ -186,7 +215,13 @@ impl TextIndex {
             .collect();
         terms.sort_unstable();
         terms.dedup();
-        let avg = self.total_len as f32 / n as f32;
+        let norm = LengthNorm::new(self.total_len as f32 / n as f32);
+        // the weight of one occurrence by document length, for the usual posting (a term
+        // once in a note of fewer than `ONCE_TABLE` terms): a table lookup, not a division
+        let mut once = [0f32; ONCE_TABLE];
+        for (len, w) in once.iter_mut().enumerate() {
+            *w = norm.weight(1, len as u32);
+        }
         // Term at a time into a dense accumulator (one f32 per doc slot), in term id order
         // as before, so every sum is the same; `touched` lists the docs that matched.
         let mut owned = Vec::new();
@@ -206,9 +241,12 @@ impl TextIndex {
             let df = p.len() as f32;
             let idf = (1.0 + (n as f32 - df + 0.5) / (df + 0.5)).ln();
             for &(slot, f) in p {
-                let len = self.lens[slot as usize] as f32;
-                let f = f as f32;
-                let s = idf * f * (K1 + 1.0) / (f + K1 * (1.0 - B + B * len / avg.max(1.0)));
+                let len = self.lens[slot as usize];
+                let w = match once.get(len as usize) {
+                    Some(&w) if f == 1 => w,
+                    _ => norm.weight(f, len),
+                };
+                let s = idf * w;
                 let a = &mut acc[slot as usize];
                 if *a == 0.0 {
                     touched.push(slot);
@@ -484,17 +522,15 @@ mod tests {
             .collect();
         terms.sort_unstable();
         terms.dedup();
-        let avg = ix.total_len as f32 / n.max(1) as f32;
+        let norm = LengthNorm::new(ix.total_len as f32 / n.max(1) as f32);
         let mut scores: HashMap<u32, f32> = HashMap::new();
         for tid in terms {
             let p = &ix.postings[tid as usize];
             let df = p.len() as f32;
             let idf = (1.0 + (n as f32 - df + 0.5) / (df + 0.5)).ln();
             for &(slot, f) in p {
-                let len = ix.docs[slot as usize].as_ref().map_or(0, |d| d.len) as f32;
-                let f = f as f32;
-                let s = idf * f * (K1 + 1.0) / (f + K1 * (1.0 - B + B * len / avg.max(1.0)));
-                *scores.entry(slot).or_insert(0.0) += s;
+                let len = ix.docs[slot as usize].as_ref().map_or(0, |d| d.len);
+                *scores.entry(slot).or_insert(0.0) += idf * norm.weight(f, len);
             }
         }
         let mut ranked: Vec<(u32, f32)> = scores.into_iter().collect();
@@ -504,6 +540,24 @@ mod tests {
             .into_iter()
             .filter_map(|(slot, s)| ix.docs[slot as usize].as_ref().map(|d| (d.id.clone(), s)))
             .collect()
+    }
+
+    #[test]
+    fn the_worked_out_weight_is_okapi_bm25s() {
+        for avg in [0.5f32, 1.0, 7.3, 40.0, 900.0] {
+            let norm = LengthNorm::new(avg);
+            for f in [1u32, 2, 3, 17, 400] {
+                for len in [0u32, 1, 5, 12, 255, 256, 3000, 70_000] {
+                    let (ff, l) = (f as f32, len as f32);
+                    let textbook = ff * (K1 + 1.0) / (ff + K1 * (1.0 - B + B * l / avg.max(1.0)));
+                    let w = norm.weight(f, len);
+                    assert!(
+                        (w - textbook).abs() <= 1e-5 * textbook,
+                        "f={f} len={len} avg={avg}: {w} vs {textbook}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]
@@ -547,6 +601,10 @@ mod tests {
         }
         for i in 600..700 {
             ix.upsert(id(&format!("d{i}")), &doc(i));
+        }
+        // long notes too (their weights are computed, not looked up)
+        for i in 700..720 {
+            ix.upsert(id(&format!("d{i}")), &vec![doc(i); 60 + i % 5].join(" "));
         }
         check(&ix);
     }
