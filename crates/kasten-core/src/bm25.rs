@@ -9,7 +9,7 @@ use std::collections::{BinaryHeap, HashMap};
 use std::sync::Mutex;
 
 use crate::NoteId;
-use crate::snapshot::{self, Decoder, Encoder, SnapshotError};
+use crate::snapshot::{self, Decoder, Drain, Encoder, SnapshotError};
 use crate::text::Tokenizer;
 use crate::vector::Cand;
 
@@ -324,6 +324,11 @@ impl TextIndex {
     /// Writes the index (terms in id order with their postings, documents by slot, free
     /// slots) for [`TextIndex::decode`].
     pub fn encode(&self, e: &mut Encoder) {
+        let _ = self.encode_drained::<std::convert::Infallible>(e, &mut |_| Ok(()));
+    }
+
+    /// [`TextIndex::encode`] handing the bytes to `drain` as they pile up.
+    pub fn encode_drained<E>(&self, e: &mut Encoder, drain: Drain<'_, E>) -> Result<(), E> {
         let mut terms: Vec<&str> = vec![""; self.term_ids.len()];
         for (t, &tid) in &self.term_ids {
             if let Some(slot) = terms.get_mut(tid as usize) {
@@ -338,6 +343,7 @@ impl TextIndex {
                 e.u32(slot);
                 e.u32(f);
             }
+            e.drain_if_full(&mut *drain)?;
         }
         e.len32(self.docs.len());
         for doc in &self.docs {
@@ -349,11 +355,13 @@ impl TextIndex {
                 }
                 None => e.u8(0),
             }
+            e.drain_if_full(&mut *drain)?;
         }
         e.len32(self.free.len());
         for &s in &self.free {
             e.u32(s);
         }
+        e.drain_if_full(drain)
     }
 
     /// Reads an index written by [`TextIndex::encode`]: the same term ids, slots and
@@ -669,6 +677,32 @@ mod tests {
         let mut e = Encoder::new();
         ix.encode(&mut e);
         e.into_bytes()
+    }
+
+    #[test]
+    fn an_index_written_in_pieces_is_the_same_bytes() {
+        let ix = churned();
+        for at in [1, 7, 300] {
+            let mut e = Encoder::new().draining_at(at);
+            let (mut out, mut drains) = (Vec::new(), 0);
+            let mut drain = |e: &mut Encoder| {
+                assert!(e.len() >= at);
+                out.extend_from_slice(e.as_bytes());
+                e.clear();
+                drains += 1;
+                Ok::<(), ()>(())
+            };
+            assert!(ix.encode_drained(&mut e, &mut drain).is_ok());
+            out.extend_from_slice(e.as_bytes());
+            assert_eq!(out, encoded(&ix), "draining at {at}");
+            assert!(drains > 1);
+        }
+        // a drain that fails stops the writing with its error
+        let mut e = Encoder::new().draining_at(10);
+        assert_eq!(
+            ix.encode_drained(&mut e, &mut |_| Err("disk full")),
+            Err("disk full")
+        );
     }
 
     #[test]

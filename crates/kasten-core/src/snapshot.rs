@@ -24,10 +24,26 @@ pub(crate) fn invalid(msg: impl Into<String>) -> SnapshotError {
     SnapshotError::Invalid(msg.into())
 }
 
+/// A streaming encoder's bytes go out at this size unless it is told otherwise
+/// ([`Encoder::draining_at`]): a `drain` (see [`Encoder::drain_if_full`]) takes them
+/// once the buffer holds this much.
+pub const STREAM_BYTES: usize = 1 << 20;
+
+/// Takes an encoder's bytes (and clears it): where a streaming encode writes to.
+pub type Drain<'a, E> = &'a mut dyn FnMut(&mut Encoder) -> Result<(), E>;
+
 /// Appends little-endian values to a byte buffer.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Encoder {
     buf: Vec<u8>,
+    /// [`Encoder::drain_if_full`] drains from this many bytes on.
+    drain_at: usize,
+}
+
+impl Default for Encoder {
+    fn default() -> Self {
+        Self::with_capacity(0)
+    }
 }
 
 impl Encoder {
@@ -38,7 +54,14 @@ impl Encoder {
     pub fn with_capacity(n: usize) -> Self {
         Self {
             buf: Vec::with_capacity(n),
+            drain_at: STREAM_BYTES,
         }
+    }
+
+    /// Drains at `n` bytes instead of [`STREAM_BYTES`] (at least one byte).
+    pub fn draining_at(mut self, n: usize) -> Self {
+        self.drain_at = n.max(1);
+        self
     }
 
     pub fn into_bytes(self) -> Vec<u8> {
@@ -113,6 +136,45 @@ impl Encoder {
         for x in xs {
             self.buf.extend_from_slice(&x.to_le_bytes());
         }
+    }
+
+    /// Hands what was written to `drain` once it is [`STREAM_BYTES`] or more (or what
+    /// [`Encoder::draining_at`] set; an index
+    /// calls this between its records, so a large index is written in pieces and never
+    /// held whole in the buffer).
+    pub fn drain_if_full<E>(&mut self, drain: Drain<'_, E>) -> Result<(), E> {
+        if self.buf.len() >= self.drain_at {
+            drain(self)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// [`Encoder::f32s`] in pieces, drained between them.
+    pub fn f32s_drained<E>(&mut self, xs: &[f32], drain: Drain<'_, E>) -> Result<(), E> {
+        for piece in xs.chunks((self.drain_at / 4).max(1)) {
+            self.f32s(piece);
+            self.drain_if_full(&mut *drain)?;
+        }
+        Ok(())
+    }
+
+    /// [`Encoder::i8s`] in pieces, drained between them.
+    pub fn i8s_drained<E>(&mut self, xs: &[i8], drain: Drain<'_, E>) -> Result<(), E> {
+        for piece in xs.chunks(self.drain_at) {
+            self.i8s(piece);
+            self.drain_if_full(&mut *drain)?;
+        }
+        Ok(())
+    }
+
+    /// [`Encoder::u64s`] in pieces, drained between them.
+    pub fn u64s_drained<E>(&mut self, xs: &[u64], drain: Drain<'_, E>) -> Result<(), E> {
+        for piece in xs.chunks((self.drain_at / 8).max(1)) {
+            self.u64s(piece);
+            self.drain_if_full(&mut *drain)?;
+        }
+        Ok(())
     }
 }
 

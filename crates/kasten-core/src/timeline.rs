@@ -18,7 +18,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 
 use crate::NoteId;
-use crate::snapshot::{self, Decoder, Encoder, SnapshotError};
+use crate::snapshot::{self, Decoder, Drain, Encoder, SnapshotError};
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 struct Entry {
@@ -179,6 +179,11 @@ impl Timeline {
 
     /// Writes every note (time, stream, position) in time order for [`Timeline::decode`].
     pub fn encode(&self, e: &mut Encoder) {
+        let _ = self.encode_drained::<std::convert::Infallible>(e, &mut |_| Ok(()));
+    }
+
+    /// [`Timeline::encode`] handing the bytes to `drain` as they pile up.
+    pub fn encode_drained<E>(&self, e: &mut Encoder, drain: Drain<'_, E>) -> Result<(), E> {
         e.len32(self.notes.len());
         for (&time_ms, ids) in &self.by_time {
             for id in ids {
@@ -192,8 +197,10 @@ impl Timeline {
                     }
                     None => e.u8(0),
                 }
+                e.drain_if_full(&mut *drain)?;
             }
         }
+        Ok(())
     }
 
     /// Reads a timeline written by [`Timeline::encode`].

@@ -47,7 +47,7 @@ use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap};
 use std::sync::Arc;
 
-use crate::snapshot::{self, Decoder, Encoder, SnapshotError};
+use crate::snapshot::{self, Decoder, Drain, Encoder, SnapshotError};
 use crate::{CoreError, NoteId};
 
 /// Above this many vectors an exact int8 scan is split across threads.
@@ -1014,14 +1014,21 @@ impl VectorIndex {
     /// so that a reader can leave them where they are. Thread count and prefilter are not
     /// stored.
     pub fn encode(&self, e: &mut Encoder) {
+        let _ = self.encode_drained::<std::convert::Infallible>(e, &mut |_| Ok(()));
+    }
+
+    /// [`VectorIndex::encode`] handing the bytes to `drain` as they pile up (a 100k-note
+    /// index is ~45 MB, which a writer need not hold at once).
+    pub fn encode_drained<E>(&self, e: &mut Encoder, drain: Drain<'_, E>) -> Result<(), E> {
         e.len32(self.dim);
         e.len32(self.ids.len());
         for id in &self.ids {
             e.id(id);
+            e.drain_if_full(&mut *drain)?;
         }
-        e.i8s(&self.quant);
-        e.f32s(&self.scales);
-        e.u64s(&self.codes);
+        e.i8s_drained(&self.quant, &mut *drain)?;
+        e.f32s_drained(&self.scales, &mut *drain)?;
+        e.u64s_drained(&self.codes, drain)
     }
 
     /// Writes the f32 rows in slot order ([`row_bytes`](VectorIndex::row_bytes) bytes),
@@ -1507,6 +1514,21 @@ mod tests {
         }
         for i in (1..600).step_by(5) {
             assert!(ix.upsert(id(i), &rand_vec(&mut rng, d)).is_ok());
+        }
+        // written in pieces (as the engine writes a snapshot), the same bytes
+        let mut whole = Encoder::new();
+        ix.encode(&mut whole);
+        for at in [1, 100, 4096] {
+            let mut e = Encoder::new().draining_at(at);
+            let mut out = Vec::new();
+            let drained = ix.encode_drained(&mut e, &mut |e: &mut Encoder| {
+                out.extend_from_slice(e.as_bytes());
+                e.clear();
+                Ok::<(), ()>(())
+            });
+            assert!(drained.is_ok());
+            out.extend_from_slice(e.as_bytes());
+            assert_eq!(out, whole.as_bytes(), "draining at {at}");
         }
         let (back, _) = reloaded(&ix);
         assert_eq!(back.len(), ix.len());

@@ -163,12 +163,17 @@ pub(crate) fn write_temp(
             crc: crc32fast::Hasher::new(),
             len: 0,
         };
-        let mut e = Encoder::with_capacity(FLUSH_BYTES);
-        ix.vector.encode(&mut e);
+        let mut e = Encoder::with_capacity(2 * FLUSH_BYTES).draining_at(FLUSH_BYTES);
+        // each index hands over its bytes as they pile up: the buffer stays ~1 MB
+        // (encoded whole, a 100k-note vector index was a 45 MB buffer grown by doubling,
+        // a spike at the end of a vault import)
+        ix.vector
+            .encode_drained(&mut e, &mut |e| payload.flush(e))?;
         payload.flush(&mut e)?;
-        ix.text.encode(&mut e);
+        ix.text.encode_drained(&mut e, &mut |e| payload.flush(e))?;
         payload.flush(&mut e)?;
-        ix.timeline.encode(&mut e);
+        ix.timeline
+            .encode_drained(&mut e, &mut |e| payload.flush(e))?;
         payload.flush(&mut e)?;
         e.len32(ix.links.len());
         for (from, to) in &ix.links {
