@@ -125,9 +125,9 @@ impl FastEmbedder {
             // for the life of the session, on top of what the allocator keeps. Without
             // it, in a process of its own on jemalloc, embedding 4,096 short texts ends at
             // 167 MB RSS instead of 244 (docs/BENCHMARKS.md, "The embedder's memory").
-            .with_execution_providers(vec![ort::ep::CPU::default()
-                .with_arena_allocator(false)
-                .build()]);
+            .with_execution_providers(vec![
+                ort::ep::CPU::default().with_arena_allocator(false).build(),
+            ]);
         let mut te = TextEmbedding::try_new_from_user_defined(model, opts)
             .map_err(|e| EmbedError::Model(e.to_string()))?;
         // One probe tells the dimension (and proves the model runs) before anything is stored.
