@@ -139,9 +139,8 @@ impl Encoder {
     }
 
     /// Hands what was written to `drain` once it is [`STREAM_BYTES`] or more (or what
-    /// [`Encoder::draining_at`] set; an index
-    /// calls this between its records, so a large index is written in pieces and never
-    /// held whole in the buffer).
+    /// [`Encoder::draining_at`] set). An index calls this between its records, so a
+    /// large index is written in pieces and never held whole in the buffer.
     pub fn drain_if_full<E>(&mut self, drain: Drain<'_, E>) -> Result<(), E> {
         if self.buf.len() >= self.drain_at {
             drain(self)
@@ -150,31 +149,35 @@ impl Encoder {
         }
     }
 
-    /// [`Encoder::f32s`] in pieces, drained between them.
-    pub fn f32s_drained<E>(&mut self, xs: &[f32], drain: Drain<'_, E>) -> Result<(), E> {
-        for piece in xs.chunks((self.drain_at / 4).max(1)) {
-            self.f32s(piece);
+    /// `xs` written by `write` in pieces of about the drain size (`size` bytes an
+    /// element), drained between them.
+    fn pieces_drained<T, E>(
+        &mut self,
+        xs: &[T],
+        size: usize,
+        write: fn(&mut Encoder, &[T]),
+        drain: Drain<'_, E>,
+    ) -> Result<(), E> {
+        for piece in xs.chunks((self.drain_at / size).max(1)) {
+            write(self, piece);
             self.drain_if_full(&mut *drain)?;
         }
         Ok(())
+    }
+
+    /// [`Encoder::f32s`] in pieces, drained between them.
+    pub fn f32s_drained<E>(&mut self, xs: &[f32], drain: Drain<'_, E>) -> Result<(), E> {
+        self.pieces_drained(xs, 4, Encoder::f32s, drain)
     }
 
     /// [`Encoder::i8s`] in pieces, drained between them.
     pub fn i8s_drained<E>(&mut self, xs: &[i8], drain: Drain<'_, E>) -> Result<(), E> {
-        for piece in xs.chunks(self.drain_at) {
-            self.i8s(piece);
-            self.drain_if_full(&mut *drain)?;
-        }
-        Ok(())
+        self.pieces_drained(xs, 1, Encoder::i8s, drain)
     }
 
     /// [`Encoder::u64s`] in pieces, drained between them.
     pub fn u64s_drained<E>(&mut self, xs: &[u64], drain: Drain<'_, E>) -> Result<(), E> {
-        for piece in xs.chunks((self.drain_at / 8).max(1)) {
-            self.u64s(piece);
-            self.drain_if_full(&mut *drain)?;
-        }
-        Ok(())
+        self.pieces_drained(xs, 8, Encoder::u64s, drain)
     }
 }
 
