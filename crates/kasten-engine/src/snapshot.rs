@@ -164,29 +164,25 @@ pub(crate) fn write_temp(
             len: 0,
         };
         let mut e = Encoder::with_capacity(2 * FLUSH_BYTES).draining_at(FLUSH_BYTES);
-        // each index hands over its bytes as they pile up: the buffer stays ~1 MB
-        // (encoded whole, a 100k-note vector index was a 45 MB buffer grown by doubling,
-        // a spike at the end of a vault import)
-        ix.vector
-            .encode_drained(&mut e, &mut |e| payload.flush(e))?;
-        payload.flush(&mut e)?;
-        ix.text.encode_drained(&mut e, &mut |e| payload.flush(e))?;
-        payload.flush(&mut e)?;
-        ix.timeline
-            .encode_drained(&mut e, &mut |e| payload.flush(e))?;
-        payload.flush(&mut e)?;
-        e.len32(ix.links.len());
-        for (from, to) in &ix.links {
-            e.id(from);
-            e.len32(to.len());
-            for t in to {
-                e.id(t);
+        {
+            // every section hands over its bytes as they pile up, the indexes too: the
+            // buffer stays ~1 MB (encoded whole, a 100k-note vector index was a 45 MB
+            // buffer grown by doubling, a spike at the end of a vault import)
+            let mut drain = |e: &mut Encoder| payload.flush(e);
+            ix.vector.encode_drained(&mut e, &mut drain)?;
+            ix.text.encode_drained(&mut e, &mut drain)?;
+            ix.timeline.encode_drained(&mut e, &mut drain)?;
+            e.len32(ix.links.len());
+            for (from, to) in &ix.links {
+                e.id(from);
+                e.len32(to.len());
+                for t in to {
+                    e.id(t);
+                }
+                e.drain_if_full(&mut drain)?;
             }
-            if e.len() >= FLUSH_BYTES {
-                payload.flush(&mut e)?;
-            }
+            drain(&mut e)?;
         }
-        payload.flush(&mut e)?;
         let payload = (payload.len, payload.crc.finalize());
         drop(e);
 
