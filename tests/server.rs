@@ -47,7 +47,9 @@ fn server_bin() -> PathBuf {
         candidates.push(PathBuf::from(t).join("debug").join(SERVER_NAME));
     }
     candidates.push(
-        Path::new(env!("CARGO_MANIFEST_DIR"))
+        std::env::var_os("CARGO_MANIFEST_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
             .join("../target/debug")
             .join(SERVER_NAME),
     );
