@@ -14,17 +14,8 @@ use std::path::{Path, PathBuf};
 #[path = "../fuzz/checks.rs"]
 mod checks;
 
-/// This package's directory in the checkout being tested: cargo sets `CARGO_MANIFEST_DIR`
-/// for the test process too, and that value follows the checkout, where the one compiled in
-/// can name another clone that shared the target directory (cargo reuses the build then).
-fn manifest_dir() -> PathBuf {
-    std::env::var_os("CARGO_MANIFEST_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
-}
-
 fn fuzz_dir() -> PathBuf {
-    manifest_dir().join("../fuzz")
+    kasten_tests::tests_dir().join("../fuzz")
 }
 
 fn files(dir: &Path) -> Vec<PathBuf> {

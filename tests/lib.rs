@@ -9,6 +9,16 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
+/// This package's directory (`tests/`) in the checkout being tested: cargo sets
+/// `CARGO_MANIFEST_DIR` for the test process too, and that value follows the checkout,
+/// where the one compiled in can name another clone that shared the target directory
+/// (cargo reuses the build then).
+pub fn tests_dir() -> PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
+}
+
 /// Path of the `kasten` binary under test.
 pub fn kasten_bin() -> PathBuf {
     if let Some(p) = std::env::var_os("KASTEN_BIN") {

@@ -47,9 +47,7 @@ fn server_bin() -> PathBuf {
         candidates.push(PathBuf::from(t).join("debug").join(SERVER_NAME));
     }
     candidates.push(
-        std::env::var_os("CARGO_MANIFEST_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
+        kasten_tests::tests_dir()
             .join("../target/debug")
             .join(SERVER_NAME),
     );

@@ -113,12 +113,7 @@ fn the_cli_listens_on_no_tcp_port_while_it_works() {
 
 #[test]
 fn the_csp_forbids_remote_scripts() {
-    // the checkout being tested (cargo sets this for the test process; the value compiled
-    // in can name another clone that shared the target directory)
-    let root = std::env::var_os("CARGO_MANIFEST_DIR")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).to_path_buf())
-        .join("..");
+    let root = kasten_tests::tests_dir().join("..");
     let text = std::fs::read_to_string(root.join("tauri.conf.json"))
         .unwrap_or_else(|e| panic!("tauri.conf.json: {e}"));
     let conf: serde_json::Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}"));
