@@ -50,6 +50,15 @@ use std::sync::Arc;
 use crate::snapshot::{self, Decoder, Drain, Encoder, SnapshotError};
 use crate::{CoreError, NoteId};
 
+mod lists;
+
+/// From this many vectors on, the prefilter reads the codes of the nearest clusters
+/// only (see `lists`); the lists are kept from half as many.
+const LISTS_MIN: usize = 50_000;
+
+/// The share of all codes (1 / this) the prefilter reads when it reads lists.
+const LISTS_SCAN_FRACTION: usize = 8;
+
 /// Above this many vectors an exact int8 scan is split across threads.
 const PARALLEL_MIN: usize = 32_768;
 
@@ -377,6 +386,10 @@ pub struct VectorIndex {
     codes: Vec<u64>,
     threads: usize,
     prefilter: Option<Prefilter>,
+    /// The codes by cluster, kept from `lists_min / 2` vectors on.
+    lists: Option<lists::Lists>,
+    /// From this many vectors on, the prefilter reads `lists`.
+    lists_min: usize,
 }
 
 /// A scored candidate; ordered by score, ties broken by slot for determinism.
@@ -647,12 +660,41 @@ impl VectorIndex {
             codes: Vec::new(),
             threads,
             prefilter: Some(Prefilter::default()),
+            lists: None,
+            lists_min: LISTS_MIN,
         }
     }
 
     /// Limits the threads one exact int8 scan may use (1 = single-threaded).
     pub fn set_threads(&mut self, n: usize) {
         self.threads = n.max(1);
+    }
+
+    /// From how many vectors on the prefilter reads only the codes of the clusters
+    /// nearest the query (`usize::MAX`: never; the default is 50,000).
+    pub fn set_lists_min(&mut self, n: usize) {
+        self.lists_min = n.max(1);
+        self.lists = None;
+        self.refresh_lists();
+    }
+
+    /// Builds, drops or retrains the lists as the number of vectors asks: built at
+    /// `lists_min`, dropped below half of it, trained again when the index has doubled.
+    fn refresh_lists(&mut self) {
+        let n = self.ids.len();
+        let build = match &self.lists {
+            None => n >= self.lists_min,
+            Some(l) => {
+                if n < self.lists_min / 2 {
+                    self.lists = None;
+                    return;
+                }
+                n >= 2 * l.trained_at().max(1)
+            }
+        };
+        if build {
+            self.lists = Some(lists::Lists::build(&self.codes, self.words));
+        }
     }
 
     /// Sets (or, with `None`, turns off) the sign-code prefilter.
@@ -693,7 +735,11 @@ impl VectorIndex {
     /// Bytes the vectors hold in RAM (the dominant part of the index's memory); f32 rows
     /// left in a snapshot file ([`VectorIndex::decode`]) are not counted.
     pub fn memory_bytes(&self) -> usize {
-        self.full.heap_bytes() + self.quant.len() + self.scales.len() * 4 + self.codes.len() * 8
+        self.full.heap_bytes()
+            + self.quant.len()
+            + self.scales.len() * 4
+            + self.codes.len() * 8
+            + self.lists.as_ref().map_or(0, lists::Lists::heap_bytes)
     }
 
     /// Bytes of the f32 rows (what [`VectorIndex::encode_rows`] writes).
@@ -725,10 +771,10 @@ impl VectorIndex {
             });
         }
         let v = normalized(v)?;
-        let slot = match self.slot_of.get(&id) {
+        let (slot, new) = match self.slot_of.get(&id) {
             Some(&s) => {
                 self.full.set(s, &v);
-                s
+                (s, false)
             }
             None => {
                 let s = self.ids.len();
@@ -738,13 +784,24 @@ impl VectorIndex {
                 self.quant.resize(self.quant.len() + self.dim, 0);
                 self.codes.resize(self.codes.len() + self.words, 0);
                 self.scales.push(0.0);
-                s
+                (s, true)
             }
         };
         let range = slot * self.dim..(slot + 1) * self.dim;
         self.scales[slot] = quantize(&v, &mut self.quant[range]);
         let w = self.words;
-        sign_code(&v, &mut self.codes[slot * w..(slot + 1) * w]);
+        let code = &mut self.codes[slot * w..(slot + 1) * w];
+        sign_code(&v, code);
+        if let Some(l) = &mut self.lists {
+            if new {
+                l.push(code);
+            } else {
+                l.set(slot, code);
+            }
+        }
+        if new {
+            self.refresh_lists();
+        }
         Ok(())
     }
 
@@ -756,6 +813,9 @@ impl VectorIndex {
         let last = self.ids.len() - 1;
         let (d, w) = (self.dim, self.words);
         self.full.swap_remove(slot, last + 1);
+        if let Some(l) = &mut self.lists {
+            l.swap_remove(slot);
+        }
         if slot != last {
             let moved = self.ids[last].clone();
             self.quant.copy_within(last * d..(last + 1) * d, slot * d);
@@ -768,6 +828,7 @@ impl VectorIndex {
         self.quant.truncate(last * d);
         self.codes.truncate(last * w);
         self.scales.pop();
+        self.refresh_lists();
         true
     }
 
@@ -814,6 +875,15 @@ impl VectorIndex {
     fn prefilter_slots(&self, query: &[f32], want: usize) -> Vec<u32> {
         let mut qc = vec![0u64; self.words];
         sign_code(query, &mut qc);
+        let n = self.ids.len();
+        if let Some(lists) = self.lists.as_ref().filter(|_| n >= self.lists_min) {
+            let min_scan = (n / LISTS_SCAN_FRACTION).max(2 * want);
+            let near = lists.near(&qc, min_scan);
+            let mut slots = pick_nearest(near.iter().copied(), want);
+            // in slot order, as the full pass gives them: the int8 scan reads rows in order
+            slots.sort_unstable();
+            return slots;
+        }
         match self.words {
             6 => nearest_codes_sampled::<6>(&self.codes, &qc, want),
             12 => nearest_codes_sampled::<12>(&self.codes, &qc, want),
@@ -1067,6 +1137,7 @@ impl VectorIndex {
         ix.quant = d.i8s(cells)?;
         ix.scales = d.f32s(n)?;
         ix.codes = d.u64s(n * ix.words)?;
+        ix.refresh_lists();
         Ok(ix)
     }
 }
@@ -1364,6 +1435,99 @@ mod tests {
             let hits = ix.search(&v, 1).unwrap_or_default();
             assert_eq!(hits[0].0, id(i));
         }
+    }
+
+    /// The index's lists hold every slot once, with its code, through inserts,
+    /// replacements and removals, across a retraining and after a snapshot load.
+    fn assert_lists_consistent(ix: &VectorIndex) {
+        match &ix.lists {
+            Some(l) => l.assert_consistent(&ix.codes),
+            None => panic!("no lists at {} vectors", ix.len()),
+        }
+    }
+
+    #[test]
+    fn the_lists_keep_every_code_through_churn() {
+        let mut rng = StdRng::seed_from_u64(21);
+        let d = 96;
+        let mut ix = VectorIndex::new(d);
+        ix.set_lists_min(1000);
+        for i in 0..999 {
+            assert!(ix.upsert(id(i), &rand_vec(&mut rng, d)).is_ok());
+        }
+        assert!(ix.lists.is_none(), "no lists below the threshold");
+        assert!(ix.upsert(id(999), &rand_vec(&mut rng, d)).is_ok());
+        assert_lists_consistent(&ix);
+        assert!(ix.lists.as_ref().is_some_and(|l| l.trained_at() == 1000));
+        for i in 1000..2100 {
+            assert!(ix.upsert(id(i), &rand_vec(&mut rng, d)).is_ok());
+        }
+        // the index doubled since the lists were built: trained again
+        assert!(ix.lists.as_ref().is_some_and(|l| l.trained_at() == 2000));
+        assert_lists_consistent(&ix);
+        for round in 0..3 {
+            // replacements, removals (the last slot moves) and inserts, interleaved
+            for i in (round..3000).step_by(7) {
+                assert!(ix.upsert(id(i), &rand_vec(&mut rng, d)).is_ok());
+            }
+            for i in (round..3000).step_by(5) {
+                ix.remove(&id(i));
+            }
+            assert_lists_consistent(&ix);
+        }
+        // a loaded index builds its lists again (they are not in the snapshot)
+        let (mut back, _) = reloaded(&ix);
+        back.set_lists_min(1000);
+        assert_lists_consistent(&back);
+        // below half the threshold the lists go
+        let ids: Vec<NoteId> = ix.ids().to_vec();
+        for i in &ids[..ids.len() - 400] {
+            ix.remove(i);
+        }
+        assert!(ix.lists.is_none());
+    }
+
+    #[test]
+    fn searching_the_nearest_lists_finds_the_nearest_vectors_of_clustered_data() {
+        let mut rng = StdRng::seed_from_u64(17);
+        let d = 384;
+        let centers: Vec<Vec<f32>> = (0..80).map(|_| rand_vec(&mut rng, d)).collect();
+        let mut ix = VectorIndex::new(d);
+        ix.set_prefilter(Some(Prefilter {
+            min_len: 1000,
+            min_candidates: 400,
+            fraction: 25,
+            per_cut: 16,
+        }));
+        ix.set_lists_min(4000);
+        for i in 0..8000 {
+            assert!(ix.upsert(id(i), &clustered(&mut rng, &centers, d)).is_ok());
+        }
+        assert!(ix.lists.is_some());
+        let (mut found, mut total) = (0, 0);
+        for _ in 0..40 {
+            let q = clustered(&mut rng, &centers, d);
+            let fast = ix.search(&q, 10).unwrap_or_default();
+            let exact = ix.search_exact(&q, 10).unwrap_or_default();
+            assert_eq!(fast.len(), 10);
+            total += exact.len();
+            found += exact
+                .iter()
+                .filter(|(e, es)| fast.iter().any(|(f, fs)| f == e || (fs - es).abs() < 1e-6))
+                .count();
+        }
+        assert!(found as f64 / total as f64 >= 0.99, "{found} of {total}");
+        // a stored vector is its own nearest neighbour (its list is read first)
+        for i in (0..8000).step_by(97) {
+            let v = row(&ix, &id(i));
+            let hits = ix.search(&v, 1).unwrap_or_default();
+            assert_eq!(hits[0].0, id(i));
+        }
+        // the lists read what a loaded index reads
+        let (mut back, _) = reloaded(&ix);
+        back.set_lists_min(4000);
+        let q = clustered(&mut rng, &centers, d);
+        assert_eq!(ix.search(&q, 10).ok(), back.search(&q, 10).ok());
     }
 
     /// Vectors of three shapes: uniform, clustered, and spiky (one large component, the
