@@ -128,11 +128,6 @@ struct Indexes {
     timeline: Timeline,
 }
 
-/// From this many notes on, the two lists a search fuses are searched at once. Below it a
-/// second thread costs more than it saves (at 20k notes the keyword list takes ~0.14 ms,
-/// and searching both at once made the ranking slower; at 100k it takes ~0.56 ms).
-const BOTH_LISTS_AT_ONCE_MIN: usize = 50_000;
-
 /// A ranked list of (note, score), best first.
 type Ranked = Vec<(NoteId, f32)>;
 
@@ -151,30 +146,20 @@ fn link_into(links: &mut HashMap<NoteId, Vec<NoteId>>, a: &NoteId, b: &NoteId) {
 const LINK_PAGE: usize = 10_000;
 
 impl Indexes {
-    /// The `n` best notes by vector similarity to `query_vec` and by BM25 for `query`. In
-    /// a large memory the keyword list is searched on a second thread meanwhile (each list
-    /// takes about half a millisecond at 100k notes).
+    /// The `n` best notes by vector similarity to `query_vec` and by BM25 for `query`, one
+    /// list after the other: at 100k notes the vector list takes ~0.2 ms (it reads the
+    /// nearest clusters' codes only), and a second thread for the keyword list cost more
+    /// to start than it saved (docs/BENCHMARKS.md).
     fn both_lists(
         &self,
         query: &str,
         query_vec: &[f32],
         n: usize,
     ) -> Result<(Ranked, Ranked), CoreError> {
-        if self.vector.len() < BOTH_LISTS_AT_ONCE_MIN {
-            return Ok((
-                self.vector.search(query_vec, n)?,
-                self.text.search(query, n),
-            ));
-        }
-        std::thread::scope(|s| {
-            let keyword = s.spawn(|| self.text.search(query, n));
-            let vector = self.vector.search(query_vec, n);
-            // the keyword search does not panic; should its thread die, search here
-            let keyword = keyword
-                .join()
-                .unwrap_or_else(|_| self.text.search(query, n));
-            Ok((vector?, keyword))
-        })
+        Ok((
+            self.vector.search(query_vec, n)?,
+            self.text.search(query, n),
+        ))
     }
 
     /// Puts a note in the vector, text and time indexes, or replaces what they held of it.

@@ -351,37 +351,3 @@ async fn a_batch_that_fails_stops_the_run_and_keeps_the_batches_before_it()
     e.close().await;
     Ok(())
 }
-
-/// Above the threshold the two lists come from two threads; they must be exactly the
-/// lists searched one after the other.
-#[test]
-fn lists_searched_at_once_equal_lists_searched_in_turn() {
-    let words = [
-        "harbor", "boat", "garden", "tomato", "pottery", "glaze", "gull", "engine",
-    ];
-    let mut ix = Indexes {
-        vector: VectorIndex::new(8),
-        text: TextIndex::new(),
-        links: Default::default(),
-        timeline: kasten_core::timeline::Timeline::new(),
-    };
-    for i in 0..BOTH_LISTS_AT_ONCE_MIN + 50 {
-        let id = NoteId::parse(&format!("n{i}")).unwrap();
-        let v: Vec<f32> = (0..8)
-            .map(|d| ((i * 7 + d * 13) % 29) as f32 - 14.0)
-            .collect();
-        ix.vector.upsert(id.clone(), &v).unwrap();
-        let text = format!("{} {} {i}", words[i % 8], words[(i / 8) % 8]);
-        ix.text.upsert(id, &text);
-    }
-    for (q, qv) in [
-        ("harbor boat", [1.0f32; 8]),
-        ("glaze tomato", [-1.0, 2.0, 0.5, 0.0, 3.0, -2.0, 1.0, 0.1]),
-    ] {
-        let (v, k) = ix.both_lists(q, &qv, 30).unwrap();
-        assert_eq!(v.len(), 30);
-        assert_eq!(k.len(), 30);
-        assert_eq!(v, ix.vector.search(&qv, 30).unwrap());
-        assert_eq!(k, ix.text.search(q, 30));
-    }
-}
