@@ -59,6 +59,15 @@ const LISTS_MIN: usize = 50_000;
 /// The share of all codes (1 / this) the prefilter reads when it reads lists.
 const LISTS_SCAN_FRACTION: usize = 8;
 
+/// Candidates the prefilter passes to the int8 scan when it reads lists: `max(this,
+/// LISTS_PER_CUT × the int8 cut)`, at most what [`Prefilter`] asks. Half the full pass's
+/// 1,000 at 100k: the int8 scan of scattered rows became the larger cost once the lists
+/// cut the Hamming pass, and on the bench memory 500 found the same top 10 (recall
+/// 0.9997 both; vector search at depth 30 0.21 -> 0.15 ms, docs/BENCHMARKS.md).
+const LISTS_CANDIDATES: usize = 500;
+/// See [`LISTS_CANDIDATES`].
+const LISTS_PER_CUT: usize = 4;
+
 /// Above this many vectors an exact int8 scan is split across threads.
 const PARALLEL_MIN: usize = 32_768;
 
@@ -678,6 +687,11 @@ impl VectorIndex {
         self.refresh_lists();
     }
 
+    /// Whether the prefilter reads the lists (rather than every code).
+    fn reads_lists(&self) -> bool {
+        self.lists.is_some() && self.ids.len() >= self.lists_min
+    }
+
     /// Builds, drops or retrains the lists as the number of vectors asks: built at
     /// `lists_min`, dropped below half of it, trained again when the index has doubled.
     fn refresh_lists(&mut self) {
@@ -876,7 +890,7 @@ impl VectorIndex {
         let mut qc = vec![0u64; self.words];
         sign_code(query, &mut qc);
         let n = self.ids.len();
-        if let Some(lists) = self.lists.as_ref().filter(|_| n >= self.lists_min) {
+        if let Some(lists) = self.lists.as_ref().filter(|_| self.reads_lists()) {
             let min_scan = (n / LISTS_SCAN_FRACTION).max(2 * want);
             let near = lists.near(&qc, min_scan);
             let mut slots = pick_nearest(near.iter().copied(), want);
@@ -981,6 +995,10 @@ impl VectorIndex {
             .prefilter
             .filter(|p| n >= p.min_len)
             .map(|p| p.candidates(n, cap))
+            .map(|w| match self.reads_lists() {
+                true => w.min((LISTS_PER_CUT * cap).max(LISTS_CANDIDATES)),
+                false => w,
+            })
             .filter(|&w| w < n);
         let mut cands: Vec<Cand> = match want {
             Some(want) => {
