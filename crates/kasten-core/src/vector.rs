@@ -1,4 +1,4 @@
-//! The in-process vector index: a binary (sign-code) prefilter over every vector, the
+//! The in-process vector index: a binary (sign-code) prefilter over the vectors, the
 //! survivors scored over int8-quantised vectors, and the best of those rescored in f32.
 //!
 //! Why not an ANN graph: at the sizes a personal memory reaches (10k–100k notes) a scan
@@ -19,7 +19,9 @@
 //!    The survivors are found in one pass: a sample of 4,096 codes gives a cut-off
 //!    distance that would keep about twice as many, only codes within it are kept, and
 //!    the exact nearest are picked among those (were there too few, every distance is
-//!    counted after all).
+//!    counted after all). From 50k vectors on the codes are also kept in lists by
+//!    cluster (`lists`), and a query reads only the nearest lists, an eighth of all
+//!    codes, keeping `max(500, 4 × the int8 cut)`: a second approximation.
 //! 2. **int8**: each vector is quantised with its own scale (`max |v_i| / 127`); the
 //!    approximate score of slot j is `scale_j * <q_query, q_j>`, which orders candidates
 //!    as the true cosine does up to quantisation error. The best `max(4k, 64)` go on.

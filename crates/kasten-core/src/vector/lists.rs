@@ -215,7 +215,10 @@ impl Lists {
         let list = &mut self.slots[j];
         list.swap_remove(p);
         let codes = &mut self.codes[j];
-        let last = codes.len() / w - 1;
+        // the list holds `slot`, so it is not empty
+        let Some(last) = (codes.len() / w).checked_sub(1) else {
+            return;
+        };
         if p != last {
             codes.copy_within(last * w..(last + 1) * w, p * w);
         }
