@@ -1403,11 +1403,15 @@ mod tests {
         }
     }
 
-    #[test]
-    fn prefiltered_search_equals_brute_force_on_clustered_vectors_after_churn() {
-        let mut rng = StdRng::seed_from_u64(13);
-        let d = 384;
-        let centers: Vec<Vec<f32>> = (0..50).map(|_| rand_vec(&mut rng, d)).collect();
+    /// `n` clustered vectors around `centers`, prefiltered from 1,000 vectors on, read
+    /// by lists from `lists_min` on.
+    fn clustered_index(
+        rng: &mut StdRng,
+        centers: &[Vec<f32>],
+        n: usize,
+        lists_min: usize,
+    ) -> VectorIndex {
+        let d = centers[0].len();
         let mut ix = VectorIndex::new(d);
         ix.set_prefilter(Some(Prefilter {
             min_len: 1000,
@@ -1415,31 +1419,49 @@ mod tests {
             fraction: 25,
             per_cut: 16,
         }));
-        for i in 0..6000 {
-            assert!(ix.upsert(id(i), &clustered(&mut rng, &centers, d)).is_ok());
+        ix.set_lists_min(lists_min);
+        for i in 0..n {
+            assert!(ix.upsert(id(i), &clustered(rng, centers, d)).is_ok());
         }
-        let check = |ix: &VectorIndex, rng: &mut StdRng| {
-            let (mut found, mut total) = (0, 0);
-            for _ in 0..30 {
-                let q = clustered(rng, &centers, d);
-                let fast = ix.search(&q, 10).unwrap_or_default();
-                let exact = ix.search_exact(&q, 10).unwrap_or_default();
-                assert_eq!(fast.len(), 10);
-                // every returned score is the exact cosine, best first
-                for (h, s) in &fast {
-                    let v = row(ix, h);
-                    let qn = normalized(&q).unwrap_or_default();
-                    assert!((dot_f32(&qn, &v) - s).abs() < 1e-6);
-                }
-                assert!(fast.windows(2).all(|w| w[0].1 >= w[1].1));
-                total += exact.len();
-                found += exact
-                    .iter()
-                    .filter(|(e, es)| fast.iter().any(|(f, fs)| f == e || (fs - es).abs() < 1e-6))
-                    .count();
+        ix
+    }
+
+    /// The share of the exact top 10 that `search` finds for `queries` clustered
+    /// queries (a tie with an exact score counts); every returned score must be the
+    /// exact cosine, best first.
+    fn clustered_recall(
+        ix: &VectorIndex,
+        rng: &mut StdRng,
+        centers: &[Vec<f32>],
+        queries: usize,
+    ) -> f64 {
+        let (mut found, mut total) = (0, 0);
+        for _ in 0..queries {
+            let q = clustered(rng, centers, ix.dim());
+            let fast = ix.search(&q, 10).unwrap_or_default();
+            let exact = ix.search_exact(&q, 10).unwrap_or_default();
+            assert_eq!(fast.len(), 10);
+            let qn = normalized(&q).unwrap_or_default();
+            for (h, s) in &fast {
+                assert!((dot_f32(&qn, &row(ix, h)) - s).abs() < 1e-6);
             }
-            found as f64 / total as f64
-        };
+            assert!(fast.windows(2).all(|w| w[0].1 >= w[1].1));
+            total += exact.len();
+            found += exact
+                .iter()
+                .filter(|(e, es)| fast.iter().any(|(f, fs)| f == e || (fs - es).abs() < 1e-6))
+                .count();
+        }
+        found as f64 / total as f64
+    }
+
+    #[test]
+    fn prefiltered_search_equals_brute_force_on_clustered_vectors_after_churn() {
+        let mut rng = StdRng::seed_from_u64(13);
+        let d = 384;
+        let centers: Vec<Vec<f32>> = (0..50).map(|_| rand_vec(&mut rng, d)).collect();
+        let mut ix = clustered_index(&mut rng, &centers, 6000, usize::MAX);
+        let check = |ix: &VectorIndex, rng: &mut StdRng| clustered_recall(ix, rng, &centers, 30);
         assert!(check(&ix, &mut rng) >= 0.99);
         for i in (0..6000).step_by(3) {
             assert!(ix.remove(&id(i)));
@@ -1512,31 +1534,10 @@ mod tests {
         let mut rng = StdRng::seed_from_u64(17);
         let d = 384;
         let centers: Vec<Vec<f32>> = (0..80).map(|_| rand_vec(&mut rng, d)).collect();
-        let mut ix = VectorIndex::new(d);
-        ix.set_prefilter(Some(Prefilter {
-            min_len: 1000,
-            min_candidates: 400,
-            fraction: 25,
-            per_cut: 16,
-        }));
-        ix.set_lists_min(4000);
-        for i in 0..8000 {
-            assert!(ix.upsert(id(i), &clustered(&mut rng, &centers, d)).is_ok());
-        }
+        let ix = clustered_index(&mut rng, &centers, 8000, 4000);
         assert!(ix.lists.is_some());
-        let (mut found, mut total) = (0, 0);
-        for _ in 0..40 {
-            let q = clustered(&mut rng, &centers, d);
-            let fast = ix.search(&q, 10).unwrap_or_default();
-            let exact = ix.search_exact(&q, 10).unwrap_or_default();
-            assert_eq!(fast.len(), 10);
-            total += exact.len();
-            found += exact
-                .iter()
-                .filter(|(e, es)| fast.iter().any(|(f, fs)| f == e || (fs - es).abs() < 1e-6))
-                .count();
-        }
-        assert!(found as f64 / total as f64 >= 0.99, "{found} of {total}");
+        let recall = clustered_recall(&ix, &mut rng, &centers, 40);
+        assert!(recall >= 0.99, "recall {recall}");
         // a stored vector is its own nearest neighbour (its list is read first)
         for i in (0..8000).step_by(97) {
             let v = row(&ix, &id(i));
