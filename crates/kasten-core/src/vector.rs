@@ -997,9 +997,12 @@ impl VectorIndex {
             .prefilter
             .filter(|p| n >= p.min_len)
             .map(|p| p.candidates(n, cap))
-            .map(|w| match self.reads_lists() {
-                true => w.min((LISTS_PER_CUT * cap).max(LISTS_CANDIDATES)),
-                false => w,
+            .map(|w| {
+                if self.reads_lists() {
+                    w.min((LISTS_PER_CUT * cap).max(LISTS_CANDIDATES))
+                } else {
+                    w
+                }
             })
             .filter(|&w| w < n);
         let mut cands: Vec<Cand> = match want {
