@@ -607,14 +607,19 @@ fn nearest_codes_sampled<const W: usize>(codes: &[u64], q: &[u64], want: usize) 
     pick_nearest(near.iter().copied(), want)
 }
 
+/// Hamming distance of two codes of any (the same) number of words.
+#[inline]
+fn hamming_slices(a: &[u64], b: &[u64]) -> u32 {
+    a.iter().zip(b).map(|(x, y)| (x ^ y).count_ones()).sum()
+}
+
 #[inline]
 fn hamming_any(codes: &[u64], q: &[u64], words: usize, out: &mut Vec<u16>) {
-    out.extend(codes.chunks_exact(words.max(1)).map(|c| {
-        c.iter()
-            .zip(q)
-            .map(|(a, b)| (a ^ b).count_ones())
-            .sum::<u32>() as u16
-    }));
+    out.extend(
+        codes
+            .chunks_exact(words.max(1))
+            .map(|c| hamming_slices(c, q) as u16),
+    );
 }
 
 /// The slots of the `want` smallest distances: all below the cut-off distance, then

@@ -24,27 +24,14 @@ const TRAIN_SAMPLE: usize = 16_384;
 /// Rounds of k-modes (assign to the nearest centre, then majority per bit).
 const TRAIN_ROUNDS: usize = 5;
 
-/// Hamming distance of two codes of `W` words.
-#[inline]
-fn dist<const W: usize>(a: &[u64], b: &[u64]) -> u32 {
-    let mut d = 0;
-    for i in 0..W {
-        d += (a[i] ^ b[i]).count_ones();
-    }
-    d
-}
-
-#[inline]
-fn dist_any(a: &[u64], b: &[u64]) -> u32 {
-    a.iter().zip(b).map(|(x, y)| (x ^ y).count_ones()).sum()
-}
+use super::{hamming, hamming_slices};
 
 /// The index of the centre (`words` words each) nearest to `code`; the first on ties.
 fn nearest_centre(centres: &[u64], words: usize, code: &[u64]) -> usize {
-    fn go<const W: usize>(centres: &[u64], code: &[u64]) -> usize {
+    fn go(centres: &[u64], words: usize, dist: impl Fn(&[u64]) -> u32) -> usize {
         let mut best = (u32::MAX, 0);
-        for (j, c) in centres.chunks_exact(W).enumerate() {
-            let d = dist::<W>(c, code);
+        for (j, c) in centres.chunks_exact(words.max(1)).enumerate() {
+            let d = dist(c);
             if d < best.0 {
                 best = (d, j);
             }
@@ -52,28 +39,26 @@ fn nearest_centre(centres: &[u64], words: usize, code: &[u64]) -> usize {
         best.1
     }
     match words {
-        6 => go::<6>(centres, code),
-        12 => go::<12>(centres, code),
-        w => {
-            let mut best = (u32::MAX, 0);
-            for (j, c) in centres.chunks_exact(w.max(1)).enumerate() {
-                let d = dist_any(c, code);
-                if d < best.0 {
-                    best = (d, j);
-                }
-            }
-            best.1
+        6 => {
+            let q: [u64; 6] = std::array::from_fn(|i| code[i]);
+            go(centres, 6, |c| hamming(c, &q))
         }
+        12 => {
+            let q: [u64; 12] = std::array::from_fn(|i| code[i]);
+            go(centres, 12, |c| hamming(c, &q))
+        }
+        w => go(centres, w, |c| hamming_slices(c, code)),
     }
 }
 
 /// Appends `(distance, slot)` for every code of one list.
 fn scan_list<const W: usize>(codes: &[u64], slots: &[u32], q: &[u64], out: &mut Vec<(u16, u32)>) {
+    let q: [u64; W] = std::array::from_fn(|i| q[i]);
     out.extend(
         codes
             .chunks_exact(W)
             .zip(slots)
-            .map(|(c, &s)| (dist::<W>(c, q) as u16, s)),
+            .map(|(c, &s)| (hamming(c, &q) as u16, s)),
     );
 }
 
@@ -236,7 +221,7 @@ impl Lists {
             .centres
             .chunks_exact(w)
             .enumerate()
-            .map(|(j, c)| (dist_any(c, q), j as u32))
+            .map(|(j, c)| (hamming_slices(c, q), j as u32))
             .collect();
         order.sort_unstable();
         let mut out = Vec::with_capacity(min_scan + min_scan / 4);
@@ -252,7 +237,7 @@ impl Lists {
                     codes
                         .chunks_exact(w)
                         .zip(slots)
-                        .map(|(c, &s)| (dist_any(c, q) as u16, s)),
+                        .map(|(c, &s)| (hamming_slices(c, q) as u16, s)),
                 ),
             }
         }
