@@ -121,6 +121,7 @@ async fn generate(engine: &Engine, n: usize) -> Result<(), String> {
         let t = TOPICS[topic_of[i]];
         links += targets.len();
         Some(Enrichment {
+            read: Default::default(),
             job: job.id.clone(),
             note: job.note.clone(),
             after: Fields {

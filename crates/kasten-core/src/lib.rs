@@ -36,6 +36,7 @@ pub mod markdown;
 pub mod note;
 pub mod period;
 pub mod prompts;
+pub mod provenance;
 pub mod quality;
 pub mod ranking;
 pub mod snapshot;

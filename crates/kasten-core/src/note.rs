@@ -62,7 +62,8 @@ impl EnrichState {
 }
 
 /// A note as stored. `content` is the user's (or agent's) text and is never rewritten by
-/// the LLM; `keywords`, `tags` and `context` are the LLM's annotations.
+/// the LLM; `keywords`, `tags` and `context` are annotations, the LLM's except the values
+/// `set_by` names (see [`crate::provenance`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Note {
     pub id: NoteId,
@@ -89,9 +90,22 @@ pub struct Note {
     pub added_at: DateTime<Utc>,
     /// Incremented on every change; used for optimistic concurrency and history.
     pub version: u64,
+    /// The annotation values a person (user, import, agent) set; the LLM adds to them and
+    /// never removes or replaces them directly.
+    #[serde(default)]
+    pub set_by: Vec<crate::provenance::Origin>,
 }
 
 impl Note {
+    /// The note's annotations, borrowed.
+    pub fn annotations(&self) -> crate::provenance::Annotations<'_> {
+        crate::provenance::Annotations {
+            keywords: &self.keywords,
+            tags: &self.tags,
+            context: &self.context,
+        }
+    }
+
     /// The text that is embedded and full-text indexed: content plus the annotations.
     pub fn index_text(&self) -> String {
         index_text(&self.content, &self.keywords, &self.tags, &self.context)

@@ -924,6 +924,7 @@ impl Engine {
                 tier: Default::default(),
                 project: None,
                 added_at: now,
+                set_by: Vec::new(),
             })
             .collect();
         let texts: Vec<String> = notes.iter().map(Note::index_text).collect();

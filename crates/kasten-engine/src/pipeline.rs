@@ -13,12 +13,13 @@ use std::time::{Duration, Instant};
 use chrono::Utc;
 use futures_util::future::join_all;
 use kasten_core::prompts::{self, Construction, Handles, LinkEvolve, Neighbour, Prompt};
-use kasten_core::{Note, NoteId, note::index_text};
+use kasten_core::{Note, NoteId, NoteStatus, note::index_text};
 use kasten_llm::{
     LlmClient, LlmError, Message, Role, StructuredRequest, StructuredResponse, Usage,
 };
 use kasten_store::{
-    ApplyMode, Change, ClaimedJob, Enrichment, Fields, LinkWrite, NeighbourWrite, StoreError,
+    ApplyMode, Change, ClaimedJob, Enrichment, Fields, LinkWrite, NeighbourWrite, NoteRead,
+    StoreError,
 };
 use serde::{Deserialize, Serialize};
 
@@ -613,6 +614,14 @@ impl Engine {
             &mut c.tags,
             &mut c.context,
         );
+        // what a person set stays, first; the LLM's values are added to it
+        kasten_core::provenance::merge_construction(
+            &note.set_by,
+            note.annotations(),
+            &mut c.keywords,
+            &mut c.tags,
+            &mut c.context,
+        );
         let construct_ms = t0.elapsed().as_millis() as u64;
 
         // 2. embed content + annotations
@@ -707,7 +716,17 @@ impl Engine {
         let mut construction_changes = Vec::new();
         let mut no_kw = Vec::new();
         let mut no_ctx = String::new();
+        let c_tags = c.tags.clone();
+        let own = kasten_core::provenance::Annotations {
+            keywords: &c.keywords,
+            tags: &c_tags,
+            context: &c.context,
+        };
         for op in &le.note_tags {
+            // construction never removes a person's tag
+            if kasten_core::provenance::touches_person(&note.set_by, own, op.op, &op.value) {
+                continue;
+            }
             if op.apply(&mut no_kw, &mut c.tags, &mut no_ctx) {
                 construction_changes.push(change(op));
             }
@@ -737,6 +756,15 @@ impl Engine {
             let before = fields(n);
             let mut after = before.clone();
             let mut changes = Vec::new();
+            // an operation that removes or replaces a person's value is a proposal
+            let persons = u.ops.iter().any(|op| {
+                kasten_core::provenance::touches_person(
+                    &n.set_by,
+                    n.annotations(),
+                    op.op,
+                    &op.value,
+                )
+            });
             for op in &u.ops {
                 if op.apply(&mut after.keywords, &mut after.tags, &mut after.context) {
                     changes.push(change(op));
@@ -751,7 +779,7 @@ impl Engine {
                 &after.tags,
                 &after.context,
             ));
-            updates.push((n, before, after, changes));
+            updates.push((n, before, after, changes, persons));
         }
         let new_vectors = if texts.is_empty() {
             Vec::new()
@@ -764,7 +792,7 @@ impl Engine {
             ApplyMode::Hold
         };
         let mut writes = Vec::new();
-        for ((n, before, after, changes), v) in updates.into_iter().zip(new_vectors) {
+        for ((n, before, after, changes, persons), v) in updates.into_iter().zip(new_vectors) {
             writes.push(NeighbourWrite {
                 id: n.id.clone(),
                 version: n.version,
@@ -772,7 +800,7 @@ impl Engine {
                 after,
                 embedding_before: self.store.embedding_of(&n.id).await?,
                 embedding_after: v,
-                mode: edit_mode,
+                mode: if persons { ApplyMode::Hold } else { edit_mode },
                 changes,
             });
         }
@@ -797,6 +825,7 @@ impl Engine {
         let e = Enrichment {
             job: job.id.clone(),
             note: note.id.clone(),
+            read: NoteRead::of(&note),
             after: Fields {
                 keywords: c.keywords.clone(),
                 tags: c.tags.clone(),
@@ -839,7 +868,9 @@ impl Engine {
         let joined = self.links_in_force(&e).await?;
         {
             let mut ix = self.write_indexes()?;
-            if e.construction_mode == ApplyMode::Apply {
+            // only active notes are searchable (the apply checked the status is still the
+            // one read)
+            if e.construction_mode == ApplyMode::Apply && note.status == NoteStatus::Active {
                 ix.vector
                     .upsert(note.id.clone(), &vector)
                     .map_err(EngineError::from)?;

@@ -21,6 +21,7 @@
 use std::collections::HashSet;
 
 use chrono::{DateTime, Utc};
+use kasten_core::provenance::{self, SetBy};
 use kasten_core::{NoteId, note::index_text};
 use kasten_store::{
     AuditEntry, Change, FieldChange, Fields, LinkRecord, NewRevision, QueueStates, ReviewBatch,
@@ -704,8 +705,15 @@ impl Engine {
             return Ok(None);
         }
         let embedding = self.embedding_for(content, &after).await?;
+        // the values this edit brings in are the person's (or agent's) from now on
+        let set_by = SetBy::of_actor(actor).map_or_else(Vec::new, |by| {
+            provenance::added_by_edit(&[], annotations(before), annotations(&after), by)
+        });
         Ok(Some((
-            self.change(id, before.clone(), after.clone(), embedding.clone()),
+            FieldChange {
+                set_by,
+                ..self.change(id, before.clone(), after.clone(), embedding.clone())
+            },
             NewRevision {
                 note: id.clone(),
                 actor: actor.into(),
@@ -826,6 +834,7 @@ impl Engine {
             embedding,
             embed_model: self.embedder.model_id().to_owned(),
             enrich_state: None,
+            set_by: Vec::new(),
         }
     }
 
@@ -1003,5 +1012,14 @@ pub(crate) fn audit(
         actor: actor.into(),
         reason: reason.into(),
         at: Utc::now(),
+    }
+}
+
+/// A [`Fields`] as annotations.
+fn annotations(f: &Fields) -> provenance::Annotations<'_> {
+    provenance::Annotations {
+        keywords: &f.keywords,
+        tags: &f.tags,
+        context: &f.context,
     }
 }

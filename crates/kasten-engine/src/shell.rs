@@ -5,7 +5,7 @@
 
 use kasten_core::note::index_text;
 use kasten_core::{Note, NoteId};
-use kasten_store::{ApplyMode, ClaimedJob, Enrichment, EventSummary, ModelUsage};
+use kasten_store::{ApplyMode, ClaimedJob, Enrichment, EventSummary, ModelUsage, NoteRead};
 
 use crate::{Engine, EngineError};
 
@@ -96,13 +96,18 @@ impl Engine {
 
     /// One enrichment made outside the pipeline, committed, then mirrored in the indexes
     /// in commit order (the note's annotations with its stored embedding, the accepted
-    /// links; neighbour updates are applied with their own embeddings).
+    /// links; neighbour updates are applied with their own embeddings). Made from the
+    /// note as it is now: its `read` is the note read here, whatever `e` says.
     async fn apply_made_enrichment(&self, e: &Enrichment) -> Result<(), EngineError> {
         let note = self
             .store
             .get_note(&e.note)
             .await?
             .ok_or_else(|| EngineError::NotFound(e.note.clone()))?;
+        let e = &Enrichment {
+            read: NoteRead::of(&note),
+            ..e.clone()
+        };
         let mut update_texts = Vec::with_capacity(e.updates.len());
         for w in &e.updates {
             let n = self.store.get_note(&w.id).await?;
@@ -198,6 +203,7 @@ mod tests {
                     Some(Enrichment {
                         job: job.id.clone(),
                         note: job.note.clone(),
+                        read: Default::default(),
                         after: Fields {
                             keywords: vec!["zanzibar".into()],
                             tags: vec!["zanzibar".into()],

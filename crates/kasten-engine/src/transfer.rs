@@ -226,6 +226,14 @@ impl Engine {
                 .iter()
                 .map(|&k| {
                     let item = &mut items[k];
+                    let set_by = kasten_core::provenance::all_set_by(
+                        kasten_core::provenance::Annotations {
+                            keywords: &item.keywords,
+                            tags: &item.tags,
+                            context: &item.context,
+                        },
+                        kasten_core::provenance::SetBy::Import,
+                    );
                     Note {
                         id: ids[k].clone().unwrap_or_else(NoteId::generate),
                         content: std::mem::take(&mut item.note.content),
@@ -252,6 +260,7 @@ impl Engine {
                         tier: Default::default(),
                         project: None,
                         added_at: now,
+                        set_by,
                     }
                 })
                 .collect::<Vec<Note>>();

@@ -136,7 +136,7 @@ mod tests {
     use super::*;
     use crate::tests::HashEmbedder;
     use kasten_core::NewNote;
-    use kasten_store::{ApplyMode, Endpoint, Enrichment, Fields, LinkWrite};
+    use kasten_store::{ApplyMode, Endpoint, Enrichment, Fields, LinkWrite, NoteRead};
 
     async fn engine() -> Result<Engine, EngineError> {
         let ep = Endpoint::parse("mem://").map_err(EngineError::from)?;
@@ -158,6 +158,12 @@ mod tests {
         let en = Enrichment {
             job: job.id,
             note: note.clone(),
+            read: e
+                .store
+                .get_note(note)
+                .await?
+                .map(|n| NoteRead::of(&n))
+                .unwrap_or_default(),
             after: Fields {
                 keywords: vec![],
                 tags: vec![tag.into()],

@@ -30,6 +30,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use kasten_core::lifecycle::Tier;
+use kasten_core::provenance::{self, Origin};
 use kasten_core::{EnrichState, JobId, Link, LinkStatus, Note, NoteId, NoteStatus};
 use surrealdb::engine::any;
 use surrealdb::types::{Bytes, QueryError, RecordId, RecordIdKey, SurrealValue};
@@ -42,7 +43,7 @@ pub use lifecycle::{ProjectState, StrengthRow};
 pub use manual::{ContentChange, ContentRevision, UserLink};
 pub use pipeline::{
     ApplyMode, Change, ClaimedJob, Enrichment, EventSummary, Fields, JobCounts, LinkWrite,
-    ModelUsage, NeighbourWrite, RevisionSummary,
+    ModelUsage, NeighbourWrite, NoteRead, RevisionSummary,
 };
 pub use review::{
     AuditEntry, FieldChange, LinkRecord, NewRevision, QueueStates, ReviewBatch, Revision,
@@ -142,7 +143,7 @@ fn bytes_to_emb(b: &[u8]) -> Result<Vec<f32>, StoreError> {
 /// destructuring `.{…}`.
 const NOTE_COLUMNS: &str = "id, content, created_at, updated_at, keywords, tags, context, status, \
      enrich_state, enrich_error, source, strength, access_count, last_accessed, version, tier, \
-     project, added_at";
+     project, added_at, set_by";
 /// [`NOTE_COLUMNS`] one by one.
 const NOTE_FIELDS: &[&str] = &[
     "id",
@@ -163,6 +164,7 @@ const NOTE_FIELDS: &[&str] = &[
     "tier",
     "project",
     "added_at",
+    "set_by",
 ];
 
 /// A note's fields as stored ([`NOTE_COLUMNS`]); [`NoteRow::into_note`] gives notes
@@ -188,6 +190,41 @@ struct NoteRow {
     tier: Option<String>,
     project: Option<String>,
     added_at: Option<DateTime<Utc>>,
+    set_by: Option<Vec<OriginRow>>,
+}
+
+/// One [`Origin`] as stored: `{ field, value, by }`.
+#[derive(Debug, Clone, PartialEq, Eq, SurrealValue)]
+#[surreal(crate = "surrealdb::types")]
+pub struct OriginRow {
+    pub field: String,
+    pub value: String,
+    pub by: String,
+}
+
+impl OriginRow {
+    pub fn of(o: &Origin) -> Self {
+        Self {
+            field: o.field.as_str().to_owned(),
+            value: o.value.clone(),
+            by: o.by.as_str().to_owned(),
+        }
+    }
+
+    /// Rows naming a field or setter this build does not know are left out (a newer
+    /// version's); the value is then the LLM's to change, as before origins existed.
+    fn into_origin(self) -> Option<Origin> {
+        Some(Origin {
+            field: provenance::Field::parse(&self.field)?,
+            value: self.value,
+            by: provenance::SetBy::parse(&self.by)?,
+        })
+    }
+}
+
+/// Origins as stored.
+pub fn origin_rows(v: &[Origin]) -> Vec<OriginRow> {
+    v.iter().map(OriginRow::of).collect()
 }
 
 impl NoteRow {
@@ -241,6 +278,12 @@ impl NoteRow {
             tier,
             project: self.project,
             added_at: self.added_at.unwrap_or(self.updated_at),
+            set_by: self
+                .set_by
+                .unwrap_or_default()
+                .into_iter()
+                .filter_map(OriginRow::into_origin)
+                .collect(),
         })
     }
 }
@@ -277,6 +320,7 @@ struct NoteInsert {
     tier: String,
     project: Option<String>,
     added_at: DateTime<Utc>,
+    set_by: Vec<OriginRow>,
 }
 
 /// A new note that repeats an existing one (see [`Store::insert_notes_with`]). The note
@@ -708,6 +752,7 @@ impl Store {
                 tier: n.tier.as_str().to_owned(),
                 project: n.project.clone(),
                 added_at: n.added_at,
+                set_by: origin_rows(&n.set_by),
             });
             if let Some(job) = &w.job {
                 jobs.push(JobInsert {

@@ -103,11 +103,34 @@ pub struct NeighbourWrite {
     pub changes: Vec<Change>,
 }
 
+/// The parts of a note an enrichment was made from (see [`Enrichment::read`]).
+#[derive(Debug, Clone, Default)]
+pub struct NoteRead {
+    pub content: String,
+    pub status: kasten_core::NoteStatus,
+    pub set_by: Vec<kasten_core::provenance::Origin>,
+}
+
+impl NoteRead {
+    pub fn of(n: &kasten_core::Note) -> Self {
+        Self {
+            content: n.content.clone(),
+            status: n.status,
+            set_by: n.set_by.clone(),
+        }
+    }
+}
+
 /// What one pipeline run produced for one note.
 #[derive(Debug, Clone)]
 pub struct Enrichment {
     pub job: JobId,
     pub note: NoteId,
+    /// What the job read of the note: the apply is refused with [`StoreError::Conflict`]
+    /// if the note's text, status or a person's annotations changed since, and the job
+    /// runs again on what the note is now. (Another job's evolution of the note's LLM
+    /// annotations is no reason: construction replaces those anyway.)
+    pub read: NoteRead,
     /// The construction's annotations; what they replace (and the embedding before) is
     /// read inside the apply transaction, so the revision is exact even if another job
     /// evolved the note meanwhile.
@@ -143,6 +166,14 @@ struct LinkParam {
     reason: String,
     confidence: f64,
     status: String,
+}
+
+#[derive(Debug, Clone, SurrealValue)]
+#[surreal(crate = "surrealdb::types")]
+struct ReadParam {
+    content: String,
+    status: String,
+    set_by: Vec<crate::OriginRow>,
 }
 
 #[derive(Debug, Clone, SurrealValue)]
@@ -245,6 +276,8 @@ pub struct JobCounts {
 
 /// Thrown inside the apply transaction when the note was deleted under us.
 const STALE: &str = "kasten:stale-version";
+/// Thrown inside the apply transaction when the note changed since the job read it.
+const CHANGED_SINCE: &str = "kasten:note-changed-since-read";
 
 /// How many times a transaction that lost a write conflict is run in all.
 const CONFLICT_TRIES: u32 = 6;
@@ -577,6 +610,9 @@ impl Store {
              LET $n = type::record('note', $note);
              LET $ev = type::record('event', $job);
              IF (SELECT VALUE id FROM ONLY $n) = NONE {{ THROW '{STALE}' }};
+             LET $seen = (SELECT content, status, set_by ?? [] AS set_by FROM ONLY $n);
+             IF $seen.content != $read.content OR $seen.status != $read.status
+                OR $seen.set_by != $read.set_by {{ THROW '{CHANGED_SINCE}' }};
              LET $cur = (SELECT keywords, tags, context, embedding FROM ONLY $n);
              CREATE $ev CONTENT {{
                  note: $n, kind: 'enrich', model: $event.model, prompt_version: $event.prompt_version,
@@ -634,14 +670,20 @@ impl Store {
         // A conflict with another writer is retried as a whole (the transaction wrote
         // nothing); the version checks then see the winner's changes. A deleted note is
         // not a conflict to retry: it comes back as Ok(Err(..)).
-        let (db, q, emb, event, links, updates) =
-            (&self.db, q.as_str(), &emb, &event, &links, &updates);
+        let read = ReadParam {
+            content: e.read.content.clone(),
+            status: e.read.status.as_str().to_owned(),
+            set_by: crate::origin_rows(&e.read.set_by),
+        };
+        let (db, q, emb, event, links, updates, read) =
+            (&self.db, q.as_str(), &emb, &event, &links, &updates, &read);
         let applied: Result<(), StoreError> =
             retry_conflicts("apply an enrichment", || async move {
                 let mut resp = db
                     .query(q)
                     .bind(("job", e.job.to_string()))
                     .bind(("note", e.note.to_string()))
+                    .bind(("read", read.clone()))
                     .bind(("after", e.after.clone()))
                     .bind(("construction_changes", e.construction_changes.clone()))
                     .bind(("emb", emb.clone()))
@@ -654,7 +696,9 @@ impl Store {
                     .await
                     .map_err(StoreError::from_db)?;
                 match first_real_error(&mut resp) {
-                    Err(StoreError::Db(msg)) if msg.contains(STALE) => {
+                    Err(StoreError::Db(msg))
+                        if msg.contains(STALE) || msg.contains(CHANGED_SINCE) =>
+                    {
                         Ok(Err(StoreError::Conflict))
                     }
                     Err(other) => Err(other),

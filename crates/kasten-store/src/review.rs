@@ -134,6 +134,8 @@ pub struct FieldChange {
     /// Also set the enrichment state (e.g. back to `pending` when its construction is
     /// rolled back).
     pub enrich_state: Option<String>,
+    /// Values a person set with this change, added to the note's origins.
+    pub set_by: Vec<kasten_core::provenance::Origin>,
 }
 
 /// A revision written by a person (or agent) rather than the pipeline.
@@ -157,6 +159,7 @@ struct FieldChangeParam {
     embedding: Bytes,
     embed_model: String,
     enrich_state: Option<String>,
+    set_by: Vec<crate::OriginRow>,
 }
 
 #[derive(Debug, SurrealValue)]
@@ -456,6 +459,7 @@ impl Store {
                 embedding: emb_to_bytes(&c.embedding),
                 embed_model: c.embed_model.clone(),
                 enrich_state: c.enrich_state.clone(),
+                set_by: crate::origin_rows(&c.set_by),
             })
             .collect();
         let status = |v: &[(String, String, bool)]| -> Vec<StatusParam> {
@@ -502,6 +506,7 @@ impl Store {
                  UPDATE $n SET keywords = $c.to.keywords, tags = $c.to.tags, context = $c.to.context,
                      embedding = $c.embedding, embed_model = $c.embed_model, version += 1, updated_at = $now;
                  IF $c.enrich_state != NONE {{ UPDATE $n SET enrich_state = $c.enrich_state, enrich_error = NONE }};
+                 IF array::len($c.set_by) > 0 {{ UPDATE $n SET set_by = array::union(set_by ?? [], $c.set_by) }};
              }};
              FOR $s IN $revision_status {{
                  UPDATE type::record('revision', $s.id) SET status = $s.status, reviewed = $s.reviewed;

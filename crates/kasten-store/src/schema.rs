@@ -2,7 +2,7 @@
 //! changes go in a new one. `schema_version:current` records the last one applied.
 
 /// (version, SurrealQL). Each runs in its own transaction together with the version bump.
-pub(crate) const MIGRATIONS: &[(u32, &str)] = &[(1, V1), (2, V2), (3, V3)];
+pub(crate) const MIGRATIONS: &[(u32, &str)] = &[(1, V1), (2, V2), (3, V3), (4, V4)];
 
 /// The schema, migration by migration. Embeddings are stored as little-endian f32 bytes (4 bytes per dimension,
 /// 1.5 KB for 384-d) rather than `array<float>`: a quarter of the size on disk, and the
@@ -140,4 +140,13 @@ DEFINE FIELD changes ON revision TYPE array<object> DEFAULT [];
 DEFINE FIELD changes[*].op ON revision TYPE string;
 DEFINE FIELD changes[*].value ON revision TYPE string;
 DEFINE FIELD changes[*].reason ON revision TYPE string;
+"#;
+
+/// Who set a note's annotations: the values a person (user, import, agent) set, each as
+/// `{ field, value, by }`; the rest are the LLM's (see kasten-core's `provenance`).
+const V4: &str = r#"
+DEFINE FIELD set_by ON note TYPE array<object> DEFAULT [];
+DEFINE FIELD set_by[*].field ON note TYPE string ASSERT $value IN ['keywords', 'tags', 'context'];
+DEFINE FIELD set_by[*].value ON note TYPE string;
+DEFINE FIELD set_by[*].by ON note TYPE string ASSERT $value IN ['user', 'import', 'agent'];
 "#;

@@ -21,6 +21,7 @@ pub(crate) fn note(content: &str) -> Note {
         tier: Default::default(),
         project: None,
         added_at: now,
+        set_by: Vec::new(),
     }
 }
 
@@ -439,6 +440,7 @@ fn enrichment(job: &JobId, note: &Note) -> Enrichment {
     Enrichment {
         job: job.clone(),
         note: note.id.clone(),
+        read: crate::NoteRead::of(note),
         after: Fields {
             keywords: vec!["k".into()],
             tags: vec!["t".into()],
