@@ -260,15 +260,24 @@ pub fn tag_choices(existing: &[String], max_existing: usize) -> Vec<String> {
     out
 }
 
-/// Whether `annotation` uses instruction words or field names of the prompts that `note`
-/// itself does not use.
+/// Whether `annotation` uses instruction words, field names or note handles (`N1`, `N2`,
+/// …) of the prompts that `note` itself does not use.
 pub fn contains_prompt_text(annotation: &str, note: &str) -> bool {
     let a = format!(" {} ", normalise(annotation));
     let n = format!(" {} ", normalise(note));
     PROMPT_WORDS.iter().chain(EXAMPLE_WORDS).any(|p| {
         let p = format!(" {} ", normalise(p));
         a.contains(&p) && !n.contains(&p)
-    })
+    }) || a
+        .split(' ')
+        .any(|w| is_handle(w) && !n.contains(&format!(" {w} ")))
+}
+
+/// A prompt's handle for a note shown to the model (`N1`, `N2`, …), as [`normalise`]
+/// leaves it: the model's words about "N2" mean nothing once stored.
+fn is_handle(word: &str) -> bool {
+    word.strip_prefix('n')
+        .is_some_and(|d| (1..=3).contains(&d.len()) && d.bytes().all(|b| b.is_ascii_digit()))
 }
 
 fn normalise(s: &str) -> String {
@@ -504,6 +513,29 @@ mod tests {
         assert!(candidate_terms("", 10).is_empty());
         assert_eq!(candidate_terms("alpha beta gamma delta", 2).len(), 2);
         assert!(!candidate_terms("向量数据库 很快", 10).is_empty());
+    }
+
+    #[test]
+    fn prompt_handles_are_prompt_text_unless_the_note_names_them() {
+        let note = "Ana moved to Lisbon for the new job";
+        assert!(contains_prompt_text("N2 supports the move", note));
+        assert!(contains_prompt_text("same city as n1", note));
+        assert!(!contains_prompt_text("both about the move to Lisbon", note));
+        assert!(!contains_prompt_text(
+            "wears an N95 mask",
+            "I bought N95 masks"
+        ));
+        assert!(
+            !contains_prompt_text("N1000 series", note),
+            "not a handle's shape"
+        );
+        let (mut k, mut t, mut c) = (
+            vec!["Lisbon".to_owned(), "N3".to_owned()],
+            vec!["n1".to_owned()],
+            "Moving, as N2 says".to_owned(),
+        );
+        assert_eq!(sanitize(note, &mut k, &mut t, &mut c), 3);
+        assert_eq!((k, t, c.as_str()), (vec!["Lisbon".to_owned()], vec![], ""));
     }
 
     #[test]
