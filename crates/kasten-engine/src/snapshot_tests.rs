@@ -536,3 +536,72 @@ async fn a_memory_built_past_the_spill_keeps_its_vectors_in_a_file_and_answers_a
     e.close().await;
     assert_snapshot_equals_rebuild(&ep).await;
 }
+
+/// An engine on `ep` with the fake LLM for enrichment (the same embedder as [`open`]).
+async fn open_with_llm(ep: &Endpoint, fake: &kasten_fakellm::FakeLlm) -> Engine {
+    let config = kasten_llm::LlmConfig {
+        provider: kasten_llm::Provider::Openai,
+        base_url: fake.openai_base_url(),
+        model: "fake".into(),
+        api_key: None,
+    };
+    let options = kasten_llm::ClientOptions {
+        max_retries: 0,
+        ..kasten_llm::ClientOptions::default()
+    };
+    let llm = kasten_llm::LlmClient::new(config, options).unwrap_or_else(|err| panic!("{err}"));
+    let options = EngineOptions {
+        llm: Some(llm),
+        ..EngineOptions::default()
+    };
+    Engine::open_with(ep, HashEmbedder::arc("h", 48, 1), options, quiet())
+        .await
+        .unwrap_or_else(|err| panic!("open: {err}"))
+}
+
+/// Accepting every link above a confidence changes the link index: a session opened from
+/// the snapshot that does only that leaves a snapshot the next open reads as a rebuild.
+#[tokio::test]
+async fn accepting_all_links_above_a_confidence_is_in_the_next_snapshot() {
+    let dir = tempfile::tempdir().unwrap_or_else(|err| panic!("{err}"));
+    let ep = Endpoint::SurrealKv(dir.path().join("db"));
+    let fake = kasten_fakellm::FakeLlm::start(kasten_fakellm::Mode::Normal)
+        .await
+        .unwrap_or_else(|err| panic!("{err}"));
+    let e = open_with_llm(&ep, &fake).await;
+    e.set_policy(&Policy {
+        links: PolicyMode::Review,
+        edits: PolicyMode::Review,
+        auto_accept_confidence: None,
+    })
+    .await
+    .unwrap_or_else(|err| panic!("{err}"));
+    for t in [
+        "Melanie runs a pottery studio",
+        "Melanie's pottery studio opens in June",
+        "The pottery studio sells bowls",
+    ] {
+        e.add(new(t, None))
+            .await
+            .unwrap_or_else(|err| panic!("{err}"));
+    }
+    e.run_pending(&|_| {})
+        .await
+        .unwrap_or_else(|err| panic!("{err}"));
+    e.close().await;
+    let e = open(&ep).await;
+    assert!(e.opened_from_snapshot());
+    assert!(fingerprint(&e).links.is_empty(), "links were proposed only");
+    let accepted = e
+        .accept_links_above(0.0, "user")
+        .await
+        .unwrap_or_else(|err| panic!("{err}"));
+    assert!(accepted > 0);
+    let fp = fingerprint(&e);
+    assert!(!fp.links.is_empty());
+    e.close().await;
+    let e = open(&ep).await;
+    assert_eq!(fingerprint(&e), fp);
+    e.close().await;
+    assert_snapshot_equals_rebuild(&ep).await;
+}
