@@ -21,7 +21,7 @@
 use std::collections::HashSet;
 
 use chrono::{DateTime, Utc};
-use kasten_core::{NoteId, note::index_text};
+use kasten_core::{NoteId, NoteStatus, note::index_text};
 use kasten_store::{
     AuditEntry, Change, FieldChange, Fields, LinkRecord, NewRevision, QueueStates, ReviewBatch,
     Revision, StoreError,
@@ -958,8 +958,12 @@ impl Engine {
                 .iter()
                 .filter_map(|c| notes.iter().find(|n| n.id == c.note).map(|n| (c, n)))
             {
-                ix.vector.upsert(n.id.clone(), &c.embedding)?;
-                ix.text.upsert(n.id.clone(), &n.index_text());
+                // only active notes are searched: an archived or merged note's edit (or its
+                // rollback) changes the note, not the indexes
+                if n.status == NoteStatus::Active {
+                    ix.vector.upsert(n.id.clone(), &c.embedding)?;
+                    ix.text.upsert(n.id.clone(), &n.index_text());
+                }
             }
             for (a, b, joined) in &ends {
                 if *joined && ix.vector.contains(a) && ix.vector.contains(b) {

@@ -605,3 +605,96 @@ async fn accepting_all_links_above_a_confidence_is_in_the_next_snapshot() {
     e.close().await;
     assert_snapshot_equals_rebuild(&ep).await;
 }
+
+/// Whether a search for `query` returns `id`, and whether the indexes hold it at all.
+async fn found(e: &Engine, query: &str, id: &NoteId) -> (bool, bool) {
+    let hits = e
+        .search(query, 20)
+        .await
+        .unwrap_or_else(|err| panic!("{err}"));
+    let indexed = e
+        .indexed_ids()
+        .unwrap_or_else(|err| panic!("{err}"))
+        .contains(id);
+    (hits.hits.iter().any(|h| &h.note.id == id), indexed)
+}
+
+/// Only active notes are in the indexes: an archived or a merged note whose annotations
+/// are edited, and whose edit is rolled back, stays out of search, in the session and in
+/// the snapshot its close writes. A status change is a change of the note (its version).
+#[tokio::test]
+async fn archived_and_merged_notes_stay_out_of_search_after_an_edit_or_a_rollback() {
+    let dir = tempfile::tempdir().unwrap_or_else(|err| panic!("{err}"));
+    let ep = Endpoint::SurrealKv(dir.path().join("db"));
+    let e = open(&ep).await;
+    e.add(new("a note about chess in the garden", None))
+        .await
+        .unwrap_or_else(|err| panic!("{err}"));
+    let archived = e
+        .add(new("the zebra crossing on elm street", None))
+        .await
+        .unwrap_or_else(|err| panic!("{err}"))
+        .id;
+    let batch = e
+        .add_batch_merging(vec![
+            new("the heron by the quiet pond", None),
+            new("the heron by the quiet pond", None),
+        ])
+        .await
+        .unwrap_or_else(|err| panic!("{err}"));
+    assert_eq!(batch.merges.len(), 1);
+    let merged = batch.merges[0].note.clone();
+    let version = |n: NoteDetail| n.note.version;
+    let before = version(e.get(&archived).await.unwrap_or_else(|err| panic!("{err}")));
+    e.archive(&archived, "user")
+        .await
+        .unwrap_or_else(|err| panic!("{err}"));
+    let after = version(e.get(&archived).await.unwrap_or_else(|err| panic!("{err}")));
+    assert!(after > before, "archiving left the version at {after}");
+    let cases = [
+        (&archived, "zebra crossing elm street"),
+        (&merged, "heron quiet pond"),
+    ];
+    let edit = FieldEdit {
+        keywords: Some(vec!["crossing".into()]),
+        tags: Some(vec!["street".into()]),
+        context: None,
+    };
+    for (id, query) in cases {
+        assert_eq!(found(&e, query, id).await, (false, false), "{query}");
+        e.edit_note(id, &edit, "user", "test")
+            .await
+            .unwrap_or_else(|err| panic!("{err}"));
+        assert_eq!(found(&e, query, id).await, (false, false), "{query}: edit");
+        let rev = e
+            .store()
+            .revisions_where(Some(id), None)
+            .await
+            .unwrap_or_else(|err| panic!("{err}"))
+            .pop()
+            .unwrap_or_else(|| panic!("no revision"));
+        e.rollback(&rev.id, "user")
+            .await
+            .unwrap_or_else(|err| panic!("{err}"));
+        assert_eq!(
+            found(&e, query, id).await,
+            (false, false),
+            "{query}: rollback"
+        );
+        e.edit_note(id, &edit, "user", "test again")
+            .await
+            .unwrap_or_else(|err| panic!("{err}"));
+    }
+    e.close().await;
+    let e = open(&ep).await;
+    assert!(e.opened_from_snapshot());
+    for (id, query) in cases {
+        assert_eq!(
+            found(&e, query, id).await,
+            (false, false),
+            "{query}: reopened"
+        );
+    }
+    e.close().await;
+    assert_snapshot_equals_rebuild(&ep).await;
+}

@@ -954,7 +954,7 @@ impl Store {
             LET $back = IF $existed { $freed.filter(|$f| (SELECT VALUE status FROM ONLY type::record('note', $f.note)) = 'merged') } ELSE { [] };
             FOR $f IN $back {
                 LET $d = type::record('note', $f.note);
-                UPDATE $d SET status = 'active';
+                UPDATE $d SET status = 'active', version += 1;
                 CREATE audit CONTENT { action: 'unmerge', target: $f.note, notes: [$d], actor: 'user',
                     reason: 'the note it was merged into was deleted', at: time::now() };
                 IF (SELECT VALUE enrich_state FROM ONLY $d) != 'done'
