@@ -698,3 +698,75 @@ async fn archived_and_merged_notes_stay_out_of_search_after_an_edit_or_a_rollbac
     e.close().await;
     assert_snapshot_equals_rebuild(&ep).await;
 }
+
+/// A memory reopened with another model of the same dimension: the notes out of the
+/// indexes (archived, merged) still hold the old model's vectors; one that comes back
+/// (restored, its merge rolled back) is embedded by the new model, never with the old
+/// vector.
+#[tokio::test]
+async fn a_note_back_after_a_model_swap_of_the_same_dimension_gets_the_new_models_vector() {
+    let dir = tempfile::tempdir().unwrap_or_else(|err| panic!("{err}"));
+    let ep = Endpoint::SurrealKv(dir.path().join("db"));
+    let e = open(&ep).await;
+    e.add(new("a note about chess in the garden", None))
+        .await
+        .unwrap_or_else(|err| panic!("{err}"));
+    let archived = e
+        .add(new("the zebra crossing on elm street", None))
+        .await
+        .unwrap_or_else(|err| panic!("{err}"))
+        .id;
+    let batch = e
+        .add_batch_merging(vec![
+            new("the heron by the quiet pond", None),
+            new("the heron by the quiet pond", None),
+        ])
+        .await
+        .unwrap_or_else(|err| panic!("{err}"));
+    assert_eq!(batch.merges.len(), 1);
+    let (merged, merge_event) = (batch.merges[0].note.clone(), batch.merges[0].event.clone());
+    e.archive(&archived, "user")
+        .await
+        .unwrap_or_else(|err| panic!("{err}"));
+    e.close().await;
+
+    let other = HashEmbedder::arc("other", 48, 9);
+    let e = Engine::open(&ep, Arc::clone(&other), quiet())
+        .await
+        .unwrap_or_else(|err| panic!("{err}"));
+    e.restore_archived(&archived, "user")
+        .await
+        .unwrap_or_else(|err| panic!("{err}"));
+    e.rollback(&merge_event, "user")
+        .await
+        .unwrap_or_else(|err| panic!("{err}"));
+    for id in [&archived, &merged] {
+        let note = e.get(id).await.unwrap_or_else(|err| panic!("{err}")).note;
+        assert_eq!(note.status, NoteStatus::Active);
+        let want = other
+            .embed(&[note.index_text().as_str()])
+            .unwrap_or_else(|err| panic!("{err}"))
+            .pop()
+            .unwrap_or_default();
+        let got = e
+            .vector_of(id)
+            .unwrap_or_else(|err| panic!("{err}"))
+            .unwrap_or_else(|| panic!("{id} is not indexed"));
+        let off = want
+            .iter()
+            .zip(&got)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0f32, f32::max);
+        assert!(
+            off < 1e-5,
+            "{id}: the indexed vector is not the new model's ({off})"
+        );
+        let stored = e
+            .store()
+            .embedding_with_model(id)
+            .await
+            .unwrap_or_else(|err| panic!("{err}"));
+        assert_eq!(stored.map(|(_, m)| m), Some(Some("other".to_owned())));
+    }
+    e.close().await;
+}

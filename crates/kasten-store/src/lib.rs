@@ -1081,6 +1081,35 @@ impl Store {
             .collect()
     }
 
+    /// A note's stored embedding with the model that made it (`None`: no such note, or
+    /// not embedded). Vectors of two models of one dimension are not comparable: the
+    /// model, not the length, says whether a vector can be used.
+    pub async fn embedding_with_model(
+        &self,
+        id: &NoteId,
+    ) -> Result<Option<(Vec<f32>, Option<String>)>, StoreError> {
+        #[derive(SurrealValue)]
+        #[surreal(crate = "surrealdb::types")]
+        struct Row {
+            embedding: Option<Bytes>,
+            embed_model: Option<String>,
+        }
+        let mut resp = self
+            .db
+            .query("SELECT embedding, embed_model FROM ONLY type::record('note', $id)")
+            .bind(("id", id.to_string()))
+            .await
+            .map_err(StoreError::from_db)?;
+        let row: Option<Row> = resp.take(0).map_err(StoreError::from_db)?;
+        match row {
+            Some(Row {
+                embedding: Some(b),
+                embed_model,
+            }) => Ok(Some((bytes_to_emb(&b)?, embed_model))),
+            _ => Ok(None),
+        }
+    }
+
     /// Replaces the embedding of a note.
     pub async fn set_embedding(
         &self,
