@@ -513,6 +513,9 @@ impl Engine {
         }
         if self.store.event_exists(id).await? {
             let revs = self.store.revisions_where(None, Some(id)).await?;
+            // the edits of notes deleted since have nothing left to restore: the event's
+            // edits of the notes that remain are undone as a unit
+            let revs = self.of_existing_notes(revs).await?;
             let in_force: Vec<Revision> = revs
                 .iter()
                 .filter(|r| r.status == "applied")
@@ -578,8 +581,7 @@ impl Engine {
             return Err(EngineError::UnknownItem(event.to_owned()));
         }
         let revs: Vec<Revision> = self
-            .store
-            .revisions_where(None, Some(event))
+            .of_existing_notes(self.store.revisions_where(None, Some(event)).await?)
             .await?
             .into_iter()
             .filter(|r| r.status == "rolled_back")
@@ -803,6 +805,25 @@ impl Engine {
             revisions: 0,
             links: 1,
         })
+    }
+
+    /// The revisions whose note still exists (a deleted note keeps its revisions, with
+    /// nothing to apply them to).
+    async fn of_existing_notes(&self, revs: Vec<Revision>) -> Result<Vec<Revision>, EngineError> {
+        let mut ids: Vec<NoteId> = revs.iter().map(|r| r.note.clone()).collect();
+        ids.sort();
+        ids.dedup();
+        let present: HashSet<NoteId> = self
+            .store
+            .get_notes(&ids)
+            .await?
+            .into_iter()
+            .map(|n| n.id)
+            .collect();
+        Ok(revs
+            .into_iter()
+            .filter(|r| present.contains(&r.note))
+            .collect())
     }
 
     pub(crate) async fn current(&self, id: &NoteId) -> Result<kasten_core::Note, EngineError> {
