@@ -634,9 +634,17 @@ impl Store {
 
     /// The last migration applied (0 for a new database).
     pub async fn schema_version(&self) -> Result<u32, StoreError> {
+        self.schema_version_in(None).await
+    }
+
+    /// [`Store::schema_version`] read inside a read transaction, or outside any.
+    pub(crate) async fn schema_version_in(
+        &self,
+        tx: Option<&notecache::ReadTx>,
+    ) -> Result<u32, StoreError> {
         let mut resp = self
             .db
-            .query("SELECT VALUE version FROM ONLY schema_version:current")
+            .query_in(tx, "SELECT VALUE version FROM ONLY schema_version:current")
             .await
             .map_err(StoreError::from_db)?;
         // On a new database the table does not exist yet: that is version 0.
