@@ -438,8 +438,15 @@ impl Engine {
     /// Puts an active note (back) into the in-memory indexes from the store.
     pub(crate) async fn index_note(&self, id: &NoteId) -> Result<(), EngineError> {
         let note = self.require(id).await?;
-        let embedding = match self.store.embedding_of(id).await? {
-            Some(v) if v.len() == self.embedder.dim() => v,
+        // a vector of another model (of the same dimension or not, as after a model swap
+        // while the note was archived or merged) is made again
+        let embedding = match self.store.embedding_with_model(id).await? {
+            Some((v, model))
+                if v.len() == self.embedder.dim()
+                    && model.as_deref() == Some(self.embedder.model_id()) =>
+            {
+                v
+            }
             _ => {
                 let v = self.embed_query(&note.index_text()).await?;
                 self.store

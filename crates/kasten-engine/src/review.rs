@@ -22,7 +22,7 @@ use std::collections::HashSet;
 
 use chrono::{DateTime, Utc};
 use kasten_core::provenance::{self, SetBy};
-use kasten_core::{NoteId, note::index_text};
+use kasten_core::{NoteId, NoteStatus, note::index_text};
 use kasten_store::{
     AuditEntry, Change, FieldChange, Fields, LinkRecord, NewRevision, QueueStates, ReviewBatch,
     Revision, StoreError,
@@ -514,6 +514,9 @@ impl Engine {
         }
         if self.store.event_exists(id).await? {
             let revs = self.store.revisions_where(None, Some(id)).await?;
+            // the edits of notes deleted since have nothing left to restore: the event's
+            // edits of the notes that remain are undone as a unit
+            let revs = self.of_existing_notes(revs).await?;
             let in_force: Vec<Revision> = revs
                 .iter()
                 .filter(|r| r.status == "applied")
@@ -579,8 +582,7 @@ impl Engine {
             return Err(EngineError::UnknownItem(event.to_owned()));
         }
         let revs: Vec<Revision> = self
-            .store
-            .revisions_where(None, Some(event))
+            .of_existing_notes(self.store.revisions_where(None, Some(event)).await?)
             .await?
             .into_iter()
             .filter(|r| r.status == "rolled_back")
@@ -813,6 +815,25 @@ impl Engine {
         })
     }
 
+    /// The revisions whose note still exists (a deleted note keeps its revisions, with
+    /// nothing to apply them to).
+    async fn of_existing_notes(&self, revs: Vec<Revision>) -> Result<Vec<Revision>, EngineError> {
+        let mut ids: Vec<NoteId> = revs.iter().map(|r| r.note.clone()).collect();
+        ids.sort();
+        ids.dedup();
+        let present: HashSet<NoteId> = self
+            .store
+            .get_notes(&ids)
+            .await?
+            .into_iter()
+            .map(|n| n.id)
+            .collect();
+        Ok(revs
+            .into_iter()
+            .filter(|r| present.contains(&r.note))
+            .collect())
+    }
+
     pub(crate) async fn current(&self, id: &NoteId) -> Result<kasten_core::Note, EngineError> {
         self.store
             .get_note(id)
@@ -967,8 +988,12 @@ impl Engine {
                 .iter()
                 .filter_map(|c| notes.iter().find(|n| n.id == c.note).map(|n| (c, n)))
             {
-                ix.vector.upsert(n.id.clone(), &c.embedding)?;
-                ix.text.upsert(n.id.clone(), &n.index_text());
+                // only active notes are searched: an archived or merged note's edit (or its
+                // rollback) changes the note, not the indexes
+                if n.status == NoteStatus::Active {
+                    ix.vector.upsert(n.id.clone(), &c.embedding)?;
+                    ix.text.upsert(n.id.clone(), &n.index_text());
+                }
             }
             for (a, b, joined) in &ends {
                 if *joined && ix.vector.contains(a) && ix.vector.contains(b) {

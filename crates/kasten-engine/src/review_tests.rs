@@ -552,6 +552,50 @@ async fn an_accept_whose_edit_fails_accepts_nothing() {
     e.close().await;
 }
 
+/// The enrichment event of a note that was deleted still rolls back as a unit: the edits
+/// it made to the notes that remain are undone (the deleted note's own revisions have
+/// nothing left to restore), and it can be re-applied.
+#[tokio::test]
+async fn the_event_of_a_deleted_note_still_rolls_back_its_edits_of_other_notes() {
+    let fake = FakeLlm::start(Mode::Normal).await.unwrap();
+    let e = engine(&fake).await;
+    let a = add(&e, "Caroline plans a trip to Berlin in May").await;
+    let original = snapshot(&e, std::slice::from_ref(&a)).await;
+    let b = add(&e, "Caroline booked flights to Berlin").await;
+    let evolved = snapshot(&e, std::slice::from_ref(&a)).await;
+    assert_ne!(evolved.fields, original.fields, "B evolves A");
+    let event = e
+        .store()
+        .events(10)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|ev| ev.note == b.to_string())
+        .unwrap()
+        .id;
+    e.delete(&b).await.unwrap();
+    let out = e.rollback(&event, "user").await.unwrap();
+    assert_eq!(out.notes, vec![a.to_string()]);
+    assert_eq!(
+        snapshot(&e, std::slice::from_ref(&a)).await.fields,
+        original.fields,
+        "A restored exactly"
+    );
+    assert!(
+        e.history(&a)
+            .await
+            .unwrap()
+            .iter()
+            .any(|h| h.action == "rollback" && h.id.as_deref() == Some(event.as_str()))
+    );
+    e.reapply(&event, "user").await.unwrap();
+    assert_eq!(
+        snapshot(&e, std::slice::from_ref(&a)).await.fields,
+        evolved.fields
+    );
+    e.close().await;
+}
+
 /// "Accept all above a confidence" is one store transaction over the links that qualify;
 /// the link index follows without reloading every link.
 #[tokio::test]

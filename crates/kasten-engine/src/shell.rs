@@ -4,7 +4,7 @@
 //! benchmark memories), which the indexes follow as they follow the pipeline's.
 
 use kasten_core::note::index_text;
-use kasten_core::{Note, NoteId};
+use kasten_core::{Note, NoteId, NoteStatus};
 use kasten_store::{ApplyMode, ClaimedJob, Enrichment, EventSummary, ModelUsage, NoteRead};
 
 use crate::{Engine, EngineError};
@@ -130,9 +130,21 @@ impl Engine {
         let held = self.store.apply_enrichment(e).await?;
         let sync = self.index_sync();
         let joined = self.links_in_force(e).await?;
+        // only active notes are searched (read under the write order: a status change
+        // takes it too)
+        let mut ids = vec![note.id.clone()];
+        ids.extend(e.updates.iter().map(|w| w.id.clone()));
+        let active: std::collections::HashSet<NoteId> = self
+            .store
+            .get_notes(&ids)
+            .await?
+            .into_iter()
+            .filter(|n| n.status == NoteStatus::Active)
+            .map(|n| n.id)
+            .collect();
         {
             let mut ix = self.write_indexes()?;
-            if e.construction_mode == ApplyMode::Apply {
+            if e.construction_mode == ApplyMode::Apply && active.contains(&note.id) {
                 if !e.embedding.is_empty() {
                     ix.vector
                         .upsert(note.id.clone(), &e.embedding)
@@ -144,6 +156,7 @@ impl Engine {
                 if let Some(t) = t
                     && w.mode == ApplyMode::Apply
                     && !held.contains(&w.id)
+                    && active.contains(&w.id)
                 {
                     ix.vector
                         .upsert(w.id.clone(), &w.embedding_after)

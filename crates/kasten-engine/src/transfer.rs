@@ -486,33 +486,57 @@ impl Engine {
     }
 
     /// Writes a full backup to `file`, a page of rows at a time, through a temporary file
-    /// beside it that is synced and renamed at the end: a failure leaves no half file.
-    /// Returns the rows written per table.
+    /// of its own in the same folder (a new name, never a file that is there already) that
+    /// is synced and renamed at the end: a failure leaves no half file and touches nothing
+    /// else in the folder. Returns the rows written per table.
     pub async fn backup_to_file(
         &self,
         file: &Path,
         progress: TableProgressFn<'_>,
     ) -> Result<BTreeMap<String, u64>, EngineError> {
-        let tmp = file.with_extension("partial");
-        let written = async {
-            let f = std::fs::File::create(&tmp)
-                .map_err(|e| EngineError::File(format!("cannot create {}: {e}", tmp.display())))?;
-            let mut w = std::io::BufWriter::with_capacity(1 << 16, f);
-            let counts = self.store.write_backup(&mut w, progress).await?;
-            let f = w
-                .into_inner()
-                .map_err(|e| EngineError::File(format!("cannot write {}: {e}", tmp.display())))?;
-            f.sync_all()
-                .map_err(|e| EngineError::File(format!("cannot write {}: {e}", tmp.display())))?;
-            std::fs::rename(&tmp, file)
-                .map_err(|e| EngineError::File(format!("cannot write {}: {e}", file.display())))?;
-            Ok::<_, EngineError>(counts)
+        let dir = match file.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        // the file's name starts the temporary one's (cut so that it stays a valid name)
+        let mut name = String::new();
+        for c in file
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+            .chars()
+        {
+            if name.len() + c.len_utf8() > 100 {
+                break;
+            }
+            name.push(c);
         }
-        .await;
-        if written.is_err() {
-            let _ = std::fs::remove_file(&tmp);
-        }
-        written
+        // removed when dropped: on an error, and when the caller stops waiting
+        let tmp = tempfile::Builder::new()
+            .prefix(&format!(".{name}."))
+            .suffix(".partial")
+            .tempfile_in(dir)
+            .map_err(|e| {
+                EngineError::File(format!(
+                    "cannot create a temporary file in {}: {e}",
+                    dir.display()
+                ))
+            })?;
+        let shown = tmp.path().display().to_string();
+        let mut w = std::io::BufWriter::with_capacity(1 << 16, tmp);
+        let counts = self.store.write_backup(&mut w, progress).await?;
+        let tmp = w
+            .into_inner()
+            .map_err(|e| EngineError::File(format!("cannot write {shown}: {e}")))?;
+        tmp.as_file()
+            .sync_all()
+            .map_err(|e| EngineError::File(format!("cannot write {shown}: {e}")))?;
+        tmp.persist(file).map_err(|e| {
+            EngineError::File(format!("cannot write {}: {}", file.display(), e.error))
+        })?;
+        // the rename itself made durable (best effort: not every file system syncs a folder)
+        let _ = std::fs::File::open(dir).and_then(|d| d.sync_all());
+        Ok(counts)
     }
 
     /// Restores a backup file ([`BackupFile::scan`] read it whole and found it sound) into

@@ -235,6 +235,37 @@ async fn a_backup_file_restores_into_an_equal_searchable_memory() -> Result<(), 
     Ok(())
 }
 
+/// A backup to `report.json` writes through a temporary file of its own: a file the user
+/// keeps beside it (`report.partial`, the name a temporary file derived by extension would
+/// take) is left as it was, and nothing but the backup is left in the folder.
+#[tokio::test]
+async fn a_backup_leaves_a_file_beside_it_alone() -> Result<(), EngineError> {
+    let e = open_mem().await;
+    e.import_notes(vec![item("heron note", Some("f:1"), None)], &[], 1, &|_| {})
+        .await?;
+    let dir = tempfile::tempdir().map_err(|err| EngineError::File(err.to_string()))?;
+    let mine = dir.path().join("report.partial");
+    std::fs::write(&mine, "the user's own file")
+        .map_err(|err| EngineError::File(err.to_string()))?;
+    let path = dir.path().join("report.json");
+    e.backup_to_file(&path, &|_| {}).await?;
+    let kept = std::fs::read_to_string(&mine).map_err(|err| EngineError::File(err.to_string()))?;
+    assert_eq!(kept, "the user's own file");
+    let mut names: Vec<String> = std::fs::read_dir(dir.path())
+        .map_err(|err| EngineError::File(err.to_string()))?
+        .filter_map(|d| d.ok().map(|d| d.file_name().to_string_lossy().into_owned()))
+        .collect();
+    names.sort();
+    assert_eq!(names, ["report.json", "report.partial"]);
+    let file = kasten_store::BackupFile::scan(&path)?;
+    let b = open_mem().await;
+    let r = b.restore_backup_file(&file, &|_| {}, &|_| {}).await?;
+    assert_eq!(r.tables.get("note"), Some(&1));
+    e.close().await;
+    b.close().await;
+    Ok(())
+}
+
 /// An import of long notes writes transactions that fit a small memtable (a transaction
 /// must fit in SurrealKV's memtable): 100 notes of 300 KB, asked for in batches of 64,
 /// into a memory opened with the smallest memtable allowed (16 MiB).

@@ -3,7 +3,9 @@
 //! [`Store::write_backup`] writes the same JSON document as [`Store::backup`] (the module
 //! docs of `transfer.rs` describe it) to a writer, one page of rows at a time: each table
 //! is read in record-id order (`WHERE id > $after ORDER BY id LIMIT n`), so no query
-//! holds more than a page.
+//! holds more than a page. Every page is read in one read transaction (begun before the
+//! first, cancelled after the last): the backup is one state of the memory, while the
+//! worker, other processes and the user go on writing.
 //!
 //! A backup file is read in two passes. [`BackupFile::scan`] reads it all once without
 //! writing anything: the header, every row (each converted exactly as a restore will
@@ -31,6 +33,7 @@ use crate::transfer::{
 };
 use kasten_core::{Note, NoteId};
 
+use crate::notecache::{ReadTx, end_read};
 use crate::review::LINK_COLUMNS;
 use crate::{
     BACKUP_FORMAT, BACKUP_VERSION, LinkRecord, NOTE_COLUMNS, NoteRow, RestoreSummary, Store,
@@ -79,6 +82,7 @@ impl Store {
     /// rest of the table for every page).
     async fn rows_after(
         &self,
+        tx: &ReadTx,
         table: &str,
         after: Option<RecordIdKey>,
         limit: usize,
@@ -93,7 +97,7 @@ impl Store {
         });
         let mut resp = self
             .db
-            .query(q)
+            .query_in(Some(tx), q)
             .bind(("after", after))
             .bind(("limit", limit as i64))
             .await
@@ -111,8 +115,23 @@ impl Store {
         self.write_backup_paged(out, BACKUP_PAGE, progress).await
     }
 
+    /// The pages are read in one read transaction: the backup is one state of the memory,
+    /// however many writes commit while it is written (they are in none of its tables).
     async fn write_backup_paged(
         &self,
+        out: &mut (dyn Write + Send),
+        page_rows: usize,
+        progress: TableProgressFn<'_>,
+    ) -> Result<BTreeMap<String, u64>, StoreError> {
+        let tx = self.db.begin_read().await.map_err(StoreError::from_db)?;
+        let written = self.write_backup_in(&tx, out, page_rows, progress).await;
+        end_read(tx).await;
+        written
+    }
+
+    async fn write_backup_in(
+        &self,
+        tx: &ReadTx,
         out: &mut (dyn Write + Send),
         page_rows: usize,
         progress: TableProgressFn<'_>,
@@ -122,18 +141,18 @@ impl Store {
             "{{\"format\":{},\"version\":{},\"schema_version\":{},\"created_at\":{},\"tables\":{{",
             Json::from(BACKUP_FORMAT),
             BACKUP_VERSION,
-            self.schema_version().await?,
+            self.schema_version_in(Some(tx)).await?,
             Json::from(Utc::now().to_rfc3339()),
         );
         out.write_all(header.as_bytes()).map_err(write_error)?;
         let mut counts = BTreeMap::new();
-        for (i, t) in self.table_names().await?.iter().enumerate() {
+        for (i, t) in self.table_names(Some(tx)).await?.iter().enumerate() {
             if i > 0 {
                 out.write_all(b",").map_err(write_error)?;
             }
             serde_json::to_writer(&mut *out, t).map_err(|e| write_error(e.into()))?;
             out.write_all(b":[").map_err(write_error)?;
-            let total = self.table_count(t).await?;
+            let total = self.table_count(Some(tx), t).await?;
             let mut done = 0u64;
             let mut after: Option<RecordIdKey> = None;
             progress(&TableProgress {
@@ -142,7 +161,7 @@ impl Store {
                 total,
             });
             loop {
-                let page = self.rows_after(t, after.take(), page_rows).await?;
+                let page = self.rows_after(tx, t, after.take(), page_rows).await?;
                 let full = page.len() == page_rows;
                 for row in page {
                     if let Value::Object(o) = &row
@@ -723,6 +742,81 @@ mod tests {
         let c = Store::open(&Endpoint::Mem).await?;
         c.restore_file(&BackupFile::scan(&path)?, &|_| {}).await?;
         assert_eq!(tables(&c.backup().await?), tables(&whole));
+        Ok(())
+    }
+
+    /// A writer that commits a note with its job (one transaction) into `store` once the
+    /// backup has begun the note table, after the job table was read.
+    struct CommitsMidway<'a> {
+        out: Vec<u8>,
+        store: &'a Store,
+        written: Option<NoteId>,
+    }
+
+    impl Write for CommitsMidway<'_> {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.out.extend_from_slice(b);
+            let at_notes = self.out.windows(8).any(|w| w == b"\"note\":[");
+            if self.written.is_none() && at_notes {
+                let n = note("written while the backup runs");
+                self.written = Some(n.id.clone());
+                let w = NoteWrite {
+                    note: n,
+                    embedding: None,
+                    embed_model: None,
+                    job: Some(JobId::generate()),
+                };
+                let store = self.store;
+                tokio::task::block_in_place(|| {
+                    tokio::runtime::Handle::current().block_on(store.insert_notes(&[w]))
+                })
+                .map_err(std::io::Error::other)?;
+            }
+            Ok(b.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// A backup is one snapshot of the memory: a note and its job written (in one
+    /// transaction) while the backup runs are in all of its tables or in none, and the
+    /// backup restores into a memory where every note has its job.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_backup_is_one_snapshot_while_writes_commit() -> Result<(), StoreError> {
+        let a = filled(5).await?;
+        let mut out = CommitsMidway {
+            out: Vec::new(),
+            store: &a,
+            written: None,
+        };
+        a.write_backup_paged(&mut out, 2, &|_| {}).await?;
+        let (bytes, written) = (out.out, out.written);
+        assert!(written.is_some(), "nothing was written during the backup");
+        assert_eq!(a.count_notes().await?, 6);
+        let doc: Json = serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("{e}"));
+        let keys = |t: &str, field: &str| -> Vec<String> {
+            let mut v: Vec<String> = doc["tables"][t]
+                .as_array()
+                .map(Vec::as_slice)
+                .unwrap_or_default()
+                .iter()
+                .map(|r| r[field].to_string())
+                .collect();
+            v.sort();
+            v
+        };
+        assert_eq!(
+            keys("note", "id"),
+            keys("job", "note"),
+            "notes and their jobs"
+        );
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = file_with(dir.path(), "b.json", &bytes);
+        let b = Store::open(&Endpoint::Mem).await?;
+        let summary = b.restore_file(&BackupFile::scan(&path)?, &|_| {}).await?;
+        assert_eq!(summary.tables.get("note"), summary.tables.get("job"));
         Ok(())
     }
 

@@ -678,9 +678,17 @@ impl Store {
 
     /// The last migration applied (0 for a new database).
     pub async fn schema_version(&self) -> Result<u32, StoreError> {
+        self.schema_version_in(None).await
+    }
+
+    /// [`Store::schema_version`] read inside a read transaction, or outside any.
+    pub(crate) async fn schema_version_in(
+        &self,
+        tx: Option<&notecache::ReadTx>,
+    ) -> Result<u32, StoreError> {
         let mut resp = self
             .db
-            .query("SELECT VALUE version FROM ONLY schema_version:current")
+            .query_in(tx, "SELECT VALUE version FROM ONLY schema_version:current")
             .await
             .map_err(StoreError::from_db)?;
         // On a new database the table does not exist yet: that is version 0.
@@ -999,7 +1007,7 @@ impl Store {
             LET $back = IF $existed { $freed.filter(|$f| (SELECT VALUE status FROM ONLY type::record('note', $f.note)) = 'merged') } ELSE { [] };
             FOR $f IN $back {
                 LET $d = type::record('note', $f.note);
-                UPDATE $d SET status = 'active';
+                UPDATE $d SET status = 'active', version += 1;
                 CREATE audit CONTENT { action: 'unmerge', target: $f.note, notes: [$d], actor: 'user',
                     reason: 'the note it was merged into was deleted', at: time::now() };
                 IF (SELECT VALUE enrich_state FROM ONLY $d) != 'done'
@@ -1124,6 +1132,35 @@ impl Store {
                 })
             })
             .collect()
+    }
+
+    /// A note's stored embedding with the model that made it (`None`: no such note, or
+    /// not embedded). Vectors of two models of one dimension are not comparable: the
+    /// model, not the length, says whether a vector can be used.
+    pub async fn embedding_with_model(
+        &self,
+        id: &NoteId,
+    ) -> Result<Option<(Vec<f32>, Option<String>)>, StoreError> {
+        #[derive(SurrealValue)]
+        #[surreal(crate = "surrealdb::types")]
+        struct Row {
+            embedding: Option<Bytes>,
+            embed_model: Option<String>,
+        }
+        let mut resp = self
+            .db
+            .query("SELECT embedding, embed_model FROM ONLY type::record('note', $id)")
+            .bind(("id", id.to_string()))
+            .await
+            .map_err(StoreError::from_db)?;
+        let row: Option<Row> = resp.take(0).map_err(StoreError::from_db)?;
+        match row {
+            Some(Row {
+                embedding: Some(b),
+                embed_model,
+            }) => Ok(Some((bytes_to_emb(&b)?, embed_model))),
+            _ => Ok(None),
+        }
     }
 
     /// Replaces the embedding of a note.

@@ -252,7 +252,9 @@ impl Store {
     }
 
     /// Moves a note from status `from` to `to` (archive, restore), with an audit entry.
-    /// Returns false (and changes nothing) when the note is not in status `from`.
+    /// Returns false (and changes nothing) when the note is not in status `from`. A status
+    /// change is a change of the note: its `version` goes up, so a write that read the note
+    /// before (an enrichment's neighbour update) is refused.
     pub async fn change_status(
         &self,
         id: &NoteId,
@@ -283,7 +285,7 @@ impl Store {
             LET $r = type::record('note', $id);
             LET $ok = (SELECT VALUE status FROM ONLY $r) = $from;
             IF $ok {
-                UPDATE $r SET status = $to;
+                UPDATE $r SET status = $to, version += 1;
                 CREATE audit CONTENT { action: $action, target: $id, notes: [$r], actor: $actor,
                     reason: $reason, at: time::now() };
             };

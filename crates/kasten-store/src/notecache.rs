@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use kasten_core::{Note, NoteId};
 use surrealdb::engine::any::Any;
 use surrealdb::engine::local::Db as Local;
-use surrealdb::method::{IntoVariables, Query};
+use surrealdb::method::{IntoVariables, Query, Transaction};
 use surrealdb::{IndexedResults, Surreal};
 
 /// Notes kept (display fields only, no embedding: ~1 KB each).
@@ -178,6 +178,36 @@ impl Db {
         }
     }
 
+    /// Begins a transaction that is only read from ([`ReadTx`]): every query sent through
+    /// it sees the database as it was when it began, whatever commits meanwhile.
+    pub(crate) async fn begin_read(&self) -> surrealdb::Result<ReadTx> {
+        Ok(match &self.inner {
+            Conn::Local(db, _) => ReadTx::Local(db.clone().begin().await?),
+            Conn::Any(db) => ReadTx::Any(db.clone().begin().await?),
+        })
+    }
+
+    /// [`Db::query`] inside `tx` (reads only: a read-only transaction keeps no note
+    /// cache in step), or outside any transaction when `tx` is `None`.
+    pub(crate) fn query_in<'c>(
+        &'c self,
+        tx: Option<&'c ReadTx>,
+        sql: impl Into<Cow<'c, str>>,
+    ) -> Sent<'c> {
+        let Some(tx) = tx else {
+            return self.query(sql);
+        };
+        let sql = sql.into();
+        debug_assert!(!may_write(&sql), "a write in a read transaction: {sql}");
+        Sent {
+            query: match tx {
+                ReadTx::Local(t) => Sending::Local(t.query(sql)),
+                ReadTx::Any(t) => Sending::Any(t.query(sql)),
+            },
+            cache: None,
+        }
+    }
+
     /// The embedded datastore, when the store opened it itself.
     pub(crate) fn datastore(&self) -> Option<&std::sync::Arc<surrealdb_core::kvs::Datastore>> {
         match &self.inner {
@@ -192,6 +222,25 @@ impl Db {
             Conn::Local(c, _) => c.use_ns(ns).use_db(db).await.map(drop),
             Conn::Any(c) => c.use_ns(ns).use_db(db).await.map(drop),
         }
+    }
+}
+
+/// A transaction of the datastore that is only read from and then cancelled: reads that
+/// take several queries (a backup's pages) see one state of the database.
+pub(crate) enum ReadTx {
+    Local(Transaction<Local>),
+    Any(Transaction<Any>),
+}
+
+/// Ends a read transaction: nothing was written, so it is cancelled, never committed (a
+/// failure to cancel is only logged; the reads are done).
+pub(crate) async fn end_read(tx: ReadTx) {
+    let ended = match tx {
+        ReadTx::Local(t) => t.cancel().await.map(drop),
+        ReadTx::Any(t) => t.cancel().await.map(drop),
+    };
+    if let Err(err) = ended {
+        tracing::warn!(%err, "could not end a read transaction");
     }
 }
 

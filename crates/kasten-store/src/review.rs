@@ -259,6 +259,21 @@ impl Store {
         actor: &str,
         reason: &str,
     ) -> Result<Vec<(String, NoteId, NoteId)>, StoreError> {
+        // an accepted link is indexed data (the link adjacency)
+        let w = self.index_write().await?;
+        w.finish(
+            self.accept_links_above_unmarked(min_confidence, actor, reason)
+                .await,
+        )
+    }
+
+    /// [`Store::accept_links_above`] without the snapshot bookkeeping.
+    async fn accept_links_above_unmarked(
+        &self,
+        min_confidence: f64,
+        actor: &str,
+        reason: &str,
+    ) -> Result<Vec<(String, NoteId, NoteId)>, StoreError> {
         #[derive(SurrealValue)]
         #[surreal(crate = "surrealdb::types")]
         struct Row {

@@ -19,6 +19,7 @@ use surrealdb::types::{
     Array, Bytes, Datetime, Number, Object, RecordId, RecordIdKey, SurrealValue, Table, Value,
 };
 
+use crate::notecache::{ReadTx, end_read};
 use crate::{Store, StoreError, first_real_error, schema};
 
 /// The `format` field of a backup file.
@@ -215,10 +216,10 @@ impl Store {
     }
 
     /// The names of the database's tables, sorted.
-    pub(crate) async fn table_names(&self) -> Result<Vec<String>, StoreError> {
+    pub(crate) async fn table_names(&self, tx: Option<&ReadTx>) -> Result<Vec<String>, StoreError> {
         let mut resp = self
             .db
-            .query("INFO FOR DB")
+            .query_in(tx, "INFO FOR DB")
             .await
             .map_err(StoreError::from_db)?;
         let info: Value = resp.take(0).map_err(StoreError::from_db)?;
@@ -237,30 +238,42 @@ impl Store {
         Ok(names)
     }
 
-    async fn table_rows(&self, table: &str) -> Result<Vec<Value>, StoreError> {
+    async fn table_rows(&self, tx: &ReadTx, table: &str) -> Result<Vec<Value>, StoreError> {
         let mut resp = self
             .db
-            .query(format!("SELECT * FROM {table} ORDER BY id"))
+            .query_in(Some(tx), format!("SELECT * FROM {table} ORDER BY id"))
             .await
             .map_err(StoreError::from_db)?;
         resp.take(0).map_err(StoreError::from_db)
     }
 
-    pub(crate) async fn table_count(&self, table: &str) -> Result<u64, StoreError> {
+    pub(crate) async fn table_count(
+        &self,
+        tx: Option<&ReadTx>,
+        table: &str,
+    ) -> Result<u64, StoreError> {
         let mut resp = self
             .db
-            .query(format!("SELECT count() AS n FROM {table} GROUP ALL"))
+            .query_in(tx, format!("SELECT count() AS n FROM {table} GROUP ALL"))
             .await
             .map_err(StoreError::from_db)?;
         let n: Option<i64> = resp.take((0, "n")).map_err(StoreError::from_db)?;
         Ok(n.unwrap_or(0).max(0) as u64)
     }
 
-    /// Everything in the memory, as a JSON document (see the module docs).
+    /// Everything in the memory, as a JSON document (see the module docs): one state of
+    /// it, read in one transaction.
     pub async fn backup(&self) -> Result<Json, StoreError> {
+        let tx = self.db.begin_read().await.map_err(StoreError::from_db)?;
+        let doc = self.backup_in(&tx).await;
+        end_read(tx).await;
+        doc
+    }
+
+    async fn backup_in(&self, tx: &ReadTx) -> Result<Json, StoreError> {
         let mut tables = serde_json::Map::new();
-        for t in self.table_names().await? {
-            let rows = self.table_rows(&t).await?;
+        for t in self.table_names(Some(tx)).await? {
+            let rows = self.table_rows(tx, &t).await?;
             let mut rows: Vec<Json> = rows.into_iter().map(to_json).collect::<Result<_, _>>()?;
             // the index snapshot's seal describes this memory's own snapshot file, not data
             rows.retain(|r| !is_snapshot_seal(&t, r));
@@ -274,7 +287,7 @@ impl Store {
         Ok(json!({
             "format": BACKUP_FORMAT,
             "version": BACKUP_VERSION,
-            "schema_version": self.schema_version().await?,
+            "schema_version": self.schema_version_in(Some(tx)).await?,
             "created_at": Utc::now().to_rfc3339(),
             "tables": tables,
         }))
@@ -284,11 +297,11 @@ impl Store {
     /// empty memory.
     pub async fn non_empty_tables(&self) -> Result<Vec<(String, u64)>, StoreError> {
         let mut out = Vec::new();
-        for t in self.table_names().await? {
+        for t in self.table_names(None).await? {
             if ALLOWED_IN_EMPTY.contains(&t.as_str()) {
                 continue;
             }
-            let n = self.table_count(&t).await?;
+            let n = self.table_count(None, &t).await?;
             if n > 0 {
                 out.push((t, n));
             }
