@@ -712,6 +712,7 @@ pub fn plan_vault_reading(
             (None, Some(_)) => None,
             (None, None) => Some(format!("{root}/{path}")),
         };
+        let file_source = Some(format!("{root}/{path}"));
         out.notes.push(ImportNote {
             note: note.at(p.created.or(f.modified)).with_source(source),
             id: p.kasten_id.clone(),
@@ -721,6 +722,7 @@ pub fn plan_vault_reading(
             enriched: p.kasten_enriched,
             archived: p.kasten_archived,
             origin: path.clone(),
+            file_source,
         });
         parsed.push((path, p));
     }
