@@ -395,6 +395,28 @@ pub fn import_markdown(data: &[u8]) {
         .collect();
     let names = file_names(&views);
     assert_eq!(names.len(), views.len());
+    for name in &names {
+        // a name is cut by bytes: with `.md` it fits any file system
+        assert!(
+            name.len() + 3 <= 255 && !name.is_empty(),
+            "file name too long: {name}"
+        );
+    }
+    let tokenizer = kasten_core::text::Tokenizer::default();
+    for n in &v.notes {
+        // every term a query cuts the text into is a term its document is indexed under
+        let indexed: HashSet<String> = tokenizer
+            .tokenize_document(&n.note.content)
+            .into_iter()
+            .collect();
+        for t in tokenizer.tokenize(&n.note.content) {
+            assert!(indexed.contains(&t), "{t} is not indexed");
+        }
+        assert!(
+            kasten_core::period::periods_in(&n.note.content).len()
+                <= kasten_core::period::MAX_PERIODS
+        );
+    }
     let lower: HashSet<String> = names.iter().map(|n| n.to_lowercase()).collect();
     assert_eq!(
         lower.len(),

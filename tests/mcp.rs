@@ -278,6 +278,39 @@ async fn without_an_llm_ask_memory_says_why_and_the_rest_works() {
     c.cancel().await.unwrap_or_else(|e| panic!("close: {e}"));
 }
 
+/// `add_memory` says whether the note was merged into one already there, and into which;
+/// a correction of a note is not merged into it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn add_memory_says_when_a_note_was_merged_and_into_which() {
+    let h = Home::new();
+    let c = connect(&h, "agent three").await;
+    let first = ok(
+        &c,
+        "add_memory",
+        json!({"content": "The deploy script for the staging servers requires sudo"}),
+    )
+    .await;
+    assert_eq!(first["merged"], json!(false), "{first}");
+    assert!(first["merged_into"].is_null(), "{first}");
+    let again = ok(
+        &c,
+        "add_memory",
+        json!({"content": "The deploy script for the staging servers requires sudo!"}),
+    )
+    .await;
+    assert_eq!(again["merged"], json!(true), "{again}");
+    assert_eq!(again["merged_into"], first["id"], "{again}");
+    let correction = ok(
+        &c,
+        "add_memory",
+        json!({"content": "The deploy script for the staging servers no longer requires sudo"}),
+    )
+    .await;
+    assert_eq!(correction["merged"], json!(false), "{correction}");
+    assert!(correction["merged_into"].is_null(), "{correction}");
+    c.cancel().await.unwrap_or_else(|e| panic!("close: {e}"));
+}
+
 /// An agent that disconnects while a tool call still waits for a slow LLM: the server
 /// stops the call before it writes anything, closes the store and exits 0 at once,
 /// instead of giving up on the memory after 10 s with an error.

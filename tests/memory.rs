@@ -103,6 +103,7 @@ fn near_duplicates_are_merge_proposals_not_second_notes_under_both_policies() {
         let ids = add_all(&h);
         let m = h.json(&["add", "My cat is called Miso, and she loves tuna!"]);
         assert_eq!(m["merged_into"], ids[0].as_str(), "{policy}: {m:#}");
+        assert_eq!(m["merged"], true, "{policy}: {m:#}");
         assert_eq!(
             m["status"],
             if policy == "auto" {
@@ -181,6 +182,12 @@ fn notes_that_read_alike_but_state_other_facts_are_not_merged() {
             "round 4 note 3 of the planning meeting: ship the beta",
             "numbers 4, 3 ≠ 3, 4",
         ),
+        // a correction: negation and change words are facts too
+        (
+            "The deploy script for the staging servers requires sudo",
+            "The deploy script for the staging servers no longer requires sudo",
+            "change no longer ≠ -",
+        ),
     ] {
         let h = Home::new();
         let old_id = h.json(&["add", old])["id"]
@@ -189,6 +196,7 @@ fn notes_that_read_alike_but_state_other_facts_are_not_merged() {
             .to_owned();
         let added = h.json(&["add", new]);
         assert!(added["merged_into"].is_null(), "{new}: {added:#}");
+        assert_eq!(added["merged"], false, "{new}: {added:#}");
         let new_id = added["id"].as_str().unwrap_or_default().to_owned();
         let list = h.json(&["list"]);
         assert_eq!(list["notes"].as_array().map(Vec::len), Some(2), "{list:#}");

@@ -262,6 +262,48 @@ fn markdown_vault_imports_once_and_export_imports_back_to_the_same_notes_and_lin
     assert_eq!(back["links_created"].as_u64(), Some(0), "{back:#}");
 }
 
+/// A title of 80 four-byte characters exports (its file name is cut by bytes), and a
+/// vault where an exported note was copied and the copy edited imports: the copy is a
+/// note of its own under a new id, the report says so, and importing again adds nothing.
+#[test]
+fn wide_titles_export_and_a_copied_export_imports_as_its_own_note() {
+    let a = Home::new();
+    let wide = "😀".repeat(80);
+    a.ok(&["add", &wide]);
+    a.ok(&["add", "The deploy script requires sudo"]);
+    let out = a.dir.path().join("export");
+    let e = a.json(&["export", out.to_str().unwrap_or_default()]);
+    assert_eq!(e["files"].as_u64(), Some(2), "{e:#}");
+    let names = e["names"].as_array().cloned().unwrap_or_default();
+    let file_of = |needle: &str| -> String {
+        names
+            .iter()
+            .filter_map(|f| f["file"].as_str())
+            .find(|f| std::fs::read_to_string(out.join(f)).is_ok_and(|t| t.contains(needle)))
+            .unwrap_or_else(|| panic!("no file holds {needle}: {e:#}"))
+            .to_owned()
+    };
+    let wide_file = file_of(&wide);
+    assert!(wide_file.len() <= 255, "{wide_file}");
+    // a copy of an exported file, edited: it carries the same kasten_id
+    let sudo = std::fs::read_to_string(out.join(file_of("requires sudo")))
+        .unwrap_or_else(|e| panic!("{e}"));
+    write(
+        &out,
+        "copy.md",
+        &sudo.replace("requires sudo", "requires sudo on the build host"),
+    );
+    let b = Home::new();
+    let v = import_json(&b, &out, "markdown");
+    assert_eq!(v["created"].as_u64(), Some(3), "{v:#}");
+    let new_ids = v["new_ids"].as_array().cloned().unwrap_or_default();
+    assert_eq!(new_ids.len(), 1, "{v:#}");
+    assert_eq!(new_ids[0]["file"].as_str(), Some("copy.md"), "{v:#}");
+    let again = import_json(&b, &out, "markdown");
+    assert_eq!(again["created"].as_u64(), Some(0), "{again:#}");
+    assert_eq!(again["existing"].as_u64(), Some(3), "{again:#}");
+}
+
 /// Tags and wikilinks come from a note's text only: a link to a heading, code (indented,
 /// fenced, inline), HTML and URLs name no tag and no note.
 #[test]

@@ -584,14 +584,19 @@ pub async fn import_path(
         .import_notes(plan.notes, &plan.links, plan.batch, &report)
         .await?;
     state.kick.notify_one();
-    let said = |v: &[kasten_core::transfer::Problem]| v.iter().map(ToString::to_string).collect();
+    let said = |v: &[kasten_core::transfer::Problem]| -> Vec<String> {
+        v.iter().map(ToString::to_string).collect()
+    };
     Ok(ImportResultDto {
         created: clamp_u32(summary.created),
         existing: clamp_u32(summary.existing),
         links_created: clamp_u32(summary.links_created),
         attachments_skipped: clamp_u32(plan.attachments as u64),
         problems: said(&plan.problems),
-        warnings: said(&plan.warnings),
+        warnings: said(&plan.warnings)
+            .into_iter()
+            .chain(summary.new_ids.iter().map(ToString::to_string))
+            .collect(),
     })
 }
 

@@ -300,6 +300,7 @@ pub fn merged(json: bool, m: &MergeInfo) {
     if json {
         print_json(&json!({
             "id": m.note,
+            "merged": true,
             "merged_into": m.duplicate_of,
             "event": m.event,
             "status": m.status,

@@ -132,7 +132,13 @@ pub fn preview(s: &str, max: usize) -> String {
 
 pub fn added(json: bool, note: &Note, outcome: Option<&JobOutcome>) {
     if json {
-        let mut v = json!({ "id": note.id, "enrich_state": note.enrich_state.label() });
+        // `merged`/`merged_into` as in `memory::merged`: this note was not merged
+        let mut v = json!({
+            "id": note.id,
+            "enrich_state": note.enrich_state.label(),
+            "merged": false,
+            "merged_into": null,
+        });
         if let Some(o) = outcome {
             v["enrich_state"] = json!(match o {
                 JobOutcome::Done { .. } => "done",

@@ -129,6 +129,9 @@ pub async fn import(engine: &Engine, plan: ImportPlan, json: bool) -> Result<()>
             )
         })?;
     pb.finish_and_clear();
+    for n in &summary.new_ids {
+        eprintln!("new id: {n}");
+    }
     let problems = |v: &[Problem]| -> Vec<serde_json::Value> {
         v.iter()
             .map(|p| json!({"file": p.origin, "message": p.message}))
@@ -149,6 +152,11 @@ pub async fn import(engine: &Engine, plan: ImportPlan, json: bool) -> Result<()>
             "warnings": problems(&plan.warnings),
             "unresolved_links": problems(&plan.unresolved),
             "ids": summary.ids,
+            "new_ids": summary.new_ids.iter().map(|n| json!({
+                "file": n.origin,
+                "kasten_id": n.carried,
+                "id": n.id,
+            })).collect::<Vec<_>>(),
         });
         println!("{v}");
     } else {
@@ -160,6 +168,12 @@ pub async fn import(engine: &Engine, plan: ImportPlan, json: bool) -> Result<()>
             summary.links_created,
             summary.links_existing
         );
+        if !summary.new_ids.is_empty() {
+            println!(
+                "{} file(s) carried the id of another note and got a new one (listed above)",
+                summary.new_ids.len()
+            );
+        }
         if plan.attachments > 0 {
             println!("skipped {} attachment(s) (not Markdown)", plan.attachments);
         }

@@ -239,5 +239,42 @@ fn text(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, fusion, boxes, parsing, vector, text);
+/// Chinese notes: runs of characters drawn from a pool of 600 common ones (the index holds
+/// their bigrams and unigrams); queries of four characters and of one.
+fn chinese(c: &mut Criterion) {
+    let mut rng = StdRng::seed_from_u64(31);
+    let pool: Vec<char> = (0x4E00u32..0x4E00 + 600)
+        .filter_map(char::from_u32)
+        .collect();
+    let sentence = |rng: &mut StdRng, len: usize| -> String {
+        (0..len)
+            .map(|_| pool[rng.random_range(0..pool.len())])
+            .collect()
+    };
+    let n = 20_000;
+    let mut ix = TextIndex::new();
+    for id in ids(n) {
+        let len = rng.random_range(10..40);
+        ix.upsert(id, &sentence(&mut rng, len));
+    }
+    let long: Vec<String> = (0..100).map(|_| sentence(&mut rng, 4)).collect();
+    let one: Vec<String> = (0..100).map(|_| sentence(&mut rng, 1)).collect();
+    let mut group = c.benchmark_group(format!("bm25 top-30, {n} Chinese notes"));
+    group.sample_size(30);
+    for (name, queries) in [
+        ("four-character query", &long),
+        ("one-character query", &one),
+    ] {
+        let mut i = 0;
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                i = (i + 1) % queries.len();
+                ix.search(black_box(&queries[i]), 30)
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, fusion, boxes, parsing, vector, text, chinese);
 criterion_main!(benches);

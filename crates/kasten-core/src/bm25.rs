@@ -1,9 +1,9 @@
 //! The in-process BM25 full-text index (Okapi BM25, k1 = 1.2, b = 0.75).
 //!
 //! Terms come from [`crate::text::Tokenizer`], so Chinese and Japanese are indexed as
-//! character bigrams. Like the vector index it is derived state, rebuilt from the store
-//! at open (or read back from a snapshot, [`TextIndex::encode`]) and kept in step with
-//! every write.
+//! character bigrams and unigrams (queries are cut into bigrams only). Like the vector
+//! index it is derived state, rebuilt from the store at open (or read back from a
+//! snapshot, [`TextIndex::encode`]) and kept in step with every write.
 
 use std::collections::{BinaryHeap, HashMap};
 use std::sync::Mutex;
@@ -119,7 +119,7 @@ impl TextIndex {
     /// Indexes (or re-indexes) `text` as the document of `id`.
     pub fn upsert(&mut self, id: NoteId, text: &str) {
         self.remove(&id);
-        let tokens = self.tokenizer.tokenize(text);
+        let tokens = self.tokenizer.tokenize_document(text);
         let n_tokens = tokens.len();
         // (term id, frequency); notes are short, so a linear search beats a hash map
         let mut tf: Vec<(u32, u32)> = Vec::with_capacity(n_tokens);
@@ -516,6 +516,22 @@ mod tests {
         ix.upsert(id("zh2"), "今天天气很好，我们去公园散步");
         assert_eq!(ids(&ix.search("数据库", 10)), vec!["zh1"]);
         assert_eq!(ids(&ix.search("公园", 10)), vec!["zh2"]);
+    }
+
+    #[test]
+    fn one_chinese_character_finds_the_words_it_is_part_of() {
+        let mut ix = TextIndex::new();
+        ix.upsert(id("cat"), "我家的小猫很可爱");
+        ix.upsert(id("dog"), "小狗在公园里跑");
+        ix.upsert(id("alone"), "猫");
+        let hits = ix.search("猫", 10);
+        let mut found = ids(&hits);
+        found.sort();
+        assert_eq!(found, vec!["alone", "cat"]);
+        assert_eq!(ids(&ix.search("狗", 10)), vec!["dog"]);
+        // longer queries still match by bigrams: "小" alone is in both notes
+        assert_eq!(ids(&ix.search("小猫", 10)), vec!["cat"]);
+        assert_eq!(ids(&ix.search("小", 10)).len(), 2);
     }
 
     /// The scoring as first written (a hash map per query), the reference for the dense

@@ -4,9 +4,13 @@
 //! euros") are never taken for one.
 //!
 //! Numbers are compared as a sequence (in the order written: "round 4 note 3" and "round 3
-//! note 4" differ), names as a multiset.
+//! note 4" differ), names as a multiset. A negation ("not", "never", "no longer") or a
+//! word that says something changed ("now", "stopped", "switched") is a fact too: "The
+//! deploy script no longer requires sudo" corrects "The deploy script requires sudo", it
+//! does not repeat it. Negations are compared by their number ("doesn't" and "does not",
+//! "never" and "not" are one negation), change words as a set.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Words for numbers, counted like digits ("three tickets" / "four tickets").
 const NUMBER_WORDS: &[&str] = &[
@@ -112,14 +116,54 @@ const UNITS: &[&str] = &[
     "times",
 ];
 
+/// Words that negate what a sentence says ("requires sudo" / "never requires sudo"), counted:
+/// a note and its negation read alike but state opposite facts. A contraction ending in
+/// `n't` and "cannot" count as "not".
+const NEGATIONS: &[&str] = &[
+    "not", "no", "never", "none", "nobody", "nothing", "nowhere", "neither", "nor", "without",
+];
+
+/// Words that say a fact changed ("now requires", "stopped running", "switched to"): a note
+/// that says so corrects or updates the one it reads like, it does not repeat it. The
+/// phrases "no longer", "any longer", "no more", "any more" and "anymore" are one change,
+/// written "no longer"; "used to" is one too.
+const CHANGE_WORDS: &[&str] = &[
+    "now",
+    "still",
+    "again",
+    "instead",
+    "formerly",
+    "previously",
+    "stop",
+    "stops",
+    "stopped",
+    "quit",
+    "quits",
+    "start",
+    "starts",
+    "started",
+    "began",
+    "begins",
+    "became",
+    "becomes",
+    "changed",
+    "switched",
+    "moved",
+    "replaced",
+];
+
 /// Capitalised words that are not names.
 const NOT_NAMES: &[&str] = &["I", "I'm", "I've", "I'd", "I'll", "OK", "Ok"];
 
-/// The facts of a text: its numbers in order and its names with their counts.
+/// The facts of a text: its numbers in order, its names with their counts, its negations
+/// (in order, as written after normalising: `n't` and "cannot" are "not") and the words
+/// by which it says something changed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Facts {
     pub numbers: Vec<String>,
     pub names: BTreeMap<String, usize>,
+    pub negations: Vec<String>,
+    pub changes: BTreeSet<String>,
 }
 
 /// Reads the numbers and names of `text`.
@@ -127,6 +171,12 @@ pub fn facts(text: &str) -> Facts {
     let mut out = Facts::default();
     let mut sentence_start = true;
     let words: Vec<&str> = text.split_whitespace().collect();
+    let bare = |w: &str| {
+        w.trim_matches(|c: char| !c.is_alphanumeric())
+            .to_lowercase()
+    };
+    // the second word of a phrase already read ("no longer", "used to")
+    let mut skip = false;
     for (i, raw) in words.iter().enumerate() {
         let word = raw.trim_matches(|c: char| !(c.is_alphanumeric() || "%€$£¥".contains(c)));
         let starts = sentence_start;
@@ -141,7 +191,37 @@ pub fn facts(text: &str) -> Facts {
             sentence_start |= starts;
             continue;
         }
+        if std::mem::take(&mut skip) {
+            continue;
+        }
         let lower = word.to_lowercase();
+        let next = words.get(i + 1).map(|w| bare(w)).unwrap_or_default();
+        match (lower.as_str(), next.as_str()) {
+            ("no" | "any", "longer" | "more") | ("anymore", _) => {
+                skip = lower != "anymore";
+                out.changes.insert("no longer".into());
+                continue;
+            }
+            ("used", "to") => {
+                skip = true;
+                out.changes.insert("used to".into());
+                continue;
+            }
+            _ => {}
+        }
+        let unquoted = lower.replace('’', "'");
+        if unquoted.ends_with("n't") || unquoted == "cannot" {
+            out.negations.push("not".into());
+            continue;
+        }
+        if NEGATIONS.contains(&lower.as_str()) {
+            out.negations.push(lower);
+            continue;
+        }
+        if CHANGE_WORDS.contains(&lower.as_str()) {
+            out.changes.insert(lower);
+            continue;
+        }
         if word.chars().any(|c| c.is_ascii_digit()) {
             // 1,000 and 1000 are one number
             let mut n: String = word.chars().filter(|c| *c != ',').collect();
@@ -206,6 +286,29 @@ pub fn differences(a: &str, b: &str) -> Vec<String> {
         };
         out.push(format!("names {} ≠ {}", show(&a_only), show(&b_only)));
     }
+    let words = |v: &mut dyn Iterator<Item = &String>| {
+        let v: Vec<&str> = v.map(String::as_str).collect();
+        if v.is_empty() {
+            "-".to_owned()
+        } else {
+            v.join(", ")
+        }
+    };
+    // "never" and "not" are both a negation: what counts is how many
+    if fa.negations.len() != fb.negations.len() {
+        out.push(format!(
+            "negation {} ≠ {}",
+            words(&mut fa.negations.iter()),
+            words(&mut fb.negations.iter())
+        ));
+    }
+    if fa.changes != fb.changes {
+        out.push(format!(
+            "change {} ≠ {}",
+            words(&mut fa.changes.iter()),
+            words(&mut fb.changes.iter())
+        ));
+    }
     out
 }
 
@@ -243,6 +346,24 @@ mod tests {
         assert_eq!(d, vec!["names Berlin ≠ Paris"]);
         // a name told twice is not the same as once
         assert!(!differences("met Anna and Anna", "met Anna and Bob").is_empty());
+    }
+
+    #[test]
+    fn a_negation_or_a_change_is_a_difference() {
+        let d = differences(
+            "The deploy script no longer requires sudo",
+            "The deploy script requires sudo",
+        );
+        assert!(!d.is_empty(), "{d:?}");
+        assert!(d.iter().any(|x| x.contains("no longer")), "{d:?}");
+        assert!(!differences("Anna does not eat meat", "Anna eats meat").is_empty());
+        assert!(!differences("Anna doesn't eat meat", "Anna eats meat").is_empty());
+        assert!(!differences("Anna never eats meat", "Anna eats meat").is_empty());
+        assert!(!differences("Anna now works from home", "Anna works from home").is_empty());
+        assert!(!differences("Anna stopped running", "Anna started running").is_empty());
+        // the same negation in other words is the same fact
+        assert!(differences("Anna doesn't eat meat", "Anna does not eat meat!").is_empty());
+        assert!(differences("Anna can't swim", "Anna cannot swim").is_empty());
     }
 
     #[test]

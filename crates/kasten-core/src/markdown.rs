@@ -712,6 +712,7 @@ pub fn plan_vault_reading(
             (None, Some(_)) => None,
             (None, None) => Some(format!("{root}/{path}")),
         };
+        let file_source = Some(format!("{root}/{path}"));
         out.notes.push(ImportNote {
             note: note.at(p.created.or(f.modified)).with_source(source),
             id: p.kasten_id.clone(),
@@ -721,6 +722,7 @@ pub fn plan_vault_reading(
             enriched: p.kasten_enriched,
             archived: p.kasten_archived,
             origin: path.clone(),
+            file_source,
         });
         parsed.push((path, p));
     }
@@ -945,14 +947,33 @@ pub struct FileNamer {
 
 impl FileNamer {
     pub fn unique(&mut self, base: String) -> String {
+        let base = cut_name(&base, MAX_NAME_BYTES).to_owned();
         let mut name = base.clone();
         let mut k = 2;
         while !self.used.insert(name.to_lowercase()) {
-            name = format!("{base} {k}");
+            let suffix = format!(" {k}");
+            let room = MAX_NAME_BYTES.saturating_sub(suffix.len());
+            name = format!("{}{suffix}", cut_name(&base, room));
             k += 1;
         }
         name
     }
+}
+
+/// The most bytes of a file name before `.md`. File systems count a name's length in
+/// bytes (255 on ext4 and APFS; NTFS counts 255 UTF-16 units, never more than the bytes):
+/// a name is cut by bytes, never by characters, since 80 characters of 4 bytes each are
+/// 320 bytes. With `.md` a name stays well under 255.
+pub const MAX_NAME_BYTES: usize = 200;
+
+/// `s` cut to at most `max` bytes on a character boundary, without a trailing space or
+/// dot (Windows drops those, and a name must not end in one).
+fn cut_name(s: &str, max: usize) -> &str {
+    let mut end = s.len().min(max);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s[..end].trim_end_matches(|c: char| c == '.' || c.is_whitespace())
 }
 
 /// The first line's first words, at most ~60 characters.
@@ -986,7 +1007,8 @@ fn sanitize_name(s: &str) -> String {
         .collect();
     let joined = cleaned.split_whitespace().collect::<Vec<_>>().join(" ");
     let trimmed = joined.trim_matches(|c: char| c == '.' || c.is_whitespace());
-    trimmed.chars().take(100).collect()
+    let short: String = trimmed.chars().take(100).collect();
+    cut_name(&short, MAX_NAME_BYTES).to_owned()
 }
 
 /// YAML text for a string: a JSON string is a valid YAML double-quoted scalar.

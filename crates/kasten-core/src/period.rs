@@ -198,7 +198,13 @@ fn period_at(words: &[&str], bare_year: bool) -> Option<(Period, usize)> {
     None
 }
 
-/// Every period `query` names, in order of their first day.
+/// The most periods a query is taken to name: each costs a scan of the timeline in a
+/// search, and no question names more than a few ("between May and June 2023").
+pub const MAX_PERIODS: usize = 8;
+
+/// The periods `query` names, in order of their first day: periods that overlap or touch
+/// joined into one ("since 2021 … since 2022" is "since 2021"), at most [`MAX_PERIODS`]
+/// (the earliest).
 pub fn periods_in(query: &str) -> Vec<Period> {
     let lower = query.to_lowercase();
     // words; an ISO date or month (2023-07-07, 2023-07) stays one word
@@ -230,8 +236,22 @@ pub fn periods_in(query: &str) -> Vec<Period> {
         i += 1;
     }
     out.sort_by_key(|p| (p.first, p.last));
-    out.dedup();
-    out
+    // periods that overlap or touch are one: a note is in it once, whatever names it
+    let mut joined: Vec<Period> = Vec::with_capacity(out.len().min(MAX_PERIODS));
+    for p in out {
+        match joined.last_mut() {
+            Some(last) if p.first <= last.last.succ_opt().unwrap_or(NaiveDate::MAX) => {
+                last.last = last.last.max(p.last);
+            }
+            _ => {
+                if joined.len() == MAX_PERIODS {
+                    break;
+                }
+                joined.push(p);
+            }
+        }
+    }
+    joined
 }
 
 /// The period's days as a half-open range of milliseconds since the epoch (UTC), widened
@@ -359,6 +379,33 @@ mod tests {
         assert_eq!(ps.len(), 2);
         assert_eq!(ps[1], Period::day(d(2023, 6, 3)));
         assert!(ps[0].contains(d(2023, 5, 31)) && !ps[0].contains(d(2023, 6, 1)));
+    }
+
+    #[test]
+    fn many_periods_are_joined_and_capped() {
+        // nested open periods are one
+        let nested: String = (1000..3000).map(|y| format!("since {y} ")).collect();
+        let ps = periods_in(&nested);
+        assert_eq!(ps.len(), 1, "{}", ps.len());
+        assert_eq!((ps[0].first, ps[0].last), (d(1000, 1, 1), NaiveDate::MAX));
+        // disjoint ones: at most MAX_PERIODS, the earliest
+        let days: String = (1..=28)
+            .step_by(2)
+            .map(|k| format!("on 2023-02-{k:02} and "))
+            .collect();
+        let days = format!("{days} in 2020 and in 1999");
+        let ps = periods_in(&days);
+        assert_eq!(ps.len(), MAX_PERIODS);
+        assert_eq!(ps[0], Period::year(1999).unwrap_or(ps[0]));
+        // touching periods are one
+        let ps = periods_in("in May 2023 or June 2023");
+        assert_eq!(
+            ps,
+            vec![Period {
+                first: d(2023, 5, 1),
+                last: d(2023, 6, 30)
+            }]
+        );
     }
 
     #[test]

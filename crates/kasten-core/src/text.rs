@@ -5,6 +5,12 @@
 //! words, so they are cut into overlapping character bigrams, the approach of Lucene's
 //! CJK analyzer: "向量数据库" → 向量, 量数, 数据, 据库. A lone CJK character is kept as a
 //! unigram. Digits stay as words ("2023", "7pm").
+//!
+//! A document is indexed with the unigrams of its CJK runs as well
+//! ([`Tokenizer::tokenize_document`], as Lucene's CJK bigram filter does with
+//! `outputUnigrams`): a one-character query ("猫") then finds the words it is part of
+//! ("小猫"). Queries keep bigrams only ([`Tokenizer::tokenize`]), so a longer query is
+//! matched as precisely, and as fast, as before.
 
 use rust_stemmers::{Algorithm, Stemmer};
 
@@ -44,8 +50,19 @@ impl Default for Tokenizer {
 }
 
 impl Tokenizer {
-    /// Splits `text` into index terms, in order, with repeats.
+    /// Splits `text` into query terms, in order, with repeats: CJK runs as bigrams (a lone
+    /// character as itself).
     pub fn tokenize(&self, text: &str) -> Vec<String> {
+        self.terms(text, false)
+    }
+
+    /// Splits a document into index terms, in order, with repeats: [`Tokenizer::tokenize`]
+    /// plus every character of a CJK run as a unigram ("小猫" → 小, 小猫, 猫).
+    pub fn tokenize_document(&self, text: &str) -> Vec<String> {
+        self.terms(text, true)
+    }
+
+    fn terms(&self, text: &str, unigrams: bool) -> Vec<String> {
         let mut out = Vec::new();
         let mut word = String::new();
         let mut cjk: Vec<char> = Vec::new();
@@ -56,7 +73,7 @@ impl Tokenizer {
                 self.flush_word(&mut word, &mut tail, &mut out);
                 cjk.push(c);
             } else if c.is_alphanumeric() {
-                flush_cjk(&mut cjk, &mut out);
+                flush_cjk(&mut cjk, unigrams, &mut out);
                 word.extend(c.to_lowercase());
             } else if (c == '\'' || c == '’') && !word.is_empty() {
                 // "Caroline's" → "caroline": the possessive/contraction tail is dropped.
@@ -64,11 +81,11 @@ impl Tokenizer {
                 tail = true;
             } else {
                 self.flush_word(&mut word, &mut tail, &mut out);
-                flush_cjk(&mut cjk, &mut out);
+                flush_cjk(&mut cjk, unigrams, &mut out);
             }
         }
         self.flush_word(&mut word, &mut tail, &mut out);
-        flush_cjk(&mut cjk, &mut out);
+        flush_cjk(&mut cjk, unigrams, &mut out);
         out
     }
 
@@ -85,13 +102,20 @@ impl Tokenizer {
     }
 }
 
-fn flush_cjk(run: &mut Vec<char>, out: &mut Vec<String>) {
+/// A CJK run as bigrams (a lone character as itself); with `unigrams`, each character
+/// too, in order: 小, 小猫, 猫.
+fn flush_cjk(run: &mut Vec<char>, unigrams: bool, out: &mut Vec<String>) {
     match run.len() {
         0 => {}
         1 => out.push(run[0].to_string()),
-        _ => {
-            for pair in run.windows(2) {
-                out.push(pair.iter().collect());
+        n => {
+            for i in 0..n {
+                if unigrams {
+                    out.push(run[i].to_string());
+                }
+                if let Some(pair) = run.get(i..i + 2) {
+                    out.push(pair.iter().collect());
+                }
             }
         }
     }
@@ -126,6 +150,29 @@ mod tests {
             toks("SurrealDB是数据库"),
             vec!["surrealdb", "是数", "数据", "据库"]
         );
+    }
+
+    #[test]
+    fn documents_keep_each_cjk_character_too() {
+        let doc = |s: &str| Tokenizer::default().tokenize_document(s);
+        assert_eq!(doc("小猫"), vec!["小", "小猫", "猫"]);
+        assert_eq!(doc("我"), vec!["我"]);
+        assert_eq!(
+            doc("SurrealDB是数据库 ok"),
+            vec![
+                "surrealdb",
+                "是",
+                "是数",
+                "数",
+                "数据",
+                "据",
+                "据库",
+                "库",
+                "ok"
+            ]
+        );
+        // queries are unchanged
+        assert_eq!(toks("小猫"), vec!["小猫"]);
     }
 
     #[test]

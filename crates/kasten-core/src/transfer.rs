@@ -28,6 +28,10 @@ pub struct ImportNote {
     pub archived: bool,
     /// Where it came from, for messages (`notes/a.md`, `chat.json message 3`).
     pub origin: String,
+    /// The source to record when the note has none and cannot keep the id it carries (a
+    /// copy of an exported file, or an edited one, whose id names another note): its own
+    /// file (`ROOT/path`), so that importing it again recognises it.
+    pub file_source: Option<String>,
 }
 
 impl ImportNote {
@@ -42,6 +46,7 @@ impl ImportNote {
             enriched: false,
             archived: false,
             origin: origin.into(),
+            file_source: None,
         }
     }
 }

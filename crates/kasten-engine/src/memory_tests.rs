@@ -195,6 +195,53 @@ async fn near_duplicates_become_merge_proposals_under_both_policies() {
     }
 }
 
+/// A correction reads like what it corrects, but a negation or a change word is a fact:
+/// it is a note of its own, linked `contradicts` for review, never merged.
+#[tokio::test]
+async fn a_correction_is_not_merged_into_what_it_corrects() {
+    let e = engine(None).await;
+    // thresholds at which the two notes (and the control pair) are merge candidates
+    e.set_merge_options(&crate::MergeOptions {
+        enabled: true,
+        min_cosine: 0.8,
+        min_jaccard: 0.6,
+    })
+    .await
+    .unwrap();
+    let old = e
+        .add_batch_merging(vec![
+            NewNote::new("The deploy script requires sudo").unwrap(),
+        ])
+        .await
+        .unwrap();
+    let b = e
+        .add_batch_merging(vec![
+            NewNote::new("The deploy script no longer requires sudo").unwrap(),
+        ])
+        .await
+        .unwrap();
+    assert!(b.merges.is_empty(), "{:?}", b.merges);
+    assert_eq!(b.notes[0].status, NoteStatus::Active);
+    let queue = e.proposals(&[], 50).await.unwrap();
+    let item = queue
+        .iter()
+        .find(|i| i.label == "contradicts")
+        .unwrap_or_else(|| panic!("no contradicts link in {queue:?}"));
+    assert_eq!(item.note, b.notes[0].id.to_string());
+    assert_eq!(item.target.as_deref(), Some(old.notes[0].id.as_str()));
+    assert!(item.reason.contains("no longer"), "{}", item.reason);
+    // the same sentence told again is still merged at these thresholds
+    let again = e
+        .add_batch_merging(vec![
+            NewNote::new("The deploy script requires sudo!").unwrap(),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(again.merges.len(), 1);
+    assert_eq!(again.merges[0].duplicate_of, old.notes[0].id);
+    e.close().await;
+}
+
 #[tokio::test]
 async fn the_same_words_at_different_times_are_different_events() {
     let e = engine(None).await;

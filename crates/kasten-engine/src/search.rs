@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use kasten_core::fusion::{self, FusedHit, Via};
 use kasten_core::ranking::{self, Signals, Weights};
+use kasten_core::timeline::Timeline;
 use kasten_core::{Note, NoteId, period};
 use kasten_store::views::NoteFilter;
 use serde::{Deserialize, Serialize};
@@ -100,8 +101,41 @@ impl SearchOptions {
 /// A note's time may be in another zone than the date a query names: periods are widened
 /// by a day on each side.
 const PERIOD_SLACK_DAYS: i64 = 1;
-/// At most this many notes of a named period are compared with the query.
+/// At most this many notes of the named periods (all of them together) are compared with
+/// the query.
 const MAX_PERIOD_NOTES: usize = 20_000;
+
+/// The times (ms, half-open) of the periods `query` names.
+fn period_ranges(query: &str) -> Vec<(i64, i64)> {
+    period::periods_in(query)
+        .iter()
+        .map(|p| period::millis_range(p, PERIOD_SLACK_DAYS))
+        .collect()
+}
+
+/// The notes written in `ranges`, each once, at most [`MAX_PERIOD_NOTES`] in all (each is
+/// compared with the query by the caller, under the index lock). Ranges that overlap
+/// (widened by the slack, two periods may) are read as one.
+fn in_periods<'a>(timeline: &'a Timeline, ranges: &[(i64, i64)]) -> Vec<&'a NoteId> {
+    let mut sorted: Vec<(i64, i64)> = ranges.iter().copied().filter(|(a, b)| a < b).collect();
+    sorted.sort_unstable();
+    let mut joined: Vec<(i64, i64)> = Vec::with_capacity(sorted.len());
+    for (a, b) in sorted {
+        match joined.last_mut() {
+            Some(last) if a <= last.1 => last.1 = last.1.max(b),
+            _ => joined.push((a, b)),
+        }
+    }
+    let mut out: Vec<&NoteId> = Vec::new();
+    for (a, b) in joined {
+        let room = MAX_PERIOD_NOTES - out.len();
+        if room == 0 {
+            break;
+        }
+        out.extend(timeline.between(a, b - 1, room));
+    }
+    out
+}
 
 fn cosine(query: &[f32], v: &[f32]) -> f32 {
     // stored vectors are normalised; the query is normalised by the caller
@@ -235,18 +269,12 @@ impl Engine {
         }
         // dates: the notes of a named period most similar to the query are candidates too
         let ranges: Vec<(i64, i64)> = if options.date_weight > 0.0 {
-            period::periods_in(query)
-                .iter()
-                .map(|p| period::millis_range(p, PERIOD_SLACK_DAYS))
-                .collect()
+            period_ranges(query)
         } else {
             Vec::new()
         };
         if !ranges.is_empty() {
-            let in_range: Vec<&NoteId> = ranges
-                .iter()
-                .flat_map(|(a, b)| ix.timeline.between(*a, b - 1, MAX_PERIOD_NOTES))
-                .collect();
+            let in_range = in_periods(&ix.timeline, &ranges);
             let mut scores = vec![None; in_range.len()];
             ix.vector
                 .for_each_of(&in_range, |i, v| scores[i] = Some(cosine(&qv, v)))?;
@@ -520,7 +548,7 @@ impl Engine {
 #[cfg(test)]
 mod tests {
     use chrono::{DateTime, TimeZone, Utc};
-    use kasten_core::{NewNote, Via};
+    use kasten_core::{NewNote, NoteId, Via};
     use kasten_store::Endpoint;
 
     use super::SearchOptions;
@@ -743,6 +771,29 @@ mod tests {
         assert!(ranked.is_empty());
         e.close().await;
         Ok(())
+    }
+
+    /// A query that names thousands of periods ("since 1000 since 1001 … since 2999")
+    /// costs what one period costs: each note is a candidate once, never once per period,
+    /// and no more than the cap of notes are compared.
+    #[test]
+    fn a_query_naming_many_periods_is_bounded_work() {
+        use kasten_core::period::{MAX_PERIODS, periods_in};
+        use kasten_core::timeline::Timeline;
+        let query: String = (1000..3000).map(|y| format!("since {y} ")).collect();
+        assert!(periods_in(&query).len() <= MAX_PERIODS);
+        let mut timeline = Timeline::new();
+        let n = 500;
+        for k in 0..n {
+            timeline.upsert(NoteId::generate(), None, day(2000 + (k % 25) as i32, 1, 1));
+        }
+        let ranges = super::period_ranges(&query);
+        assert!(ranges.len() <= MAX_PERIODS, "{}", ranges.len());
+        let candidates = super::in_periods(&timeline, &ranges);
+        assert_eq!(candidates.len(), n, "each note once");
+        // and the candidates, whatever the periods, are at most the cap
+        let many: Vec<(i64, i64)> = (0..100).map(|_| (i64::MIN, i64::MAX)).collect();
+        assert!(super::in_periods(&timeline, &many).len() <= n);
     }
 
     #[test]

@@ -42,7 +42,8 @@ use crate::Indexes;
 const MAGIC: &[u8; 8] = b"KASTENIX";
 /// Bumped whenever the layout of the header or of any index changes.
 /// 2: the vector index's f32 rows moved out of the payload to the end of the file.
-pub(crate) const FORMAT_VERSION: u32 = 2;
+/// 3: the BM25 index holds the unigrams of CJK text too (an older index lacks them).
+pub(crate) const FORMAT_VERSION: u32 = 3;
 /// Headers are small (two ids and a model name); a longer one is damage.
 const HEADER_MAX: u64 = 64 * 1024;
 

@@ -3,9 +3,12 @@
 //! - [`Engine::import_notes`] saves what a parser of `kasten_core::transfer` /
 //!   `kasten_core::markdown` produced. A note that is already in the memory is not saved
 //!   again: the same `source` with the same content, or the id it carries (a Kasten export)
-//!   with the same content. New notes go in batches, each one transaction with their
-//!   enrichment jobs (none for notes whose annotations are final); then the links, created
-//!   by `import` and accepted, skipping those that exist.
+//!   with the same content. An id names one note: another file that carries it with
+//!   other content (an exported file copied and edited) is a note of its own under a new
+//!   id, recorded by its own file, and listed in [`ImportSummary::new_ids`]. New notes go
+//!   in batches, each one transaction with their enrichment jobs (none for notes whose
+//!   annotations are final); then the links, created by `import` and accepted, skipping
+//!   those that exist.
 //! - [`Engine::export_vault`] renders every note as an Obsidian file.
 //! - [`Engine::backup`] / [`Engine::restore_backup`]: every table, exactly; a restore goes
 //!   only into an empty memory and rebuilds the indexes after it.
@@ -83,6 +86,30 @@ pub struct ImportSummary {
     pub queued: u64,
     /// The note of each imported item, in input order.
     pub ids: Vec<NoteId>,
+    /// Items that carried the id of another note (a copy of an exported file, edited):
+    /// each is a note of its own, under a new id.
+    pub new_ids: Vec<NewId>,
+}
+
+/// An imported item that could not keep the id it carried.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NewId {
+    /// The file (or record) it came from.
+    pub origin: String,
+    /// The id it carried, which names another note.
+    pub carried: NoteId,
+    /// Its note's id.
+    pub id: NoteId,
+}
+
+impl std::fmt::Display for NewId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: carries the id {} of another note; imported as note {}",
+            self.origin, self.carried, self.id
+        )
+    }
 }
 
 /// Where an import stands.
@@ -140,16 +167,34 @@ impl Engine {
         let mut ids: Vec<Option<NoteId>> = vec![None; items.len()];
 
         // 1. What is already there: by id (with the same content), then by source + content.
+        // An id names one note: the memory's note of that id, or else the first item that
+        // carries it. An item with that note's content is that note; any other item that
+        // carries the id (an edited copy of an exported file) gets a new id and is
+        // recorded by its own file, so that importing it again recognises it.
         let wanted: Vec<NoteId> = items.iter().filter_map(|i| i.id.clone()).collect();
         let by_id = self.store.contents_of(&wanted).await?;
         let mut fresh_id: Vec<bool> = vec![true; items.len()];
-        for (k, item) in items.iter().enumerate() {
-            if let Some(id) = &item.id {
-                match by_id.get(id) {
-                    Some(content) if *content == item.note.content => ids[k] = Some(id.clone()),
-                    Some(_) => fresh_id[k] = false, // the id is taken by another note
-                    None => {}
+        {
+            let mut named: HashMap<&NoteId, &str> = HashMap::new();
+            for (k, item) in items.iter().enumerate() {
+                let Some(id) = &item.id else {
+                    continue;
+                };
+                let content = *named.entry(id).or_insert_with(|| {
+                    by_id
+                        .get(id)
+                        .map_or(item.note.content.as_str(), String::as_str)
+                });
+                if content != item.note.content {
+                    fresh_id[k] = false; // the id names another note
+                } else if by_id.contains_key(id) {
+                    ids[k] = Some(id.clone());
                 }
+            }
+        }
+        for (item, fresh) in items.iter_mut().zip(&fresh_id) {
+            if !fresh && item.note.source.is_none() {
+                item.note.source = item.file_source.clone();
             }
         }
         let mut sources: Vec<String> = items
@@ -182,6 +227,8 @@ impl Engine {
         // items are keyed by their own source and content, borrowed, not copied again (a
         // vault of 100k long notes would be held twice).
         let mut planned: HashMap<(&str, &str), usize> = HashMap::new();
+        // the item that brings each kept id (a second item with it has the same content)
+        let mut claimed: HashMap<&NoteId, usize> = HashMap::new();
         let mut todo: Vec<usize> = Vec::new();
         for (k, item) in items.iter().enumerate() {
             if ids[k].is_some() {
@@ -192,20 +239,39 @@ impl Engine {
                 .source
                 .as_deref()
                 .map(|source| (source, item.note.content.as_str()));
-            if let Some(&j) = key.and_then(|key| planned.get(&key)) {
+            let kept = item.id.as_ref().filter(|_| fresh_id[k]);
+            let same = key
+                .and_then(|key| planned.get(&key))
+                .or_else(|| kept.and_then(|id| claimed.get(id)));
+            if let Some(&j) = same {
                 ids[k] = ids[j].clone();
                 summary.existing += 1;
                 continue;
             }
-            let id = match (&item.id, fresh_id[k]) {
-                (Some(id), true) => id.clone(),
-                _ => NoteId::generate(),
+            let id = match kept {
+                Some(id) => {
+                    claimed.insert(id, k);
+                    id.clone()
+                }
+                None => NoteId::generate(),
             };
             if let Some(key) = key {
                 planned.insert(key, k);
             }
             ids[k] = Some(id);
             todo.push(k);
+        }
+        // the items that carried an id another note has
+        for (k, item) in items.iter().enumerate() {
+            if let (Some(carried), Some(id)) = (&item.id, &ids[k])
+                && carried != id
+            {
+                summary.new_ids.push(NewId {
+                    origin: item.origin.clone(),
+                    carried: carried.clone(),
+                    id: id.clone(),
+                });
+            }
         }
         let total = todo.len() as u64;
         tracing::info!(

@@ -302,3 +302,64 @@ async fn long_notes_import_into_the_smallest_memtable() -> Result<(), EngineErro
     e.close().await;
     Ok(())
 }
+
+/// A vault where one exported note was copied (and the copy edited): both files carry one
+/// `kasten_id`. The first file keeps it, the edited copy becomes a note of its own with a
+/// new id (reported), an identical copy is the same note; importing again adds nothing.
+#[tokio::test]
+async fn two_files_with_one_kasten_id_import_once_and_again() -> Result<(), EngineError> {
+    let a = open_mem().await;
+    let s = a
+        .import_notes(
+            vec![item("The deploy script requires sudo", None, None)],
+            &[],
+            10,
+            &|_| {},
+        )
+        .await?;
+    let files = a.export_vault(&[]).await?;
+    let original = files[0].text.clone();
+    let edited = original.replace("requires sudo", "requires sudo on the build host");
+    assert_ne!(original, edited);
+    let vault = [
+        ("A.md", original.clone()),
+        ("B.md", edited),
+        ("C.md", original),
+    ]
+    .map(|(path, text)| VaultFile {
+        path: path.into(),
+        bytes: Some(text.into_bytes()),
+        modified: None,
+    });
+    let plan = plan_vault("V", &vault);
+    assert!(plan.problems.is_empty(), "{:?}", plan.problems);
+    assert!(plan.notes.iter().all(|n| n.id.as_ref() == Some(&s.ids[0])));
+    let carried = s.ids[0].clone();
+    // into a new memory, and into the one the export came from
+    for (memory, created, existing) in [(open_mem().await, 2, 1), (a, 1, 2)] {
+        let t = memory
+            .import_notes(plan.notes.clone(), &plan.links, 10, &|_| {})
+            .await?;
+        assert_eq!((t.created, t.existing), (created, existing));
+        assert_eq!(t.ids[0], carried);
+        assert_ne!(t.ids[1], carried);
+        assert_eq!(t.ids[2], carried, "an identical copy is the same note");
+        assert_eq!(t.new_ids.len(), 1, "{:?}", t.new_ids);
+        assert_eq!(t.new_ids[0].origin, "B.md");
+        assert_eq!(t.new_ids[0].carried, carried);
+        assert_eq!(t.new_ids[0].id, t.ids[1]);
+        let copy = memory.get(&t.ids[1]).await?;
+        assert!(copy.note.content.contains("build host"));
+        assert_eq!(copy.note.source.as_deref(), Some("V/B.md"));
+        // again: nothing new, the same notes, the same report
+        let again = memory
+            .import_notes(plan.notes.clone(), &plan.links, 10, &|_| {})
+            .await?;
+        assert_eq!((again.created, again.existing), (0, 3));
+        assert_eq!(again.ids, t.ids);
+        assert_eq!(again.new_ids.len(), 1);
+        assert_eq!(memory.count().await?, 2);
+        memory.close().await;
+    }
+    Ok(())
+}

@@ -71,6 +71,11 @@ pub struct Added {
     pub source: Option<String>,
     /// `pending`: saved and searchable; the LLM will annotate and link it.
     pub enrich_state: String,
+    /// The note repeats one already in the memory and was merged into it (not listed or
+    /// found as a note of its own; the user can undo the merge in Review).
+    pub merged: bool,
+    /// The note it was merged into (null when not merged).
+    pub merged_into: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -338,11 +343,18 @@ impl KastenMcp {
             ErrorData::internal_error("internal error: a saved note went missing", None)
         })?;
         self.wake.notify_one();
+        let merged_into = added
+            .merges
+            .iter()
+            .find(|m| m.note == note.id)
+            .map(|m| m.duplicate_of.to_string());
         Ok(Json(Added {
             id: note.id.to_string(),
             created_at: time_text(note.created_at),
             source: note.source.clone(),
             enrich_state: note.enrich_state.label().to_owned(),
+            merged: merged_into.is_some(),
+            merged_into,
         }))
     }
 

@@ -138,6 +138,19 @@ describe("FadingView", () => {
     await waitFor(() => expect(ctx.bump).toHaveBeenCalledTimes(3));
   });
 
+  it("cuts a long preview between characters, never inside an emoji", async () => {
+    mocked.fadingNotes.mockResolvedValue({ threshold: 0.2, notes: [] });
+    // an odd start puts a cut by UTF-16 units in the middle of an emoji's surrogate pair
+    const content = `a${"😀".repeat(200)}`;
+    mocked.archivedNotes.mockResolvedValue({ total: 1, offset: 0, notes: [note({ id: "a1", content, status: "archived" })] });
+    renderWith(<FadingView />);
+    const text = (await screen.findByTestId("archived-item")).querySelector(".content")?.textContent ?? "";
+    expect(text.endsWith("…")).toBe(true);
+    // no half of a surrogate pair left alone
+    expect(text).not.toMatch(/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/);
+    expect(Array.from(text)).toHaveLength(121);
+  });
+
   it("says when nothing is fading", async () => {
     mocked.fadingNotes.mockResolvedValue({ threshold: 0.2, notes: [] });
     mocked.archivedNotes.mockResolvedValue({ total: 0, offset: 0, notes: [] });

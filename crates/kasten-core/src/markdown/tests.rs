@@ -388,3 +388,33 @@ fn a_vault_is_read_one_file_at_a_time_and_an_unreadable_file_is_a_problem() {
     assert_eq!(contents(&v), contents(&eager));
     assert_eq!(v.links, eager.links);
 }
+
+#[test]
+fn long_titles_in_wide_characters_give_names_a_file_system_holds() {
+    // 80 four-byte characters: 320 bytes, more than the 255 a file name may have
+    let title = "😀".repeat(80);
+    let a = note("01AAAAAAAAAAAAAAAAAAAAAAAA", &title, None);
+    let b = note("01BBBBBBBBBBBBBBBBBBBBBBBB", &title, None);
+    let from_source = format!("V/{}.md", "語".repeat(120));
+    let c = note("01CCCCCCCCCCCCCCCCCCCCCCCC", "x", Some(&from_source));
+    let names = file_names(&[a.view(), b.view(), c.view()]);
+    for name in &names {
+        let file = format!("{name}.md");
+        assert!(file.len() <= 255, "{} bytes: {file}", file.len());
+        assert!(!name.is_empty());
+    }
+    // cut on a character boundary, as much of the title as fits
+    assert!(names[0].chars().all(|c| c == '😀'), "{}", names[0]);
+    assert!(names[0].len() >= 150, "{}", names[0].len());
+    // the second of one title: as much of it as leaves room for " 2"
+    let second = names[1].strip_suffix(" 2").unwrap_or_default();
+    assert!(
+        !second.is_empty() && names[0].starts_with(second),
+        "{}",
+        names[1]
+    );
+    assert!(names[2].chars().all(|c| c == '語'), "{}", names[2]);
+    // and an ASCII title keeps its words as before
+    let d = note("01DDDDDDDDDDDDDDDDDDDDDDDD", "Short title", None);
+    assert_eq!(file_names(&[d.view()]), vec!["Short title"]);
+}

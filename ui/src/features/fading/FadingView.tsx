@@ -3,6 +3,7 @@ import { api, errorText, type FadingDto, type NoteDto, type ProjectDto } from ".
 import { useApp } from "../../app-context";
 import { Strength, tierLabel } from "./StrengthBar";
 import { useT } from "../../i18n";
+import { preview } from "../../preview";
 
 /** Notes fading below the archive threshold (archive or keep each), and the archived
  * notes (restore each). Nothing is archived without the user. */
@@ -105,7 +106,7 @@ export default function FadingView() {
             <li key={n.id} className="small" data-testid="archived-item" data-id={n.id}>
               <div className="row">
                 <span className="content grow" translate="no" onClick={() => openNote(n.id)} style={{ cursor: "pointer" }}>
-                  {n.content.length > 120 ? `${n.content.slice(0, 120)}…` : n.content}
+                  {preview(n.content, 120)}
                 </span>
                 <button className="small" data-testid={`archived-restore-${i}`} onClick={() => void act(() => api.restoreNote(n.id), t("fading.restored"))}>
                   {t("common.restore")}

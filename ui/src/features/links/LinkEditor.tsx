@@ -4,6 +4,7 @@ import LinkKindSelect from "./LinkKindSelect";
 import WikiSuggest from "./WikiSuggest";
 import { useNoteSuggestions } from "./useNoteSuggestions";
 import { useT } from "../../i18n";
+import { preview } from "../../preview";
 
 /** Adds a link from `noteId` by hand: search a note, pick a kind, an optional reason. */
 export default function LinkEditor({ noteId, onLinked }: { noteId: string; onLinked: () => void }) {
@@ -53,7 +54,7 @@ export default function LinkEditor({ noteId, onLinked }: { noteId: string; onLin
       {target ? (
         <div className="row small">
           <span className="grow content" data-testid="link-target" translate="no">
-            → {target.content.length > 100 ? `${target.content.slice(0, 100)}…` : target.content}
+            → {preview(target.content, 100)}
           </span>
           <button className="small" onClick={() => setTarget(null)}>
             {t("link.change")}

@@ -1,5 +1,6 @@
 import type { NoteDto } from "../../api";
 import { useT } from "../../i18n";
+import { preview } from "../../preview";
 
 /** The list of notes to pick from; `active` is the highlighted one. */
 export default function WikiSuggest({
@@ -34,7 +35,7 @@ export default function WikiSuggest({
           }}
         >
           <span className="content" translate="no">
-            {n.content.length > 100 ? `${n.content.slice(0, 100)}…` : n.content}</span>
+            {preview(n.content, 100)}</span>
         </li>
       ))}
     </ul>
