@@ -776,8 +776,8 @@ mod tests {
         assert!(own.is_some(), "the built-in model has a chat template");
         let chatml = LlamaChatTemplate::new("chatml").ok();
         for template in [own, chatml].into_iter().flatten() {
-            let tokens = prompt_tokens(&model, &template, &messages)
-                .unwrap_or_else(|e| panic!("{e}"));
+            let tokens =
+                prompt_tokens(&model, &template, &messages).unwrap_or_else(|e| panic!("{e}"));
             // each token's bytes, and where it starts in the rendered prompt
             let mut text: Vec<u8> = Vec::new();
             let mut starts = Vec::new();

@@ -85,9 +85,8 @@ async fn redirecting_server(to: String) -> String {
             tokio::spawn(async move {
                 let mut buf = [0u8; 1024];
                 let _ = s.read(&mut buf).await;
-                let reply = format!(
-                    "HTTP/1.1 302 Found\r\nlocation: {to}\r\ncontent-length: 0\r\n\r\n"
-                );
+                let reply =
+                    format!("HTTP/1.1 302 Found\r\nlocation: {to}\r\ncontent-length: 0\r\n\r\n");
                 let _ = s.write_all(reply.as_bytes()).await;
             });
         }
