@@ -161,6 +161,27 @@ impl Client {
         .await
     }
 
+    pub async fn agent_link(
+        &self,
+        from: &NoteId,
+        to: &NoteId,
+        kind: Option<&str>,
+        reason: &str,
+        actor: &str,
+        propose: bool,
+    ) -> Result<ReviewOutcome, ShareError> {
+        self.call(true, WRITE, |c, ctx| {
+            let (from, to) = (from.clone(), to.clone());
+            let (kind, reason) = (kind.map(str::to_owned), reason.to_owned());
+            let actor = actor.to_owned();
+            async move {
+                c.agent_link(ctx, from, to, kind, reason, actor, propose)
+                    .await
+            }
+        })
+        .await
+    }
+
     pub async fn proposals(
         &self,
         statuses: &[ReviewStatus],

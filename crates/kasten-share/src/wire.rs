@@ -34,6 +34,16 @@ pub trait MemoryService {
         kind: Option<String>,
         reason: String,
     ) -> Result<String, RemoteError>;
+    /// `Engine::agent_link`: a link by the agent `actor`, a proposal when `propose` is set
+    /// or the memory reviews links.
+    async fn agent_link(
+        from: NoteId,
+        to: NoteId,
+        kind: Option<String>,
+        reason: String,
+        actor: String,
+        propose: bool,
+    ) -> Result<ReviewOutcome, RemoteError>;
     /// `Engine::proposals`.
     async fn proposals(
         statuses: Vec<ReviewStatus>,
