@@ -130,9 +130,7 @@ async fn a_huge_answer_is_cut_off_while_it_streams() {
         };
         let mut buf = [0u8; 1024];
         let _ = s.read(&mut buf).await;
-        let head = format!(
-            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nconnection: close\r\n\r\n"
-        );
+        let head = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nconnection: close\r\n\r\n";
         let mut sent = 0usize;
         if s.write_all(head.as_bytes()).await.is_ok() {
             // a list of models with an endless run of blanks in it
