@@ -14,7 +14,14 @@ use serde_json::{Value, json};
 type Client = RunningService<RoleClient, ClientConfig>;
 
 async fn connect(h: &Home, name: &str) -> Client {
-    let mut cmd = h.cmd(&["mcp"]);
+    connect_with(h, name, &[]).await
+}
+
+/// `kasten mcp` with `flags` (e.g. `--read-only`), as the client `name`.
+async fn connect_with(h: &Home, name: &str, flags: &[&str]) -> Client {
+    let mut args = vec!["mcp"];
+    args.extend_from_slice(flags);
+    let mut cmd = h.cmd(&args);
     cmd.stdin(std::process::Stdio::piped());
     let (transport, _stderr) = TokioChildProcess::builder(tokio::process::Command::from(cmd))
         .stderr(std::process::Stdio::inherit())
@@ -376,4 +383,178 @@ async fn a_client_leaving_during_a_slow_answer_still_closes_the_memory() {
     asking.abort();
     // the memory is free again and the note is there
     assert_eq!(h.all_ids().len(), 1);
+}
+
+/// The link `from -> to` as read_note shows it.
+async fn link_of(c: &Client, from: &str, to: &str) -> Value {
+    let read = ok(c, "read_note", json!({"id": from})).await;
+    read["links"]
+        .as_array()
+        .and_then(|l| l.iter().find(|x| x["to"] == to).cloned())
+        .unwrap_or_else(|| panic!("no link {from} -> {to}: {read}"))
+}
+
+fn id_of(v: &Value) -> String {
+    v["id"].as_str().unwrap_or_default().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_tool_is_annotated_and_a_read_only_agent_cannot_write() {
+    let h = Home::new();
+    let a = id_of(&h.json(&["add", "Mia starts at the bakery on Monday"]));
+    let b = id_of(&h.json(&["add", "The bakery opens at six in the morning"]));
+    let c = connect_with(&h, "reader", &["--read-only"]).await;
+
+    let tools = c
+        .list_all_tools()
+        .await
+        .unwrap_or_else(|e| panic!("tools/list: {e}"));
+    assert_eq!(tools.len(), 6);
+    for t in &tools {
+        let v = serde_json::to_value(t).unwrap_or_default();
+        let ann = &v["annotations"];
+        for hint in [
+            "readOnlyHint",
+            "destructiveHint",
+            "idempotentHint",
+            "openWorldHint",
+        ] {
+            assert!(ann[hint].is_boolean(), "{} lacks {hint}: {v}", t.name);
+        }
+        let writes = matches!(t.name.as_ref(), "add_memory" | "link_notes");
+        assert_eq!(ann["readOnlyHint"].as_bool(), Some(!writes), "{v}");
+        // nothing an agent can do here deletes or overwrites, and nothing leaves the memory
+        assert_eq!(ann["destructiveHint"].as_bool(), Some(false), "{v}");
+        assert_eq!(ann["openWorldHint"].as_bool(), Some(false), "{v}");
+    }
+
+    // writes are refused, saying why; nothing was written
+    let e = call(&c, "add_memory", json!({"content": "Mia likes rye bread"}))
+        .await
+        .expect_err("a read-only agent cannot add");
+    assert!(e.contains("read-only"), "{e}");
+    let e = call(&c, "link_notes", json!({"from": a, "to": b}))
+        .await
+        .expect_err("a read-only agent cannot link");
+    assert!(e.contains("read-only"), "{e}");
+    // reading works
+    let found = ok(&c, "search_memory", json!({"query": "bakery"})).await;
+    assert_eq!(found["hits"].as_array().map(Vec::len), Some(2), "{found}");
+    let read = ok(&c, "read_note", json!({"id": a})).await;
+    assert_eq!(read["links"].as_array().map(Vec::len), Some(0), "{read}");
+    let recent = ok(&c, "list_recent", json!({})).await;
+    assert_eq!(recent["total"].as_u64(), Some(2), "{recent}");
+    c.cancel().await.unwrap_or_else(|e| panic!("close: {e}"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_link_review_an_agents_link_is_a_proposal_recorded_under_its_name() {
+    let h = Home::new();
+    h.ok(&["config", "set", "policy.links", "review"]);
+    let a = id_of(&h.json(&["add", "Mia starts at the bakery on Monday"]));
+    let b = id_of(&h.json(&["add", "The bakery opens at six in the morning"]));
+    let c = connect(&h, "planner").await;
+
+    let linked = ok(
+        &c,
+        "link_notes",
+        json!({"from": a, "to": b, "reason": "both about the bakery"}),
+    )
+    .await;
+    assert_eq!(linked["status"].as_str(), Some("proposed"), "{linked}");
+    let link = link_of(&c, &a, &b).await;
+    assert_eq!(
+        (link["status"].as_str(), link["created_by"].as_str()),
+        (Some("proposed"), Some("agent")),
+        "{link}"
+    );
+    // the same call again: the same proposal
+    let again = ok(&c, "link_notes", json!({"from": a, "to": b})).await;
+    assert_eq!(again["link"], linked["link"], "{again}");
+
+    // a note the agent adds is recorded as its own
+    let added = ok(
+        &c,
+        "add_memory",
+        json!({"content": "Mia's shift at the bakery ends at two"}),
+    )
+    .await;
+    let added = added["id"].as_str().unwrap_or_default().to_owned();
+
+    // the user sees the proposal in Review and, in the history, which agent made it;
+    // these commands go through the MCP server, which has the memory open
+    let queue = h.json(&["proposals"]);
+    let items = queue["items"].as_array().cloned().unwrap_or_default();
+    assert!(
+        items
+            .iter()
+            .any(|i| i["id"] == linked["link"] && i["status"] == "proposed"),
+        "{queue:#}"
+    );
+    let hist = h.json(&["history", &a]);
+    let entries = hist["history"].as_array().cloned().unwrap_or_default();
+    assert!(
+        entries
+            .iter()
+            .any(|e| e["action"] == "propose_link" && e["actor"] == "agent:planner"),
+        "{hist:#}"
+    );
+    let hist = h.json(&["history", &added]);
+    assert_eq!(
+        hist["history"][0]["actor"].as_str(),
+        Some("agent:planner"),
+        "{hist:#}"
+    );
+    // accepted by the user, it is a link like any other
+    let link_id = linked["link"].as_str().unwrap_or_default();
+    h.ok(&["accept", link_id]);
+    let link = link_of(&c, &a, &b).await;
+    assert_eq!(link["status"].as_str(), Some("accepted"), "{link}");
+    c.cancel().await.unwrap_or_else(|e| panic!("close: {e}"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_propose_only_agent_proposes_links_and_cannot_add_notes() {
+    // links are accepted at once for other agents (policy auto)
+    let h = Home::new();
+    let a = id_of(&h.json(&["add", "Mia starts at the bakery on Monday"]));
+    let b = id_of(&h.json(&["add", "The bakery opens at six in the morning"]));
+    let full = connect(&h, "owner-agent").await;
+    // this one goes through the first server, which has the memory open
+    let c = connect_with(&h, "cautious", &["--propose-only"]).await;
+
+    let e = call(&c, "add_memory", json!({"content": "Mia likes rye bread"}))
+        .await
+        .expect_err("a propose-only agent cannot add a note");
+    assert!(e.contains("propose-only"), "{e}");
+    let linked = ok(&c, "link_notes", json!({"from": a, "to": b})).await;
+    assert_eq!(linked["status"].as_str(), Some("proposed"), "{linked}");
+    let link = link_of(&full, &a, &b).await;
+    assert_eq!(link["status"].as_str(), Some("proposed"), "{link}");
+    let hist = h.json(&["history", &b]);
+    let entries = hist["history"].as_array().cloned().unwrap_or_default();
+    assert!(
+        entries
+            .iter()
+            .any(|e| e["action"] == "propose_link" && e["actor"] == "agent:cautious"),
+        "{hist:#}"
+    );
+    // the full agent's link is accepted, and recorded under its name
+    let direct = ok(
+        &full,
+        "link_notes",
+        json!({"from": b, "to": a, "kind": "elaborates"}),
+    )
+    .await;
+    assert_eq!(direct["status"].as_str(), Some("accepted"), "{direct}");
+    let hist = h.json(&["history", &a]);
+    let entries = hist["history"].as_array().cloned().unwrap_or_default();
+    assert!(
+        entries
+            .iter()
+            .any(|e| e["action"] == "link" && e["actor"] == "agent:owner-agent"),
+        "{hist:#}"
+    );
+    c.cancel().await.unwrap_or_else(|e| panic!("close: {e}"));
+    full.cancel().await.unwrap_or_else(|e| panic!("close: {e}"));
 }

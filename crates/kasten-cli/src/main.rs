@@ -95,7 +95,15 @@ enum Command {
         target: String,
     },
     /// Serve the memory to LLM agents over MCP (stdio); see docs/MCP.md.
-    Mcp,
+    Mcp {
+        /// The agent may only search and read: add_memory and link_notes are refused.
+        #[arg(long, conflicts_with = "propose_only")]
+        read_only: bool,
+        /// The agent's links are proposals for you to review; add_memory (a note cannot
+        /// wait for review) is refused.
+        #[arg(long)]
+        propose_only: bool,
+    },
     /// Ask a question: the answer is streamed and cites the notes it used as [n].
     Ask {
         question: String,
@@ -442,8 +450,19 @@ async fn run(cli: Cli) -> Result<()> {
         return eval::run(what, cli.json).await;
     }
     // `mcp` serves until the client disconnects.
-    if let Command::Mcp = &cli.command {
-        return mcp::run(cli.db.as_deref()).await;
+    if let Command::Mcp {
+        read_only,
+        propose_only,
+    } = &cli.command
+    {
+        let access = if *read_only {
+            kasten_mcp::Access::ReadOnly
+        } else if *propose_only {
+            kasten_mcp::Access::ProposeOnly
+        } else {
+            kasten_mcp::Access::Full
+        };
+        return mcp::run(cli.db.as_deref(), access).await;
     }
     // Validate what can be validated before opening anything.
     let prepared = prepare(&cli.command)?;
@@ -695,7 +714,7 @@ fn prepare(cmd: &Command) -> Result<Prepared> {
         }
         Command::Backup { file } => Prepared::Backup(file.clone()),
         Command::Restore { target } => Prepared::Restore(transfer::restore_target(target)?),
-        Command::Mcp => bail!("mcp is handled separately"),
+        Command::Mcp { .. } => bail!("mcp is handled separately"),
         Command::Ask {
             question,
             session,

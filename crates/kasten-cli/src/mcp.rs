@@ -14,7 +14,7 @@ use tokio::sync::Notify;
 use crate::configure;
 use crate::share::{self, Opened};
 
-pub async fn run(db: Option<&str>) -> Result<()> {
+pub async fn run(db: Option<&str>, access: kasten_mcp::Access) -> Result<()> {
     let mut engine = match share::open_or_connect(db, true, None).await? {
         Opened::Remote(client) => {
             tracing::info!(
@@ -23,7 +23,7 @@ pub async fn run(db: Option<&str>) -> Result<()> {
             );
             let memory = Memory::Remote(client);
             return tokio::select! {
-                r = kasten_mcp::serve_stdio_memory(memory, Arc::new(Notify::new())) => r.map_err(anyhow::Error::from),
+                r = kasten_mcp::serve_stdio_with(memory, Arc::new(Notify::new()), access) => r.map_err(anyhow::Error::from),
                 _ = kasten_engine::shutdown_signal() => Ok(()),
             };
         }
@@ -37,7 +37,7 @@ pub async fn run(db: Option<&str>) -> Result<()> {
     let wake = Arc::new(Notify::new());
     let owner = share::serve(&engine, db, "`kasten mcp`", Some(Arc::clone(&wake))).await;
     let served = tokio::select! {
-        r = kasten_mcp::serve_stdio_memory(Memory::Local(Arc::clone(&engine)), wake) => r.map_err(anyhow::Error::from),
+        r = kasten_mcp::serve_stdio_with(Memory::Local(Arc::clone(&engine)), wake, access) => r.map_err(anyhow::Error::from),
         _ = kasten_engine::shutdown_signal() => Ok(()),
     };
     // The server's tool calls may still hold the engine after the connection ends (an

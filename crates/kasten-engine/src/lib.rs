@@ -55,7 +55,7 @@ pub use lifecycle::{
     ARCHIVE_THRESHOLD_SETTING, ArchiveCandidate, FOLLOW_LINKS_SETTING, FollowLinks,
     REINFORCE_SETTING, ReinforceOn, STRENGTH_WEIGHT_SETTING,
 };
-pub use manual::{DEFAULT_LINK_KIND, link_kinds};
+pub use manual::{DEFAULT_LINK_KIND, agent_actor, is_agent, link_kinds};
 pub use merge::{MERGE_SETTING, MergeInfo, MergeOptions};
 pub use pipeline::{
     JobOutcome, ModelProfile, PipelineOptions, Policy, PolicyMode, RunSummary, Steps,

@@ -30,7 +30,116 @@ pub fn link_kinds() -> &'static [&'static str] {
     LINK_KINDS
 }
 
+/// The actor an agent's changes are recorded under: `agent:<name>`, the name the agent
+/// gave (MCP's `clientInfo.name`), or plain `agent` without one.
+pub fn agent_actor(name: &str) -> String {
+    let name = name.trim();
+    if name.is_empty() || name == "agent" {
+        "agent".into()
+    } else {
+        format!("agent:{name}")
+    }
+}
+
+/// Whether `actor` is an agent (`agent` or `agent:<name>`).
+pub fn is_agent(actor: &str) -> bool {
+    actor == "agent" || actor.starts_with("agent:")
+}
+
 impl Engine {
+    /// Links `from -> to` for an agent (`actor` is `agent` or `agent:<name>`, see
+    /// [`agent_actor`]). When `propose` is set or the memory reviews links
+    /// (`policy.links review`), the link is a proposal: `created_by: agent`, waiting in
+    /// Review, in no search until a person accepts it (audit entry `propose_link`;
+    /// the outcome's action says `propose_link`). Otherwise it is accepted as
+    /// [`Engine::link`] makes it. A link already there is an error when accepted and
+    /// the same proposal (its id again) when proposed; one a person rejected or rolled
+    /// back is not proposed again.
+    pub async fn agent_link(
+        &self,
+        from: &NoteId,
+        to: &NoteId,
+        kind: Option<&str>,
+        reason: &str,
+        actor: &str,
+        propose: bool,
+    ) -> Result<ReviewOutcome, EngineError> {
+        if !is_agent(actor) {
+            return Err(invalid(format!("'{actor}' is not an agent")));
+        }
+        let review = propose || self.policy().await?.links == crate::PolicyMode::Review;
+        if !review {
+            return self.link(from, to, kind, reason, actor).await;
+        }
+        let kind = kind.map(str::trim).filter(|k| !k.is_empty());
+        let kind = kind.unwrap_or(DEFAULT_LINK_KIND);
+        if !LINK_KINDS.contains(&kind) {
+            return Err(invalid(format!(
+                "'{kind}' is not a link kind; use one of {}",
+                LINK_KINDS.join(", ")
+            )));
+        }
+        if from == to {
+            return Err(invalid("a note cannot be linked to itself".into()));
+        }
+        self.current(from).await?;
+        self.current(to).await?;
+        let outcome = |id: String| ReviewOutcome {
+            action: "propose_link".into(),
+            target: id,
+            notes: vec![from.to_string(), to.to_string()],
+            revisions: 0,
+            links: 1,
+        };
+        if let Some(l) = self
+            .store
+            .links_between(from, to, Some(kind))
+            .await?
+            .into_iter()
+            .find(|l| l.from == from.as_str())
+        {
+            return match l.status.as_str() {
+                "proposed" => Ok(outcome(l.id)),
+                "accepted" => Err(invalid(format!(
+                    "{from} is already linked to {to} as '{kind}' (link {})",
+                    l.id
+                ))),
+                _ => Err(invalid(format!(
+                    "the link {from} -> {to} as '{kind}' was removed or rejected before (link {}); \
+                     an agent cannot propose it again",
+                    l.id
+                ))),
+            };
+        }
+        let reason = reason.trim();
+        let id = self
+            .store
+            .put_proposed_link(&UserLink {
+                from: from.clone(),
+                to: to.clone(),
+                kind: kind.to_owned(),
+                reason: reason.to_owned(),
+                created_by: "agent".into(),
+                audit: audit(
+                    "propose_link",
+                    "",
+                    &[from, to],
+                    actor,
+                    if reason.is_empty() {
+                        "proposed by an agent"
+                    } else {
+                        reason
+                    },
+                ),
+            })
+            .await
+            .map_err(|e| match e {
+                StoreError::Corrupt(m) if m.contains("gone") => EngineError::Conflict(m),
+                other => EngineError::Store(other),
+            })?;
+        Ok(outcome(id))
+    }
+
     /// Links `from -> to` by hand: an accepted link of `kind` (default `relates`), recorded
     /// in both notes' history. A link with the same ends and kind that was proposed,
     /// rejected or rolled back before is taken over as the user's.
@@ -76,7 +185,7 @@ impl Engine {
                 to: to.clone(),
                 kind: kind.to_owned(),
                 reason: reason.to_owned(),
-                created_by: if actor == "agent" { "agent" } else { "user" }.to_owned(),
+                created_by: if is_agent(actor) { "agent" } else { "user" }.to_owned(),
                 audit: audit(
                     "link",
                     "",

@@ -741,6 +741,12 @@ impl Engine {
             at: note.created_at.min(note.updated_at),
             actor: match note.source.as_deref() {
                 Some(s) if s.starts_with("import") => "import".into(),
+                // an agent's note (`mcp:<client name>:<n>`): that agent
+                Some(s) if s.starts_with("mcp:") => crate::agent_actor(
+                    s.trim_start_matches("mcp:")
+                        .rsplit_once(':')
+                        .map_or("", |(name, _)| name),
+                ),
                 _ => "user".into(),
             },
             action: "created".into(),

@@ -110,8 +110,14 @@ pub fn discovery_targets(extra: Option<&str>) -> Vec<(String, String, Provider)>
     targets
 }
 
+/// The most of a model list a probe reads: a list is a few KB, so anything larger is not
+/// what we look for, and reading stops there.
+const MAX_LIST_BYTES: usize = 1 << 20;
+
 /// Probes each `(name, http://host:port, provider)`; what answers like that provider's
-/// model list is returned, in the order given.
+/// model list is returned, in the order given. A redirect is not followed (the server on
+/// the port probed is the one reported, or none), and no more than [`MAX_LIST_BYTES`] of
+/// an answer is read.
 pub async fn discover_at(
     targets: &[(String, String, Provider)],
     timeout: Duration,
@@ -120,6 +126,7 @@ pub async fn discover_at(
         .connect_timeout(timeout)
         .timeout(timeout)
         .no_proxy()
+        .redirect(reqwest::redirect::Policy::none())
         .build()
     else {
         return Vec::new();
@@ -145,14 +152,25 @@ async fn probe(
         Provider::Ollama => (format!("{root}/api/tags"), root.to_owned()),
         _ => (format!("{root}/v1/models"), format!("{root}/v1")),
     };
-    let resp = http.get(&url).send().await.ok()?;
+    let mut resp = http.get(&url).send().await.ok()?;
+    // a redirect is a 3xx: not a model list
     if !resp.status().is_success() {
         return None;
     }
-    // a model list is small; anything huge is not what we are looking for
-    let body = resp.bytes().await.ok()?;
-    if body.len() > 1 << 20 {
+    // a model list is small; anything huge is not what we are looking for, and is not
+    // read past the limit (a declared length says so at once, else the chunks as they come)
+    if resp
+        .content_length()
+        .is_some_and(|n| n > MAX_LIST_BYTES as u64)
+    {
         return None;
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = resp.chunk().await.ok()? {
+        if body.len() + chunk.len() > MAX_LIST_BYTES {
+            return None;
+        }
+        body.extend_from_slice(&chunk);
     }
     let v: Value = serde_json::from_slice(&body).ok()?;
     let (list, key) = match provider {

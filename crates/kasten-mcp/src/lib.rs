@@ -3,9 +3,17 @@
 //! Tools: `add_memory` (saved through the engine's pipeline, queued for enrichment, with
 //! the agent's name as its source), `search_memory` (hybrid search with provenance),
 //! `read_note` (a note with its links), `list_recent`, `ask_memory` (an answer with
-//! citations, when an LLM is configured). Nothing destructive: an agent cannot delete or
-//! rewrite notes; what the LLM does with what agents write goes through the review queue
-//! like everything else.
+//! citations, when an LLM is configured), `link_notes`. Nothing destructive: an agent cannot
+//! delete or rewrite notes; what the LLM does with what agents write goes through the review
+//! queue like everything else, and so does an agent's link when the memory reviews links.
+//! Every tool carries the MCP annotations (`readOnlyHint`, `destructiveHint`,
+//! `idempotentHint`, `openWorldHint`).
+//!
+//! [`Access`] is what the user lets the agent do: everything, read only (`kasten mcp
+//! --read-only`: `add_memory` and `link_notes` are refused), or propose only (`kasten mcp
+//! --propose-only`: a link is a proposal in Review; a new note cannot wait for review, so
+//! `add_memory` is refused). What an agent did is recorded under its name from
+//! `initialize` (`agent:<name>` in the history; `mcp:<name>:<n>` as a note's source).
 //!
 //! stdout carries the protocol and nothing else; logs go to stderr (the caller sets up
 //! tracing). Errors are MCP errors whose messages are the engine's sentences.
@@ -42,11 +50,25 @@ pub enum McpError {
     Run(String),
 }
 
+/// What the user lets an agent do through this server.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Access {
+    /// Read, add notes, link notes (a link is a proposal when the memory reviews links).
+    #[default]
+    Full,
+    /// Only the tools that read; every write is refused with an error that says why.
+    ReadOnly,
+    /// Every write is a proposal a person accepts or rejects in Review; a write that cannot
+    /// be one (`add_memory`: a new note is searchable at once) is refused.
+    ProposeOnly,
+}
+
 /// The server: the memory (open here, or through the process that has it open) and the
 /// tools over it.
 #[derive(Clone)]
 pub struct KastenMcp {
     memory: Memory,
+    access: Access,
     /// Wakes the background enrichment worker after a write.
     wake: Arc<Notify>,
     /// Position of the next note in this session's source stream.
@@ -162,10 +184,14 @@ pub struct LinkNotesArgs {
 
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct Linked {
-    /// The link's id (the user removes it with `kasten rollback <id>`).
+    /// The link's id (the user removes it with `kasten rollback <id>`, or accepts or
+    /// rejects it in Review when it is proposed).
     pub link: String,
     pub from: String,
     pub to: String,
+    /// `accepted`, or `proposed`: waiting for the user's review (the memory reviews links,
+    /// or this server proposes only), not followed by searches until accepted.
+    pub status: String,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -281,6 +307,22 @@ fn bad(msg: impl Into<String>) -> ErrorData {
     ErrorData::invalid_params(msg.into(), None)
 }
 
+/// The error for a write this server's [`Access`] does not allow.
+fn refused(tool: &str, access: Access) -> ErrorData {
+    let msg = match access {
+        Access::ReadOnly => format!(
+            "{tool} is refused: this Kasten MCP server is read-only (`kasten mcp --read-only`); \
+             the agent can search and read the memory but not change it"
+        ),
+        _ => format!(
+            "{tool} is refused: this Kasten MCP server only proposes changes (`kasten mcp \
+             --propose-only`), and a new note cannot wait for review; link_notes proposes \
+             links for the user to accept"
+        ),
+    };
+    ErrorData::invalid_request(msg, None)
+}
+
 /// The client's name from `initialize`, made safe for a source (`mcp:<name>:<n>`).
 fn client_name(ctx: &RequestContext<RoleServer>) -> String {
     let raw = ctx
@@ -310,8 +352,14 @@ fn client_name(ctx: &RequestContext<RoleServer>) -> String {
 #[tool_router]
 impl KastenMcp {
     pub fn new(memory: Memory) -> Self {
+        Self::with_access(memory, Access::Full)
+    }
+
+    /// A server that lets the agent do only what `access` allows.
+    pub fn with_access(memory: Memory, access: Access) -> Self {
         Self {
             memory,
+            access,
             wake: Arc::new(Notify::new()),
             seq: Arc::new(AtomicU64::new(1)),
             tool_router: Self::tool_router(),
@@ -319,13 +367,23 @@ impl KastenMcp {
     }
 
     #[tool(
-        description = "Save a memory (one self-contained note) in the user's Kasten memory. It is searchable at once; the memory's LLM then annotates it (keywords, tags, context) and links it to related notes. Attributed to this agent. Optional time: when it happened (RFC 3339 or YYYY-MM-DD)."
+        description = "Save a memory (one self-contained note) in the user's Kasten memory. It is searchable at once; the memory's LLM then annotates it (keywords, tags, context) and links it to related notes. Attributed to this agent. Optional time: when it happened (RFC 3339 or YYYY-MM-DD).",
+        annotations(
+            title = "Add a memory",
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
     )]
     async fn add_memory(
         &self,
         Parameters(args): Parameters<AddMemoryArgs>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<Json<Added>, ErrorData> {
+        if self.access != Access::Full {
+            return Err(refused("add_memory", self.access));
+        }
         let at = match args.time.as_deref().map(str::trim) {
             None | Some("") => None,
             Some(t) => Some(parse_time(t).map_err(bad)?),
@@ -359,7 +417,14 @@ impl KastenMcp {
     }
 
     #[tool(
-        description = "Search the user's Kasten memory (vector + keyword, following links between notes). Returns notes with their id, content, score, how each was found (via), when it was written and where it came from."
+        description = "Search the user's Kasten memory (vector + keyword, following links between notes). Returns notes with their id, content, score, how each was found (via), when it was written and where it came from.",
+        annotations(
+            title = "Search the memory",
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
     )]
     async fn search_memory(
         &self,
@@ -390,7 +455,14 @@ impl KastenMcp {
     }
 
     #[tool(
-        description = "Read one note of the memory by id: content, time, keywords, tags, context, where it came from, and its links to other notes (kind, reason, confidence, status)."
+        description = "Read one note of the memory by id: content, time, keywords, tags, context, where it came from, and its links to other notes (kind, reason, confidence, status).",
+        annotations(
+            title = "Read a note",
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
     )]
     async fn read_note(
         &self,
@@ -415,7 +487,14 @@ impl KastenMcp {
     }
 
     #[tool(
-        description = "Answer a question from the memory with the memory's LLM: the answer cites the notes it used as [n] (listed with ids), or says the memory does not hold the answer. Needs an LLM configured for Kasten."
+        description = "Answer a question from the memory with the memory's LLM: the answer cites the notes it used as [n] (listed with ids), or says the memory does not hold the answer. Needs an LLM configured for Kasten.",
+        annotations(
+            title = "Ask the memory",
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
     )]
     async fn ask_memory(
         &self,
@@ -452,26 +531,57 @@ impl KastenMcp {
     }
 
     #[tool(
-        description = "Link two notes of the user's Kasten memory that belong together (kind: relates by default, or supports, contradicts, elaborates, causes, follows, same-entity; an optional reason). The link is attributed to this agent and shown in both notes' history; the user can remove it. Nothing is deleted or changed."
+        description = "Link two notes of the user's Kasten memory that belong together (kind: relates by default, or supports, contradicts, elaborates, causes, follows, same-entity; an optional reason). The link is attributed to this agent and shown in both notes' history; the user can remove it. When the user reviews links (or this server only proposes), the link is a proposal (status proposed) the user accepts or rejects. Nothing is deleted or changed.",
+        annotations(
+            title = "Link two notes",
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
     )]
     async fn link_notes(
         &self,
         Parameters(args): Parameters<LinkNotesArgs>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<Json<Linked>, ErrorData> {
+        if self.access == Access::ReadOnly {
+            return Err(refused("link_notes", self.access));
+        }
         let from = NoteId::parse(&args.from).map_err(|e| bad(e.to_string()))?;
         let to = NoteId::parse(&args.to).map_err(|e| bad(e.to_string()))?;
         let reason = args.reason.unwrap_or_default();
-        let link = retrying(|| self.memory.link(&from, &to, args.kind.as_deref(), &reason))
-            .await
-            .map_err(mcp_error)?;
+        let actor = kasten_engine::agent_actor(&client_name(&ctx));
+        let propose = self.access == Access::ProposeOnly;
+        let out = retrying(|| {
+            self.memory
+                .agent_link(&from, &to, args.kind.as_deref(), &reason, &actor, propose)
+        })
+        .await
+        .map_err(mcp_error)?;
         Ok(Json(Linked {
-            link,
+            link: out.target,
             from: from.to_string(),
             to: to.to_string(),
+            status: if out.action == "propose_link" {
+                "proposed"
+            } else {
+                "accepted"
+            }
+            .into(),
         }))
     }
 
-    #[tool(description = "The most recent notes of the memory, newest first.")]
+    #[tool(
+        description = "The most recent notes of the memory, newest first.",
+        annotations(
+            title = "Recent notes",
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
     async fn list_recent(
         &self,
         Parameters(args): Parameters<ListRecentArgs>,
@@ -489,15 +599,26 @@ impl KastenMcp {
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for KastenMcp {
     fn get_info(&self) -> ServerConfig {
+        let mut instructions = String::from(
+            "Kasten is the user's long-term memory. Use search_memory before answering \
+             questions about the user's past, people, projects or decisions; read_note \
+             for a note's details and links; add_memory to remember something new (one \
+             fact or event per note, self-contained); ask_memory for an answer with \
+             citations. Notes are never deleted or rewritten through this server.",
+        );
+        match self.access {
+            Access::Full => {}
+            Access::ReadOnly => instructions.push_str(
+                " The user started this server read-only: add_memory and link_notes are refused.",
+            ),
+            Access::ProposeOnly => instructions.push_str(
+                " The user started this server to propose only: link_notes proposes links \
+                 for the user to review, and add_memory is refused.",
+            ),
+        }
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("kasten", env!("CARGO_PKG_VERSION")))
-            .with_instructions(
-                "Kasten is the user's long-term memory. Use search_memory before answering \
-                 questions about the user's past, people, projects or decisions; read_note \
-                 for a note's details and links; add_memory to remember something new (one \
-                 fact or event per note, self-contained); ask_memory for an answer with \
-                 citations. Notes are never deleted or rewritten through this server.",
-            )
+            .with_instructions(instructions)
     }
 }
 
@@ -513,7 +634,16 @@ pub async fn serve_stdio(engine: Arc<Engine>) -> Result<(), McpError> {
 /// engine (other processes through kasten-share) should notify it too. Through another
 /// process, that process enriches.
 pub async fn serve_stdio_memory(memory: Memory, wake: Arc<Notify>) -> Result<(), McpError> {
-    let mut server = KastenMcp::new(memory.clone());
+    serve_stdio_with(memory, wake, Access::Full).await
+}
+
+/// [`serve_stdio_memory`] letting the agent do only what `access` allows.
+pub async fn serve_stdio_with(
+    memory: Memory,
+    wake: Arc<Notify>,
+    access: Access,
+) -> Result<(), McpError> {
+    let mut server = KastenMcp::with_access(memory.clone(), access);
     server.wake = Arc::clone(&wake);
     let serve = async {
         let running = server

@@ -161,6 +161,27 @@ impl Client {
         .await
     }
 
+    pub async fn agent_link(
+        &self,
+        from: &NoteId,
+        to: &NoteId,
+        kind: Option<&str>,
+        reason: &str,
+        actor: &str,
+        propose: bool,
+    ) -> Result<ReviewOutcome, ShareError> {
+        self.call(true, WRITE, |c, ctx| {
+            let (from, to) = (from.clone(), to.clone());
+            let (kind, reason) = (kind.map(str::to_owned), reason.to_owned());
+            let actor = actor.to_owned();
+            async move {
+                c.agent_link(ctx, from, to, kind, reason, actor, propose)
+                    .await
+            }
+        })
+        .await
+    }
+
     pub async fn proposals(
         &self,
         statuses: &[ReviewStatus],
@@ -272,7 +293,7 @@ fn deadline(d: Duration) -> tarpc::context::Context {
 }
 
 #[cfg(unix)]
-mod platform {
+pub(crate) mod platform {
     use std::io::ErrorKind;
     use std::path::Path;
 
@@ -284,6 +305,46 @@ mod platform {
 
     /// A stream past the token check, or `None` when nobody serves the memory.
     pub(super) async fn connect(dir: &Path) -> Result<Option<UnixStream>, ShareError> {
+        connect_expecting(dir, own_uid()?).await
+    }
+
+    /// The uid this process runs as: the credentials one end of a socket pair sees for
+    /// the other, so no system call of our own is needed.
+    fn own_uid() -> Result<u32, ShareError> {
+        let (a, _b) = UnixStream::pair()
+            .map_err(|e| ShareError::Connect(format!("cannot tell who this process is: {e}")))?;
+        a.peer_cred()
+            .map(|c| c.uid())
+            .map_err(|e| ShareError::Connect(format!("cannot tell who this process is: {e}")))
+    }
+
+    /// Refuses a listener that does not run as `uid` (`SO_PEERCRED`), before anything is
+    /// sent to it: the token, and the notes and questions that would follow, are for the
+    /// memory's owner, a process of this user; someone else listening on the socket (in a
+    /// folder others can write to) gets nothing.
+    fn check_listener(stream: &UnixStream, uid: u32, socket: &Path) -> Result<(), ShareError> {
+        let cred = stream.peer_cred().map_err(|e| {
+            ShareError::Connect(format!(
+                "cannot tell who listens on {}: {e}",
+                socket.display()
+            ))
+        })?;
+        if cred.uid() != uid {
+            return Err(ShareError::Connect(format!(
+                "{} is served by another user (uid {}), not by you (uid {uid}); nothing was \
+                 sent to it. Remove that file if no Kasten process of yours has the memory open",
+                socket.display(),
+                cred.uid()
+            )));
+        }
+        Ok(())
+    }
+
+    /// [`connect`] to an owner that must run as `uid`.
+    pub(crate) async fn connect_expecting(
+        dir: &Path,
+        uid: u32,
+    ) -> Result<Option<UnixStream>, ShareError> {
         let socket = crate::socket_path(dir);
         let mut stream = match UnixStream::connect(&socket).await {
             Ok(s) => s,
@@ -295,6 +356,7 @@ mod platform {
                 return Err(ShareError::Connect(format!("{}: {e}", socket.display())));
             }
         };
+        check_listener(&stream, uid, &socket)?;
         let token_path = crate::token_path(dir);
         let token = match std::fs::read(&token_path) {
             Ok(t) => t,

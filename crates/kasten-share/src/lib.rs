@@ -15,7 +15,8 @@
 //! - **Who may connect.** The owner writes a random 32-byte token to `DIR/kasten.token`
 //!   (mode 0600, so only the user reads it). A client sends it first; the owner compares
 //!   it in constant time and also checks the peer's uid (`SO_PEERCRED`) against its own.
-//!   Anything else is closed without an answer.
+//!   Anything else is closed without an answer. The client checks the listener the same
+//!   way before it sends the token: a socket served by another uid is refused.
 //! - **Protocol.** [tarpc](https://docs.rs/tarpc) over the socket: length-delimited
 //!   frames (at most [`MAX_FRAME`]) of JSON. The wire types are the engine's own serde
 //!   types (`NewNote`, `AddedBatch`, `SearchOutput`, `NoteDetail`, `Answer`, …); errors
@@ -173,6 +174,24 @@ impl Memory {
         match self {
             Self::Local(e) => Ok(e.link(from, to, kind, reason, AGENT).await?.target),
             Self::Remote(c) => c.link(from, to, kind, reason).await,
+        }
+    }
+
+    /// Links two notes as the agent `actor` (`agent:<name>`): accepted, or a proposal
+    /// waiting in Review when `propose` is set or the memory reviews links (see
+    /// `Engine::agent_link`).
+    pub async fn agent_link(
+        &self,
+        from: &NoteId,
+        to: &NoteId,
+        kind: Option<&str>,
+        reason: &str,
+        actor: &str,
+        propose: bool,
+    ) -> Result<ReviewOutcome, ShareError> {
+        match self {
+            Self::Local(e) => Ok(e.agent_link(from, to, kind, reason, actor, propose).await?),
+            Self::Remote(c) => c.agent_link(from, to, kind, reason, actor, propose).await,
         }
     }
 

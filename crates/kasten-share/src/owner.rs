@@ -291,6 +291,25 @@ impl MemoryService for Handler {
         self.wrote(r)
     }
 
+    async fn agent_link(
+        self,
+        _: tarpc::context::Context,
+        from: NoteId,
+        to: NoteId,
+        kind: Option<String>,
+        reason: String,
+        actor: String,
+        propose: bool,
+    ) -> Result<ReviewOutcome, RemoteError> {
+        let r = self
+            .run(|e| async move {
+                e.agent_link(&from, &to, kind.as_deref(), &reason, &actor, propose)
+                    .await
+            })
+            .await;
+        self.wrote(r)
+    }
+
     async fn proposals(
         self,
         _: tarpc::context::Context,

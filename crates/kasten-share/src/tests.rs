@@ -401,3 +401,38 @@ async fn a_client_follows_the_memory_to_its_next_owner() {
     assert_eq!(second.count().await.unwrap_or_else(|e| panic!("{e}")), 2);
     owner.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_token_goes_only_to_a_listener_of_the_expected_user() {
+    // Someone else's listener on the memory's socket (here this process's own, with the
+    // client told to expect another uid): it is refused before it is sent the token.
+    let dir = tmp();
+    let secret = vec![b'7'; TOKEN_LEN];
+    std::fs::write(crate::token_path(dir.path()), &secret).unwrap_or_else(|e| panic!("{e}"));
+    let listener = tokio::net::UnixListener::bind(crate::socket_path(dir.path()))
+        .unwrap_or_else(|e| panic!("bind: {e}"));
+    let (got_tx, mut got_rx) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            let mut got = Vec::new();
+            let _ = tokio::time::timeout(Duration::from_secs(2), s.read_to_end(&mut got)).await;
+            let _ = got_tx.send(got);
+        }
+    });
+    let (a, _b) = UnixStream::pair().unwrap_or_else(|e| panic!("{e}"));
+    let me = a.peer_cred().unwrap_or_else(|e| panic!("{e}")).uid();
+
+    let refused = crate::client::platform::connect_expecting(dir.path(), me.wrapping_add(1)).await;
+    match refused {
+        Err(ShareError::Connect(m)) => assert!(m.contains("another user"), "{m}"),
+        Err(e) => panic!("refused for another reason: {e}"),
+        Ok(s) => panic!("connected to another user's listener: {s:?}"),
+    }
+    let sent = got_rx.recv().await.unwrap_or_default();
+    assert!(sent.is_empty(), "the listener was sent {sent:?}");
+
+    // the same listener as this user's: it gets the token (and then no answer)
+    let r = crate::client::platform::connect_expecting(dir.path(), me).await;
+    assert!(matches!(r, Ok(None)), "{r:?}");
+    assert_eq!(got_rx.recv().await.unwrap_or_default(), secret);
+}

@@ -1,5 +1,8 @@
 //! The service a memory's owner offers, in tarpc's terms. Arguments and results are the
 //! engine's own serde types.
+// `agent_link` carries the link, the agent and its access: tarpc's generated client function
+// then has eight arguments.
+#![allow(clippy::too_many_arguments)]
 
 use kasten_core::{NewNote, Note, NoteId};
 use kasten_engine::{
@@ -34,6 +37,16 @@ pub trait MemoryService {
         kind: Option<String>,
         reason: String,
     ) -> Result<String, RemoteError>;
+    /// `Engine::agent_link`: a link by the agent `actor`, a proposal when `propose` is set
+    /// or the memory reviews links.
+    async fn agent_link(
+        from: NoteId,
+        to: NoteId,
+        kind: Option<String>,
+        reason: String,
+        actor: String,
+        propose: bool,
+    ) -> Result<ReviewOutcome, RemoteError>;
     /// `Engine::proposals`.
     async fn proposals(
         statuses: Vec<ReviewStatus>,

@@ -192,6 +192,56 @@ impl Store {
         id.ok_or_else(|| StoreError::Db("the new link has no id".into()))
     }
 
+    /// Creates a proposed link `from -> to` of `kind` (an agent's, under review): waiting in
+    /// the review queue, not part of the memory's links until a person accepts it, with its
+    /// audit entry, in one transaction. The caller has checked that no link with the same
+    /// ends and kind exists. Returns the link's id. (No index write: a proposed link is in
+    /// no index.)
+    pub async fn put_proposed_link(&self, l: &UserLink) -> Result<String, StoreError> {
+        let q = format!(
+            "BEGIN TRANSACTION;
+             LET $now = time::now();
+             LET $a = type::record('note', $from);
+             LET $b = type::record('note', $to);
+             IF !record::exists($a) OR !record::exists($b) {{ THROW '{GONE}' }};
+             RELATE $a->link->$b CONTENT {{
+                 kind: $kind, reason: $reason, confidence: 1.0, created_by: $created_by,
+                 status: 'proposed', reviewed: false, created_at: $now
+             }};
+             LET $id = (SELECT VALUE id FROM link WHERE in = $a AND out = $b AND kind = $kind)[0];
+             CREATE audit CONTENT {{
+                 action: $audit.action, target: record::id($id), notes: [$a, $b],
+                 actor: $audit.actor, reason: $audit.reason, at: $now
+             }};
+             RETURN record::id($id);
+             COMMIT TRANSACTION;"
+        );
+        let mut resp = self
+            .db
+            .query(q)
+            .bind(("from", l.from.to_string()))
+            .bind(("to", l.to.to_string()))
+            .bind(("kind", l.kind.clone()))
+            .bind(("reason", l.reason.clone()))
+            .bind(("created_by", l.created_by.clone()))
+            .bind(("audit", l.audit.clone()))
+            .await
+            .map_err(StoreError::from_db)?;
+        match first_real_error(&mut resp) {
+            Err(StoreError::Db(msg)) if msg.contains(GONE) => {
+                return Err(StoreError::Corrupt(
+                    "a note to link is gone (deleted meanwhile)".into(),
+                ));
+            }
+            other => other?,
+        }
+        let n = resp.num_statements();
+        let id: Option<String> = resp
+            .take(n.saturating_sub(2))
+            .map_err(StoreError::from_db)?;
+        id.ok_or_else(|| StoreError::Db("the new link has no id".into()))
+    }
+
     /// The revision `id` if it rewrote a note's text.
     pub async fn content_revision(&self, id: &str) -> Result<Option<ContentRevision>, StoreError> {
         let mut resp = self

@@ -329,7 +329,8 @@ impl Store {
         Ok(v.unwrap_or(false))
     }
 
-    /// The newest LLM-made links (created by `llm` or `merge`) in the given review states,
+    /// The newest links made by the LLM or an agent (created by `llm`, `merge` or `agent`:
+    /// an agent's link waits here as a proposal under review) in the given review states,
     /// newest first, at most `limit`: one page of the review queue, filtered and ordered in
     /// the database so a page never reads the whole link table into memory.
     pub async fn queue_links(
@@ -343,7 +344,7 @@ impl Store {
         let mut resp = self
             .db
             .query(format!(
-                "SELECT {LINK_COLUMNS} FROM link WHERE created_by IN ['llm', 'merge'] AND ({filter}) \
+                "SELECT {LINK_COLUMNS} FROM link WHERE created_by IN ['llm', 'merge', 'agent'] AND ({filter}) \
                  ORDER BY created_at DESC, id LIMIT $limit"
             ))
             .bind(("limit", i64::try_from(limit).unwrap_or(i64::MAX)))
