@@ -72,6 +72,8 @@ pub async fn status_of(state: &AppState) -> StatusEvent {
             .ok()
             .and_then(|o| o.as_ref().map(|o| clamp_u32(o.clients() as u64)))
             .unwrap_or(0),
+        opening_done: 0,
+        opening_total: 0,
     };
     let engine = match &*state.slot.read().await {
         Slot::Ready(e) => std::sync::Arc::clone(e),
@@ -79,6 +81,8 @@ pub async fn status_of(state: &AppState) -> StatusEvent {
             if *total > 0 {
                 s.memory_message = format!("reading notes: {done} of {total}");
             }
+            s.opening_done = clamp_u32(*done);
+            s.opening_total = clamp_u32(*total);
             return s;
         }
         Slot::Failed(m) => {

@@ -81,4 +81,8 @@ pub struct StatusEvent {
     /// Other Kasten processes (agents over `kasten mcp`, `kasten` commands) connected to
     /// this app's memory now.
     pub clients: u32,
+    /// While the memory opens: notes read into the search indexes so far, of
+    /// `opening_total` (both 0 until the count is known), for the UI to say in its language.
+    pub opening_done: u32,
+    pub opening_total: u32,
 }

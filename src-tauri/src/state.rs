@@ -178,6 +178,29 @@ pub(crate) mod tests {
         assert_eq!(engine.count().await.unwrap_or(0), 1);
     }
 
+    /// The status says how far the open got in numbers (the UI words them in its
+    /// language), and claims no LLM either way before the memory that chooses it is open.
+    #[tokio::test]
+    async fn the_status_while_opening_says_how_far_in_numbers() {
+        let state = AppState::new(Instant::now());
+        *state.slot.write().await = Slot::Opening {
+            done: 10,
+            total: 100,
+        };
+        let s = crate::commands::status_of(&state).await;
+        assert_eq!(s.memory, "opening");
+        assert_eq!((s.opening_done, s.opening_total), (10, 100));
+        assert!(!s.llm_configured);
+        assert_eq!(s.llm_label, "");
+        let engine = Engine::open(&Endpoint::Mem, Arc::new(Words), &|_| {})
+            .await
+            .unwrap_or_else(|e| panic!("open: {e}"));
+        state.set_opened(Slot::Ready(Arc::new(engine))).await;
+        let s = crate::commands::status_of(&state).await;
+        assert_eq!(s.memory, "ready");
+        assert_eq!((s.opening_done, s.opening_total), (0, 0));
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_save_waiting_for_a_memory_that_fails_to_open_says_why() {
         let state = Arc::new(AppState::new(Instant::now()));

@@ -40,6 +40,7 @@ pub async fn open(app: AppHandle) {
                 *s = Slot::Opening { done, total };
             }
         };
+        debug_open_delay().await;
         let mut engine = Engine::open(&ep, embedder, &progress)
             .await
             .map_err(|e| format!("cannot open the memory at {ep}: {e}"))?;
@@ -74,6 +75,23 @@ pub async fn open(app: AppHandle) {
     emit_status(&app).await;
     state.kick.notify_one();
 }
+
+/// Debug builds only (release builds do not read it): `KASTEN_DEBUG_OPEN_DELAY_MS` holds the
+/// open this many milliseconds, as a large memory would, so that the e2e suite can check
+/// the first screen while the memory opens (tests/e2e/specs.mjs, `slowOpen`).
+#[cfg(debug_assertions)]
+async fn debug_open_delay() {
+    let ms = std::env::var("KASTEN_DEBUG_OPEN_DELAY_MS")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if let Some(ms) = ms {
+        tracing::info!("KASTEN_DEBUG_OPEN_DELAY_MS: opening the memory {ms} ms late");
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+    }
+}
+
+#[cfg(not(debug_assertions))]
+async fn debug_open_delay() {}
 
 /// Applies the LLM the memory's settings choose to a freshly opened engine.
 pub(crate) async fn configure_llm(engine: &mut Engine) {

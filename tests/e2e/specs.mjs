@@ -1206,3 +1206,79 @@ export async function uiLanguage({ llmUrl }) {
     await app.close();
   }
 }
+
+/** What the page shows at one instant (read in one script, so the parts agree in time). */
+async function firstScreen(browser) {
+  return browser.execute(() => {
+    const bar = document.querySelector('[data-testid="status-bar"]');
+    return {
+      memory: bar?.getAttribute("data-memory") ?? null,
+      llmStatus: document.querySelector('[data-testid="llm-status"]')?.textContent ?? "",
+      text: document.body.innerText,
+      errors: Array.from(document.querySelectorAll(".error"))
+        .map((e) => e.textContent ?? "")
+        .filter((t) => t.trim()),
+      notesOpening: document.querySelector('[data-testid="notes-opening"]')?.textContent ?? null,
+      viewOpening: document.querySelector('[data-testid="memory-opening"]')?.textContent ?? null,
+      firstRunLlm: document.querySelector('[data-testid="first-run-llm"]')?.textContent ?? null,
+    };
+  });
+}
+
+/**
+ * The first screen while the memory opens (held 12 s by KASTEN_DEBUG_OPEN_DELAY_MS, which
+ * only debug builds read, as a large memory would be): Notes says it is opening, in words
+ * that are not an error; nothing claims an empty memory or "no LLM" before the memory that
+ * chooses the LLM is open; another view waits too. Once open, the empty-memory panel names
+ * the LLM the status bar names.
+ */
+export async function slowOpen({ llmUrl }) {
+  const app = await launch({ llmUrl, extraEnv: { KASTEN_DEBUG_OPEN_DELAY_MS: "12000" } });
+  const { browser } = app;
+  try {
+    await $t(browser, "status-bar").waitForExist({ timeout: T });
+    const seen = [];
+    let graphChecked = false;
+    const end = Date.now() + 90000;
+    for (;;) {
+      const s = await firstScreen(browser);
+      if (s.memory === "ready" || Date.now() > end) break;
+      if (s.memory === "opening") {
+        seen.push(s);
+        assert(s.errors.length === 0, `an error is shown while the memory opens: ${JSON.stringify(s.errors)}`);
+        for (const words of ["still opening", "Cannot list", "Your memory is empty", "No LLM is set up", "no LLM configured"]) {
+          assert(!s.text.includes(words), `"${words}" is shown while the memory opens:\n${s.text}`);
+        }
+        if (!graphChecked) {
+          assert(s.notesOpening?.startsWith("Opening the memory…"), `the Notes view says it is opening (${s.notesOpening})`);
+          assert(s.llmStatus === "LLM: known once the memory is open", `the status bar claims nothing about the LLM yet (${s.llmStatus})`);
+          // another view waits for the open too
+          await nav(browser, "graph");
+          const g = await firstScreen(browser);
+          if (g.memory === "opening") {
+            assert(g.viewOpening?.startsWith("Opening the memory…"), `the Graph view says it is opening (${g.viewOpening})`);
+            assert(g.errors.length === 0, `the Graph view shows an error while the memory opens: ${JSON.stringify(g.errors)}`);
+          }
+          await nav(browser, "notes");
+          graphChecked = true;
+        }
+      }
+      await browser.pause(300);
+    }
+    assert(seen.length >= 3, `the first screen was seen while the memory opened (${seen.length} times): the delay did not hold the open`);
+    await ready(browser);
+    await $t(browser, "first-run-llm").waitForDisplayed({ timeout: T });
+    const s = await firstScreen(browser);
+    const label = s.llmStatus.split(" · ")[1] ?? "";
+    assert(/^LLM (configured|connected)/.test(s.llmStatus) && label.length > 0, `the status bar names the LLM (${s.llmStatus})`);
+    assert(s.firstRunLlm === `Notes are annotated by ${label}.`, `the empty-memory panel names the status bar's LLM ${label} (${s.firstRunLlm})`);
+    assert(s.errors.length === 0, `errors once open: ${JSON.stringify(s.errors)}`);
+    return { seenOpening: seen.length, llm: label };
+  } catch (e) {
+    await screenshot(browser, "failure").catch(() => {});
+    console.error("--- app log ---\n" + app.log().slice(-4000));
+    throw e;
+  } finally {
+    await app.close();
+  }
+}

@@ -2,6 +2,8 @@ import { useCallback, useEffect, useMemo, useState } from "react";
 import { Ctx, type AppCtx, type GraphFocus, type View } from "./app-context";
 import { onJob } from "./api";
 import StatusBar from "./components/StatusBar";
+import Opening from "./components/Opening";
+import { memoryOpening, useStatusFeed } from "./components/useStatusFeed";
 import NotesView from "./features/notes/NotesView";
 import GraphView from "./features/graph/GraphView";
 import BoxesView from "./features/boxes/BoxesView";
@@ -34,6 +36,14 @@ export default function App() {
   const [toastMsg, setToastMsg] = useState<string | null>(null);
 
   const bump = useCallback(() => setRevision((r) => r + 1), []);
+  const { status, statusError } = useStatusFeed(bump);
+  const opening = memoryOpening(status, statusError);
+  // Settings holds the restore, which reopens the memory under it: it waits only for the
+  // first open, and stays while a restore runs
+  const [firstOpen, setFirstOpen] = useState(true);
+  useEffect(() => {
+    if (!opening) setFirstOpen(false);
+  }, [opening]);
   const toast = useCallback((m: string) => {
     setToastMsg(m);
     window.setTimeout(() => setToastMsg((cur) => (cur === m ? null : cur)), 5000);
@@ -92,8 +102,10 @@ export default function App() {
       jobs,
       bump,
       toast,
+      status,
+      statusError,
     }),
-    [view, openNote, selected, highlight, graphFocus, revision, jobs, bump, toast],
+    [view, openNote, selected, highlight, graphFocus, revision, jobs, bump, toast, status, statusError],
   );
 
   return (
@@ -116,17 +128,19 @@ export default function App() {
           ))}
         </nav>
         <main className="main">
+          {/* the Notes view waits in its list (its editor works at once: a save waits for the
+              open); the views that only read the memory wait as a whole */}
           {view === "notes" && <NotesView />}
-          {view === "graph" && <GraphView />}
-          {view === "boxes" && <BoxesView />}
-          {view === "review" && <ReviewView />}
+          {view === "graph" && (opening ? <Waiting /> : <GraphView />)}
+          {view === "boxes" && (opening ? <Waiting /> : <BoxesView />)}
+          {view === "review" && (opening ? <Waiting /> : <ReviewView />)}
           {/* the conversation survives switching views (a citation opens the Notes view) */}
           <div style={{ display: view === "chat" ? "contents" : "none" }}>
             <ChatView />
           </div>
-          {view === "insights" && <InsightsView />}
-          {view === "settings" && <SettingsView />}
-          {view === "fading" && <FadingView />}
+          {view === "insights" && (opening ? <Waiting /> : <InsightsView />)}
+          {view === "settings" && (opening && firstOpen ? <Waiting /> : <SettingsView />)}
+          {view === "fading" && (opening ? <Waiting /> : <FadingView />)}
         </main>
         <StatusBar />
       </div>
@@ -139,5 +153,14 @@ export default function App() {
         </div>
       )}
     </Ctx.Provider>
+  );
+}
+
+/** A view that waits for the memory to open. */
+function Waiting() {
+  return (
+    <div className="view">
+      <Opening />
+    </div>
   );
 }

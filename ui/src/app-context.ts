@@ -1,4 +1,5 @@
 import { createContext, useContext } from "react";
+import type { StatusEvent } from "./api";
 
 export type View = "notes" | "graph" | "boxes" | "review" | "chat" | "insights" | "settings" | "fading";
 
@@ -30,6 +31,10 @@ export interface AppCtx {
   jobs: number;
   bump: () => void;
   toast: (msg: string) => void;
+  /** The status as the status bar shows it (`null` until the first reading). */
+  status: StatusEvent | null;
+  /** Why the status cannot be read, if it cannot. */
+  statusError: string | null;
 }
 
 export const Ctx = createContext<AppCtx | null>(null);

@@ -599,6 +599,12 @@ export type StatusEvent = {
 	 *  this app's memory now.
 	 */
 	clients: number,
+	/**
+	 *  While the memory opens: notes read into the search indexes so far, of
+	 *  `opening_total` (both 0 until the count is known), for the UI to say in its language.
+	 */
+	opening_done: number,
+	opening_total: number,
 };
 
 /**  Rows of one table written or restored. */

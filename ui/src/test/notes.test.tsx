@@ -1,7 +1,7 @@
 import { fireEvent, screen, waitFor } from "@testing-library/react";
 import userEvent from "@testing-library/user-event";
 import { beforeEach, describe, expect, it, vi } from "vitest";
-import { note, renderWith } from "./util";
+import { ctx as context, note, renderWith, status } from "./util";
 
 vi.mock("../api", async (orig) => {
   const real = await orig<typeof import("../api")>();
@@ -15,7 +15,6 @@ vi.mock("../api", async (orig) => {
       search: vi.fn(),
       loadSample: vi.fn(),
       getNote: vi.fn(),
-      status: vi.fn().mockResolvedValue({ llm_configured: true, llm_label: "built-in SmolLM2-135M" }),
       llmOverview: vi.fn(),
       useLlm: vi.fn(),
     },
@@ -86,7 +85,8 @@ describe("NotesView", () => {
       env_chooses: false,
     });
     mocked.useLlm.mockResolvedValue({ label: "Ollama llama3.2", source: "settings", ready: true, problem: null, steps: "all", model_path: null });
-    const { ctx } = renderWith(<NotesView />);
+    // the LLM as the status bar shows it
+    const { ctx } = renderWith(<NotesView />, context({ status: status({ llm_configured: true, llm_label: "built-in SmolLM2-135M" }) }));
     expect((await screen.findByTestId("first-run-llm")).textContent).toContain("built-in SmolLM2-135M");
     // the servers found on this machine are offered with one click
     await userEvent.selectOptions(await screen.findByTestId("llm-discovered-model-0"), "llama3.2");

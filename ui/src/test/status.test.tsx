@@ -1,6 +1,6 @@
-import { screen, waitFor } from "@testing-library/react";
+import { render, screen, waitFor } from "@testing-library/react";
 import { beforeEach, describe, expect, it, vi } from "vitest";
-import { renderWith } from "./util";
+import { ctx, status } from "./util";
 import type { StatusEvent } from "../api";
 
 let push: ((s: StatusEvent) => void) | null = null;
@@ -18,32 +18,32 @@ vi.mock("../api", async (orig) => {
 
 import { act } from "react";
 import { api } from "../api";
+import { Ctx, type AppCtx } from "../app-context";
 import StatusBar from "../components/StatusBar";
+import { useStatusFeed } from "../components/useStatusFeed";
 
-const status = (over: Partial<StatusEvent> = {}): StatusEvent => ({
-  memory: "ready",
-  memory_message: "",
-  notes: 12,
-  llm_configured: true,
-  llm_label: "built-in SmolLM2-135M",
-  llm_ok: true,
-  llm_message: "connected",
-  jobs_queued: 3,
-  jobs_running: 1,
-  jobs_failed: 2,
-  jobs_done: 9,
-  enriching: true,
-  opened_ms: 1500,
-  clients: 0,
-  ...over,
-});
+/** The status bar fed as the app feeds it (App.tsx: useStatusFeed into the context). */
+function Fed({ c }: { c: AppCtx }) {
+  const feed = useStatusFeed(c.bump);
+  return (
+    <Ctx.Provider value={{ ...c, ...feed }}>
+      <StatusBar />
+    </Ctx.Provider>
+  );
+}
+
+function renderBar() {
+  const c = ctx();
+  render(<Fed c={c} />);
+  return { ctx: c };
+}
 
 beforeEach(() => vi.clearAllMocks());
 
 describe("StatusBar", () => {
   it("shows the memory, the LLM and the job queue, and offers to retry failures", async () => {
     (api.status as ReturnType<typeof vi.fn>).mockResolvedValue(status());
-    renderWith(<StatusBar />);
+    renderBar();
     expect(await screen.findByText("12 notes")).toBeTruthy();
     expect(screen.getByTestId("llm-status").textContent).toBe("LLM connected · built-in SmolLM2-135M");
     expect(screen.getByTestId("jobs").textContent).toContain("3 queued · 1 running · 2 failed · enriching…");
@@ -53,7 +53,7 @@ describe("StatusBar", () => {
   it("shows a failed retry instead of swallowing it, and no debug timing", async () => {
     (api.status as ReturnType<typeof vi.fn>).mockResolvedValue(status());
     (api.retryFailed as ReturnType<typeof vi.fn>).mockRejectedValue(new Error("the memory is busy"));
-    const { ctx } = renderWith(<StatusBar />);
+    const { ctx } = renderBar();
     (await screen.findByText("retry failed")).click();
     await waitFor(() => expect(ctx.toast).toHaveBeenCalledWith("Retry failed: the memory is busy"));
     expect(screen.getByTestId("status-bar").textContent).not.toContain("opened in");
@@ -61,7 +61,7 @@ describe("StatusBar", () => {
 
   it("says when the status cannot be read", async () => {
     (api.status as ReturnType<typeof vi.fn>).mockRejectedValue(new Error("no connection to the app"));
-    renderWith(<StatusBar />);
+    renderBar();
     expect(await screen.findByText("status unavailable: no connection to the app")).toBeTruthy();
   });
 
@@ -69,15 +69,15 @@ describe("StatusBar", () => {
     (api.status as ReturnType<typeof vi.fn>).mockResolvedValue(
       status({ jobs_queued: 0, jobs_running: 0, jobs_failed: 0, enriching: true }),
     );
-    renderWith(<StatusBar />);
+    renderBar();
     expect(await screen.findByText("12 notes")).toBeTruthy();
     expect(screen.getByTestId("jobs").textContent).toBe("jobs: 0 queued · 0 running · 0 failed");
   });
 
   it("refreshes the views once the memory has opened", async () => {
-    (api.status as ReturnType<typeof vi.fn>).mockResolvedValue(status({ memory: "opening", memory_message: "reading notes: 10 of 100" }));
-    const { ctx } = renderWith(<StatusBar />);
-    expect(await screen.findByText(/opening memory… reading notes: 10 of 100/)).toBeTruthy();
+    (api.status as ReturnType<typeof vi.fn>).mockResolvedValue(status({ memory: "opening", memory_message: "reading notes: 10 of 100", opening_done: 10, opening_total: 100 }));
+    const { ctx } = renderBar();
+    expect(await screen.findByText(/opening memory… 10 of 100 notes read/)).toBeTruthy();
     expect(ctx.bump).not.toHaveBeenCalled();
     await waitFor(() => expect(push).not.toBeNull());
     act(() => push?.(status({ llm_ok: false, llm_message: "connection refused" })));
@@ -89,7 +89,7 @@ describe("StatusBar", () => {
 
   it("says how many agents use the memory through the app, and shows notes they add", async () => {
     (api.status as ReturnType<typeof vi.fn>).mockResolvedValue(status({ clients: 2 }));
-    const { ctx } = renderWith(<StatusBar />);
+    const { ctx } = renderBar();
     expect((await screen.findByTestId("clients")).textContent).toBe("2 agents connected");
     await waitFor(() => expect(push).not.toBeNull());
     const bumps = (ctx.bump as ReturnType<typeof vi.fn>).mock.calls.length;

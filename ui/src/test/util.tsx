@@ -2,7 +2,7 @@ import { render } from "@testing-library/react";
 import type { ReactElement } from "react";
 import { vi } from "vitest";
 import { Ctx, type AppCtx } from "../app-context";
-import type { NoteDto } from "../api";
+import type { NoteDto, StatusEvent } from "../api";
 
 export function ctx(over: Partial<AppCtx> = {}): AppCtx {
   return {
@@ -18,6 +18,8 @@ export function ctx(over: Partial<AppCtx> = {}): AppCtx {
     jobs: 0,
     bump: vi.fn(),
     toast: vi.fn(),
+    status: status(),
+    statusError: null,
     ...over,
   };
 }
@@ -39,6 +41,29 @@ export function note(over: Partial<NoteDto> = {}): NoteDto {
     enrich_error: null,
     source: null,
     status: "active",
+    ...over,
+  };
+}
+
+/** The status bar's figures: an open memory with an LLM, unless overridden. */
+export function status(over: Partial<StatusEvent> = {}): StatusEvent {
+  return {
+    memory: "ready",
+    memory_message: "",
+    notes: 12,
+    llm_configured: true,
+    llm_label: "built-in SmolLM2-135M",
+    llm_ok: true,
+    llm_message: "connected",
+    jobs_queued: 3,
+    jobs_running: 1,
+    jobs_failed: 2,
+    jobs_done: 9,
+    enriching: true,
+    opened_ms: 1500,
+    clients: 0,
+    opening_done: 0,
+    opening_total: 0,
     ...over,
   };
 }

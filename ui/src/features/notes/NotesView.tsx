@@ -1,7 +1,9 @@
 import { useCallback, useEffect, useState } from "react";
-import { api, errorText, type BoxDto, type HitDto, type NoteDto, type TagCount } from "../../api";
+import { api, ApiError, errorText, type BoxDto, type HitDto, type NoteDto, type TagCount } from "../../api";
 import { useApp } from "../../app-context";
 import Empty from "../../components/Empty";
+import Opening from "../../components/Opening";
+import { memoryOpening } from "../../components/useStatusFeed";
 import { FoundServers, useLlmOverview } from "../settings/LlmPanel";
 import NoteDetail from "./NoteDetail";
 import NoteEditor from "./NoteEditor";
@@ -10,9 +12,15 @@ import { useT } from "../../i18n";
 
 const PAGE = 50;
 
+/**
+ * The shell's answer while the memory is still opening: a state the view waits out (the
+ * status feed refreshes it once the memory is open), not an error to show.
+ */
+const notReady = (e: unknown) => e instanceof ApiError && e.kind === "not_ready";
+
 /** Notes: write, search, filter, open. */
 export default function NotesView() {
-  const { selected, openNote, revision, bump, toast } = useApp();
+  const { selected, openNote, revision, bump, toast, status, statusError } = useApp();
   const { t, num, w } = useT();
   const [query, setQuery] = useState("");
   const [tag, setTag] = useState("");
@@ -24,6 +32,10 @@ export default function NotesView() {
   const [tags, setTags] = useState<TagCount[]>([]);
   const [boxes, setBoxes] = useState<BoxDto[]>([]);
   const [err, setErr] = useState<string | null>(null);
+  // a page has arrived: until then the view does not know whether the memory is empty
+  const [loaded, setLoaded] = useState(false);
+  const opening = memoryOpening(status, statusError);
+  const fail = useCallback((msg: (e: unknown) => string) => (e: unknown) => !notReady(e) && setErr(msg(e)), []);
 
   const filtered = !!(tag || enrich || boxId);
 
@@ -41,10 +53,11 @@ export default function NotesView() {
           return [...p.notes, ...cur.slice(PAGE).filter((n) => !first.has(n.id))];
         });
         setTotal(p.total);
+        setLoaded(true);
         setErr(null);
       })
-      .catch((e) => setErr(errorText(e)));
-  }, [filterKey]);
+      .catch(fail(errorText));
+  }, [filterKey, fail]);
 
   useEffect(() => setNotes([]), [filterKey]);
 
@@ -58,7 +71,7 @@ export default function NotesView() {
         });
         setTotal(p.total);
       })
-      .catch((e) => setErr(errorText(e)));
+      .catch(fail(errorText));
 
   useEffect(() => loadList(), [loadList, revision]);
 
@@ -66,12 +79,12 @@ export default function NotesView() {
     api
       .listTags(50)
       .then(setTags)
-      .catch((e) => setErr(t("notes.cannotListTags", { error: errorText(e) })));
+      .catch(fail((e) => t("notes.cannotListTags", { error: errorText(e) })));
     api
       .listBoxes(50)
       .then(setBoxes)
-      .catch((e) => setErr(t("notes.cannotListBoxes", { error: errorText(e) })));
-  }, [revision, t]);
+      .catch(fail((e) => t("notes.cannotListBoxes", { error: errorText(e) })));
+  }, [revision, t, fail]);
 
   // Search as you type (debounced).
   useEffect(() => {
@@ -86,10 +99,10 @@ export default function NotesView() {
           setHits(h);
           setErr(null);
         })
-        .catch((e) => setErr(errorText(e)));
+        .catch(fail(errorText));
     }, 200);
     return () => window.clearTimeout(t);
-  }, [query, revision, filterKey]);
+  }, [query, revision, filterKey, fail]);
 
   // "/" focuses search.
   useEffect(() => {
@@ -109,7 +122,7 @@ export default function NotesView() {
       hits.map((h) => ({ note: h.note, extra: `${h.via.map((v) => w("via", v)).join(" + ")} · ${num(h.score ?? 0, 2)}` }))
     : notes.map((n) => ({ note: n }));
 
-  const empty = !hits && total === 0 && !filtered;
+  const empty = loaded && !hits && total === 0 && !filtered;
 
   return (
     <div className="view">
@@ -157,11 +170,13 @@ export default function NotesView() {
             <span className="muted">{hits ? t("notes.hits", { count: shown.length }) : t("notes.count", { count: total })}</span>
           </div>
           {err && <div className="error small">{err}</div>}
-          {empty ? (
+          {opening && !loaded ? (
+            <Opening text="opening.notes" testid="notes-opening" />
+          ) : !loaded ? null : empty ? (
             <Empty title={t("notes.emptyTitle")}>
               {t("notes.emptyBody")}
-              {/* asked again once the memory is open (the status bar bumps the revision) */}
-              <FirstRunLlm key={`llm-${revision}`} />
+              <FirstRunLlm />
+              {/* asked again once the memory is open (the status feed bumps the revision) */}
               <FirstRunServers key={`servers-${revision}`} />
               <div style={{ marginTop: 8 }}>
                 <button
@@ -222,28 +237,22 @@ function FirstRunServers() {
   );
 }
 
-/** Which LLM will annotate the notes, said on the first screen. */
+/**
+ * Which LLM will annotate the notes, said on the first screen: from the same status the
+ * status bar shows, so the two always agree; nothing while the memory (whose settings
+ * choose the LLM) is not open.
+ */
 function FirstRunLlm() {
-  const [llm, setLlm] = useState<{ configured: boolean; label: string } | null>(null);
+  const { status } = useApp();
   const { t } = useT();
-  useEffect(() => {
-    let live = true;
-    api
-      .status()
-      .then((s) => live && setLlm({ configured: s.llm_configured, label: s.llm_label }))
-      .catch(() => live && setLlm(null));
-    return () => {
-      live = false;
-    };
-  }, []);
-  if (!llm) return null;
+  if (status?.memory !== "ready") return null;
   return (
     <div className="muted small" data-testid="first-run-llm" style={{ marginTop: 8 }}>
-      {!llm.configured
+      {!status.llm_configured
         ? t("notes.noLlm")
-        : llm.label.startsWith("built-in")
-          ? t("notes.builtinLlm", { label: llm.label })
-          : t("notes.otherLlm", { label: llm.label })}
+        : status.llm_label.startsWith("built-in")
+          ? t("notes.builtinLlm", { label: status.llm_label })
+          : t("notes.otherLlm", { label: status.llm_label })}
     </div>
   );
 }

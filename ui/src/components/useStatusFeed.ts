@@ -1,0 +1,68 @@
+import { useEffect, useRef, useState } from "react";
+import { api, errorText, onStatus, type StatusEvent } from "../api";
+
+/**
+ * The app's one reading of the status (the memory, the LLM, the job queue): pushed by the
+ * shell on every change, polled slowly for opening progress. The status bar and every view
+ * read this same value, so they never contradict each other. `bump` is called when the
+ * memory has opened or failed to (views asked for data before) and when another process added or
+ * removed notes (an agent over `kasten mcp`, a `kasten` command going through the app).
+ */
+export function useStatusFeed(bump: () => void): { status: StatusEvent | null; statusError: string | null } {
+  const [status, setStatus] = useState<StatusEvent | null>(null);
+  const [statusError, setStatusError] = useState<string | null>(null);
+
+  // the memory opened (or failed to): the views that waited ask again
+  const lastMemory = useRef<string | null>(null);
+  useEffect(() => {
+    const m = status?.memory ?? null;
+    if (m && m !== "opening" && m !== lastMemory.current) bump();
+    lastMemory.current = m;
+  }, [status?.memory, bump]);
+
+  const lastNotes = useRef<number | null>(null);
+  useEffect(() => {
+    if (status?.memory !== "ready") return;
+    if (lastNotes.current !== null && lastNotes.current !== status.notes) bump();
+    lastNotes.current = status.notes;
+  }, [status?.memory, status?.notes, bump]);
+
+  useEffect(() => {
+    let off: (() => void) | undefined;
+    let gone = false;
+    const poll = () =>
+      api
+        .status()
+        .then((x) => {
+          if (gone) return;
+          setStatus(x);
+          setStatusError(null);
+        })
+        .catch((e) => !gone && setStatusError(errorText(e)));
+    poll();
+    onStatus((x) => setStatus(x))
+      .then((f) => {
+        if (gone) f();
+        else off = f;
+      })
+      .catch((e) => !gone && setStatusError(errorText(e)));
+    // The status is pushed on every change; a slow poll covers opening progress.
+    const t = window.setInterval(poll, 3000);
+    return () => {
+      gone = true;
+      off?.();
+      window.clearInterval(t);
+    };
+  }, []);
+
+  return { status, statusError };
+}
+
+/**
+ * The memory is still opening (or the first status has not arrived yet): views wait for it
+ * and say so, instead of reporting the shell's "still opening" answers as errors. A status
+ * that cannot be read at all is not waited for (the views then show their own errors).
+ */
+export function memoryOpening(status: StatusEvent | null, statusError: string | null): boolean {
+  return status ? status.memory === "opening" : !statusError;
+}
