@@ -877,7 +877,9 @@ impl Engine {
                 ix.text.upsert(note.id.clone(), &text);
             }
             for (w, t) in e.updates.iter().zip(&texts) {
-                if w.mode == ApplyMode::Apply && !held.contains(&w.id) {
+                // a neighbour archived or merged meanwhile stays out of search
+                if w.mode == ApplyMode::Apply && !held.contains(&w.id) && ix.vector.contains(&w.id)
+                {
                     ix.vector
                         .upsert(w.id.clone(), &w.embedding_after)
                         .map_err(EngineError::from)?;
