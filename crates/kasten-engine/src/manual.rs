@@ -71,19 +71,7 @@ impl Engine {
         if !review {
             return self.link(from, to, kind, reason, actor).await;
         }
-        let kind = kind.map(str::trim).filter(|k| !k.is_empty());
-        let kind = kind.unwrap_or(DEFAULT_LINK_KIND);
-        if !LINK_KINDS.contains(&kind) {
-            return Err(invalid(format!(
-                "'{kind}' is not a link kind; use one of {}",
-                LINK_KINDS.join(", ")
-            )));
-        }
-        if from == to {
-            return Err(invalid("a note cannot be linked to itself".into()));
-        }
-        self.current(from).await?;
-        self.current(to).await?;
+        let kind = self.checked_link(from, to, kind).await?;
         let outcome = |id: String| ReviewOutcome {
             action: "propose_link".into(),
             target: id,
@@ -140,17 +128,14 @@ impl Engine {
         Ok(outcome(id))
     }
 
-    /// Links `from -> to` by hand: an accepted link of `kind` (default `relates`), recorded
-    /// in both notes' history. A link with the same ends and kind that was proposed,
-    /// rejected or rolled back before is taken over as the user's.
-    pub async fn link(
+    /// The kind a link `from -> to` is made with (`kind`, else the default), once the kind
+    /// is known and both notes exist and differ.
+    async fn checked_link<'a>(
         &self,
         from: &NoteId,
         to: &NoteId,
-        kind: Option<&str>,
-        reason: &str,
-        actor: &str,
-    ) -> Result<ReviewOutcome, EngineError> {
+        kind: Option<&'a str>,
+    ) -> Result<&'a str, EngineError> {
         let kind = kind.map(str::trim).filter(|k| !k.is_empty());
         let kind = kind.unwrap_or(DEFAULT_LINK_KIND);
         if !LINK_KINDS.contains(&kind) {
@@ -164,6 +149,21 @@ impl Engine {
         }
         self.current(from).await?;
         self.current(to).await?;
+        Ok(kind)
+    }
+
+    /// Links `from -> to` by hand: an accepted link of `kind` (default `relates`), recorded
+    /// in both notes' history. A link with the same ends and kind that was proposed,
+    /// rejected or rolled back before is taken over as the user's.
+    pub async fn link(
+        &self,
+        from: &NoteId,
+        to: &NoteId,
+        kind: Option<&str>,
+        reason: &str,
+        actor: &str,
+    ) -> Result<ReviewOutcome, EngineError> {
+        let kind = self.checked_link(from, to, kind).await?;
         if let Some(l) = self
             .store
             .links_between(from, to, Some(kind))

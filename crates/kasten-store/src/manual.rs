@@ -166,30 +166,7 @@ impl Store {
              RETURN record::id($id);
              COMMIT TRANSACTION;"
         );
-        let mut resp = self
-            .db
-            .query(q)
-            .bind(("from", l.from.to_string()))
-            .bind(("to", l.to.to_string()))
-            .bind(("kind", l.kind.clone()))
-            .bind(("reason", l.reason.clone()))
-            .bind(("created_by", l.created_by.clone()))
-            .bind(("audit", l.audit.clone()))
-            .await
-            .map_err(StoreError::from_db)?;
-        match first_real_error(&mut resp) {
-            Err(StoreError::Db(msg)) if msg.contains(GONE) => {
-                return Err(StoreError::Corrupt(
-                    "a note to link is gone (deleted meanwhile)".into(),
-                ));
-            }
-            other => other?,
-        }
-        let n = resp.num_statements();
-        let id: Option<String> = resp
-            .take(n.saturating_sub(2))
-            .map_err(StoreError::from_db)?;
-        id.ok_or_else(|| StoreError::Db("the new link has no id".into()))
+        self.write_link(&q, l).await
     }
 
     /// Creates a proposed link `from -> to` of `kind` (an agent's, under review): waiting in
@@ -216,6 +193,12 @@ impl Store {
              RETURN record::id($id);
              COMMIT TRANSACTION;"
         );
+        self.write_link(&q, l).await
+    }
+
+    /// Runs a link write `q` (ending `RETURN record::id($id); COMMIT TRANSACTION;`) with
+    /// `l` bound; returns the link's id.
+    async fn write_link(&self, q: &str, l: &UserLink) -> Result<String, StoreError> {
         let mut resp = self
             .db
             .query(q)
