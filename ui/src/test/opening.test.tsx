@@ -107,8 +107,10 @@ describe("while the memory opens", () => {
   it("says so in Chinese too", async () => {
     act(() => i18n.setLangChoice("zh"));
     renderWith(<App />);
-    const note = await screen.findByTestId("notes-opening");
-    expect(note.textContent).toBe("正在打开记忆库……已读取 100 条笔记中的 10 条。打开后笔记会显示在这里；现在就可以写新笔记。");
+    // the progress comes with the status, which may answer after the view's first frame
+    await waitFor(() =>
+      expect(screen.getByTestId("notes-opening").textContent).toBe("正在打开记忆库……已读取 100 条笔记中的 10 条。打开后笔记会显示在这里；现在就可以写新笔记。"),
+    );
     expect(screen.getByTestId("llm-status").textContent).toBe("LLM：记忆库打开后可知");
     expect(i18n.englishLeft(i18n.uiText(document.body))).toEqual([]);
   });
