@@ -147,7 +147,7 @@ async fn an_agent_uses_every_tool_through_a_real_mcp_client() {
             link["created_by"].as_str(),
             link["status"].as_str()
         ),
-        (Some("follows"), Some("agent"), Some("accepted")),
+        (Some("follows"), Some("agent:test-agent"), Some("accepted")),
         "{read}"
     );
     let e = call(
@@ -465,7 +465,7 @@ async fn under_link_review_an_agents_link_is_a_proposal_recorded_under_its_name(
     let link = link_of(&c, &a, &b).await;
     assert_eq!(
         (link["status"].as_str(), link["created_by"].as_str()),
-        (Some("proposed"), Some("agent")),
+        (Some("proposed"), Some("agent:planner")),
         "{link}"
     );
     // the same call again: the same proposal
@@ -491,6 +491,19 @@ async fn under_link_review_an_agents_link_is_a_proposal_recorded_under_its_name(
             .any(|i| i["id"] == linked["link"] && i["status"] == "proposed"),
         "{queue:#}"
     );
+    // Review filters by who made a proposal: this agent, any agent, or another one
+    let mine = h.json(&["proposals", "--by", "agent:planner"]);
+    let mine = mine["items"].as_array().cloned().unwrap_or_default();
+    assert!(
+        mine.len() == 1 && mine[0]["id"] == linked["link"] && mine[0]["by"] == "agent:planner",
+        "{mine:#?}"
+    );
+    let agents = h.json(&["proposals", "--by", "agent"]);
+    assert_eq!(agents["items"].as_array().map(Vec::len), Some(1), "{agents:#}");
+    let other = h.json(&["proposals", "--by", "agent:someone-else"]);
+    assert_eq!(other["items"].as_array().map(Vec::len), Some(0), "{other:#}");
+    let llm = h.json(&["proposals", "--by", "llm"]);
+    assert_eq!(llm["items"].as_array().map(Vec::len), Some(0), "{llm:#}");
     let hist = h.json(&["history", &a]);
     let entries = hist["history"].as_array().cloned().unwrap_or_default();
     assert!(

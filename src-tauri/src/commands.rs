@@ -379,7 +379,9 @@ pub async fn local_graph(
     })
 }
 
-/// The review queue (default: proposed and applied, newest first), a page at a time.
+/// The review queue (default: proposed and applied, newest first), a page at a time;
+/// with `by`, only what one maker made (`llm`, `merge`, `agent` for every agent,
+/// `agent:<name>`).
 #[tauri::command]
 #[specta::specta]
 pub async fn review_queue(
@@ -387,6 +389,7 @@ pub async fn review_queue(
     statuses: Vec<String>,
     offset: u32,
     limit: u32,
+    by: Option<String>,
 ) -> AppResult<ReviewPage> {
     let engine = state.engine().await?;
     let wanted = statuses
@@ -398,8 +401,9 @@ pub async fn review_queue(
         .collect::<AppResult<Vec<_>>>()?;
     let limit = page(limit, MAX_PAGE);
     let mut items = engine
-        .proposals(&wanted, offset as usize + limit + 1)
+        .proposals_by(&wanted, by.as_deref(), offset as usize + limit + 1)
         .await?;
+    let agents = engine.review_agents().await?;
     let items: Vec<_> = items.drain(..).skip(offset as usize).collect();
     let more = items.len() > limit;
     let items: Vec<_> = items.into_iter().take(limit).collect();
@@ -423,6 +427,7 @@ pub async fn review_queue(
             })
             .collect(),
         more,
+        agents,
     })
 }
 

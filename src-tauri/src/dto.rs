@@ -216,6 +216,8 @@ pub struct ReviewItemDto {
     pub status: String,
     pub created_at: String,
     pub changes: Vec<ChangeDto>,
+    /// Who made it: `llm`, `merge`, `agent:<name>` or `agent`.
+    pub by: String,
 }
 
 pub fn review_dto(
@@ -239,6 +241,7 @@ pub fn review_dto(
         status: status(r.status),
         created_at: time(r.created_at),
         changes: changes(r.changes),
+        by: r.by,
     }
 }
 
@@ -247,6 +250,8 @@ pub struct ReviewPage {
     pub items: Vec<ReviewItemDto>,
     /// Whether more items follow this page.
     pub more: bool,
+    /// The agents whose links are in the queue (`agent:<name>`, `agent`), for the filter.
+    pub agents: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Type)]

@@ -58,8 +58,8 @@ export const api = {
   graphNodes: (after: string | null, limit: number) => un(commands.graphNodes(after, limit)),
   graphLinks: (after: string | null, limit: number) => un(commands.graphLinks(after, limit)),
   localGraph: (id: string, depth: number) => un(commands.localGraph(id, depth)),
-  reviewQueue: (statuses: string[], offset: number, limit: number) =>
-    un(commands.reviewQueue(statuses, offset, limit)),
+  reviewQueue: (statuses: string[], offset: number, limit: number, by: string | null = null) =>
+    un(commands.reviewQueue(statuses, offset, limit, by)),
   accept: (id: string, edit: FieldsInput | null) => un(commands.reviewAccept(id, edit)),
   reject: (id: string) => un(commands.reviewReject(id)),
   rollback: (id: string) => un(commands.reviewRollback(id)),

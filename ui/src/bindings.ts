@@ -32,8 +32,12 @@ export const commands = {
 	graphLinks: (after: string | null, limit: number) => typedError<GraphPage, AppError>(__TAURI_INVOKE("graph_links", { after, limit })),
 	/**  A note's neighbourhood to `depth` (1–3) hops, at most 2,000 notes. */
 	localGraph: (id: string, depth: number) => typedError<LocalGraphDto, AppError>(__TAURI_INVOKE("local_graph", { id, depth })),
-	/**  The review queue (default: proposed and applied, newest first), a page at a time. */
-	reviewQueue: (statuses: string[], offset: number, limit: number) => typedError<ReviewPage, AppError>(__TAURI_INVOKE("review_queue", { statuses, offset, limit })),
+	/**
+	 *  The review queue (default: proposed and applied, newest first), a page at a time;
+	 *  with `by`, only what one maker made (`llm`, `merge`, `agent` for every agent,
+	 *  `agent:<name>`).
+	 */
+	reviewQueue: (statuses: string[], offset: number, limit: number, by: string | null) => typedError<ReviewPage, AppError>(__TAURI_INVOKE("review_queue", { statuses, offset, limit, by })),
 	/**  Accepts a link or edit (an edit optionally adjusted first). */
 	reviewAccept: (id: string, edit: FieldsInput | null) => typedError<OutcomeDto, AppError>(__TAURI_INVOKE("review_accept", { id, edit })),
 	/**  Rejects a link or edit (an applied one is rolled back). */
@@ -526,12 +530,16 @@ export type ReviewItemDto = {
 	status: string,
 	created_at: string,
 	changes: ChangeDto[],
+	/**  Who made it: `llm`, `merge`, `agent:<name>` or `agent`. */
+	by: string,
 };
 
 export type ReviewPage = {
 	items: ReviewItemDto[],
 	/**  Whether more items follow this page. */
 	more: boolean,
+	/**  The agents whose links are in the queue (`agent:<name>`, `agent`), for the filter. */
+	agents: string[],
 };
 
 /**  What saving did with the key, for the UI to say plainly. */

@@ -172,6 +172,10 @@ enum Command {
         /// proposed | applied | accepted | rejected | rolled_back (default: proposed and applied)
         #[arg(long)]
         status: Option<String>,
+        /// Only what one maker made: llm, merge, agent (every agent) or agent:NAME (the
+        /// agent's name from MCP).
+        #[arg(long)]
+        by: Option<String>,
         #[arg(long, default_value_t = 50)]
         limit: usize,
     },
@@ -584,8 +588,8 @@ async fn execute_shared(memory: &Memory, cmd: Prepared, json: bool) -> Result<()
             new,
             k,
         }) => memory::ask(memory, &question, None, new, k, json).await?,
-        Prepared::Proposals(statuses, limit) => {
-            output::proposals(json, &memory.proposals(&statuses, limit).await?)
+        Prepared::Proposals(statuses, by, limit) => {
+            output::proposals(json, &memory.proposals(&statuses, by.as_deref(), limit).await?)
         }
         Prepared::History(id) => output::history(json, &id, &memory.history(&id).await?),
         Prepared::Delete(id) => {
@@ -644,7 +648,7 @@ enum Prepared {
     Config(Option<ConfigAction>),
     Llm(Option<LlmAction>),
     Quality,
-    Proposals(Vec<ReviewStatus>, usize),
+    Proposals(Vec<ReviewStatus>, Option<String>, usize),
     Accept(String, FieldEdit),
     Reject(String),
     Rollback(String),
@@ -785,14 +789,21 @@ fn prepare(cmd: &Command) -> Result<Prepared> {
         Command::Config { action } => Prepared::Config(action.clone()),
         Command::Llm { action } => Prepared::Llm(action.clone()),
         Command::Quality => Prepared::Quality,
-        Command::Proposals { status, limit } => {
+        Command::Proposals { status, by, limit } => {
             let statuses = match status.as_deref() {
                 None => vec![],
                 Some(s) => vec![ReviewStatus::parse(s).ok_or_else(|| {
                     anyhow!("--status is one of proposed, applied, accepted, rejected, rolled_back (not '{s}')")
                 })?],
             };
-            Prepared::Proposals(statuses, *limit)
+            let by = by.as_deref().map(str::trim).filter(|b| !b.is_empty());
+            if let Some(b) = by
+                && !matches!(b, "llm" | "merge")
+                && !kasten_engine::is_agent(b)
+            {
+                bail!("--by is llm, merge, agent (every agent) or agent:NAME (not '{b}')");
+            }
+            Prepared::Proposals(statuses, by.map(str::to_owned), *limit)
         }
         Command::Accept { id, fields } => Prepared::Accept(id.trim().to_owned(), fields.edit()),
         Command::Reject { id } => Prepared::Reject(id.trim().to_owned()),

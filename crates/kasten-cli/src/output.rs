@@ -514,17 +514,21 @@ pub fn proposals(json: bool, items: &[ReviewItem]) {
             .unwrap_or_default();
         match i.kind.as_str() {
             "link" => println!(
-                "{}  link  {:<11} {} -[{}]-> {}  ({:.2}) {}",
+                "{}  link  {:<11} {} -[{}]-> {}  ({:.2}, {}) {}",
                 i.id,
                 status,
                 i.note,
                 i.label,
                 i.target.as_deref().unwrap_or("?"),
                 i.confidence.unwrap_or(0.0),
+                i.by,
                 i.reason
             ),
             _ => {
-                println!("{}  edit  {:<11} {} ({})", i.id, status, i.note, i.label);
+                println!(
+                    "{}  edit  {:<11} {} ({}, {})",
+                    i.id, status, i.note, i.label, i.by
+                );
                 print_changes(&i.changes);
                 for d in diff(i.before.as_ref(), i.after.as_ref()) {
                     println!("      {d}");

@@ -1,7 +1,7 @@
 //! What a person (or an agent) does by hand: link two notes, remove a link, rewrite a
 //! note's text. Each is recorded like the LLM's changes and can be undone the same way:
 //!
-//! - `link` writes an accepted, reviewed link `created_by: user` (or `agent`) with an audit
+//! - `link` writes an accepted, reviewed link `created_by: user` (or the agent) with an audit
 //!   entry `link`; `rollback LINK` removes it again.
 //! - `unlink` rolls back every accepted link between two notes (audit entry `unlink`);
 //!   `reapply LINK` brings one back.
@@ -49,7 +49,7 @@ pub fn is_agent(actor: &str) -> bool {
 impl Engine {
     /// Links `from -> to` for an agent (`actor` is `agent` or `agent:<name>`, see
     /// [`agent_actor`]). When `propose` is set or the memory reviews links
-    /// (`policy.links review`), the link is a proposal: `created_by: agent`, waiting in
+    /// (`policy.links review`), the link is a proposal: `created_by` the actor, waiting in
     /// Review, in no search until a person accepts it (audit entry `propose_link`;
     /// the outcome's action says `propose_link`). Otherwise it is accepted as
     /// [`Engine::link`] makes it. A link already there is an error when accepted and
@@ -107,7 +107,7 @@ impl Engine {
                 to: to.clone(),
                 kind: kind.to_owned(),
                 reason: reason.to_owned(),
-                created_by: "agent".into(),
+                created_by: actor.to_owned(),
                 audit: audit(
                     "propose_link",
                     "",
@@ -185,7 +185,7 @@ impl Engine {
                 to: to.clone(),
                 kind: kind.to_owned(),
                 reason: reason.to_owned(),
-                created_by: if is_agent(actor) { "agent" } else { "user" }.to_owned(),
+                created_by: if is_agent(actor) { actor } else { "user" }.to_owned(),
                 audit: audit(
                     "link",
                     "",

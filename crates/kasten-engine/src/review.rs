@@ -96,6 +96,10 @@ pub struct ReviewItem {
     pub created_at: DateTime<Utc>,
     /// Each change of an edit with its own reason (empty for links and older revisions).
     pub changes: Vec<Change>,
+    /// Who made it: `llm`, `merge` (merge-on-write), or the agent (`agent:<name>`, or
+    /// `agent` for one that gave no name).
+    #[serde(default)]
+    pub by: String,
 }
 
 /// Changes a user makes to a note's annotations; `None` keeps a field.
@@ -221,6 +225,24 @@ impl Engine {
         statuses: &[ReviewStatus],
         limit: usize,
     ) -> Result<Vec<ReviewItem>, EngineError> {
+        self.proposals_by(statuses, None, limit).await
+    }
+
+    /// The agents that made links in the review queue (`agent:<name>`, or `agent`), for
+    /// Review's filter.
+    pub async fn review_agents(&self) -> Result<Vec<String>, EngineError> {
+        Ok(self.store.link_agents().await?)
+    }
+
+    /// The review queue of one maker (see [`ReviewItem::by`]; `agent` alone means every
+    /// agent), or of all with `None`.
+    pub async fn proposals_by(
+        &self,
+        statuses: &[ReviewStatus],
+        by: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<ReviewItem>, EngineError> {
+        let by = by.map(str::trim).filter(|b| !b.is_empty());
         let wanted: Vec<ReviewStatus> = if statuses.is_empty() {
             vec![ReviewStatus::Proposed, ReviewStatus::Applied]
         } else {
@@ -235,7 +257,7 @@ impl Engine {
         };
         // Each table gives its newest `limit`; the newest `limit` of both are among them.
         let mut items = Vec::new();
-        for l in self.store.queue_links(states, limit).await? {
+        for l in self.store.queue_links(states, by, limit).await? {
             let status = ReviewStatus::of_link(&l.status, l.reviewed);
             items.push(ReviewItem {
                 kind: "link".into(),
@@ -251,9 +273,10 @@ impl Engine {
                 status,
                 created_at: l.created_at,
                 changes: Vec::new(),
+                by: l.created_by,
             });
         }
-        for r in self.store.queue_revisions(states, limit).await? {
+        for r in self.store.queue_revisions(states, by, limit).await? {
             let status = ReviewStatus::of_revision(&r.status, r.reviewed);
             let reason = explanation(&r);
             items.push(ReviewItem {
@@ -270,6 +293,7 @@ impl Engine {
                 status,
                 created_at: r.created_at,
                 changes: r.changes,
+                by: r.actor,
             });
         }
         items.sort_by(|a, b| {

@@ -185,11 +185,13 @@ impl Client {
     pub async fn proposals(
         &self,
         statuses: &[ReviewStatus],
+        by: Option<&str>,
         limit: usize,
     ) -> Result<Vec<ReviewItem>, ShareError> {
         self.call(false, READ, |c, ctx| {
             let statuses = statuses.to_vec();
-            async move { c.proposals(ctx, statuses, limit).await }
+            let by = by.map(str::to_owned);
+            async move { c.proposals(ctx, statuses, by, limit).await }
         })
         .await
     }

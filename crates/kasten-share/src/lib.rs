@@ -246,15 +246,16 @@ impl Memory {
         }
     }
 
-    /// The review queue (see `Engine::proposals`).
+    /// The review queue, of one maker or all (see `Engine::proposals_by`).
     pub async fn proposals(
         &self,
         statuses: &[ReviewStatus],
+        by: Option<&str>,
         limit: usize,
     ) -> Result<Vec<ReviewItem>, ShareError> {
         match self {
-            Self::Local(e) => Ok(e.proposals(statuses, limit).await?),
-            Self::Remote(c) => c.proposals(statuses, limit).await,
+            Self::Local(e) => Ok(e.proposals_by(statuses, by, limit).await?),
+            Self::Remote(c) => c.proposals(statuses, by, limit).await,
         }
     }
 

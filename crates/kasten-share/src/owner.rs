@@ -314,12 +314,13 @@ impl MemoryService for Handler {
         self,
         _: tarpc::context::Context,
         statuses: Vec<ReviewStatus>,
+        by: Option<String>,
         limit: usize,
     ) -> Result<Vec<ReviewItem>, RemoteError> {
         if limit > MAX_RESULTS {
             return Err(too_many("proposals", limit));
         }
-        self.run(|e| async move { e.proposals(&statuses, limit).await })
+        self.run(|e| async move { e.proposals_by(&statuses, by.as_deref(), limit).await })
             .await
     }
 

@@ -47,9 +47,10 @@ pub trait MemoryService {
         actor: String,
         propose: bool,
     ) -> Result<ReviewOutcome, RemoteError>;
-    /// `Engine::proposals`.
+    /// `Engine::proposals_by`.
     async fn proposals(
         statuses: Vec<ReviewStatus>,
+        by: Option<String>,
         limit: usize,
     ) -> Result<Vec<ReviewItem>, RemoteError>;
     /// A review or a change by hand ([`ReviewChange::apply`]), made by `actor`.

@@ -333,36 +333,70 @@ impl Store {
     /// an agent's link waits here as a proposal under review) in the given review states,
     /// newest first, at most `limit`: one page of the review queue, filtered and ordered in
     /// the database so a page never reads the whole link table into memory.
+    ///
+    /// `by` keeps only what one maker made: `llm`, `merge`, one agent (`agent:<name>`), or
+    /// every agent (`agent`).
     pub async fn queue_links(
         &self,
         states: QueueStates,
+        by: Option<&str>,
         limit: usize,
     ) -> Result<Vec<LinkRecord>, StoreError> {
         let Some(filter) = states.filter("accepted") else {
             return Ok(Vec::new());
         };
+        let maker = match by {
+            None => "",
+            Some("agent") => " AND (created_by = 'agent' OR string::starts_with(created_by, 'agent:'))",
+            Some(_) => " AND created_by = $by",
+        };
         let mut resp = self
             .db
             .query(format!(
-                "SELECT {LINK_COLUMNS} FROM link WHERE created_by IN ['llm', 'merge', 'agent'] AND ({filter}) \
+                "SELECT {LINK_COLUMNS} FROM link WHERE (created_by IN ['llm', 'merge', 'agent'] \
+                 OR string::starts_with(created_by, 'agent:')){maker} AND ({filter}) \
                  ORDER BY created_at DESC, id LIMIT $limit"
             ))
+            .bind(("by", by.unwrap_or_default().to_owned()))
             .bind(("limit", i64::try_from(limit).unwrap_or(i64::MAX)))
             .await
             .map_err(StoreError::from_db)?;
         resp.take(0).map_err(StoreError::from_db)
     }
 
+    /// The agents whose links are in the review queue (`agent`, `agent:<name>`), sorted.
+    pub async fn link_agents(&self) -> Result<Vec<String>, StoreError> {
+        let mut resp = self
+            .db
+            .query(
+                "SELECT VALUE created_by FROM (SELECT created_by FROM link \
+                 WHERE created_by = 'agent' OR string::starts_with(created_by, 'agent:') \
+                 GROUP BY created_by)",
+            )
+            .await
+            .map_err(StoreError::from_db)?;
+        let mut agents: Vec<String> = resp.take(0).map_err(StoreError::from_db)?;
+        agents.sort();
+        agents.dedup();
+        Ok(agents)
+    }
+
     /// The newest LLM-made revisions in the given review states, newest first, at most
     /// `limit` (see [`Store::queue_links`]).
+    ///
+    /// Only the LLM's revisions wait in the queue: `by` other than `llm` finds none.
     pub async fn queue_revisions(
         &self,
         states: QueueStates,
+        by: Option<&str>,
         limit: usize,
     ) -> Result<Vec<Revision>, StoreError> {
         let Some(filter) = states.filter("applied") else {
             return Ok(Vec::new());
         };
+        if by.is_some_and(|b| b != "llm") {
+            return Ok(Vec::new());
+        }
         let mut resp = self
             .db
             .query(format!(

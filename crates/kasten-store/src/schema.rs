@@ -2,7 +2,7 @@
 //! changes go in a new one. `schema_version:current` records the last one applied.
 
 /// (version, SurrealQL). Each runs in its own transaction together with the version bump.
-pub(crate) const MIGRATIONS: &[(u32, &str)] = &[(1, V1), (2, V2), (3, V3), (4, V4)];
+pub(crate) const MIGRATIONS: &[(u32, &str)] = &[(1, V1), (2, V2), (3, V3), (4, V4), (5, V5)];
 
 /// The schema, migration by migration. Embeddings are stored as little-endian f32 bytes (4 bytes per dimension,
 /// 1.5 KB for 384-d) rather than `array<float>`: a quarter of the size on disk, and the
@@ -149,4 +149,10 @@ DEFINE FIELD set_by ON note TYPE array<object> DEFAULT [];
 DEFINE FIELD set_by[*].field ON note TYPE string ASSERT $value IN ['keywords', 'tags', 'context'];
 DEFINE FIELD set_by[*].value ON note TYPE string;
 DEFINE FIELD set_by[*].by ON note TYPE string ASSERT $value IN ['user', 'import', 'agent'];
+"#;
+
+/// A link an agent made names the agent: `agent:<name>` (the MCP client's name), or plain
+/// `agent` when it gave none.
+const V5: &str = r#"
+DEFINE FIELD OVERWRITE created_by ON link TYPE string ASSERT $value IN ['llm', 'user', 'import', 'agent', 'merge'] OR string::starts_with($value, 'agent:');
 "#;

@@ -78,6 +78,7 @@ const reviewItem: ReviewItemDto = {
   status: "applied",
   created_at: "2024-05-01T10:00:00Z",
   changes: [],
+  by: "llm",
 };
 const status = {
   memory: "ready",
@@ -106,7 +107,7 @@ function mockMemory() {
   mocked.linkKinds.mockResolvedValue(["relates", "supports"]);
   mocked.graphNodes.mockResolvedValue({ nodes: [{ id: "N1", label: "卡片", tags: ["笔记"], enrich: "done", boxes: ["B1"], strength: 1 }], links: [], next: null });
   mocked.graphLinks.mockResolvedValue({ nodes: [], links: [], next: null });
-  mocked.reviewQueue.mockResolvedValue({ items: [reviewItem], more: true });
+  mocked.reviewQueue.mockResolvedValue({ items: [reviewItem], more: true, agents: ["agent:planner"] });
   mocked.listEvents.mockResolvedValue([]);
   mocked.insights.mockResolvedValue({
     notes_per_day: [{ day: "2024-05-01", n: 2, tokens: 0 }],

@@ -41,6 +41,7 @@ const link: ReviewItemDto = {
   status: "proposed",
   created_at: "2024-05-01T10:00:00Z",
   changes: [],
+  by: "llm",
 };
 const edit: ReviewItemDto = {
   ...link,
@@ -59,7 +60,7 @@ const edit: ReviewItemDto = {
 
 beforeEach(() => {
   vi.clearAllMocks();
-  mocked.reviewQueue.mockResolvedValue({ items: [link, edit], more: false });
+  mocked.reviewQueue.mockResolvedValue({ items: [link, edit], more: false, agents: [] });
   mocked.listEvents.mockResolvedValue([]);
   mocked.accept.mockResolvedValue({ action: "accept", target: "link1", notes: [], revisions: 0, links: 1 });
   mocked.reject.mockResolvedValue({ action: "reject", target: "link1", notes: [], revisions: 0, links: 1 });
@@ -94,7 +95,7 @@ describe("ReviewView", () => {
   });
 
   it("ties the edit fields to their labels", async () => {
-    mocked.reviewQueue.mockResolvedValue({ items: [{ ...edit, status: "proposed" }], more: false });
+    mocked.reviewQueue.mockResolvedValue({ items: [{ ...edit, status: "proposed" }], more: false, agents: [] });
     renderWith(<ReviewView />);
     await userEvent.click(await screen.findByText("Edit"));
     await userEvent.type(screen.getByLabelText("keywords"), "beach");
@@ -120,8 +121,31 @@ describe("ReviewView", () => {
     expect(ctx.toast).toHaveBeenCalledWith("Accepted 3 link(s)");
   });
 
+  it("filters the queue by who made it, an agent by its name", async () => {
+    const byPlanner: ReviewItemDto = { ...link, id: "link2", by: "agent:planner", confidence: 1 };
+    mocked.reviewQueue.mockResolvedValue({ items: [link, byPlanner], more: false, agents: ["agent:planner"] });
+    renderWith(<ReviewView />);
+    const items = await screen.findAllByTestId("review-item");
+    expect(items).toHaveLength(2);
+    const makers = screen.getAllByTestId("review-item-by").map((e) => e.textContent);
+    expect(makers).toEqual(["by the LLM", "by agent planner"]);
+    expect(mocked.reviewQueue).toHaveBeenLastCalledWith([], 0, 50, null);
+    const filter = screen.getByTestId("review-filter-by");
+    expect(Array.from(filter.querySelectorAll("option")).map((o) => o.textContent)).toEqual([
+      "anyone",
+      "the LLM",
+      "merge on write",
+      "any agent",
+      "agent planner",
+    ]);
+    mocked.reviewQueue.mockResolvedValue({ items: [byPlanner], more: false, agents: ["agent:planner"] });
+    await userEvent.selectOptions(filter, "agent:planner");
+    await waitFor(() => expect(mocked.reviewQueue).toHaveBeenLastCalledWith([], 0, 50, "agent:planner"));
+    await waitFor(() => expect(screen.getAllByTestId("review-item")).toHaveLength(1));
+  });
+
   it("explains the queue when it is empty", async () => {
-    mocked.reviewQueue.mockResolvedValue({ items: [], more: false });
+    mocked.reviewQueue.mockResolvedValue({ items: [], more: false, agents: [] });
     renderWith(<ReviewView />);
     expect(await screen.findByText("Nothing waits for review.")).toBeTruthy();
   });

@@ -7,6 +7,18 @@ import Empty from "../../components/Empty";
 import { useT } from "../../i18n";
 
 const PAGE = 50;
+
+/** Who made a queue item, in words: the LLM, merge on write, or an agent by its name. */
+function useMaker() {
+  const { t } = useT();
+  return (by: string) => {
+    if (by === "llm") return t("review.byLlm");
+    if (by === "merge") return t("review.byMerge");
+    if (by === "agent") return t("review.byAgents");
+    if (by.startsWith("agent:")) return t("review.byAgent", { name: by.slice("agent:".length) });
+    return by;
+  };
+}
 const list = (s: string) =>
   s
     .split(",")
@@ -16,6 +28,7 @@ const list = (s: string) =>
 function Item({ it, onDone }: { it: ReviewItemDto; onDone: (msg: string) => void }) {
   const { openNote } = useApp();
   const { t, w, num, date } = useT();
+  const maker = useMaker();
   const [editing, setEditing] = useState(false);
   const fieldId = useId();
   const [form, setForm] = useState({ keywords: "", tags: "", context: "" });
@@ -38,6 +51,11 @@ function Item({ it, onDone }: { it: ReviewItemDto; onDone: (msg: string) => void
         </span>
         <span className={`badge ${it.status}`}>{it.status === "applied" ? t("review.appliedNotReviewed") : w("status", it.status)}</span>
         {it.confidence != null && <span className="muted">{t("review.confidence", { value: num(it.confidence, 2) })}</span>}
+        {it.by && (
+          <span className="muted" data-testid="review-item-by" data-by={it.by} translate="no">
+            {t("review.madeBy", { maker: maker(it.by) })}
+          </span>
+        )}
         <span className="muted">{date(it.created_at)}</span>
       </div>
       <div style={{ margin: "4px 0" }}>
@@ -139,8 +157,11 @@ function Item({ it, onDone }: { it: ReviewItemDto; onDone: (msg: string) => void
 export default function ReviewView() {
   const { revision, bump, toast, openNote } = useApp();
   const { t, date } = useT();
+  const maker = useMaker();
   const [tab, setTab] = useState<"queue" | "events">("queue");
   const [status, setStatus] = useState("waiting");
+  const [by, setBy] = useState("");
+  const [agents, setAgents] = useState<string[]>([]);
   const [items, setItems] = useState<ReviewItemDto[] | null>(null);
   const [more, setMore] = useState(false);
   const [events, setEvents] = useState<EventDto[]>([]);
@@ -151,10 +172,11 @@ export default function ReviewView() {
   const key = JSON.stringify(statuses);
   const load = useCallback(() => {
     api
-      .reviewQueue(JSON.parse(key), 0, PAGE)
+      .reviewQueue(JSON.parse(key), 0, PAGE, by || null)
       .then((p) => {
         setItems(p.items);
         setMore(p.more);
+        setAgents(p.agents);
         setErr(null);
       })
       .catch((e) => setErr(errorText(e)));
@@ -162,7 +184,7 @@ export default function ReviewView() {
       .listEvents(50)
       .then(setEvents)
       .catch((e) => setErr(t("review.cannotListEvents", { error: errorText(e) })));
-  }, [key, t]);
+  }, [key, by, t]);
   useEffect(() => load(), [load, revision]);
 
   const done = (msg: string) => {
@@ -190,6 +212,19 @@ export default function ReviewView() {
               <option value="accepted">{t("status.accepted")}</option>
               <option value="rejected">{t("status.rejected")}</option>
               <option value="rolled_back">{t("status.rolled_back")}</option>
+            </select>
+            <select value={by} onChange={(e) => setBy(e.target.value)} aria-label={t("review.by")} data-testid="review-filter-by">
+              <option value="">{t("review.byEveryone")}</option>
+              <option value="llm">{t("review.byLlm")}</option>
+              <option value="merge">{t("review.byMerge")}</option>
+              {agents.length > 0 && <option value="agent">{t("review.byAgents")}</option>}
+              {agents
+                .filter((a) => a !== "agent")
+                .map((a) => (
+                  <option key={a} value={a} translate="no">
+                    {maker(a)}
+                  </option>
+                ))}
             </select>
             <label className="small">
               {t("review.acceptAllAbove")}{" "}
