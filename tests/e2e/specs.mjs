@@ -243,7 +243,7 @@ export async function graphPerf() {
     const graph = $t(browser, "graph-view");
     await browser.waitUntil(async () => Number(await graph.getAttribute("data-nodes")) > 0, { timeout: 300000, interval: 250 });
     // above the Box threshold the view opens on Boxes: GRAPH_VIEW=boxes measures those,
-    // otherwise every note is drawn (the figures of earlier rounds)
+    // otherwise every note is drawn (both in docs/BENCHMARKS.md, "Desktop graph")
     const view = process.env.GRAPH_VIEW === "boxes" ? "boxes" : "notes";
     if ((await graph.getAttribute("data-mode")) !== view) {
       await $t(browser, view === "boxes" ? "graph-back" : "graph-all-notes").click();
@@ -263,7 +263,7 @@ export async function graphPerf() {
     const renderMs = await probe("measureRender");
     const refreshMs = await probe("measureRefresh");
     const overlayMs = await probe("measureOverlay");
-    // frame times in rounds of 20 frames, so that one WebDriver call never waits too long:
+    // frame times in batches of 20 frames, so that one WebDriver call never waits too long:
     // camera animations (as wheel zoom; large graphs drop edges and labels meanwhile) and
     // the camera set every frame (everything drawn every frame)
     const frames = { animate: [], redraw: [] };

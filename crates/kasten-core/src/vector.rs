@@ -63,9 +63,9 @@ const LISTS_SCAN_FRACTION: usize = 8;
 
 /// Candidates the prefilter passes to the int8 scan when it reads lists: `max(this,
 /// LISTS_PER_CUT × the int8 cut)`, at most what [`Prefilter`] asks. Half the full pass's
-/// 1,000 at 100k: the int8 scan of scattered rows became the larger cost once the lists
-/// cut the Hamming pass, and on the bench memory 500 found the same top 10 (recall
-/// 0.9997 both; vector search at depth 30 0.21 -> 0.15 ms, docs/BENCHMARKS.md).
+/// 1,000 at 100k: once the lists cut the Hamming pass, the int8 scan of scattered rows is
+/// the larger cost, and on the bench memory 500 find the same top 10 as 1,000 (recall@10
+/// 0.9997) in about three quarters of the time (docs/BENCHMARKS.md, "Search").
 const LISTS_CANDIDATES: usize = 500;
 /// See [`LISTS_CANDIDATES`].
 const LISTS_PER_CUT: usize = 4;

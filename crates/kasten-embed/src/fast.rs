@@ -49,9 +49,9 @@ const BATCH: usize = 64;
 /// Padded tokens per ONNX run at most: every text of a run is padded to its longest, and
 /// the attention of a run grows with texts × tokens², and ONNX Runtime keeps its memory
 /// arena at the largest run. 64 texts of 256 tokens peaked at 2.9 GB RSS importing long
-/// notes; 4,096 tokens at 0.95 GB, 1,024 at 0.48 GB (short notes 0.59 → 0.36 GB) with the
-/// same embedding throughput (docs/BENCHMARKS.md): long texts go 4 to a run, short ones
-/// ~15.
+/// notes; 4,096 tokens at 0.95 GB, 1,024 at 0.48 GB (short notes 0.36 GB against 0.59)
+/// with the same embedding throughput (docs/BENCHMARKS.md, "Memory: what holds the RSS"):
+/// long texts go 4 to a run, short ones ~15.
 const TOKEN_BUDGET: usize = 1024;
 
 /// A cautious guess at a text's tokens (at most [`MAX_TOKENS`]): a token per 3 bytes of
