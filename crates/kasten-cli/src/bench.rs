@@ -445,6 +445,26 @@ async fn measure(
             );
         }
     }
+    let many_periods = many_periods(engine, &texts, &vectors, k).await?;
+    log(format!(
+        "bench: a query naming 2,000 periods ranks in {:.2} ms (one period {:.2} ms); a write while such queries run {:.1} ms (while one-period queries run {:.1} ms, alone {:.1} ms)",
+        many_periods["many_periods_rank"]["p50_ms"]
+            .as_f64()
+            .unwrap_or(f64::NAN),
+        many_periods["one_period_rank"]["p50_ms"]
+            .as_f64()
+            .unwrap_or(f64::NAN),
+        many_periods["add_during_many_periods"]["p50_ms"]
+            .as_f64()
+            .unwrap_or(f64::NAN),
+        many_periods["add_during_one_period"]["p50_ms"]
+            .as_f64()
+            .unwrap_or(f64::NAN),
+        many_periods["add_alone"]["p50_ms"]
+            .as_f64()
+            .unwrap_or(f64::NAN),
+    ));
+
     // recall against the exact f32 ranking, after the timings: its full f32 scan evicts
     // the caches, so it must not run next to a timed call
     let (mut recall_hits, mut recall_total) = (0usize, 0usize);
@@ -498,11 +518,115 @@ async fn measure(
         "note_fetch_again": stats(refetch_lat),
         "rss_before_queries_mib": rss_before_queries,
         "hybrid_search_with_fetch": stats(full_lat),
+        "many_periods": many_periods,
         "rss_mib": rss,
         "peak_rss_mib": hwm,
         "vector_index_mib": engine.vector_index_bytes()? as f64 / (1024.0 * 1024.0),
         "db_bytes": disk,
         "db_bytes_per_note": if count > 0 { disk as f64 / count as f64 } else { 0.0 },
+    }))
+}
+
+/// Rounds of the many-periods measurement (each: one ranking of each query, one write).
+const HOSTILE_ROUNDS: usize = 20;
+
+/// A query naming 2,000 periods ("since 1000 since 1001 … since 2999", which any agent can
+/// send) against one naming a single period and a plain query, ranked with everything on,
+/// and the latency of a write (a note added and deleted again, so the memory keeps its
+/// size) alone and while another thread ranks that query in a loop: the work the query does
+/// under the index lock is bounded, and a writer waits no longer than behind any search.
+async fn many_periods(
+    engine: &Engine,
+    texts: &[String],
+    vectors: &[Vec<f32>],
+    k: usize,
+) -> Result<serde_json::Value> {
+    let hostile: String = (1000..3000).map(|y| format!("since {y} ")).collect();
+    let one = "since 1000";
+    let (Some(text), Some(v)) = (texts.first(), vectors.first()) else {
+        return Ok(json!(null));
+    };
+    let options = SearchOptions::default();
+    let (mut hostile_lat, mut one_lat, mut plain_lat) = (vec![], vec![], vec![]);
+    let rss_before = rss_mib().0;
+    let mut candidates = 0usize;
+    for _ in 0..HOSTILE_ROUNDS {
+        let t = Instant::now();
+        candidates = engine.rank_expanded(&hostile, v, k, &options)?.len();
+        hostile_lat.push(t.elapsed());
+        let t = Instant::now();
+        engine.rank_expanded(one, v, k, &options)?;
+        one_lat.push(t.elapsed());
+        let t = Instant::now();
+        engine.rank_expanded(text, v, k, &options)?;
+        plain_lat.push(t.elapsed());
+    }
+    let rss_after = rss_mib().0;
+
+    let write = |i: usize| {
+        NewNote::new(&format!("bench writer note {i}: {text}")).map_err(anyhow::Error::from)
+    };
+    let mut added = Vec::new();
+    let mut alone = vec![];
+    for i in 0..HOSTILE_ROUNDS {
+        let note = write(i)?;
+        let t = Instant::now();
+        added.push(engine.add(note).await?.id);
+        alone.push(t.elapsed());
+    }
+    // the same writes while another thread ranks, without pause, the many-periods query;
+    // then the one-period query, as the peer
+    let handle = tokio::runtime::Handle::current();
+    let mut during = Vec::new();
+    for (round, query) in [hostile.as_str(), one].into_iter().enumerate() {
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        let added_now = &mut added;
+        let measured = tokio::task::block_in_place(|| {
+            std::thread::scope(|s| {
+                let searcher = s.spawn(|| {
+                    let mut n = 0usize;
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        if engine.rank_expanded(query, v, k, &options).is_err() {
+                            break;
+                        }
+                        n += 1;
+                    }
+                    n
+                });
+                let lat = handle.block_on(async {
+                    let mut lat = vec![];
+                    for i in 0..HOSTILE_ROUNDS {
+                        let note = write((round + 1) * HOSTILE_ROUNDS + i)?;
+                        let t = Instant::now();
+                        added_now.push(engine.add(note).await?.id);
+                        lat.push(t.elapsed());
+                    }
+                    Ok::<_, anyhow::Error>(lat)
+                });
+                stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                let searched = searcher.join().unwrap_or(0);
+                lat.map(|l| (l, searched))
+            })
+        })?;
+        during.push(measured);
+    }
+    let [(during_many, searched_many), (during_one, searched_one)] =
+        <[_; 2]>::try_from(during).map_err(|_| anyhow::anyhow!("two write rounds"))?;
+    for id in &added {
+        engine.delete(id).await?;
+    }
+    Ok(json!({
+        "periods_named": 2000,
+        "hits": candidates,
+        "many_periods_rank": stats(hostile_lat),
+        "one_period_rank": stats(one_lat),
+        "plain_rank": stats(plain_lat),
+        "rss_growth_mib": rss_after - rss_before,
+        "add_alone": stats(alone),
+        "add_during_many_periods": stats(during_many),
+        "many_period_searches_meanwhile": searched_many,
+        "add_during_one_period": stats(during_one),
+        "one_period_searches_meanwhile": searched_one,
     }))
 }
 
