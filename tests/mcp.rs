@@ -499,9 +499,17 @@ async fn under_link_review_an_agents_link_is_a_proposal_recorded_under_its_name(
         "{mine:#?}"
     );
     let agents = h.json(&["proposals", "--by", "agent"]);
-    assert_eq!(agents["items"].as_array().map(Vec::len), Some(1), "{agents:#}");
+    assert_eq!(
+        agents["items"].as_array().map(Vec::len),
+        Some(1),
+        "{agents:#}"
+    );
     let other = h.json(&["proposals", "--by", "agent:someone-else"]);
-    assert_eq!(other["items"].as_array().map(Vec::len), Some(0), "{other:#}");
+    assert_eq!(
+        other["items"].as_array().map(Vec::len),
+        Some(0),
+        "{other:#}"
+    );
     let llm = h.json(&["proposals", "--by", "llm"]);
     assert_eq!(llm["items"].as_array().map(Vec::len), Some(0), "{llm:#}");
     let hist = h.json(&["history", &a]);

@@ -347,7 +347,9 @@ impl Store {
         };
         let maker = match by {
             None => "",
-            Some("agent") => " AND (created_by = 'agent' OR string::starts_with(created_by, 'agent:'))",
+            Some("agent") => {
+                " AND (created_by = 'agent' OR string::starts_with(created_by, 'agent:'))"
+            }
             Some(_) => " AND created_by = $by",
         };
         let mut resp = self
