@@ -445,6 +445,10 @@ async fn open_engine_with(
 }
 
 async fn run(cli: Cli) -> Result<()> {
+    // The person waits for `enrich` and `eval`: the built-in model takes every core.
+    if matches!(cli.command, Command::Enrich { .. } | Command::Eval { .. }) {
+        kasten_llm::set_foreground(true);
+    }
     // `bench` manages its own memories.
     if let Command::Bench { what } = &cli.command {
         return bench::run(what, cli.db.as_deref(), cli.json).await;
@@ -588,9 +592,10 @@ async fn execute_shared(memory: &Memory, cmd: Prepared, json: bool) -> Result<()
             new,
             k,
         }) => memory::ask(memory, &question, None, new, k, json).await?,
-        Prepared::Proposals(statuses, by, limit) => {
-            output::proposals(json, &memory.proposals(&statuses, by.as_deref(), limit).await?)
-        }
+        Prepared::Proposals(statuses, by, limit) => output::proposals(
+            json,
+            &memory.proposals(&statuses, by.as_deref(), limit).await?,
+        ),
         Prepared::History(id) => output::history(json, &id, &memory.history(&id).await?),
         Prepared::Delete(id) => {
             memory.delete(&id).await?;

@@ -29,7 +29,7 @@ pub use discover::{
     KNOWN_PORTS, builtin_model_path, discover, discover_at, discovery_targets,
 };
 pub use error::LlmError;
-pub use local::{LocalModel, LocalOptions, LocalStatus, check_gguf};
+pub use local::{LocalModel, LocalOptions, LocalStatus, check_gguf, set_foreground};
 pub use parse::{ParseError, parse_json_lenient};
 
 /// Which wire protocol the configured server speaks.

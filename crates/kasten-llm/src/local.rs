@@ -28,6 +28,8 @@ use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::model::{LlamaChatMessage, LlamaChatTemplate, LlamaModel};
 use llama_cpp_2::sampling::LlamaSampler;
 use llama_cpp_2::token::LlamaToken;
+use llama_cpp_2::token::data::LlamaTokenData;
+use llama_cpp_2::token::data_array::LlamaTokenDataArray;
 use serde::Serialize;
 use tokio::sync::{mpsc as tmpsc, oneshot};
 
@@ -40,10 +42,44 @@ pub struct LocalOptions {
     pub path: PathBuf,
     /// Drop the model from memory after this long without a request.
     pub idle_unload: Duration,
-    /// CPU threads for prompt processing and generation (0: half the cores, at least one).
+    /// CPU threads for prompt processing and generation (0: every core while a command
+    /// runs the model in the foreground, see [`set_foreground`], else half the cores, at
+    /// least one).
     pub threads: usize,
     /// The largest context (prompt + answer) a request may use, in tokens.
     pub max_context: u32,
+    /// With a grammar, check the token the model picks against it and constrain the whole
+    /// vocabulary only when the pick is refused (as llama.cpp's own sampler does); off,
+    /// every step constrains the whole vocabulary first. Greedy answers are the same
+    /// either way.
+    pub grammar_first: bool,
+}
+
+/// Whether the process runs the model in the foreground (`kasten enrich`, `kasten eval`):
+/// the person waits for it, so it takes every core. The app and `kasten mcp` do not set
+/// it: there the model is background work and leaves half the cores to the person.
+static FOREGROUND: AtomicBool = AtomicBool::new(false);
+
+/// Says that this process runs the built-in model in the foreground (every core); takes
+/// effect for the model's next context.
+pub fn set_foreground(on: bool) {
+    FOREGROUND.store(on, Ordering::Relaxed);
+}
+
+/// The threads a new context gets: `threads` when set (or `KASTEN_LLM_THREADS`), else
+/// every core in the foreground and half of them (at least one) in the background.
+fn thread_count(threads: usize) -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let from_env = std::env::var("KASTEN_LLM_THREADS")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|&n| n > 0);
+    match (threads, from_env) {
+        (n, _) if n > 0 => n,
+        (_, Some(n)) => n,
+        _ if FOREGROUND.load(Ordering::Relaxed) => cores,
+        _ => (cores / 2).max(1),
+    }
 }
 
 impl LocalOptions {
@@ -53,6 +89,9 @@ impl LocalOptions {
             idle_unload: Duration::from_secs(300),
             threads: 0,
             max_context: 4096,
+            // `KASTEN_LLM_GRAMMAR_FIRST=0` turns it off, to measure what it saves
+            grammar_first: std::env::var("KASTEN_LLM_GRAMMAR_FIRST")
+                .map_or(true, |v| v.trim() != "0"),
         }
     }
 }
@@ -80,6 +119,11 @@ pub struct LocalStatus {
     /// Tokens generated and the time it took (ms).
     pub generated_tokens: u64,
     pub generation_ms: u64,
+    /// Of `generated_tokens`, those a grammar constrained: the model's pick refused by
+    /// the grammar, so the whole vocabulary was constrained for that step.
+    pub grammar_full_steps: u64,
+    /// Threads of the last context made.
+    pub threads: u64,
 }
 
 impl LocalStatus {
@@ -136,6 +180,8 @@ struct Shared {
     prompt_tokens_reused: AtomicU64,
     generated_tokens: AtomicU64,
     generation_ms: AtomicU64,
+    grammar_full_steps: AtomicU64,
+    threads: AtomicU64,
 }
 
 /// The built-in model. Cheap to clone; the worker thread ends when the last clone is
@@ -222,6 +268,8 @@ impl LocalModel {
             prompt_tokens_reused: s.prompt_tokens_reused.load(Ordering::Relaxed),
             generated_tokens: s.generated_tokens.load(Ordering::Relaxed),
             generation_ms: s.generation_ms.load(Ordering::Relaxed),
+            grammar_full_steps: s.grammar_full_steps.load(Ordering::Relaxed),
+            threads: s.threads.load(Ordering::Relaxed),
         }
     }
 
@@ -360,6 +408,7 @@ fn worker(opts: LocalOptions, shared: Arc<Shared>, rx: mpsc::Receiver<Job>) {
 struct Slot<'m> {
     ctx: LlamaContext<'m>,
     n_ctx: usize,
+    threads: usize,
     /// The tokens whose keys and values are in the cache, in position order.
     cached: Vec<LlamaToken>,
 }
@@ -516,13 +565,10 @@ fn run<'m>(
     }
     let max_new = (job.max_tokens as usize).min(budget - n_prompt - 8);
     let need = n_prompt + max_new + 8;
-    // background work: half the cores (one on a 2-core machine), so the UI keeps one
-    let threads = if opts.threads == 0 {
-        std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1))
-    } else {
-        opts.threads
-    };
-    let threads = i32::try_from(threads).unwrap_or(2);
+    let threads = thread_count(opts.threads);
+    let threads_i32 = i32::try_from(threads).unwrap_or(2);
+    // a kept context made with another thread count is made again
+    slots.retain(|s| s.threads == threads);
 
     // the kept context whose cache shares the longest start with this prompt (and is large
     // enough), else a new one in place of the least recently used
@@ -544,22 +590,33 @@ fn run<'m>(
                 .with_n_ctx(NonZeroU32::new(n_ctx_u32))
                 .with_n_batch(n_ctx_u32)
                 .with_n_ubatch(512)
-                .with_n_threads(threads)
-                .with_n_threads_batch(threads);
+                .with_n_threads(threads_i32)
+                .with_n_threads_batch(threads_i32);
             let ctx = m
                 .model
                 .new_context(backend, params)
                 .map_err(|e| llama_err("creating a context", e))?;
+            shared.threads.store(threads as u64, Ordering::Relaxed);
             Slot {
                 ctx,
                 n_ctx,
+                threads,
                 cached: Vec::new(),
             }
         }
     };
     // at least the prompt's last token is read again: its logits start the answer
     let reuse = common_prefix(&slot.cached, &tokens).min(n_prompt.saturating_sub(1));
-    let result = generate_in(&mut slot, reuse, &tokens, max_new, m, job, shared);
+    let result = generate_in(
+        &mut slot,
+        reuse,
+        &tokens,
+        max_new,
+        m,
+        job,
+        shared,
+        opts.grammar_first,
+    );
     if result.is_err() {
         // what the cache holds is unknown after a failure: start it over next time
         slot.ctx.clear_kv_cache();
@@ -571,6 +628,7 @@ fn run<'m>(
 
 /// Reads `tokens[reuse..]` into the slot (the first `reuse` are in its cache already) and
 /// generates the answer.
+#[allow(clippy::too_many_arguments)]
 fn generate_in(
     slot: &mut Slot<'_>,
     reuse: usize,
@@ -579,6 +637,7 @@ fn generate_in(
     m: &Loaded,
     job: &Job,
     shared: &Shared,
+    grammar_first: bool,
 ) -> Result<Generated, LlmError> {
     let vocab = m.model.vocab();
     let n_prompt = tokens.len();
@@ -617,20 +676,28 @@ fn generate_in(
         .fetch_add(t_prompt.elapsed().as_millis() as u64, Ordering::Relaxed);
     let t_gen = Instant::now();
 
-    let mut samplers = Vec::new();
-    if let Some(g) = &job.grammar {
-        samplers.push(
+    let grammar = match &job.grammar {
+        Some(g) => Some(
             LlamaSampler::grammar(&m.model, g, "root")
                 .map_err(|e| llama_err("compiling the output grammar", e))?,
-        );
-    }
-    if job.temperature > 0.0 {
-        samplers.push(LlamaSampler::temp(job.temperature));
-        samplers.push(LlamaSampler::dist(0x4b41_5354));
+        ),
+        None => None,
+    };
+    let pick = if job.temperature > 0.0 {
+        LlamaSampler::chain_simple([
+            LlamaSampler::temp(job.temperature),
+            LlamaSampler::dist(0x4b41_5354),
+        ])
     } else {
-        samplers.push(LlamaSampler::greedy());
-    }
-    let mut sampler = LlamaSampler::chain_simple(samplers);
+        LlamaSampler::greedy()
+    };
+    let mut sampler = Chooser {
+        grammar,
+        pick,
+        grammar_first,
+        full_steps: 0,
+        fallback: vocab.eos(),
+    };
 
     let mut text = String::new();
     let mut pending: Vec<u8> = Vec::new();
@@ -642,7 +709,7 @@ fn generate_in(
         if job.cancelled.load(Ordering::Relaxed) {
             return Err(LlmError::Protocol("the request was cancelled".into()));
         }
-        let token = sampler.sample(ctx, last_idx);
+        let token = sampler.choose(ctx, last_idx);
         if vocab.is_eog(token) {
             break;
         }
@@ -671,6 +738,9 @@ fn generate_in(
     shared
         .generation_ms
         .fetch_add(t_gen.elapsed().as_millis() as u64, Ordering::Relaxed);
+    shared
+        .grammar_full_steps
+        .fetch_add(sampler.full_steps, Ordering::Relaxed);
     if !pending.is_empty() {
         let rest = String::from_utf8_lossy(&pending).into_owned();
         if let Some(tx) = &job.pieces {
@@ -683,6 +753,53 @@ fn generate_in(
         prompt_tokens: u32::try_from(n_prompt).unwrap_or(u32::MAX),
         completion_tokens: generated,
     })
+}
+
+/// How the next token is chosen: by the model (`pick`: greedy, or temperature and a draw),
+/// within the answer's grammar when there is one. With `grammar_first` the model's pick is
+/// checked against the grammar alone and the grammar is applied to the whole vocabulary
+/// (tens of thousands of tokens, each matched against the grammar's stacks) only when the
+/// pick is refused; inside a JSON string most picks are allowed, so most steps cost one
+/// check. A greedy pick allowed by the grammar is the top token of the constrained
+/// vocabulary as well, so greedy answers do not change.
+struct Chooser {
+    grammar: Option<LlamaSampler>,
+    pick: LlamaSampler,
+    grammar_first: bool,
+    /// Steps at which the whole vocabulary was constrained.
+    full_steps: u64,
+    /// What is chosen if no token is left at all (not expected: a grammar always allows one).
+    fallback: LlamaToken,
+}
+
+impl Chooser {
+    fn choose(&mut self, ctx: &LlamaContext<'_>, idx: i32) -> LlamaToken {
+        let Some(grammar) = self.grammar.as_mut() else {
+            return self.pick.sample(ctx, idx);
+        };
+        if self.grammar_first {
+            let mut all = ctx.token_data_array_ith(idx);
+            self.pick.apply(&mut all);
+            if let Some(token) = all.selected_token() {
+                let mut one =
+                    LlamaTokenDataArray::new(vec![LlamaTokenData::new(token, 1.0, 0.0)], false);
+                grammar.apply(&mut one);
+                if one.data.first().is_some_and(|d| d.logit().is_finite()) {
+                    grammar.accept(token);
+                    self.pick.accept(token);
+                    return token;
+                }
+            }
+        }
+        self.full_steps += 1;
+        let mut all = ctx.token_data_array_ith(idx);
+        grammar.apply(&mut all);
+        self.pick.apply(&mut all);
+        let token = all.selected_token().unwrap_or(self.fallback);
+        grammar.accept(token);
+        self.pick.accept(token);
+        token
+    }
 }
 
 /// Index of the prompt's last token in the first batch (the one with logits).
@@ -752,6 +869,61 @@ mod tests {
             LlamaModel::load_from_file(backend, &path, &LlamaModelParams::default())
                 .unwrap_or_else(|e| panic!("cannot load {}: {e}", path.display())),
         )
+    }
+
+    /// The grammar checked on the model's pick gives, greedily, the answer the grammar over
+    /// the whole vocabulary gives, for a JSON answer like Kasten's and for a small grammar
+    /// the model would never follow by itself; most steps need no pass over the vocabulary.
+    #[tokio::test]
+    async fn the_grammar_checked_on_the_pick_answers_as_the_whole_vocabulary_does() {
+        let path = crate::builtin_model_path(|k| std::env::var(k).ok());
+        if !path.is_file() {
+            eprintln!("skipped: the built-in model is not at {}", path.display());
+            return;
+        }
+        let make = |grammar_first| {
+            LocalModel::new(LocalOptions {
+                grammar_first,
+                ..LocalOptions::new(&path)
+            })
+            .unwrap_or_else(|e| panic!("{e}"))
+        };
+        let (first, whole) = (make(true), make(false));
+        let schema = serde_json::json!({
+            "type": "object",
+            "properties": {
+                "keywords": {"type": "array", "items": {"type": "string"}, "maxItems": 4},
+                "context": {"type": "string", "maxLength": 80},
+                "colour": {"type": "string", "enum": ["zebra-striped", "plaid"]}
+            },
+            "required": ["keywords", "context", "colour"],
+            "additionalProperties": false
+        });
+        let grammars = [
+            grammar_for(&schema).unwrap_or_else(|e| panic!("{e}")),
+            "root ::= \"yes\" | \"no\"".to_owned(),
+        ];
+        let messages = [
+            Message::system("You annotate notes. Answer with JSON."),
+            Message::user("Note: Maria repotted the basil on the balcony after the frost."),
+        ];
+        for g in grammars {
+            let a = first
+                .generate(&messages, Some(g.clone()), 64, 0.0, None)
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            let b = whole
+                .generate(&messages, Some(g), 64, 0.0, None)
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(a, b);
+        }
+        let (sf, sw) = (first.status(), whole.status());
+        assert!(sw.grammar_full_steps >= sw.generated_tokens, "{sw:?}");
+        assert!(
+            sf.grammar_full_steps * 2 < sf.generated_tokens,
+            "most picks pass the grammar: {sf:?}"
+        );
     }
 
     #[test]
