@@ -570,11 +570,26 @@ mod tests {
             .filter(|f| f.rule == "prompt text" || f.rule == "context")
             .map(|f| f.detail.as_str())
             .collect();
-        assert!(details.iter().any(|d| d.contains("keyword \"keywords\"")), "{details:?}");
-        assert!(details.iter().any(|d| d.contains("note_tags")), "{details:?}");
-        assert!(details.iter().any(|d| d.contains("N2 supports it")), "{details:?}");
-        assert!(details.iter().any(|d| d.contains("ops add_tag")), "{details:?}");
-        assert!(!details.iter().any(|d| d.contains("both about Lisbon")), "{details:?}");
+        assert!(
+            details.iter().any(|d| d.contains("keyword \"keywords\"")),
+            "{details:?}"
+        );
+        assert!(
+            details.iter().any(|d| d.contains("note_tags")),
+            "{details:?}"
+        );
+        assert!(
+            details.iter().any(|d| d.contains("N2 supports it")),
+            "{details:?}"
+        );
+        assert!(
+            details.iter().any(|d| d.contains("ops add_tag")),
+            "{details:?}"
+        );
+        assert!(
+            !details.iter().any(|d| d.contains("both about Lisbon")),
+            "{details:?}"
+        );
         assert!(!r.passed);
     }
 

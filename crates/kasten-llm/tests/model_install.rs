@@ -40,7 +40,8 @@ fn wheel(pkg: &str, member: &str, data: &[u8]) -> Vec<u8> {
     let mut zip = zip::ZipWriter::new(Cursor::new(Vec::new()));
     let deflated = zip::write::SimpleFileOptions::default()
         .compression_method(zip::CompressionMethod::Deflated);
-    zip.start_file(format!("{pkg}/__init__.py"), deflated).unwrap();
+    zip.start_file(format!("{pkg}/__init__.py"), deflated)
+        .unwrap();
     zip.write_all(b"").unwrap();
     zip.start_file(member, deflated).unwrap();
     zip.write_all(data).unwrap();
@@ -119,7 +120,9 @@ async fn serve(server: Arc<Server>) -> String {
                 let body = &file[start as usize..];
                 let cut = server.cut.lock().unwrap().remove(&path);
                 let _ = conn.write_all(head.as_bytes()).await;
-                let _ = conn.write_all(&body[..cut.unwrap_or(body.len()).min(body.len())]).await;
+                let _ = conn
+                    .write_all(&body[..cut.unwrap_or(body.len()).min(body.len())])
+                    .await;
                 let _ = conn.flush().await;
                 let _ = conn.shutdown().await;
             });
@@ -168,7 +171,11 @@ async fn test_model(server: &Arc<Server>) -> CatalogModel {
 }
 
 fn path_of(p: &ModelPart) -> String {
-    p.url.splitn(4, '/').nth(3).map(|s| format!("/{s}")).unwrap()
+    p.url
+        .splitn(4, '/')
+        .nth(3)
+        .map(|s| format!("/{s}"))
+        .unwrap()
 }
 
 fn installer(dir: &Path) -> Installer {
@@ -229,6 +236,7 @@ async fn a_download_cut_in_the_middle_continues_where_it_stopped() {
         vec!["test-model/test-model.gguf".to_owned()],
         "the work directory is gone"
     );
+    assert!(!tmp.path().join("models/.downloads").exists());
 
     // within one install, a cut is continued by the next try
     let tmp = tempfile::tempdir().unwrap();
@@ -296,7 +304,12 @@ async fn a_part_with_the_wrong_hash_is_refused_and_nothing_half_written_is_used(
         "{e}"
     );
     assert!(!inst.target(&model).exists());
-    assert!(!inst.work_dir(&model).join("test-model.gguf.partial").exists());
+    assert!(
+        !inst
+            .work_dir(&model)
+            .join("test-model.gguf.partial")
+            .exists()
+    );
     assert_eq!(
         files_under(&tmp.path().join("models"))
             .iter()
@@ -333,7 +346,11 @@ async fn a_cancelled_download_leaves_no_file() {
     assert!(e.to_string().contains("nothing was installed"), "{e}");
     assert!(!inst.target(&model).exists());
     assert!(!inst.work_dir(&model).exists());
-    assert_eq!(files_under(&tmp.path().join("models")), Vec::<String>::new());
+    assert_eq!(
+        files_under(&tmp.path().join("models")),
+        Vec::<String>::new()
+    );
+    assert!(!tmp.path().join("models/.downloads").exists());
 
     // and a new install starts from nothing and completes
     inst.cancel.store(false, Ordering::Relaxed);
@@ -360,12 +377,18 @@ async fn a_disk_too_small_is_refused_before_anything_is_downloaded() {
     let e = inst.install(&model, &quiet).await.unwrap_err();
     assert!(asked.load(Ordering::Relaxed));
     let msg = e.to_string();
-    assert!(matches!(e, InstallError::NoSpace { needed: n, .. } if n == needed), "{msg}");
+    assert!(
+        matches!(e, InstallError::NoSpace { needed: n, .. } if n == needed),
+        "{msg}"
+    );
     assert!(
         msg.starts_with("not enough free space in ") && msg.contains("Test Model Q4 needs"),
         "{msg}"
     );
-    assert!(server.log.lock().unwrap().is_empty(), "nothing was downloaded");
+    assert!(
+        server.log.lock().unwrap().is_empty(),
+        "nothing was downloaded"
+    );
     assert!(!inst.target(&model).exists());
 
     // exactly enough is enough
@@ -390,7 +413,10 @@ async fn an_installed_model_is_kept_and_a_damaged_one_replaced() {
     bytes[10] ^= 0xff;
     std::fs::write(&path, &bytes).unwrap();
     inst.install(&model, &quiet).await.unwrap();
-    assert_eq!(hex(&Sha256::digest(std::fs::read(&path).unwrap())), model.sha256);
+    assert_eq!(
+        hex(&Sha256::digest(std::fs::read(&path).unwrap())),
+        model.sha256
+    );
 
     // remove takes it away
     assert!(inst.remove(&model).unwrap());
