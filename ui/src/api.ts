@@ -8,6 +8,7 @@ import type {
   NoteFilterInput,
   SettingsInput,
   LlmPick,
+  ModelProgressDto,
   ChatTurnDto,
   ImportProgressDto,
   TransferProgressDto,
@@ -73,6 +74,13 @@ export const api = {
   testConnection: (input: SettingsInput) => un(commands.testConnection(input)),
   llmOverview: () => un(commands.llmOverview()),
   useLlm: (pick: LlmPick) => un(commands.useLlm(pick)),
+  /** The catalog's built-in models (Settings → Models). */
+  builtinModels: () => un(commands.builtinModels()),
+  /** Downloads and installs one; resolves with the new list when it is installed. */
+  installModel: (name: string, onProgress: (p: ModelProgressDto) => void) =>
+    un(commands.installModel(name, channel(onProgress))),
+  cancelModelInstall: (name: string) => un(commands.cancelModelInstall(name)),
+  removeModel: (name: string) => un(commands.removeModel(name)),
   insights: () => un(commands.insights()),
   listBoxes: (limit: number) => un(commands.listBoxes(limit)),
   linkKinds: () => un(commands.linkKinds()),

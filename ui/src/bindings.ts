@@ -91,6 +91,18 @@ export const commands = {
 	 *  with the reason, and nothing changes); enrichment uses it from its next pass.
 	 */
 	useLlm: (pick: LlmPick) => typedError<LlmInUseDto, AppError>(__TAURI_INVOKE("use_llm", { pick })),
+	/**  The catalog's built-in models: installed or not, in use or not, measured or not. */
+	builtinModels: () => typedError<BuiltinModelDto[], AppError>(__TAURI_INVOKE("builtin_models")),
+	/**
+	 *  Downloads and installs a built-in model (as `kasten llm install NAME`), reporting
+	 *  progress; ends when it is installed, failed or cancelled (`cancel_model_install`). A
+	 *  cancelled download leaves nothing; a failed one continues where it stopped next time.
+	 */
+	installModel: (name: string, onProgress: Channel<ModelProgressDto>) => typedError<BuiltinModelDto[], AppError>(__TAURI_INVOKE("install_model", { name, onProgress })),
+	/**  Stops a download this app is running; it deletes what it had downloaded. */
+	cancelModelInstall: (name: string) => typedError<boolean, AppError>(__TAURI_INVOKE("cancel_model_install", { name })),
+	/**  Deletes an installed built-in model (as `kasten llm remove NAME`); not the one in use. */
+	removeModel: (name: string) => typedError<BuiltinModelDto[], AppError>(__TAURI_INVOKE("remove_model", { name })),
 	/**  Charts: notes, links and tokens per day (last 90 days), top tags, Box sizes. */
 	insights: () => typedError<InsightsDto, AppError>(__TAURI_INVOKE("insights")),
 	/**  The Boxes (clusters of linked notes), largest first, with their sizes. */
@@ -189,6 +201,31 @@ export type BoxDto = {
 	id: string,
 	label: string,
 	size: number,
+};
+
+/**  A built-in model of the catalog, for Settings → Models. */
+export type BuiltinModelDto = {
+	/**  What `kasten llm install NAME` takes. */
+	name: string,
+	title: string,
+	/**  Bytes on disk once installed, and to download. */
+	size_bytes: number | null,
+	download_bytes: number | null,
+	/**  ISO 639-1 codes. */
+	languages: string[],
+	license: string,
+	about: string,
+	/**  Kasten's default built-in model. */
+	default: boolean,
+	installed: boolean,
+	path: string | null,
+	/**  Whether the LLM in use is this model's file. */
+	in_use: boolean,
+	/**  Whether this app is downloading it now. */
+	downloading: boolean,
+	/**  What `scripts/builtin-llm-bench` measured on this machine, if it did. */
+	notes_per_hour: number | null,
+	quality_passed: boolean | null,
 };
 
 export type BulkOutcome = {
@@ -448,12 +485,25 @@ export type LlmPick =
 /**  The built-in model `scripts/setup` installs. */
 { kind: "builtin" } | 
 /**  Any GGUF instruct model on disk, run in the app like the built-in one. */
-{ kind: "gguf"; path: string };
+{ kind: "gguf"; path: string } | 
+/**  An installed model of the catalog (Settings → Models), as `kasten llm builtin NAME`. */
+{ kind: "installed"; name: string };
 
 export type LocalGraphDto = {
 	nodes: GraphNodeDto[],
 	links: GraphLinkDto[],
 	truncated: boolean,
+};
+
+/**  How far a download is. */
+export type ModelProgressDto = {
+	/**  `checking`, `downloading`, `unpacking` or `verifying`. */
+	stage: string,
+	done_bytes: number | null,
+	total_bytes: number | null,
+	/**  The part being downloaded (1-based) and how many there are. */
+	part: number,
+	parts: number,
 };
 
 export type NoteDetailDto = {

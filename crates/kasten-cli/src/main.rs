@@ -289,8 +289,18 @@ enum LlmAction {
         #[arg(long)]
         model: Option<String>,
     },
-    /// Go back to the built-in model (removes llm.provider, llm.base_url, llm.model).
-    Builtin,
+    /// Go back to the built-in model (removes llm.provider, llm.base_url, llm.model), or
+    /// use the installed model NAME of `kasten llm models` (stored as llm.model_path).
+    Builtin { name: Option<String> },
+    /// The built-in models Kasten can install: size, languages, license, whether and where
+    /// each is installed, and what was measured on this machine.
+    Models,
+    /// Download a model of `kasten llm models` into Kasten's data directory (resumable;
+    /// every part and the joined file checked against their pinned sha256).
+    Install { name: String },
+    /// Delete an installed model of `kasten llm models` (and what an unfinished download
+    /// of it left).
+    Remove { name: String },
 }
 
 #[derive(Subcommand, Debug, Clone)]
@@ -456,6 +466,14 @@ async fn run(cli: Cli) -> Result<()> {
     // `eval` manages its own memories too.
     if let Command::Eval { what } = &cli.command {
         return eval::run(what, cli.json).await;
+    }
+    // the model catalog works on files, not on a memory
+    if let Command::Llm {
+        action:
+            Some(action @ (LlmAction::Models | LlmAction::Install { .. } | LlmAction::Remove { .. })),
+    } = &cli.command
+    {
+        return llm::catalog(action, cli.json).await;
     }
     // `mcp` serves until the client disconnects.
     if let Command::Mcp {

@@ -46,6 +46,18 @@ pub const PROMPT_WORDS: &[&str] = &[
     "annotate",
     "strengths of the new note",
     "topic, people, purpose",
+    // the link-and-evolve answer's field names and operations (`note_tags` is "note tags"
+    // once normalised); its everyday words ("target", "kind", "reason", "links",
+    // "updates", "shared") are left out: honest sentences use them
+    "operations",
+    "ops",
+    "op",
+    "note_tags",
+    "add_tag",
+    "remove_tag",
+    "add_keyword",
+    "remove_keyword",
+    "set_context",
 ];
 
 /// Distinctive words of the guided prompts' few-shot examples: a small model that runs out of
@@ -513,6 +525,72 @@ mod tests {
         assert!(candidate_terms("", 10).is_empty());
         assert_eq!(candidate_terms("alpha beta gamma delta", 2).len(), 2);
         assert!(!candidate_terms("向量数据库 很快", 10).is_empty());
+    }
+
+    #[test]
+    fn field_names_of_the_prompts_json_are_prompt_text() {
+        let note = "Ana moved to Lisbon for the new job";
+        for leaked in [
+            "keywords: Lisbon, job",
+            "the context of the move",
+            "tags",
+            "operations on the move",
+            "op add_tag Lisbon",
+            "note_tags for the move",
+            "set_context: moved to Lisbon",
+            "remove_keyword job",
+        ] {
+            assert!(contains_prompt_text(leaked, note), "{leaked:?}");
+        }
+        // a note that uses the word itself may have it back
+        assert!(!contains_prompt_text(
+            "operations team",
+            "The operations team meets on Monday"
+        ));
+        // everyday words that are also field names stay allowed
+        assert!(!contains_prompt_text("both about the target date", note));
+
+        // the check reports each kind of text that carries one
+        let (kw, tags) = (
+            vec!["Lisbon".to_owned(), "keywords".to_owned()],
+            vec!["travel".to_owned()],
+        );
+        let n = CheckedNote {
+            id: "note:1",
+            content: note,
+            keywords: &kw,
+            tags: &tags,
+            context: "About work: note_tags for Ana moving to Lisbon.",
+            link_reasons: vec!["N2 supports it", "ops add_tag", "both about Lisbon"],
+        };
+        let r = check(&[n]);
+        let details: Vec<&str> = r
+            .findings
+            .iter()
+            .filter(|f| f.rule == "prompt text" || f.rule == "context")
+            .map(|f| f.detail.as_str())
+            .collect();
+        assert!(
+            details.iter().any(|d| d.contains("keyword \"keywords\"")),
+            "{details:?}"
+        );
+        assert!(
+            details.iter().any(|d| d.contains("note_tags")),
+            "{details:?}"
+        );
+        assert!(
+            details.iter().any(|d| d.contains("N2 supports it")),
+            "{details:?}"
+        );
+        assert!(
+            details.iter().any(|d| d.contains("ops add_tag")),
+            "{details:?}"
+        );
+        assert!(
+            !details.iter().any(|d| d.contains("both about Lisbon")),
+            "{details:?}"
+        );
+        assert!(!r.passed);
     }
 
     #[test]

@@ -346,10 +346,14 @@ impl LlmSettings {
         let (path, src, label) = match &self.model_path {
             Some(p) => {
                 let path = PathBuf::from(p);
-                let name = path
-                    .file_stem()
-                    .map(|s| s.to_string_lossy().into_owned())
-                    .unwrap_or_else(|| p.clone());
+                // a model of the catalog (`kasten llm builtin NAME`) by its name
+                let name = match kasten_llm::catalog::model_of_file(&path) {
+                    Some(m) => m.title,
+                    None => path
+                        .file_stem()
+                        .map(|s| s.to_string_lossy().into_owned())
+                        .unwrap_or_else(|| p.clone()),
+                };
                 (path, source, format!("local {name}"))
             }
             None => (

@@ -29,11 +29,14 @@ pub fn builtin_model_path(get: impl Fn(&str) -> Option<String>) -> PathBuf {
     builtin_model_path_in(&get, dirs::data_dir(), std::env::current_exe().ok())
 }
 
-fn builtin_model_path_in(
+/// The homes models are looked for in, in order: `KASTEN_HOME`, `<data_dir>/kasten`, and
+/// `<prefix>/lib/kasten` for an executable `exe` in `<prefix>/bin` (the .deb's). The first
+/// is where models are installed.
+pub(crate) fn kasten_homes(
     get: &impl Fn(&str) -> Option<String>,
     data_dir: Option<PathBuf>,
     exe: Option<PathBuf>,
-) -> PathBuf {
+) -> Vec<PathBuf> {
     let mut homes = Vec::new();
     if let Some(h) = get("KASTEN_HOME").filter(|s| !s.is_empty()) {
         homes.push(PathBuf::from(h));
@@ -44,6 +47,15 @@ fn builtin_model_path_in(
     if let Some(prefix) = exe.as_deref().and_then(|e| e.parent()?.parent()) {
         homes.push(prefix.join("lib").join("kasten"));
     }
+    homes
+}
+
+fn builtin_model_path_in(
+    get: &impl Fn(&str) -> Option<String>,
+    data_dir: Option<PathBuf>,
+    exe: Option<PathBuf>,
+) -> PathBuf {
+    let homes = kasten_homes(get, data_dir, exe);
     let rel = PathBuf::from("models")
         .join(BUILTIN_MODEL_DIR)
         .join(BUILTIN_MODEL_FILE);

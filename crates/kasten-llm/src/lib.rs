@@ -8,10 +8,14 @@
 //!   [`LlmError::BadOutput`]. Transient failures (429, 5xx, connection errors, timeouts)
 //!   are retried with exponential backoff. Streaming chat, plain chat, and `ping`.
 //! - [`Usage`]: token counts from the server, or estimated (ceil(chars / 4)) and marked.
+//! - [`catalog`]: the built-in models Kasten can install, pinned; [`install`] downloads
+//!   one (resumable, every part and the joined file checked against its sha256).
 
+pub mod catalog;
 mod client;
 mod discover;
 mod error;
+pub mod install;
 mod local;
 mod parse;
 

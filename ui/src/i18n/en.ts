@@ -383,7 +383,7 @@ export const en = {
   "llm.stepsFull": "construction, links and evolution",
   "llm.stepsSmall": "construction (guided) and links; no evolution (a small model's rewrites of older notes are not kept)",
   "llm.builtinNote":
-    "The built-in model is tiny (135M parameters) and English-first: it runs on this computer without set-up and writes simple notes. A bigger model writes much better ones: start Ollama, LM Studio or llama-server and pick it below, or use a GGUF file you have.",
+    "The built-in model is tiny (135M parameters) and English-first: it runs on this computer without set-up and writes simple notes. A bigger model writes much better ones: download a stronger built-in model under Models, start Ollama, LM Studio or llama-server and pick it below, or use a GGUF file you have.",
   "llm.envChooses": "KASTEN_LLM_* environment variables choose the LLM: they win over a pick made here.",
   "llm.found": "Found on this computer",
   "llm.noneFound": "No LLM server answered (Ollama :11434, LM Studio :1234, llama-server :8080, vLLM :8000).",
@@ -396,6 +396,26 @@ export const en = {
   "llm.modelOf": "model of {server}",
   "llm.noModels": "no models listed",
   "llm.nowUsing": "Now using {label}",
+
+  // built-in models (Settings → Models)
+  "models.title": "Models",
+  "models.intro": "Built-in models run on this computer. A larger one writes better keywords, contexts and links, more slowly.",
+  "models.default": "default",
+  "models.inUse": "in use",
+  "models.installed": "installed",
+  "models.size": "{size} on disk",
+  "models.measured": "{rate} notes/hour here, quality check {verdict}",
+  "models.passed": "passed",
+  "models.failed": "failed",
+  "models.download": "Download ({size})",
+  "models.remove": "Remove",
+  "models.removed": "{title} removed",
+  "models.installedToast": "{title} installed",
+  "models.stage.checking": "Checking…",
+  "models.stage.downloading": "Downloading part {part} of {parts}",
+  "models.stage.unpacking": "Checking part {part} of {parts}",
+  "models.stage.verifying": "Checking the model…",
+  "models.license": "License: {license}",
 
   // import
   "import.title": "Import",

@@ -4,6 +4,7 @@ import { useApp } from "../../app-context";
 import ImportPanel from "./ImportPanel";
 import TransferPanel from "./TransferPanel";
 import LlmPanel from "./LlmPanel";
+import ModelsPanel from "./ModelsPanel";
 import LanguagePanel from "./LanguagePanel";
 import { useT, type Key } from "../../i18n";
 
@@ -22,6 +23,9 @@ export default function SettingsView() {
   const [msg, setMsg] = useState<{ text: string; bad: boolean } | null>(null);
   const [warning, setWarning] = useState<string | null>(null);
   const [busy, setBusy] = useState(false);
+  // the LLM in use changed in one panel: the other shows it again
+  const [llmVersion, setLlmVersion] = useState(0);
+  const [modelsVersion, setModelsVersion] = useState(0);
   const { t } = useT();
 
   const loadSettings = () => {
@@ -57,7 +61,20 @@ export default function SettingsView() {
     <div className="view" data-testid="settings">
       <h2>{t("settings.title")}</h2>
       <LanguagePanel />
-      <LlmPanel onChanged={loadSettings} />
+      <LlmPanel
+        key={`llm-${modelsVersion}`}
+        onChanged={() => {
+          loadSettings();
+          setLlmVersion((v) => v + 1);
+        }}
+      />
+      <ModelsPanel
+        version={llmVersion}
+        onChanged={() => {
+          loadSettings();
+          setModelsVersion((v) => v + 1);
+        }}
+      />
       <form
         className="card"
         style={{ maxWidth: 720 }}
