@@ -20,6 +20,7 @@ use kasten_core::markdown::{
 use kasten_core::prompts::{
     Construction, Handles, LINK_KINDS, LinkEvolve, Neighbour, OpKind, construct, link_evolve,
 };
+use kasten_core::supersession::supersedes;
 use kasten_core::transfer::parse_chat;
 use kasten_core::{LinkStatus, NoteId};
 use kasten_llm::{
@@ -41,6 +42,7 @@ pub const TARGETS: &[(&str, Check)] = &[
     ("import_chat", import_chat),
     ("import_markdown", import_markdown),
     ("export_markdown", export_markdown),
+    ("supersession", supersession),
 ];
 
 /// `parse_json_lenient` on model output: never panics; text that is JSON as a whole is
@@ -535,4 +537,24 @@ pub fn export_markdown(data: &[u8]) {
         (view.enriched, view.archived)
     );
     assert!(back.links.len() <= links.len(), "{file}");
+}
+
+/// Supersession between two notes (the input cut at its first NUL: newer, older): never
+/// panics; a note never supersedes itself; a supersession names an attribute and two
+/// different values.
+pub fn supersession(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    let (newer, older) = text.split_once('\0').unwrap_or((&text, ""));
+    for (a, b) in [(newer, older), (older, newer)] {
+        if let Some(s) = supersedes(a, b) {
+            assert!(!s.attribute.is_empty(), "{s:?}");
+            assert_ne!(s.old_value, s.new_value, "{s:?}");
+            assert!(s.reason().contains(" → "), "{s:?}");
+        }
+    }
+    assert_eq!(
+        supersedes(newer, newer),
+        None,
+        "{newer:?} supersedes itself"
+    );
 }

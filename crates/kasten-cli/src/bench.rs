@@ -270,6 +270,7 @@ async fn measure(
     engine
         .set_merge_options(&kasten_engine::MergeOptions {
             enabled: false,
+            supersede: false,
             ..Default::default()
         })
         .await?;

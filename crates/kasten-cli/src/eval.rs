@@ -684,6 +684,7 @@ async fn ingest(
     engine
         .set_merge_options(&kasten_engine::MergeOptions {
             enabled: false,
+            supersede: false,
             ..Default::default()
         })
         .await?;

@@ -62,7 +62,7 @@ const NUMBER_WORDS: &[&str] = &[
 ];
 
 /// Words that give a number its unit: "90 euros" and "90 dollars" differ.
-const UNITS: &[&str] = &[
+pub(crate) const UNITS: &[&str] = &[
     "euro",
     "euros",
     "eur",
@@ -119,7 +119,7 @@ const UNITS: &[&str] = &[
 /// Words that negate what a sentence says ("requires sudo" / "never requires sudo"), counted:
 /// a note and its negation read alike but state opposite facts. A contraction ending in
 /// `n't` and "cannot" count as "not".
-const NEGATIONS: &[&str] = &[
+pub(crate) const NEGATIONS: &[&str] = &[
     "not", "no", "never", "none", "nobody", "nothing", "nowhere", "neither", "nor", "without",
 ];
 
@@ -127,7 +127,7 @@ const NEGATIONS: &[&str] = &[
 /// that says so corrects or updates the one it reads like, it does not repeat it. The
 /// phrases "no longer", "any longer", "no more", "any more" and "anymore" are one change,
 /// written "no longer"; "used to" is one too.
-const CHANGE_WORDS: &[&str] = &[
+pub(crate) const CHANGE_WORDS: &[&str] = &[
     "now",
     "still",
     "again",

@@ -13,6 +13,8 @@
 //! - [`period`]: calendar periods named in a query, for date-aware ranking.
 //! - [`facts`]: the numbers and names of a text, so notes stating different facts are never
 //!   merged.
+//! - [`supersession`]: a newer note stating another value for the same subject and
+//!   relation as an older one, found without an LLM.
 //! - [`lifecycle`]: strength, decay, reinforcement, archive candidates.
 //! - [`quality`]: what a usable annotation is: keyword candidates, tag choices, the
 //!   sanitiser and the quality check over real model output.
@@ -40,6 +42,7 @@ pub mod provenance;
 pub mod quality;
 pub mod ranking;
 pub mod snapshot;
+pub mod supersession;
 pub mod synthetic;
 pub mod text;
 pub mod timeline;

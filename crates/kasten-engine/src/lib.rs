@@ -27,6 +27,7 @@ pub mod secrets;
 pub mod settings;
 mod shell;
 mod snapshot;
+mod supersede;
 mod transfer;
 pub mod views;
 pub mod worker;
@@ -961,7 +962,7 @@ impl Engine {
                 job: Some(JobId::generate()),
             })
             .collect();
-        let (notes, writes, merge_writes, merges, differs) = if merge {
+        let (notes, writes, merge_writes, merges, mut differs) = if merge {
             let f = self
                 .find_merges(notes, writes, &vectors, &dated, now)
                 .await?;
@@ -969,6 +970,19 @@ impl Engine {
         } else {
             (notes, writes, Vec::new(), Vec::new(), Vec::new())
         };
+        if merge && self.merge_options().await?.supersede {
+            let accepted = self.policy().await?.links == PolicyMode::Auto;
+            let found = self
+                .find_supersessions(&notes, &vectors, accepted, now)
+                .await?;
+            // a supersession says more than "contradicts" about the same two notes
+            differs.retain(|d| {
+                !found.iter().any(|s| {
+                    (s.from == d.from && s.to == d.to) || (s.from == d.to && s.to == d.from)
+                })
+            });
+            differs.extend(found);
+        }
         let t1 = Instant::now();
         let _order = self.index_order().await;
         self.store

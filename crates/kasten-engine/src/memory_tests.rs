@@ -205,6 +205,7 @@ async fn a_correction_is_not_merged_into_what_it_corrects() {
         enabled: true,
         min_cosine: 0.8,
         min_jaccard: 0.6,
+        supersede: true,
     })
     .await
     .unwrap();

@@ -48,6 +48,9 @@ pub struct MergeOptions {
     pub min_cosine: f32,
     /// Lexical confirmation: Jaccard similarity of the two notes' term sets.
     pub min_jaccard: f64,
+    /// Record a `supersedes` link when a new note states another value for what an older
+    /// note states (`crate::supersede`).
+    pub supersede: bool,
 }
 
 impl Default for MergeOptions {
@@ -56,6 +59,7 @@ impl Default for MergeOptions {
             enabled: true,
             min_cosine: 0.92,
             min_jaccard: 0.6,
+            supersede: true,
         }
     }
 }

@@ -67,6 +67,7 @@ pub const SETTINGS: &[(&str, &str)] = &[
     ("merge.enabled", "true | false"),
     ("merge.min_cosine", "0-1"),
     ("merge.min_jaccard", "0-1"),
+    ("merge.supersede", "true | false"),
 ];
 
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -151,7 +152,9 @@ pub fn validate_setting(key: &str, raw: &str) -> Result<Value, SettingError> {
             "auto" | "review" => Ok(json!(v)),
             _ => Err(bad()),
         },
-        "merge.enabled" => v.parse::<bool>().map(Value::from).map_err(|_| bad()),
+        "merge.enabled" | "merge.supersede" => {
+            v.parse::<bool>().map(Value::from).map_err(|_| bad())
+        }
         "retrieval.reinforce" => crate::lifecycle::ReinforceOn::parse(v)
             .map(|_| json!(v.trim().to_ascii_lowercase()))
             .ok_or_else(bad),
@@ -549,6 +552,7 @@ pub fn default_of(key: &str) -> Value {
         "merge.enabled" => json!(merge.enabled),
         "merge.min_cosine" => json!((f64::from(merge.min_cosine) * 1e6).round() / 1e6),
         "merge.min_jaccard" => json!(merge.min_jaccard),
+        "merge.supersede" => json!(merge.supersede),
         _ => Value::Null,
     }
 }
