@@ -6,11 +6,8 @@ use std::collections::HashMap;
 use kasten_core::NoteId;
 use kasten_engine::Engine;
 
-use crate::dto::{BoxDto, clamp_u32};
+use crate::dto::{BoxDto, Membership, clamp_u32};
 use crate::error::{AppError, AppResult};
-
-/// Note id → the ids of the Boxes it is in, largest Box first.
-pub type Membership = HashMap<String, Vec<String>>;
 
 pub async fn membership(engine: &Engine) -> AppResult<Membership> {
     let mut m: Membership = HashMap::new();

@@ -14,7 +14,7 @@ use crate::dto::*;
 use crate::error::{AppError, AppResult};
 use crate::events::StatusEvent;
 use crate::settings::{self, SaveOutcome, SettingsDto, SettingsInput};
-use crate::state::{AppState, Slot};
+use crate::state::AppState;
 
 /// Most items one page may carry.
 pub const MAX_PAGE: u32 = 500;
@@ -49,76 +49,11 @@ async fn previews(
         .collect())
 }
 
-pub async fn status_of(state: &AppState) -> StatusEvent {
-    let seen = state.llm_seen();
-    let opened_ms = state.opened_ms.lock().ok().and_then(|o| *o).map(clamp_u32);
-    let mut s = StatusEvent {
-        memory: "opening".into(),
-        memory_message: String::new(),
-        notes: 0,
-        llm_configured: false,
-        llm_label: String::new(),
-        llm_ok: seen.ok,
-        llm_message: seen.message,
-        jobs_queued: 0,
-        jobs_running: 0,
-        jobs_failed: 0,
-        jobs_done: 0,
-        enriching: state.is_enriching(),
-        opened_ms,
-        clients: state
-            .owner
-            .try_lock()
-            .ok()
-            .and_then(|o| o.as_ref().map(|o| clamp_u32(o.clients() as u64)))
-            .unwrap_or(0),
-        opening_done: 0,
-        opening_total: 0,
-    };
-    let engine = match &*state.slot.read().await {
-        Slot::Ready(e) => std::sync::Arc::clone(e),
-        Slot::Opening { done, total } => {
-            if *total > 0 {
-                s.memory_message = format!("reading notes: {done} of {total}");
-            }
-            s.opening_done = clamp_u32(*done);
-            s.opening_total = clamp_u32(*total);
-            return s;
-        }
-        Slot::Failed(m) => {
-            s.memory = "failed".into();
-            s.memory_message = m.clone();
-            return s;
-        }
-        Slot::Closed => {
-            s.memory = "failed".into();
-            s.memory_message = "Kasten is shutting down".into();
-            return s;
-        }
-    };
-    s.memory = "ready".into();
-    s.llm_configured = engine.llm_client().is_some();
-    s.llm_label = engine.llm_label().to_owned();
-    if !s.llm_configured {
-        s.llm_ok = None;
-        s.llm_message = engine.llm_missing_reason();
-        s.llm_label = "no LLM".into();
-    }
-    s.notes = engine.count().await.map(clamp_u32).unwrap_or(0);
-    if let Ok(c) = engine.job_counts().await {
-        s.jobs_queued = clamp_u32(c.queued);
-        s.jobs_running = clamp_u32(c.running);
-        s.jobs_failed = clamp_u32(c.failed);
-        s.jobs_done = clamp_u32(c.done);
-    }
-    s
-}
-
 /// The status bar's figures (the same as the `StatusEvent` pushes).
 #[tauri::command]
 #[specta::specta]
 pub async fn app_status(state: State<'_, AppState>) -> AppResult<StatusEvent> {
-    Ok(status_of(&state).await)
+    Ok(crate::status::status_of(&state).await)
 }
 
 /// Saves a note (embedded and searchable at once) and wakes the enrichment worker. A

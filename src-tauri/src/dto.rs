@@ -11,6 +11,9 @@ use specta::Type;
 /// Characters of content a graph node or list preview carries.
 pub const PREVIEW_CHARS: usize = 120;
 
+/// Note id → the ids of the Boxes it is in, largest Box first.
+pub type Membership = std::collections::HashMap<String, Vec<String>>;
+
 pub fn clamp_u32(n: u64) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
 }
@@ -335,7 +338,7 @@ pub struct GraphNodeDto {
 
 pub fn graph_node(
     r: GraphNodeRow,
-    boxes: &crate::boxes::Membership,
+    boxes: &Membership,
     strength: &std::collections::HashMap<kasten_core::NoteId, f64>,
 ) -> GraphNodeDto {
     let strength = kasten_core::NoteId::parse(&r.id)

@@ -14,6 +14,7 @@ pub mod llm;
 pub mod manual;
 pub mod settings;
 pub mod state;
+pub mod status;
 pub mod transfer;
 mod worker;
 

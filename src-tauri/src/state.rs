@@ -187,7 +187,7 @@ pub(crate) mod tests {
             done: 10,
             total: 100,
         };
-        let s = crate::commands::status_of(&state).await;
+        let s = crate::status::status_of(&state).await;
         assert_eq!(s.memory, "opening");
         assert_eq!((s.opening_done, s.opening_total), (10, 100));
         assert!(!s.llm_configured);
@@ -196,7 +196,7 @@ pub(crate) mod tests {
             .await
             .unwrap_or_else(|e| panic!("open: {e}"));
         state.set_opened(Slot::Ready(Arc::new(engine))).await;
-        let s = crate::commands::status_of(&state).await;
+        let s = crate::status::status_of(&state).await;
         assert_eq!(s.memory, "ready");
         assert_eq!((s.opening_done, s.opening_total), (0, 0));
     }

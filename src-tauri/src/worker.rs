@@ -116,7 +116,7 @@ pub async fn llm_settings_changed(app: &AppHandle, state: &AppState) {
 }
 
 pub async fn emit_status(app: &AppHandle) {
-    let status = crate::commands::status_of(&app.state::<AppState>()).await;
+    let status = crate::status::status_of(&app.state::<AppState>()).await;
     if let Err(e) = status.emit(app) {
         tracing::warn!("cannot send the status to the window: {e}");
     }

@@ -66,9 +66,12 @@ pub fn set_foreground(on: bool) {
     FOREGROUND.store(on, Ordering::Relaxed);
 }
 
-/// The threads a new context gets: `threads` when set (or `KASTEN_LLM_THREADS`), else
-/// every core in the foreground and half of them (at least one) in the background.
-fn thread_count(threads: usize) -> usize {
+/// The threads a new context gets: `threads` when set (or `KASTEN_LLM_THREADS`); else, in
+/// the foreground, every core while the rest of the machine is idle and one fewer while
+/// other programs keep a core busy (llama.cpp's threads wait for each other at every step:
+/// one thread that shares its core with a build slows them all); in the background, half
+/// the cores, at least one.
+fn thread_count(threads: usize, load: &Mutex<OthersLoad>) -> usize {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let from_env = std::env::var("KASTEN_LLM_THREADS")
         .ok()
@@ -77,9 +80,72 @@ fn thread_count(threads: usize) -> usize {
     match (threads, from_env) {
         (n, _) if n > 0 => n,
         (_, Some(n)) => n,
-        _ if FOREGROUND.load(Ordering::Relaxed) => cores,
+        _ if FOREGROUND.load(Ordering::Relaxed) => {
+            let busy = load.lock().map_or(false, |mut l| l.others_busy());
+            if busy { (cores - 1).max(1) } else { cores }
+        }
         _ => (cores / 2).max(1),
     }
+}
+
+/// Whether programs other than this one keep a core busy, from the machine's and this
+/// process's CPU time since the last look (Linux `/proc`; elsewhere: never busy), with
+/// hysteresis so a context is not made again for every small change.
+#[derive(Default)]
+struct OthersLoad {
+    last: Option<(u64, u64, u64)>,
+    busy: bool,
+}
+
+impl OthersLoad {
+    fn others_busy(&mut self) -> bool {
+        if self.last.is_none() {
+            // the first look: a short window to start from
+            self.last = cpu_times();
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        let Some(now) = cpu_times() else {
+            return false;
+        };
+        if let Some((total0, idle0, own0)) = self.last {
+            let total = now.0.saturating_sub(total0);
+            // at least 0.4 s of machine time (clock ticks, summed over the cores)
+            if total >= 40 {
+                let busy = total.saturating_sub(now.1.saturating_sub(idle0));
+                let others = busy.saturating_sub(now.2.saturating_sub(own0));
+                let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+                let others_cores = others as f64 / total as f64 * cores;
+                self.busy = if self.busy {
+                    others_cores > 0.3
+                } else {
+                    others_cores > 0.6
+                };
+                self.last = Some(now);
+            }
+        }
+        self.busy
+    }
+}
+
+/// (all CPU time, idle time) of the machine and this process's CPU time, in clock ticks.
+fn cpu_times() -> Option<(u64, u64, u64)> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let cpu: Vec<u64> = stat
+        .lines()
+        .next()?
+        .split_whitespace()
+        .skip(1)
+        .take(8)
+        .map(|v| v.parse().unwrap_or(0))
+        .collect();
+    let total: u64 = cpu.iter().sum();
+    let idle = cpu.get(3).copied().unwrap_or(0) + cpu.get(4).copied().unwrap_or(0);
+    let own = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // the fields after the command name, which is in parentheses and may hold spaces
+    let fields: Vec<&str> = own.rsplit_once(')')?.1.split_whitespace().collect();
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    Some((total, idle, utime + stime))
 }
 
 impl LocalOptions {
@@ -182,6 +248,7 @@ struct Shared {
     generation_ms: AtomicU64,
     grammar_full_steps: AtomicU64,
     threads: AtomicU64,
+    others: Mutex<OthersLoad>,
 }
 
 /// The built-in model. Cheap to clone; the worker thread ends when the last clone is
@@ -350,9 +417,11 @@ struct Loaded {
 
 fn worker(opts: LocalOptions, shared: Arc<Shared>, rx: mpsc::Receiver<Job>) {
     // Background work: the lowest CPU priority for this thread and the threads llama.cpp
-    // starts from it (they inherit it).
-    if let Err(e) =
-        thread_priority::set_current_thread_priority(thread_priority::ThreadPriority::Min)
+    // starts from it (they inherit it). In the foreground the person waits for it: the
+    // priority stays as it is.
+    if !FOREGROUND.load(Ordering::Relaxed)
+        && let Err(e) =
+            thread_priority::set_current_thread_priority(thread_priority::ThreadPriority::Min)
     {
         tracing::debug!(?e, "could not lower the built-in model's CPU priority");
     }
@@ -565,7 +634,7 @@ fn run<'m>(
     }
     let max_new = (job.max_tokens as usize).min(budget - n_prompt - 8);
     let need = n_prompt + max_new + 8;
-    let threads = thread_count(opts.threads);
+    let threads = thread_count(opts.threads, &shared.others);
     let threads_i32 = i32::try_from(threads).unwrap_or(2);
     // a kept context made with another thread count is made again
     slots.retain(|s| s.threads == threads);
@@ -819,6 +888,23 @@ pub(crate) fn grammar_for(schema: &serde_json::Value) -> Result<String, LlmError
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_machines_and_this_processs_cpu_time_are_read() {
+        let Some((total, idle, own)) = cpu_times() else {
+            assert!(!cfg!(target_os = "linux"), "/proc is readable on Linux");
+            return;
+        };
+        assert!(
+            total > 0 && idle <= total && own <= total,
+            "{total} {idle} {own}"
+        );
+        let mut load = OthersLoad::default();
+        // whatever the machine does, a look answers (and a second one compares)
+        let _ = load.others_busy();
+        let _ = load.others_busy();
+        assert!(load.last.is_some());
+    }
 
     #[test]
     fn utf8_split_across_tokens_is_held_back() {

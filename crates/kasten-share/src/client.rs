@@ -13,7 +13,7 @@ use tarpc::client::RpcError;
 
 use crate::ReviewChange;
 use crate::error::{RemoteError, ShareError};
-use crate::owner::OwnerInfo;
+use crate::handshake::OwnerInfo;
 use crate::wire::MemoryServiceClient;
 
 /// How long a read may take in the owner.

@@ -30,6 +30,7 @@
 
 mod client;
 mod error;
+mod handshake;
 pub mod owner;
 mod wire;
 
@@ -48,7 +49,8 @@ use serde::{Deserialize, Serialize};
 
 pub use client::Client;
 pub use error::{ErrorKind, RemoteError, ShareError};
-pub use owner::{OnWrite, Owner, OwnerInfo};
+pub use handshake::OwnerInfo;
+pub use owner::{OnWrite, Owner};
 pub use wire::MemoryServiceRequest;
 
 /// The socket's file name in the memory's folder.

@@ -7,7 +7,6 @@
 //! listener, the peer check and the file modes are per platform. Until that is built an
 //! owner on Windows does not serve, and [`Owner::start`] says so.
 
-use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -18,12 +17,12 @@ use kasten_engine::{
     AddedBatch, Answer, AskOptions, Engine, EngineError, HistoryEntry, ListCounts, NoteDetail,
     ReviewItem, ReviewOutcome, ReviewStatus, SearchOutput,
 };
-use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::ReviewChange;
 use crate::error::{ErrorKind, RemoteError, ShareError};
+use crate::handshake::OwnerInfo;
 use crate::wire::MemoryService;
 
 /// How long a new connection may take to present the token.
@@ -44,32 +43,6 @@ const DRAIN: Duration = Duration::from_secs(30);
 
 /// What the owner does after a client's write.
 pub type OnWrite = Arc<dyn Fn() + Send + Sync>;
-
-/// Who has the memory open, as clients name it in messages.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct OwnerInfo {
-    /// What the owner is: `kasten mcp`, `kasten add`, `the Kasten app`, …
-    pub name: String,
-    pub pid: u32,
-    pub version: String,
-}
-
-impl OwnerInfo {
-    /// This process, called `name`.
-    pub fn this_process(name: impl Into<String>) -> Self {
-        Self {
-            name: name.into(),
-            pid: std::process::id(),
-            version: env!("CARGO_PKG_VERSION").to_owned(),
-        }
-    }
-}
-
-impl fmt::Display for OwnerInfo {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}, process {}", self.name, self.pid)
-    }
-}
 
 struct Shared {
     engine: Arc<Engine>,

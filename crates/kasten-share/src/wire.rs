@@ -12,7 +12,7 @@ use kasten_engine::{
 
 use crate::ReviewChange;
 use crate::error::RemoteError;
-use crate::owner::OwnerInfo;
+use crate::handshake::OwnerInfo;
 
 #[tarpc::service]
 pub trait MemoryService {
