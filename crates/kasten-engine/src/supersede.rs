@@ -17,7 +17,7 @@ use chrono::{DateTime, Utc};
 use kasten_core::supersession::supersedes_with;
 use kasten_core::text::Tokenizer;
 use kasten_core::{Note, NoteId, NoteStatus};
-use kasten_store::{DifferWrite, SUPERSEDES};
+use kasten_store::{DifferWrite, SUPERSEDES, Successor};
 
 use crate::{Engine, EngineError};
 
@@ -25,6 +25,12 @@ use crate::{Engine, EngineError};
 const SUPERSEDE_CANDIDATES: usize = 10;
 
 impl Engine {
+    /// The notes among `ids` that a newer note supersedes (accepted links), each with its
+    /// successor and since when, newest successor first.
+    pub async fn successors_of(&self, ids: &[NoteId]) -> Result<Vec<Successor>, EngineError> {
+        Ok(self.store.successors_of(ids).await?)
+    }
+
     /// The `supersedes` links for the new notes of a batch (merged ones excluded): against
     /// their nearest indexed notes and the earlier notes of the batch. At most one link per
     /// pair of notes.
