@@ -16,19 +16,148 @@ use std::collections::{HashMap, HashSet};
 use chrono::{DateTime, Utc};
 use kasten_core::supersession::supersedes_with;
 use kasten_core::text::Tokenizer;
-use kasten_core::{Note, NoteId, NoteStatus};
+use kasten_core::{FusedHit, Note, NoteId, NoteStatus, Via};
+use serde::{Deserialize, Serialize};
 use kasten_store::{DifferWrite, SUPERSEDES, Successor};
 
 use crate::{Engine, EngineError};
 
 /// Nearest indexed notes per new note, by embedding and by keywords each.
 const SUPERSEDE_CANDIDATES: usize = 10;
+/// How far a chain of successors is followed to the current note (A → B → C …).
+const MAX_CHAIN: usize = 8;
+
+/// What replaced a note found by a search: the newer note (its direct successor), since
+/// when (the newer note's time) and what changed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SupersededBy {
+    pub id: NoteId,
+    pub since: DateTime<Utc>,
+    pub reason: String,
+}
+
+/// A ranked list with its superseded notes below their current successors (see
+/// [`Engine::current_first`]), and what replaced each superseded note in it.
+pub(crate) struct CurrentFirst {
+    pub hits: Vec<FusedHit>,
+    pub superseded: HashMap<NoteId, SupersededBy>,
+}
 
 impl Engine {
     /// The notes among `ids` that a newer note supersedes (accepted links), each with its
     /// successor and since when, newest successor first.
     pub async fn successors_of(&self, ids: &[NoteId]) -> Result<Vec<Successor>, EngineError> {
         Ok(self.store.successors_of(ids).await?)
+    }
+
+    /// Current first: a hit that a newer note superseded (an accepted `supersedes` link)
+    /// is ranked right below the note that is current now (the end of its chain of
+    /// successors), which takes its place if it ranked lower or was not found at all
+    /// (then marked as reached by a link from it); cut to `k`. The superseded note stays in
+    /// the list, and says what replaced it.
+    pub(crate) async fn current_first(
+        &self,
+        fused: Vec<FusedHit>,
+        k: usize,
+    ) -> Result<CurrentFirst, EngineError> {
+        let ids: Vec<NoteId> = fused.iter().map(|h| h.id.clone()).collect();
+        let mut superseded: HashMap<NoteId, SupersededBy> = HashMap::new();
+        for s in self.store.successors_of(&ids).await? {
+            // newest successor first: keep the first one per note
+            superseded.entry(s.note).or_insert(SupersededBy {
+                id: s.by,
+                since: s.since,
+                reason: s.reason,
+            });
+        }
+        if superseded.is_empty() {
+            return Ok(CurrentFirst {
+                hits: fused,
+                superseded,
+            });
+        }
+        // the current note of each chain
+        let mut current: HashMap<NoteId, NoteId> = superseded
+            .iter()
+            .map(|(n, s)| (n.clone(), s.id.clone()))
+            .collect();
+        let mut next_of: HashMap<NoteId, NoteId> = current.clone();
+        for _ in 0..MAX_CHAIN {
+            let ends: Vec<NoteId> = current
+                .values()
+                .filter(|c| !next_of.contains_key(*c))
+                .cloned()
+                .collect::<HashSet<_>>()
+                .into_iter()
+                .collect();
+            if ends.is_empty() {
+                break;
+            }
+            let found = self.store.successors_of(&ends).await?;
+            let mut moved = false;
+            for s in found {
+                if let std::collections::hash_map::Entry::Vacant(e) = next_of.entry(s.note) {
+                    e.insert(s.by);
+                    moved = true;
+                }
+            }
+            let mut changed = false;
+            for c in current.values_mut() {
+                // at most MAX_CHAIN steps, so a cycle cannot loop
+                if let Some(n) = next_of.get(c)
+                    && n != c
+                {
+                    *c = n.clone();
+                    changed = true;
+                }
+            }
+            if !moved && !changed {
+                break;
+            }
+        }
+        let indexed: HashSet<NoteId> = {
+            let ix = self.read_indexes()?;
+            current
+                .values()
+                .filter(|c| ix.vector.contains(c))
+                .cloned()
+                .collect()
+        };
+        let mut by_id: HashMap<NoteId, FusedHit> =
+            fused.iter().map(|h| (h.id.clone(), h.clone())).collect();
+        let mut placed: HashSet<NoteId> = HashSet::new();
+        let mut out: Vec<FusedHit> = Vec::with_capacity(fused.len() + 1);
+        for h in fused {
+            if placed.contains(&h.id) {
+                continue;
+            }
+            if let Some(c) = current.get(&h.id).filter(|c| indexed.contains(*c))
+                && !placed.contains(c)
+                && *c != h.id
+            {
+                let lifted = match by_id.remove(c) {
+                    Some(mut x) => {
+                        x.score = x.score.max(h.score);
+                        x
+                    }
+                    None => FusedHit {
+                        id: c.clone(),
+                        score: h.score,
+                        via: vec![Via::Link { from: h.id.clone() }],
+                    },
+                };
+                placed.insert(lifted.id.clone());
+                out.push(lifted);
+            }
+            placed.insert(h.id.clone());
+            out.push(h);
+        }
+        out.truncate(k);
+        superseded.retain(|n, _| out.iter().any(|h| &h.id == n));
+        Ok(CurrentFirst {
+            hits: out,
+            superseded,
+        })
     }
 
     /// The `supersedes` links for the new notes of a batch (merged ones excluded): against
