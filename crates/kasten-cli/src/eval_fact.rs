@@ -58,11 +58,7 @@ fn fact_time(i: usize) -> DateTime<Utc> {
 
 /// The fact a note was made of, by its source `<item>:<i>`.
 fn fact_of(source: Option<&str>, item: &str) -> Option<usize> {
-    source?
-        .strip_prefix(item)?
-        .strip_prefix(':')?
-        .parse()
-        .ok()
+    source?.strip_prefix(item)?.strip_prefix(':')?.parse().ok()
 }
 
 #[derive(Default, Clone)]
@@ -145,8 +141,8 @@ pub async fn run(args: &Args<'_>, json_out: bool) -> Result<()> {
         }
     };
     let t_run = Instant::now();
-    let bytes = std::fs::read(args.file)
-        .with_context(|| format!("cannot read {}", args.file.display()))?;
+    let bytes =
+        std::fs::read(args.file).with_context(|| format!("cannot read {}", args.file.display()))?;
     let hash = fnv1a64(&bytes);
     let mut file = factconsolidation::parse(&bytes)
         .map_err(anyhow::Error::msg)
@@ -197,7 +193,11 @@ pub async fn run(args: &Args<'_>, json_out: bool) -> Result<()> {
         };
         let mut v = tally.json(llm.is_some());
         v["source"] = json!(item.source);
-        v["kind"] = json!(if item.multi_hop() { "multi_hop" } else { "single_hop" });
+        v["kind"] = json!(if item.multi_hop() {
+            "multi_hop"
+        } else {
+            "single_hop"
+        });
         v["cached"] = json!(cached);
         items.push(v);
         questions.extend(qs);
@@ -287,15 +287,17 @@ async fn eval_item(
     }
     let endpoint = format!("surrealkv://{}", dir.display());
     let mut engine = crate::open_engine(Some(&endpoint)).await?;
-    if llm {
-        if let Err(e) = crate::configure(&mut engine, None, true).await {
-            engine.close().await;
-            return Err(e);
-        }
+    if llm && let Err(e) = crate::configure(&mut engine, None, true).await {
+        engine.close().await;
+        return Err(e);
     }
     let result = async {
         let ingest = if cached {
-            log(format!("{}: cached memory at {}", item.source, dir.display()));
+            log(format!(
+                "{}: cached memory at {}",
+                item.source,
+                dir.display()
+            ));
             let info = std::fs::read_to_string(&marker).unwrap_or_default();
             serde_json::from_str(&info).unwrap_or(json!({}))
         } else {

@@ -111,10 +111,7 @@ pub fn split_fact(fact: &str) -> Option<(String, String)> {
         }
         // "University of Pisa": a relation word after a capitalised word is in a name
         let copula = matches!(w, "is" | "was" | "are" | "were");
-        let after_name = words[i - 1]
-            .chars()
-            .next()
-            .is_some_and(char::is_uppercase);
+        let after_name = words[i - 1].chars().next().is_some_and(char::is_uppercase);
         if !copula && after_name {
             continue;
         }
@@ -250,7 +247,10 @@ mod tests {
     #[test]
     fn the_benchmarks_scoring_rule() {
         assert!(correct("Pesäpallo.", &s(&["pesäpallo"])));
-        assert!(correct("The answer is the University of Pisa", &s(&["University of Pisa"])));
+        assert!(correct(
+            "The answer is the University of Pisa",
+            &s(&["University of Pisa"])
+        ));
         assert!(!correct("Pisa", &s(&["University of Pisa"])));
         assert!(!correct("", &s(&["x"])));
         assert!(!correct("anything", &s(&[""])));
@@ -261,7 +261,10 @@ mod tests {
         let f = |t: &str| split_fact(t).unwrap();
         assert_eq!(
             f("goaltender is associated with the sport of ice hockey."),
-            ("goaltender is associated with sport of".into(), "ice hockey".into())
+            (
+                "goaltender is associated with sport of".into(),
+                "ice hockey".into()
+            )
         );
         assert_eq!(
             f("The univeristy where Galileo Galilei was educated is University of Pisa."),
@@ -270,8 +273,14 @@ mod tests {
                 "university of pisa".into()
             )
         );
-        assert_eq!(f("Victoria Beckham is married to David Beckham.").1, "david beckham");
-        assert_eq!(f("Pedro Pierluisi worked in the city of Washington, D.C..").1, "washington d c");
+        assert_eq!(
+            f("Victoria Beckham is married to David Beckham.").1,
+            "david beckham"
+        );
+        assert_eq!(
+            f("Pedro Pierluisi worked in the city of Washington, D.C..").1,
+            "washington d c"
+        );
         assert_eq!(split_fact("hello"), None);
         assert_eq!(split_fact(""), None);
     }
@@ -292,7 +301,11 @@ mod tests {
         assert_eq!(f.superseded(), 2);
         assert!(!f.is_current(0) && f.is_current(4));
         assert_eq!(
-            f.targets("Which sport is goaltender associated with?", &s(&["pesäpallo"]), false),
+            f.targets(
+                "Which sport is goaltender associated with?",
+                &s(&["pesäpallo"]),
+                false
+            ),
             vec![4]
         );
         assert_eq!(
@@ -304,6 +317,13 @@ mod tests {
             vec![2, 6, 7]
         );
         // the old value is no answer to anything
-        assert!(f.targets("Which sport is goaltender associated with?", &s(&["ice hockey"]), false).is_empty());
+        assert!(
+            f.targets(
+                "Which sport is goaltender associated with?",
+                &s(&["ice hockey"]),
+                false
+            )
+            .is_empty()
+        );
     }
 }

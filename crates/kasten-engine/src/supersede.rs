@@ -17,8 +17,8 @@ use chrono::{DateTime, Utc};
 use kasten_core::supersession::supersedes_with;
 use kasten_core::text::Tokenizer;
 use kasten_core::{FusedHit, Note, NoteId, NoteStatus, Via};
-use serde::{Deserialize, Serialize};
 use kasten_store::{DifferWrite, SUPERSEDES, Successor};
+use serde::{Deserialize, Serialize};
 
 use crate::{Engine, EngineError};
 
@@ -344,13 +344,28 @@ mod tests {
         assert_eq!(l.status, LinkStatus::Accepted);
         assert_eq!(l.created_by, "merge");
         // when it took effect: the newer note's time
-        let succ = e.store().successors_of(&[old.clone()]).await.unwrap();
+        let succ = e
+            .store()
+            .successors_of(std::slice::from_ref(&old))
+            .await
+            .unwrap();
         assert_eq!(succ.len(), 1);
         assert_eq!(succ[0].by, new);
         assert_eq!(Some(succ[0].since), at("2026-09-01"));
         // the electricity bill is another quantity: not superseded
         let all = e.store().accepted_links().await.unwrap();
         assert_eq!(all.len(), 1, "{all:?}");
+        // search: the current value first, the old one still found, saying what replaced it
+        for q in ["Our rent is 1,200 euros a month.", "how much is the rent"] {
+            let hits = e.search(q, 3).await.unwrap().hits;
+            let pos = |id: &NoteId| hits.iter().position(|h| &h.note.id == id);
+            let (pn, po) = (pos(&new).unwrap(), pos(&old).unwrap());
+            assert!(pn < po, "{q}: {hits:?}");
+            let by = hits[po].superseded_by.as_ref().unwrap();
+            assert_eq!((&by.id, Some(by.since)), (&new, at("2026-09-01")));
+            assert_eq!(by.reason, "rent: 1,200 euros → 1,300 euros");
+            assert!(hits[pn].superseded_by.is_none());
+        }
         e.close().await;
     }
 
@@ -424,11 +439,18 @@ mod tests {
         // a proposal: nothing in force yet
         assert!(
             e.store()
-                .successors_of(&[old.clone()])
+                .successors_of(std::slice::from_ref(&old))
                 .await
                 .unwrap()
                 .is_empty()
         );
+        let hits = e
+            .search("Our rent is 1,200 euros a month.", 5)
+            .await
+            .unwrap()
+            .hits;
+        assert_eq!(hits[0].note.id, old, "{hits:?}");
+        assert!(hits.iter().all(|h| h.superseded_by.is_none()));
         let queue = e.proposals(&[], 50).await.unwrap();
         let item = queue
             .iter()
@@ -446,16 +468,28 @@ mod tests {
         e.accept(&item.id, &crate::FieldEdit::default(), "user")
             .await
             .unwrap();
-        let succ = e.store().successors_of(&[old.clone()]).await.unwrap();
+        let succ = e
+            .store()
+            .successors_of(std::slice::from_ref(&old))
+            .await
+            .unwrap();
         assert_eq!(succ.len(), 1);
         assert_eq!(succ[0].by, new);
+        let hits = e
+            .search("Our rent is 1,200 euros a month.", 5)
+            .await
+            .unwrap()
+            .hits;
+        let po = hits.iter().position(|h| h.note.id == old).unwrap();
+        assert!(hits[..po].iter().any(|h| h.note.id == new), "{hits:?}");
+        assert_eq!(hits[po].superseded_by.as_ref().map(|s| &s.id), Some(&new));
         let applied = e.proposals(&[ReviewStatus::Accepted], 50).await.unwrap();
         assert!(applied.iter().any(|i| i.id == item.id), "{applied:?}");
         // roll back: the memory is as before the acceptance
         e.rollback(&item.id, "user").await.unwrap();
         assert!(
             e.store()
-                .successors_of(&[old.clone()])
+                .successors_of(std::slice::from_ref(&old))
                 .await
                 .unwrap()
                 .is_empty()
@@ -487,9 +521,39 @@ mod tests {
                 old_before.version
             )
         );
+        let hits = e
+            .search("Our rent is 1,200 euros a month.", 5)
+            .await
+            .unwrap()
+            .hits;
+        assert_eq!(hits[0].note.id, old, "ranked as before: {hits:?}");
+        assert!(hits.iter().all(|h| h.superseded_by.is_none()));
         let l = supersedes_links(&e, &new).await;
         assert_eq!(l.len(), 1);
         assert_eq!(l[0].status, LinkStatus::RolledBack, "kept in history");
+        e.close().await;
+    }
+
+    #[tokio::test]
+    async fn a_chain_of_changes_ranks_the_current_value_first() {
+        let e = engine(PolicyMode::Auto).await;
+        for n in NOISE {
+            add(&e, n, "2026-02-01").await;
+        }
+        let a = add(&e, "Our rent is 1,100 euros a month.", "2025-03-01").await;
+        let b = add(&e, "Our rent is 1,200 euros a month.", "2026-03-01").await;
+        let c = add(&e, "Our rent is 1,300 euros a month.", "2026-09-01").await;
+        let hits = e
+            .search("Our rent is 1,100 euros a month.", 4)
+            .await
+            .unwrap()
+            .hits;
+        let ids: Vec<&NoteId> = hits.iter().map(|h| &h.note.id).collect();
+        assert_eq!(ids.first(), Some(&&c), "{hits:?}");
+        for old in [&a, &b] {
+            let h = hits.iter().find(|h| &h.note.id == old).unwrap();
+            assert!(h.superseded_by.is_some(), "{h:?}");
+        }
         e.close().await;
     }
 }
