@@ -77,6 +77,32 @@ pub enum EvalCommand {
         #[arg(long, conflicts_with_all = ["no_llm", "no_construction", "no_links", "no_evolution"])]
         ablations: bool,
     },
+    /// Current facts when facts change (MemoryAgentBench FactConsolidation): whether the
+    /// newest fact asked about is in the top 1 / 5 of the search (and, with --answer, the
+    /// answer's accuracy), per item and overall.
+    Factconsolidation {
+        /// A FactConsolidation JSON file ({"items": [{"source", "facts", "questions"}]}).
+        file: PathBuf,
+        /// Only these items (comma-separated sources, e.g. factconsolidation_sh_6k).
+        #[arg(long, value_delimiter = ',')]
+        samples: Vec<String>,
+        /// Without an LLM: notes are not enriched, questions are not answered.
+        #[arg(long)]
+        no_llm: bool,
+        /// Answer every question with `ask` and the LLM in use, scored by the benchmark's
+        /// rule.
+        #[arg(long, conflicts_with = "no_llm")]
+        answer: bool,
+        /// Where the ingested memories are cached (default: $KASTEN_HOME/eval).
+        #[arg(long)]
+        cache: Option<PathBuf>,
+        /// Ingest again even if a cached memory exists.
+        #[arg(long)]
+        fresh: bool,
+        /// Include every question's result in the --json report.
+        #[arg(long)]
+        per_question: bool,
+    },
 }
 
 /// The ranking settings `--held-out` chooses from: (vector, context, date) weights, the
@@ -246,6 +272,27 @@ struct Mode {
 }
 
 pub async fn run(cmd: &EvalCommand, json_out: bool) -> Result<()> {
+    if let EvalCommand::Factconsolidation {
+        file,
+        samples,
+        no_llm,
+        answer,
+        cache,
+        fresh,
+        per_question,
+    } = cmd
+    {
+        let args = crate::eval_fact::Args {
+            file,
+            samples,
+            no_llm: *no_llm,
+            answer: *answer,
+            cache: cache.as_deref(),
+            fresh: *fresh,
+            per_question: *per_question,
+        };
+        return crate::eval_fact::run(&args, json_out).await;
+    }
     let EvalCommand::Locomo {
         file,
         samples: only,
@@ -260,7 +307,10 @@ pub async fn run(cmd: &EvalCommand, json_out: bool) -> Result<()> {
         per_question,
         held_out,
         ablations,
-    } = cmd;
+    } = cmd
+    else {
+        bail!("no such benchmark")
+    };
     let k = (*k).max(1);
     // the LLM every other command would use: the environment, else the built-in model
     // (each sample is a memory of its own, with no stored settings)
@@ -504,7 +554,7 @@ fn ablation_row(label: &str, r: &Value) -> Value {
 }
 
 /// `$KASTEN_HOME/eval` (next to the default database).
-fn default_cache_dir() -> Result<PathBuf> {
+pub(crate) fn default_cache_dir() -> Result<PathBuf> {
     Ok(match Endpoint::default_from_env()? {
         Endpoint::SurrealKv(p) => p.parent().map(Path::to_path_buf).unwrap_or(p).join("eval"),
         _ => PathBuf::from("kasten-eval"),
@@ -512,7 +562,7 @@ fn default_cache_dir() -> Result<PathBuf> {
 }
 
 /// A sample id or model name as part of a directory name.
-fn safe_name(s: &str) -> String {
+pub(crate) fn safe_name(s: &str) -> String {
     s.chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
@@ -525,7 +575,7 @@ fn safe_name(s: &str) -> String {
 }
 
 /// FNV-1a: a stable content hash for cache keys (not for security).
-fn fnv1a64(bytes: &[u8]) -> u64 {
+pub(crate) fn fnv1a64(bytes: &[u8]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in bytes {
         h ^= u64::from(*b);

@@ -6,6 +6,7 @@
 
 mod bench;
 mod eval;
+mod eval_fact;
 mod llm;
 mod manual;
 mod mcp;

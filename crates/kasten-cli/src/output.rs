@@ -398,6 +398,11 @@ pub fn search(json: bool, out: &SearchOutput) {
                     "score": h.score,
                     "via": h.via.iter().map(|v| v.label()).collect::<Vec<_>>(),
                     "created_at": h.note.created_at.to_rfc3339(),
+                    "superseded_by": h.superseded_by.as_ref().map(|s| json!({
+                        "id": s.id,
+                        "since": s.since.to_rfc3339(),
+                        "reason": s.reason,
+                    })),
                 })
             })
             .collect();
@@ -426,6 +431,14 @@ pub fn search(json: bool, out: &SearchOutput) {
             via.join(", "),
             preview(&h.note.content, 100)
         );
+        if let Some(s) = &h.superseded_by {
+            println!(
+                "    superseded by {} since {} ({})",
+                s.id,
+                s.since.format("%Y-%m-%d"),
+                s.reason
+            );
+        }
     }
 }
 

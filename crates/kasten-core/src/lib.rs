@@ -9,6 +9,7 @@
 //! - [`bm25`]: the in-process BM25 full-text index.
 //! - [`fusion`]: reciprocal-rank fusion of ranked lists, keeping provenance.
 //! - [`locomo`]: the LoCoMo benchmark format and its metrics.
+//! - [`factconsolidation`]: the MemoryAgentBench FactConsolidation format and its metrics.
 //! - [`timeline`]: notes by time and by position in their source stream.
 //! - [`period`]: calendar periods named in a query, for date-aware ranking.
 //! - [`facts`]: the numbers and names of a text, so notes stating different facts are never
@@ -28,6 +29,7 @@ pub mod bm25;
 pub mod boxes;
 pub mod chat;
 pub mod error;
+pub mod factconsolidation;
 pub mod facts;
 pub mod fusion;
 pub mod id;

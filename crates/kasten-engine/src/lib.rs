@@ -64,6 +64,7 @@ pub use pipeline::{
 pub use review::{FieldEdit, HistoryEntry, ReviewItem, ReviewOutcome, ReviewStatus};
 pub use search::{SearchHit, SearchOptions, SearchOutput, SearchTimings};
 pub use settings::{LlmChoice, LlmSettings, LlmSource, SettingError, validate_setting};
+pub use supersede::SupersededBy;
 pub use transfer::{BoxLabel, ExportFile, ImportProgress, ImportSummary, NewId};
 pub use worker::{Pass, Worker, run_worker, shutdown_signal};
 

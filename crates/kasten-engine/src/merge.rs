@@ -20,6 +20,7 @@ use std::collections::{HashMap, HashSet};
 use chrono::{DateTime, Utc};
 use kasten_core::facts;
 use kasten_core::lifecycle::Reinforce;
+use kasten_core::supersession::supersedes_with;
 use kasten_core::text::Tokenizer;
 use kasten_core::{JobId, Note, NoteId, NoteStatus};
 use kasten_store::{DifferWrite, LinkRecord, MergeWrite, NoteWrite};
@@ -207,7 +208,15 @@ impl Engine {
             if jac < opts.min_jaccard {
                 continue;
             }
-            let different = facts::differences(&notes[i].content, &target_text);
+            let mut different = facts::differences(&notes[i].content, &target_text);
+            // another value for the same thing ("… of rugby union" / "… of rugby") is no
+            // repeat, whatever the facts rule sees
+            if different.is_empty()
+                && let Some(s) = supersedes_with(&tokenizer, &notes[i].content, &target_text)
+                    .or_else(|| supersedes_with(&tokenizer, &target_text, &notes[i].content))
+            {
+                different.push(s.reason());
+            }
             if !different.is_empty() {
                 differs.entry(i).or_insert_with(|| DifferWrite {
                     from: notes[i].id.clone(),

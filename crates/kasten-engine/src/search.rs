@@ -27,6 +27,10 @@ pub struct SearchHit {
     pub note: Note,
     pub score: f32,
     pub via: Vec<Via>,
+    /// The newer note that replaced this one, since when and what changed (an accepted
+    /// `supersedes` link); such a hit ranks below the note that is current now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub superseded_by: Option<crate::SupersededBy>,
 }
 
 /// Where a search spent its time.
@@ -524,6 +528,10 @@ impl Engine {
         }
         let rank = t1.elapsed();
         let t2 = Instant::now();
+        let crate::supersede::CurrentFirst {
+            hits: fused,
+            mut superseded,
+        } = self.current_first(fused, k).await?;
         let ids: Vec<NoteId> = fused.iter().map(|h| h.id.clone()).collect();
         let mut notes = self.store.get_notes(&ids).await?;
         let fetch = t2.elapsed();
@@ -532,6 +540,7 @@ impl Engine {
             .filter_map(|h| {
                 let pos = notes.iter().position(|n| n.id == h.id)?;
                 Some(SearchHit {
+                    superseded_by: superseded.remove(&h.id),
                     note: notes.swap_remove(pos),
                     score: h.score,
                     via: h.via,

@@ -16,15 +16,150 @@ use std::collections::{HashMap, HashSet};
 use chrono::{DateTime, Utc};
 use kasten_core::supersession::supersedes_with;
 use kasten_core::text::Tokenizer;
-use kasten_core::{Note, NoteId, NoteStatus};
-use kasten_store::{DifferWrite, SUPERSEDES};
+use kasten_core::{FusedHit, Note, NoteId, NoteStatus, Via};
+use kasten_store::{DifferWrite, SUPERSEDES, Successor};
+use serde::{Deserialize, Serialize};
 
 use crate::{Engine, EngineError};
 
 /// Nearest indexed notes per new note, by embedding and by keywords each.
 const SUPERSEDE_CANDIDATES: usize = 10;
+/// How far a chain of successors is followed to the current note (A → B → C …).
+const MAX_CHAIN: usize = 8;
+
+/// What replaced a note found by a search: the newer note (its direct successor), since
+/// when (the newer note's time) and what changed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SupersededBy {
+    pub id: NoteId,
+    pub since: DateTime<Utc>,
+    pub reason: String,
+}
+
+/// A ranked list with its superseded notes below their current successors (see
+/// [`Engine::current_first`]), and what replaced each superseded note in it.
+pub(crate) struct CurrentFirst {
+    pub hits: Vec<FusedHit>,
+    pub superseded: HashMap<NoteId, SupersededBy>,
+}
 
 impl Engine {
+    /// The notes among `ids` that a newer note supersedes (accepted links), each with its
+    /// successor and since when, newest successor first.
+    pub async fn successors_of(&self, ids: &[NoteId]) -> Result<Vec<Successor>, EngineError> {
+        Ok(self.store.successors_of(ids).await?)
+    }
+
+    /// Current first: a hit that a newer note superseded (an accepted `supersedes` link)
+    /// is ranked right below the note that is current now (the end of its chain of
+    /// successors), which takes its place if it ranked lower or was not found at all
+    /// (then marked as reached by a link from it); cut to `k`. The superseded note stays in
+    /// the list, and says what replaced it.
+    pub(crate) async fn current_first(
+        &self,
+        fused: Vec<FusedHit>,
+        k: usize,
+    ) -> Result<CurrentFirst, EngineError> {
+        let ids: Vec<NoteId> = fused.iter().map(|h| h.id.clone()).collect();
+        let mut superseded: HashMap<NoteId, SupersededBy> = HashMap::new();
+        for s in self.store.successors_of(&ids).await? {
+            // newest successor first: keep the first one per note
+            superseded.entry(s.note).or_insert(SupersededBy {
+                id: s.by,
+                since: s.since,
+                reason: s.reason,
+            });
+        }
+        if superseded.is_empty() {
+            return Ok(CurrentFirst {
+                hits: fused,
+                superseded,
+            });
+        }
+        // the current note of each chain
+        let mut current: HashMap<NoteId, NoteId> = superseded
+            .iter()
+            .map(|(n, s)| (n.clone(), s.id.clone()))
+            .collect();
+        let mut next_of: HashMap<NoteId, NoteId> = current.clone();
+        for _ in 0..MAX_CHAIN {
+            let ends: Vec<NoteId> = current
+                .values()
+                .filter(|c| !next_of.contains_key(*c))
+                .cloned()
+                .collect::<HashSet<_>>()
+                .into_iter()
+                .collect();
+            if ends.is_empty() {
+                break;
+            }
+            let found = self.store.successors_of(&ends).await?;
+            let mut moved = false;
+            for s in found {
+                if let std::collections::hash_map::Entry::Vacant(e) = next_of.entry(s.note) {
+                    e.insert(s.by);
+                    moved = true;
+                }
+            }
+            let mut changed = false;
+            for c in current.values_mut() {
+                // at most MAX_CHAIN steps, so a cycle cannot loop
+                if let Some(n) = next_of.get(c)
+                    && n != c
+                {
+                    *c = n.clone();
+                    changed = true;
+                }
+            }
+            if !moved && !changed {
+                break;
+            }
+        }
+        let indexed: HashSet<NoteId> = {
+            let ix = self.read_indexes()?;
+            current
+                .values()
+                .filter(|c| ix.vector.contains(c))
+                .cloned()
+                .collect()
+        };
+        let mut by_id: HashMap<NoteId, FusedHit> =
+            fused.iter().map(|h| (h.id.clone(), h.clone())).collect();
+        let mut placed: HashSet<NoteId> = HashSet::new();
+        let mut out: Vec<FusedHit> = Vec::with_capacity(fused.len() + 1);
+        for h in fused {
+            if placed.contains(&h.id) {
+                continue;
+            }
+            if let Some(c) = current.get(&h.id).filter(|c| indexed.contains(*c))
+                && !placed.contains(c)
+                && *c != h.id
+            {
+                let lifted = match by_id.remove(c) {
+                    Some(mut x) => {
+                        x.score = x.score.max(h.score);
+                        x
+                    }
+                    None => FusedHit {
+                        id: c.clone(),
+                        score: h.score,
+                        via: vec![Via::Link { from: h.id.clone() }],
+                    },
+                };
+                placed.insert(lifted.id.clone());
+                out.push(lifted);
+            }
+            placed.insert(h.id.clone());
+            out.push(h);
+        }
+        out.truncate(k);
+        superseded.retain(|n, _| out.iter().any(|h| &h.id == n));
+        Ok(CurrentFirst {
+            hits: out,
+            superseded,
+        })
+    }
+
     /// The `supersedes` links for the new notes of a batch (merged ones excluded): against
     /// their nearest indexed notes and the earlier notes of the batch. At most one link per
     /// pair of notes.
@@ -209,13 +344,28 @@ mod tests {
         assert_eq!(l.status, LinkStatus::Accepted);
         assert_eq!(l.created_by, "merge");
         // when it took effect: the newer note's time
-        let succ = e.store().successors_of(&[old.clone()]).await.unwrap();
+        let succ = e
+            .store()
+            .successors_of(std::slice::from_ref(&old))
+            .await
+            .unwrap();
         assert_eq!(succ.len(), 1);
         assert_eq!(succ[0].by, new);
         assert_eq!(Some(succ[0].since), at("2026-09-01"));
         // the electricity bill is another quantity: not superseded
         let all = e.store().accepted_links().await.unwrap();
         assert_eq!(all.len(), 1, "{all:?}");
+        // search: the current value first, the old one still found, saying what replaced it
+        for q in ["Our rent is 1,200 euros a month.", "how much is the rent"] {
+            let hits = e.search(q, 3).await.unwrap().hits;
+            let pos = |id: &NoteId| hits.iter().position(|h| &h.note.id == id);
+            let (pn, po) = (pos(&new).unwrap(), pos(&old).unwrap());
+            assert!(pn < po, "{q}: {hits:?}");
+            let by = hits[po].superseded_by.as_ref().unwrap();
+            assert_eq!((&by.id, Some(by.since)), (&new, at("2026-09-01")));
+            assert_eq!(by.reason, "rent: 1,200 euros → 1,300 euros");
+            assert!(hits[pn].superseded_by.is_none());
+        }
         e.close().await;
     }
 
@@ -289,11 +439,18 @@ mod tests {
         // a proposal: nothing in force yet
         assert!(
             e.store()
-                .successors_of(&[old.clone()])
+                .successors_of(std::slice::from_ref(&old))
                 .await
                 .unwrap()
                 .is_empty()
         );
+        let hits = e
+            .search("Our rent is 1,200 euros a month.", 5)
+            .await
+            .unwrap()
+            .hits;
+        assert_eq!(hits[0].note.id, old, "{hits:?}");
+        assert!(hits.iter().all(|h| h.superseded_by.is_none()));
         let queue = e.proposals(&[], 50).await.unwrap();
         let item = queue
             .iter()
@@ -311,16 +468,28 @@ mod tests {
         e.accept(&item.id, &crate::FieldEdit::default(), "user")
             .await
             .unwrap();
-        let succ = e.store().successors_of(&[old.clone()]).await.unwrap();
+        let succ = e
+            .store()
+            .successors_of(std::slice::from_ref(&old))
+            .await
+            .unwrap();
         assert_eq!(succ.len(), 1);
         assert_eq!(succ[0].by, new);
+        let hits = e
+            .search("Our rent is 1,200 euros a month.", 5)
+            .await
+            .unwrap()
+            .hits;
+        let po = hits.iter().position(|h| h.note.id == old).unwrap();
+        assert!(hits[..po].iter().any(|h| h.note.id == new), "{hits:?}");
+        assert_eq!(hits[po].superseded_by.as_ref().map(|s| &s.id), Some(&new));
         let applied = e.proposals(&[ReviewStatus::Accepted], 50).await.unwrap();
         assert!(applied.iter().any(|i| i.id == item.id), "{applied:?}");
         // roll back: the memory is as before the acceptance
         e.rollback(&item.id, "user").await.unwrap();
         assert!(
             e.store()
-                .successors_of(&[old.clone()])
+                .successors_of(std::slice::from_ref(&old))
                 .await
                 .unwrap()
                 .is_empty()
@@ -352,9 +521,39 @@ mod tests {
                 old_before.version
             )
         );
+        let hits = e
+            .search("Our rent is 1,200 euros a month.", 5)
+            .await
+            .unwrap()
+            .hits;
+        assert_eq!(hits[0].note.id, old, "ranked as before: {hits:?}");
+        assert!(hits.iter().all(|h| h.superseded_by.is_none()));
         let l = supersedes_links(&e, &new).await;
         assert_eq!(l.len(), 1);
         assert_eq!(l[0].status, LinkStatus::RolledBack, "kept in history");
+        e.close().await;
+    }
+
+    #[tokio::test]
+    async fn a_chain_of_changes_ranks_the_current_value_first() {
+        let e = engine(PolicyMode::Auto).await;
+        for n in NOISE {
+            add(&e, n, "2026-02-01").await;
+        }
+        let a = add(&e, "Our rent is 1,100 euros a month.", "2025-03-01").await;
+        let b = add(&e, "Our rent is 1,200 euros a month.", "2026-03-01").await;
+        let c = add(&e, "Our rent is 1,300 euros a month.", "2026-09-01").await;
+        let hits = e
+            .search("Our rent is 1,100 euros a month.", 4)
+            .await
+            .unwrap()
+            .hits;
+        let ids: Vec<&NoteId> = hits.iter().map(|h| &h.note.id).collect();
+        assert_eq!(ids.first(), Some(&&c), "{hits:?}");
+        for old in [&a, &b] {
+            let h = hits.iter().find(|h| &h.note.id == old).unwrap();
+            assert!(h.superseded_by.is_some(), "{h:?}");
+        }
         e.close().await;
     }
 }

@@ -1,0 +1,511 @@
+//! `kasten eval factconsolidation`: Kasten on MemoryAgentBench's FactConsolidation task —
+//! facts that change, and questions about their current value.
+//!
+//! One fresh memory per item (a normal embedded memory under the cache directory), one
+//! note per fact, written in order through the write path people and agents use (merge on
+//! write and supersession), the links policy `auto` so that supersessions are in force;
+//! fact i is given the time `2000-01-01 + i minutes` (the order it was learned) and the
+//! source `<item>:<i>`. With an LLM each note is enriched as it arrives. Memories are
+//! cached on disk keyed by the file's content hash, the item and the LLM (or none); an
+//! enriching ingest that stops resumes where it stopped, as `eval locomo` does.
+//!
+//! For every question: `current_fact_at_1` / `current_fact_at_5` — the current fact the
+//! question asks about (for multi-hop, every fact of the chain) is in the top 1 / 5 of
+//! Kasten's default search for the question (`kasten_core::factconsolidation` says how the
+//! facts asked about are read off the data; questions for which none are found are
+//! counted as `unresolved` and left out of these two figures). With `--answer`, `accuracy`:
+//! the answer of `kasten ask` (retrieval, answer prompt, the LLM in use) scored by the
+//! benchmark's rule, over all questions.
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use chrono::{DateTime, Duration as Minutes, Utc};
+use kasten_core::factconsolidation::{self, Facts, Item};
+use kasten_core::{NewNote, NoteId};
+use kasten_engine::{Engine, JobOutcome, MergeOptions, Policy, PolicyMode, SearchOptions};
+use serde_json::{Value, json};
+
+use crate::eval::{default_cache_dir, fnv1a64, safe_name};
+
+/// Bumped whenever the notes made from a file change, so old caches are not reused.
+const NOTE_FORMAT: u32 = 1;
+const COMPLETE: &str = "kasten-eval-complete.json";
+const PARTIAL: &str = "kasten-eval-partial.json";
+/// Notes written per batch without an LLM.
+const BATCH: usize = 64;
+/// Hits per question searched (the figures need 5).
+const K: usize = 10;
+
+/// What `eval factconsolidation` was asked.
+pub struct Args<'a> {
+    pub file: &'a Path,
+    pub samples: &'a [String],
+    pub no_llm: bool,
+    pub answer: bool,
+    pub cache: Option<&'a Path>,
+    pub fresh: bool,
+    pub per_question: bool,
+}
+
+/// The time fact `i` was learned.
+fn fact_time(i: usize) -> DateTime<Utc> {
+    let base = DateTime::<Utc>::from_timestamp(946_684_800, 0).unwrap_or_default();
+    base + Minutes::minutes(i64::try_from(i).unwrap_or(i64::MAX / 120))
+}
+
+/// The fact a note was made of, by its source `<item>:<i>`.
+fn fact_of(source: Option<&str>, item: &str) -> Option<usize> {
+    source?.strip_prefix(item)?.strip_prefix(':')?.parse().ok()
+}
+
+#[derive(Default, Clone)]
+struct Tally {
+    questions: usize,
+    resolved: usize,
+    at_1: usize,
+    at_5: usize,
+    answered: usize,
+    correct: usize,
+    facts: usize,
+    seconds: f64,
+    tokens: u64,
+    answer_tokens: u64,
+    superseded_notes: usize,
+    superseded_true: usize,
+    superseded_found_true: usize,
+    merged: usize,
+}
+
+impl Tally {
+    fn add(&mut self, o: &Tally) {
+        self.questions += o.questions;
+        self.resolved += o.resolved;
+        self.at_1 += o.at_1;
+        self.at_5 += o.at_5;
+        self.answered += o.answered;
+        self.correct += o.correct;
+        self.facts += o.facts;
+        self.seconds += o.seconds;
+        self.tokens += o.tokens;
+        self.answer_tokens += o.answer_tokens;
+        self.superseded_notes += o.superseded_notes;
+        self.superseded_true += o.superseded_true;
+        self.superseded_found_true += o.superseded_found_true;
+        self.merged += o.merged;
+    }
+
+    fn json(&self, llm: bool) -> Value {
+        let ratio = |a: usize, b: usize| {
+            if b == 0 {
+                Value::Null
+            } else {
+                json!(((a as f64 / b as f64) * 1e4).round() / 1e4)
+            }
+        };
+        json!({
+            "questions": self.questions,
+            "resolved": self.resolved,
+            "unresolved": self.questions - self.resolved,
+            "current_fact_at_1": ratio(self.at_1, self.resolved),
+            "current_fact_at_5": ratio(self.at_5, self.resolved),
+            "accuracy": if self.answered > 0 { ratio(self.correct, self.answered) } else { Value::Null },
+            "facts": self.facts,
+            "notes_superseded": self.superseded_notes,
+            "facts_replaced_in_data": self.superseded_true,
+            "replaced_facts_found_superseded": self.superseded_found_true,
+            "notes_merged": self.merged,
+            "tokens_per_fact": if llm && self.facts > 0 { json!(self.tokens as f64 / self.facts as f64) } else if self.facts > 0 { json!(0.0) } else { Value::Null },
+            "answer_tokens_per_question": if self.answered > 0 { json!(self.answer_tokens as f64 / self.answered as f64) } else { Value::Null },
+            "seconds_per_fact": if self.facts > 0 { json!(self.seconds / self.facts as f64) } else { Value::Null },
+        })
+    }
+}
+
+pub async fn run(args: &Args<'_>, json_out: bool) -> Result<()> {
+    let llm = if args.no_llm {
+        None
+    } else {
+        let env = |k: &str| std::env::var(k).ok();
+        let choice = kasten_engine::LlmSettings::combine(&env, &json!({})).choose(&env);
+        match (&choice.client, &choice.problem) {
+            (Some(c), _) => Some(c.config().clone()),
+            (None, problem) => bail!(
+                "{}; or pass --no-llm to measure retrieval of the current facts",
+                problem
+                    .clone()
+                    .unwrap_or_else(|| kasten_engine::LlmConfig::missing_reason().to_owned())
+            ),
+        }
+    };
+    let t_run = Instant::now();
+    let bytes =
+        std::fs::read(args.file).with_context(|| format!("cannot read {}", args.file.display()))?;
+    let hash = fnv1a64(&bytes);
+    let mut file = factconsolidation::parse(&bytes)
+        .map_err(anyhow::Error::msg)
+        .with_context(|| format!("cannot read {}", args.file.display()))?;
+    if !args.samples.is_empty() {
+        let missing: Vec<&str> = args
+            .samples
+            .iter()
+            .filter(|s| !file.items.iter().any(|i| &i.source == *s))
+            .map(String::as_str)
+            .collect();
+        if !missing.is_empty() {
+            let known: Vec<&str> = file.items.iter().map(|i| i.source.as_str()).collect();
+            bail!(
+                "no item {} in {}; it has {}",
+                missing.join(", "),
+                args.file.display(),
+                known.join(", ")
+            );
+        }
+        file.items.retain(|i| args.samples.contains(&i.source));
+    }
+    let cache = match args.cache {
+        Some(d) => d.to_path_buf(),
+        None => default_cache_dir()?,
+    };
+    let log = |s: String| {
+        if !json_out {
+            eprintln!("{s}");
+        }
+    };
+    let variant = match &llm {
+        None => "plain".to_owned(),
+        Some(c) => format!("llm-{}", safe_name(&c.model)),
+    };
+    let mut items = Vec::new();
+    let mut questions = Vec::new();
+    let (mut single, mut multi) = (Tally::default(), Tally::default());
+    for item in &file.items {
+        let dir = cache.join(format!(
+            "fc-{hash:016x}-{}-{variant}-v{NOTE_FORMAT}",
+            safe_name(&item.source)
+        ));
+        let run = eval_item(item, &dir, args, llm.is_some(), &log);
+        let (tally, cached, qs) = tokio::select! {
+            r = run => r.with_context(|| format!("item {}", item.source))?,
+            _ = tokio::signal::ctrl_c() => bail!("interrupted; memories fully ingested so far stay cached (an enriching ingest resumes)"),
+        };
+        let mut v = tally.json(llm.is_some());
+        v["source"] = json!(item.source);
+        v["kind"] = json!(if item.multi_hop() {
+            "multi_hop"
+        } else {
+            "single_hop"
+        });
+        v["cached"] = json!(cached);
+        items.push(v);
+        questions.extend(qs);
+        if item.multi_hop() {
+            multi.add(&tally);
+        } else {
+            single.add(&tally);
+        }
+    }
+    let mut all = single.clone();
+    all.add(&multi);
+    let mut report = json!({
+        "benchmark": "factconsolidation",
+        "file": args.file.display().to_string(),
+        "file_hash": format!("{hash:016x}"),
+        "cache": cache.display().to_string(),
+        "llm": llm.as_ref().map(|c| c.model.clone()),
+        "k": K,
+        "items": items,
+        "overall": {
+            "single_hop": single.json(llm.is_some()),
+            "multi_hop": multi.json(llm.is_some()),
+            "all": all.json(llm.is_some()),
+        },
+        "seconds": t_run.elapsed().as_secs_f64(),
+    });
+    if args.per_question {
+        report["questions"] = json!(questions);
+    }
+    if json_out {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_report(&report);
+    }
+    Ok(())
+}
+
+fn print_report(r: &Value) {
+    let f = |v: &Value| v.as_f64().map_or("-".to_owned(), |x| format!("{x:.3}"));
+    println!(
+        "{:<34} {:>6} {:>9} {:>9} {:>8} {:>11} {:>10}",
+        "item", "facts", "fact@1", "fact@5", "accuracy", "superseded", "s/fact"
+    );
+    let rows = r["items"].as_array().cloned().unwrap_or_default();
+    for i in &rows {
+        println!(
+            "{:<34} {:>6} {:>9} {:>9} {:>8} {:>11} {:>10}",
+            i["source"].as_str().unwrap_or(""),
+            i["facts"],
+            f(&i["current_fact_at_1"]),
+            f(&i["current_fact_at_5"]),
+            f(&i["accuracy"]),
+            i["notes_superseded"],
+            f(&i["seconds_per_fact"]),
+        );
+    }
+    for kind in ["single_hop", "multi_hop", "all"] {
+        let o = &r["overall"][kind];
+        println!(
+            "{:<34} {:>6} {:>9} {:>9} {:>8} {:>11} {:>10}",
+            kind,
+            o["facts"],
+            f(&o["current_fact_at_1"]),
+            f(&o["current_fact_at_5"]),
+            f(&o["accuracy"]),
+            o["notes_superseded"],
+            f(&o["seconds_per_fact"]),
+        );
+    }
+}
+
+/// Ingests (or reuses) one item's memory and asks its questions.
+async fn eval_item(
+    item: &Item,
+    dir: &Path,
+    args: &Args<'_>,
+    llm: bool,
+    log: &dyn Fn(String),
+) -> Result<(Tally, bool, Vec<Value>)> {
+    let marker = dir.join(COMPLETE);
+    let partial = dir.join(PARTIAL);
+    let cached = !args.fresh && marker.is_file();
+    let resume = !args.fresh && !cached && llm && partial.is_file();
+    if !cached && !resume && dir.exists() {
+        std::fs::remove_dir_all(dir)
+            .with_context(|| format!("cannot clear the cached memory {}", dir.display()))?;
+    }
+    let endpoint = format!("surrealkv://{}", dir.display());
+    let mut engine = crate::open_engine(Some(&endpoint)).await?;
+    if llm && let Err(e) = crate::configure(&mut engine, None, true).await {
+        engine.close().await;
+        return Err(e);
+    }
+    let result = async {
+        let ingest = if cached {
+            log(format!(
+                "{}: cached memory at {}",
+                item.source,
+                dir.display()
+            ));
+            let info = std::fs::read_to_string(&marker).unwrap_or_default();
+            serde_json::from_str(&info).unwrap_or(json!({}))
+        } else {
+            log(format!(
+                "{}: ingesting {} facts into {}",
+                item.source,
+                item.facts.len(),
+                dir.display()
+            ));
+            let v = ingest(&engine, item, llm, resume, &partial, log).await?;
+            std::fs::write(&marker, serde_json::to_string_pretty(&v)?)
+                .with_context(|| format!("cannot write {}", marker.display()))?;
+            let _ = std::fs::remove_file(&partial);
+            v
+        };
+        let (tally, qs) = score(&engine, item, args.answer, &ingest).await?;
+        Ok((tally, cached, qs))
+    }
+    .await;
+    engine.close().await;
+    result
+}
+
+/// Writes the facts, one note each, in order; with an LLM each note is enriched before
+/// the next is written and the progress saved, so a stopped run resumes.
+async fn ingest(
+    engine: &Engine,
+    item: &Item,
+    llm: bool,
+    resume: bool,
+    partial: &Path,
+    log: &dyn Fn(String),
+) -> Result<Value> {
+    engine
+        .set_policy(&Policy {
+            links: PolicyMode::Auto,
+            edits: PolicyMode::Auto,
+            auto_accept_confidence: None,
+        })
+        .await?;
+    engine.set_merge_options(&MergeOptions::default()).await?;
+    let notes: Vec<NewNote> = item
+        .facts
+        .iter()
+        .enumerate()
+        .filter_map(|(i, f)| {
+            NewNote::new(f).ok().map(|n| {
+                n.at(Some(fact_time(i)))
+                    .with_source(Some(format!("{}:{i}", item.source)))
+            })
+        })
+        .collect();
+    let before: Value = if resume {
+        std::fs::read_to_string(partial)
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or(json!({}))
+    } else {
+        json!({})
+    };
+    let secs_before = before["seconds"].as_f64().unwrap_or(0.0);
+    let t0 = Instant::now();
+    if llm {
+        let start = if resume {
+            let added = (engine.count().await? as usize).min(notes.len());
+            log(format!("resuming after fact {added} of {}", notes.len()));
+            engine.run_pending(&|_| {}).await?;
+            added
+        } else {
+            0
+        };
+        let pb = crate::progress_bar();
+        pb.set_message("enriching");
+        pb.set_length(notes.len() as u64);
+        pb.set_position(start as u64);
+        for (i, n) in notes.iter().enumerate().skip(start) {
+            let note = engine.add(n.clone()).await?;
+            if let Some(JobOutcome::Failed { error, .. }) = engine.enrich_note(&note.id).await? {
+                log(format!("fact {i}: enrichment failed: {error}"));
+            }
+            pb.inc(1);
+            let v = json!({"added": i + 1, "seconds": secs_before + t0.elapsed().as_secs_f64()});
+            let tmp = partial.with_extension("tmp");
+            std::fs::write(&tmp, v.to_string())
+                .and_then(|()| std::fs::rename(&tmp, partial))
+                .with_context(|| format!("cannot write {}", partial.display()))?;
+        }
+        pb.finish_and_clear();
+    } else {
+        for chunk in notes.chunks(BATCH) {
+            engine.add_batch_merging(chunk.to_vec()).await?;
+        }
+    }
+    let seconds = secs_before + t0.elapsed().as_secs_f64();
+    let mut tokens = 0i64;
+    if llm {
+        for u in engine.usage_by_model().await? {
+            tokens += u.tokens_in + u.tokens_out;
+        }
+    }
+    Ok(json!({"facts": notes.len(), "seconds": seconds, "llm_tokens": tokens}))
+}
+
+/// Asks every question of an item and tallies the figures.
+async fn score(
+    engine: &Engine,
+    item: &Item,
+    answer: bool,
+    ingest: &Value,
+) -> Result<(Tally, Vec<Value>)> {
+    let count = engine.count().await? as usize;
+    let all = engine.list(count, 0).await?;
+    let mut note_of: HashMap<usize, NoteId> = HashMap::new();
+    for n in &all {
+        if let Some(i) = fact_of(n.source.as_deref(), &item.source) {
+            note_of.insert(i, n.id.clone());
+        }
+    }
+    let merged = engine.list_counts().await?.merged as usize;
+    let ids: Vec<NoteId> = note_of.values().cloned().collect();
+    let superseded: HashSet<NoteId> = engine
+        .successors_of(&ids)
+        .await?
+        .into_iter()
+        .map(|s| s.note)
+        .collect();
+    let facts = Facts::new(&item.facts);
+    let replaced: Vec<usize> = (0..item.facts.len())
+        .filter(|&i| !facts.is_current(i))
+        .collect();
+    let found_replaced = replaced
+        .iter()
+        .filter(|i| note_of.get(i).is_some_and(|id| superseded.contains(id)))
+        .count();
+    let mut t = Tally {
+        facts: item.facts.len(),
+        seconds: ingest["seconds"].as_f64().unwrap_or(0.0),
+        tokens: ingest["llm_tokens"].as_u64().unwrap_or(0),
+        superseded_notes: superseded.len(),
+        superseded_true: replaced.len(),
+        superseded_found_true: found_replaced,
+        merged,
+        ..Tally::default()
+    };
+    let options = SearchOptions {
+        links: engine.follows_links(),
+        ..SearchOptions::default()
+    };
+    let mut per_question = Vec::new();
+    for q in &item.questions {
+        t.questions += 1;
+        let targets = facts.targets(&q.question, &q.answers, item.multi_hop());
+        let out = engine.search_with(&q.question, K, &options).await?;
+        let ranked: Vec<Option<usize>> = out
+            .hits
+            .iter()
+            .map(|h| fact_of(h.note.source.as_deref(), &item.source))
+            .collect();
+        let within = |k: usize| {
+            !targets.is_empty()
+                && targets
+                    .iter()
+                    .all(|f| ranked.iter().take(k).any(|r| *r == Some(*f)))
+        };
+        let (at_1, at_5) = (within(1), within(5));
+        if !targets.is_empty() {
+            t.resolved += 1;
+            t.at_1 += usize::from(at_1);
+            t.at_5 += usize::from(at_5);
+        }
+        let mut prediction = Value::Null;
+        let mut right = Value::Null;
+        if answer {
+            let a = engine.ask(&q.question, &[], &|_| {}).await?;
+            let ok = factconsolidation::correct(&a.answer, &q.answers);
+            t.answered += 1;
+            t.correct += usize::from(ok);
+            if let Some(u) = &a.usage {
+                t.answer_tokens += u64::from(u.total());
+            }
+            prediction = json!(a.answer);
+            right = json!(ok);
+        }
+        per_question.push(json!({
+            "id": q.id,
+            "question": q.question,
+            "answers": q.answers,
+            "targets": targets,
+            "ranked": ranked,
+            "current_fact_at_1": at_1,
+            "current_fact_at_5": at_5,
+            "prediction": prediction,
+            "correct": right,
+        }));
+    }
+    Ok((t, per_question))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn facts_keep_their_order_and_their_source() {
+        assert!(fact_time(0) < fact_time(1));
+        assert_eq!(fact_of(Some("fc_sh_6k:12"), "fc_sh_6k"), Some(12));
+        assert_eq!(fact_of(Some("fc_sh_6k:x"), "fc_sh_6k"), None);
+        assert_eq!(fact_of(Some("other:1"), "fc_sh_6k"), None);
+        assert_eq!(fact_of(None, "fc_sh_6k"), None);
+    }
+}
