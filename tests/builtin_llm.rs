@@ -178,3 +178,91 @@ fn a_missing_or_corrupt_model_file_names_the_fix_and_loses_no_note() {
     h.ok(&["list"]);
     h.ok(&["config", "unset", "llm.model_path"]);
 }
+
+#[test]
+fn the_model_catalog_lists_installs_and_uses_builtin_models() {
+    let h = Home::with_builtin_llm();
+    let home = h.dir.path().join("home");
+    let with_home = |args: &[&str]| {
+        let mut c = h.cmd(args);
+        c.env("KASTEN_HOME", &home);
+        c.output()
+            .unwrap_or_else(|e| panic!("kasten {args:?}: {e}"))
+    };
+    let json_of = |args: &[&str]| -> Value {
+        let out = with_home(args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"))
+    };
+    let list = json_of(&["--json", "llm", "models"]);
+    let models = list["models"].as_array().cloned().unwrap_or_default();
+    let names: Vec<&str> = models.iter().filter_map(|m| m["name"].as_str()).collect();
+    assert_eq!(
+        names,
+        ["smollm2-135m", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"]
+    );
+    let q = &models[1];
+    assert_eq!(q["installed"], false, "{q:#}");
+    assert!(q["path"].is_null() && q["notes_per_hour"].is_null() && q["quality"].is_null());
+    assert_eq!(q["size"].as_u64(), Some(491_400_064));
+    assert_eq!(q["license"], "Apache-2.0");
+    assert_eq!(q["languages"], serde_json::json!(["en", "zh"]));
+    assert_eq!(models[0]["default"], true);
+
+    // a model that is not installed cannot be used, and an unknown one is named
+    let out = with_home(&["llm", "builtin", "qwen2.5-coder-0.5b"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("is not installed: `kasten llm install qwen2.5-coder-0.5b`"),
+        "{err}"
+    );
+    let out = with_home(&["llm", "install", "llama-70b"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no built-in model 'llama-70b'") && err.contains("qwen2.5-coder-1.5b"),
+        "{err}"
+    );
+
+    // installed (a sparse stand-in of the right size: `kasten llm` checks, it does not load)
+    let dir = home.join("models/qwen2.5-coder-0.5b-instruct");
+    std::fs::create_dir_all(&dir).unwrap_or_default();
+    let file = dir.join("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf");
+    let f = std::fs::File::create(&file).unwrap_or_else(|e| panic!("{e}"));
+    use std::io::Write;
+    (&f).write_all(b"GGUF").unwrap_or_default();
+    f.set_len(491_400_064).unwrap_or_default();
+    let list = json_of(&["--json", "llm", "models"]);
+    assert_eq!(list["models"][1]["installed"], true, "{list:#}");
+    assert_eq!(list["models"][1]["path"].as_str(), file.to_str());
+
+    // builtin NAME uses it, the same setting the app writes; builtin alone goes back
+    let out = with_home(&["llm", "builtin", "qwen2.5-coder-0.5b"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = json_of(&["--json", "llm"]);
+    assert_eq!(
+        v["in_use"]["label"], "local Qwen2.5-Coder-0.5B-Instruct Q4_K_M",
+        "{v:#}"
+    );
+    assert_eq!(v["in_use"]["model_path"].as_str(), file.to_str());
+    let cfg = json_of(&["--json", "config"]);
+    assert_eq!(cfg["llm"]["model_path"].as_str(), file.to_str(), "{cfg:#}");
+    let out = with_home(&["llm", "builtin"]);
+    assert!(out.status.success());
+    let v = json_of(&["--json", "llm"]);
+    assert_eq!(v["in_use"]["label"], "built-in SmolLM2-135M", "{v:#}");
+
+    // remove deletes it
+    let out = with_home(&["llm", "remove", "qwen2.5-coder-0.5b"]);
+    assert!(out.status.success());
+    assert!(!file.exists());
+}

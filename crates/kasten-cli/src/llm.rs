@@ -328,6 +328,22 @@ fn models(dir: &Path, json: bool) -> Result<()> {
 
 async fn install(dir: &Path, m: &CatalogModel, json: bool) -> Result<()> {
     let installer = Installer::new(dir)?;
+    // one the .deb carries (or another home holds) needs no second copy
+    let env = |k: &str| std::env::var(k).ok();
+    if let Some(p) = installed_path(m, env).filter(|p| *p != installer.target(m)) {
+        if json {
+            let v = json!({"name": m.name, "path": p.display().to_string(), "size": m.size, "sha256": m.sha256});
+            println!("{}", serde_json::to_string_pretty(&v)?);
+        } else {
+            println!(
+                "{} is already installed at {}\nuse it with `kasten llm builtin {}`",
+                m.title,
+                p.display(),
+                m.name
+            );
+        }
+        return Ok(());
+    }
     let pb = if std::io::stderr().is_terminal() {
         let pb = ProgressBar::new(m.download_size());
         pb.set_style(

@@ -395,6 +395,8 @@ pub struct CheckedNote<'a> {
     pub context: &'a str,
     /// Reasons of the links the LLM made from this note.
     pub link_reasons: Vec<&'a str>,
+    /// Reasons the LLM gave for evolving this note (each change's and the edit's).
+    pub edit_reasons: Vec<&'a str>,
 }
 
 /// A failed rule, with the note and the offending text.
@@ -473,6 +475,15 @@ pub fn check(notes: &[CheckedNote<'_>]) -> QualityReport {
                 findings.push(find(n.id, "prompt text", format!("link reason {reason:?}")));
             }
             *reasons.entry(normalise(reason)).or_default() += 1;
+        }
+        for reason in &n.edit_reasons {
+            if contains_prompt_text(reason, n.content) {
+                findings.push(find(
+                    n.id,
+                    "prompt text",
+                    format!("evolution reason {reason:?}"),
+                ));
+            }
         }
     }
     r.distinct_reasons = reasons.len();
@@ -562,6 +573,7 @@ mod tests {
             tags: &tags,
             context: "About work: note_tags for Ana moving to Lisbon.",
             link_reasons: vec!["N2 supports it", "ops add_tag", "both about Lisbon"],
+            edit_reasons: vec!["set_context as N3 says", "the move is to Lisbon"],
         };
         let r = check(&[n]);
         let details: Vec<&str> = r
@@ -584,6 +596,16 @@ mod tests {
         );
         assert!(
             details.iter().any(|d| d.contains("ops add_tag")),
+            "{details:?}"
+        );
+        assert!(
+            details
+                .iter()
+                .any(|d| d.contains("evolution reason \"set_context as N3 says\"")),
+            "{details:?}"
+        );
+        assert!(
+            !details.iter().any(|d| d.contains("the move is to Lisbon")),
             "{details:?}"
         );
         assert!(
@@ -693,6 +715,7 @@ mod tests {
             tags: &tags,
             context: "A dental appointment for a cracked tooth.",
             link_reasons: vec!["both about the dentist"],
+            edit_reasons: vec!["the tooth needs a crown"],
         };
         let r = check(std::slice::from_ref(&good));
         assert!(r.passed, "{r:?}");
@@ -707,6 +730,7 @@ mod tests {
             tags: &tags,
             context: "2025-05-02T08:10:00+00:00",
             link_reasons: vec!["strengths of the new note"; 7],
+            edit_reasons: Vec::new(),
         };
         let r = check(&[good, bad]);
         assert!(!r.passed);

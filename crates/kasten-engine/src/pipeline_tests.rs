@@ -717,3 +717,46 @@ async fn an_edit_during_enrichment_makes_the_job_run_again_on_the_new_text() {
     assert_eq!(stored, expected, "the stored embedding is the new text's");
     e.close().await;
 }
+
+#[tokio::test]
+async fn the_quality_check_reads_the_reasons_of_evolutions() {
+    let fake = FakeLlm::start(Mode::Normal).await.unwrap();
+    let e = engine_with(&fake, Provider::Openai, Duration::from_secs(10), 3).await;
+    let first = e
+        .add(NewNote::new("Tokio is an async runtime for Rust programs").unwrap())
+        .await
+        .unwrap()
+        .id;
+    e.run_pending(&|_| {}).await.unwrap();
+    // the model's reason for evolving the first note names a prompt handle
+    fake.set_responder(|v| {
+        if v.schema_name() != Some("link_and_evolve") {
+            return None;
+        }
+        let ops = serde_json::json!([
+            {"op": "set_context", "context": "A runtime that Cargo projects depend on", "reason": "N2 says it is a dependency"}
+        ]);
+        Some(
+            serde_json::json!({"links": [], "updates": [{"target": "N1", "ops": ops}], "note_tags": []})
+                .to_string(),
+        )
+    });
+    e.add(NewNote::new("Cargo builds Rust crates and fetches their dependencies").unwrap())
+        .await
+        .unwrap();
+    e.run_pending(&|_| {}).await.unwrap();
+    let r = e.quality_report(100).await.unwrap();
+    let leak: Vec<_> = r
+        .findings
+        .iter()
+        .filter(|f| f.detail.starts_with("evolution reason"))
+        .collect();
+    assert_eq!(leak.len(), 1, "{r:#?}");
+    assert_eq!(leak[0].note, first.to_string());
+    assert_eq!(
+        leak[0].detail,
+        "evolution reason \"N2 says it is a dependency\""
+    );
+    assert!(!r.passed);
+    e.close().await;
+}
