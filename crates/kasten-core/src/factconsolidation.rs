@@ -325,8 +325,14 @@ mod tests {
             "Bo worked in the city of London.",
             "Anna worked in the city of Paris.",
         ]));
-        assert!(g.targets("Which city did Anna work in?", &s(&["London"]), false).is_empty());
-        assert_eq!(g.targets("Which city did Anna work in?", &s(&["Paris"]), false), vec![2]);
+        assert!(
+            g.targets("Which city did Anna work in?", &s(&["London"]), false)
+                .is_empty()
+        );
+        assert_eq!(
+            g.targets("Which city did Anna work in?", &s(&["Paris"]), false),
+            vec![2]
+        );
         // the old value is no answer to anything
         assert!(
             f.targets(
