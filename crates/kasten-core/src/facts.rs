@@ -242,7 +242,14 @@ pub fn facts(text: &str) -> Facts {
             continue;
         }
         let capitalised = word.chars().next().is_some_and(char::is_uppercase);
-        if capitalised && !starts && !NOT_NAMES.contains(&word) {
+        // a sentence's first word is a name when a capitalised word follows it directly
+        // ("Michael O'Neill is …" / "Martin O'Neill is …")
+        let name_goes_on = !raw.ends_with(|c: char| !c.is_alphanumeric())
+            && words
+                .get(i + 1)
+                .and_then(|w| w.chars().next())
+                .is_some_and(char::is_uppercase);
+        if capitalised && (!starts || name_goes_on) && !NOT_NAMES.contains(&word) {
             let name = word.strip_suffix("'s").unwrap_or(word).to_owned();
             *out.names.entry(name).or_default() += 1;
         }
@@ -344,6 +351,14 @@ mod tests {
             "We met Anna in Paris last week.",
         );
         assert_eq!(d, vec!["names Berlin ≠ Paris"]);
+        // a full name at the start of a sentence is a name
+        assert_eq!(
+            differences(
+                "Michael O'Neill is associated with the sport of association football.",
+                "Martin O'Neill is associated with the sport of association football."
+            ),
+            vec!["names Michael ≠ Martin"]
+        );
         // a name told twice is not the same as once
         assert!(!differences("met Anna and Anna", "met Anna and Bob").is_empty());
     }

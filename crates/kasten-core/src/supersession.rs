@@ -473,28 +473,38 @@ fn requantified(tokenizer: &Tokenizer, new: &[Word<'_>], old: &[Word<'_>]) -> Op
     if values(&qn) == values(&qo) {
         return None;
     }
+    // every number of the newer sentence has one of the older one counting the same
+    // thing (word before it and unit), and exactly one of them changed: "round 3 note 4" /
+    // "round 4 note 3" changes two, the rent one
+    let mut changed = None;
     for a in &qn {
-        for b in &qo {
+        let b = qo.iter().find(|b| {
             let same_unit = match (&a.unit, &b.unit) {
                 (Some(x), Some(y)) => x == y,
                 _ => true,
             };
-            if a.anchor == b.anchor && same_unit && a.value != b.value {
-                let span = |w: &[Word<'_>], q: &Quantity| {
-                    w.get(q.at..q.at + q.len).map(shown).unwrap_or_default()
-                };
-                let head = old.get(..b.at).unwrap_or_default();
-                return Some(Supersession {
-                    attribute: attribute(head),
-                    frame: format!(
-                        "{} …",
-                        head.iter().map(|w| w.raw).collect::<Vec<_>>().join(" ")
-                    ),
-                    old_value: span(old, b),
-                    new_value: span(new, a),
-                });
+            a.anchor == b.anchor && same_unit
+        })?;
+        if a.value != b.value {
+            if changed.is_some() {
+                return None;
             }
+            changed = Some((a, b));
         }
+    }
+    if let Some((a, b)) = changed {
+        let span =
+            |w: &[Word<'_>], q: &Quantity| w.get(q.at..q.at + q.len).map(shown).unwrap_or_default();
+        let head = old.get(..b.at).unwrap_or_default();
+        return Some(Supersession {
+            attribute: attribute(head),
+            frame: format!(
+                "{} …",
+                head.iter().map(|w| w.raw).collect::<Vec<_>>().join(" ")
+            ),
+            old_value: span(old, b),
+            new_value: span(new, a),
+        });
     }
     None
 }
@@ -638,6 +648,14 @@ mod tests {
             .as_deref(),
             Some("appointment: 2024-05-03 → 2024-05-10")
         );
+        assert_eq!(
+            reason(
+                "Anna paid 90 euros for the concert tickets",
+                "Anna paid 40 euros for the concert tickets"
+            )
+            .as_deref(),
+            Some("paid: 40 euros → 90 euros")
+        );
         // a sentence among others
         assert!(
             supersedes(
@@ -689,6 +707,10 @@ mod tests {
                 "Anna paid 90 euros for the concert tickets.",
             ),
             ("It is 6pm.", "It is 5pm."),
+            (
+                "round 4 note 3 of the planning meeting: ship the beta",
+                "round 3 note 4 of the planning meeting: ship the beta",
+            ),
         ] {
             assert_eq!(supersedes(a, b), None, "{a} / {b}");
         }
