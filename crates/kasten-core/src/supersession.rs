@@ -73,32 +73,9 @@ const PREPOSITIONS: &[&str] = &[
     "until", "under", "over", "via", "per",
 ];
 
-/// Words of time, left out when comparing what two sentences speak of (rule 2).
+/// Words of time besides month names (see [`is_time_word`]), left out when comparing what
+/// two sentences speak of (rule 2).
 const TIME_WORDS: &[&str] = &[
-    "january",
-    "february",
-    "march",
-    "april",
-    "may",
-    "june",
-    "july",
-    "august",
-    "september",
-    "october",
-    "november",
-    "december",
-    "jan",
-    "feb",
-    "mar",
-    "apr",
-    "jun",
-    "jul",
-    "aug",
-    "sep",
-    "sept",
-    "oct",
-    "nov",
-    "dec",
     "monday",
     "tuesday",
     "wednesday",
@@ -122,6 +99,11 @@ const TIME_WORDS: &[&str] = &[
     "each",
     "every",
 ];
+
+/// A month (name or abbreviation, as periods read them) or another word of time.
+fn is_time_word(w: &str) -> bool {
+    crate::period::month_of(w).is_some() || TIME_WORDS.contains(&w)
+}
 
 /// One word of a sentence: as written, and as compared.
 #[derive(Debug, Clone)]
@@ -218,7 +200,7 @@ fn is_predicate(w: &Word<'_>) -> bool {
     if !w.lowercase() || !n.chars().all(char::is_alphabetic) || n.chars().count() < 4 {
         return false;
     }
-    if STOP_WORDS.contains(&n) || UNITS.contains(&n) || TIME_WORDS.contains(&n) {
+    if STOP_WORDS.contains(&n) || UNITS.contains(&n) || is_time_word(n) {
         return false;
     }
     n.ends_with("ed") || (n.ends_with('s') && !n.ends_with("ss") && !n.ends_with("us"))
@@ -400,7 +382,7 @@ fn quantities(tokenizer: &Tokenizer, words: &[Word<'_>]) -> Vec<Quantity> {
             .rev()
             .find(|a| {
                 is_content(&a.norm)
-                    && !TIME_WORDS.contains(&a.norm.as_str())
+                    && !is_time_word(&a.norm)
                     && !UNITS.contains(&a.norm.as_str())
                     && !a.norm.chars().any(|c| c.is_ascii_digit())
             })
@@ -446,7 +428,7 @@ fn context(tokenizer: &Tokenizer, words: &[Word<'_>]) -> std::collections::BTree
             is_content(n)
                 && !n.chars().any(|c| c.is_ascii_digit())
                 && !UNITS.contains(&n)
-                && !TIME_WORDS.contains(&n)
+                && !is_time_word(n)
                 && !CHANGE_WORDS.contains(&n)
                 && !n.ends_with("ly")
         })
