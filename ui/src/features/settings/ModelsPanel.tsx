@@ -23,7 +23,7 @@ const STAGE: Record<string, Key> = {
  * elsewhere. */
 export default function ModelsPanel({ onChanged, version = 0 }: { onChanged?: () => void; version?: number }) {
   const { toast, bump } = useApp();
-  const { t } = useT();
+  const { t, w } = useT();
   const [models, setModels] = useState<BuiltinModelDto[] | null>(null);
   const [progress, setProgress] = useState<Record<string, ModelProgressDto>>({});
   const [error, setError] = useState<string | null>(null);
@@ -111,7 +111,7 @@ export default function ModelsPanel({ onChanged, version = 0 }: { onChanged?: ()
                   </span>
                 )}
               </div>
-              <div className="small muted">{m.about}</div>
+              <div className="small muted">{w("models.about", m.name) === m.name ? m.about : w("models.about", m.name)}</div>
               {m.notes_per_hour !== null && (
                 <div className="small" data-testid={`model-measured-${m.name}`}>
                   {t("models.measured", {
