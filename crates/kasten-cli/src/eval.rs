@@ -148,10 +148,11 @@ enum System {
     WithLinks,
     TwoHops,
     BoxBoost,
+    Chain,
 }
 
 impl System {
-    const ALL: [System; 11] = [
+    const ALL: [System; 12] = [
         System::Kasten,
         System::Dense,
         System::Bm25,
@@ -163,6 +164,7 @@ impl System {
         System::WithLinks,
         System::TwoHops,
         System::BoxBoost,
+        System::Chain,
     ];
 
     fn name(self) -> &'static str {
@@ -178,6 +180,7 @@ impl System {
             System::WithLinks => "kasten_with_links",
             System::TwoHops => "kasten_two_hops",
             System::BoxBoost => "kasten_box_boost",
+            System::Chain => "kasten_chain",
         }
     }
 
@@ -195,6 +198,9 @@ impl System {
             System::TwoHops => "variant: Kasten following links two hops",
             System::BoxBoost => {
                 "variant: Kasten with Box membership as a signal (notes in the Box of a top-3 hit score more)"
+            }
+            System::Chain => {
+                "variant: Kasten following the question through a chain of notes (what ask retrieves)"
             }
         }
     }
@@ -979,6 +985,15 @@ async fn score_questions(
                     to_dia(hits.into_iter().map(|h| h.id.to_string()).collect()),
                 );
             }
+            let chained = SearchOptions {
+                chain: true,
+                ..options.clone()
+            };
+            let hits = engine.search_with(&q.question, k, &chained).await?.hits;
+            retrieved.insert(
+                System::Chain,
+                to_dia(hits.into_iter().map(|h| h.note.id.to_string()).collect()),
+            );
             if mode.held_out {
                 if totals
                     .grid

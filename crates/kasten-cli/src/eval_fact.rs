@@ -11,9 +11,12 @@
 //!
 //! For every question: `current_fact_at_1` / `current_fact_at_5` — the current fact the
 //! question asks about (for multi-hop, every fact of the chain) is in the top 1 / 5 of
-//! Kasten's default search for the question (`kasten_core::factconsolidation` says how the
-//! facts asked about are read off the data; questions for which none are found are
-//! counted as `unresolved` and left out of these two figures). With `--answer`, `accuracy`:
+//! the retrieval `ask` uses for the question: Kasten's default search following the chain
+//! the question leads through (`kasten_core::chain`). For multi-hop, "top 1" means each
+//! hop's fact first for its hop: the chain's facts are the first hits, in order.
+//! (`kasten_core::factconsolidation` says how the facts asked about are read off the data;
+//! questions for which none are found are counted as `unresolved` and left out of these
+//! two figures.) With `--answer`, `accuracy`:
 //! the answer of `kasten ask` (retrieval, answer prompt, the LLM in use) scored by the
 //! benchmark's rule, over all questions.
 
@@ -442,9 +445,10 @@ async fn score(
         merged,
         ..Tally::default()
     };
+    // the retrieval `ask` uses: the chain a question leads through first
     let options = SearchOptions {
-        links: engine.follows_links(),
-        ..SearchOptions::default()
+        chain: true,
+        ..engine.search_options()
     };
     let mut per_question = Vec::new();
     for q in &item.questions {
@@ -462,7 +466,11 @@ async fn score(
                     .iter()
                     .all(|f| ranked.iter().take(k).any(|r| *r == Some(*f)))
         };
-        let (at_1, at_5) = (within(1), within(5));
+        // at 1, each hop's fact first for its hop: the chain in order at the top
+        let at_1 = !targets.is_empty()
+            && ranked.len() >= targets.len()
+            && targets.iter().zip(&ranked).all(|(f, r)| *r == Some(*f));
+        let at_5 = within(5);
         if !targets.is_empty() {
             t.resolved += 1;
             t.at_1 += usize::from(at_1);

@@ -26,6 +26,10 @@ pub enum Via {
     },
     /// Written in a period the query names.
     Date,
+    /// The next link of a chain: about what another hit named (`crate::chain`).
+    Chain {
+        from: NoteId,
+    },
 }
 
 impl Via {
@@ -38,6 +42,7 @@ impl Via {
             Via::Link { from } => format!("link from {from}"),
             Via::Context { of } => format!("context of {of}"),
             Via::Date => "date".into(),
+            Via::Chain { from } => format!("chain from {from}"),
         }
     }
 }

@@ -27,6 +27,7 @@
 
 pub mod bm25;
 pub mod boxes;
+pub mod chain;
 pub mod chat;
 pub mod error;
 pub mod factconsolidation;

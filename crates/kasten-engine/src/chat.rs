@@ -148,7 +148,7 @@ impl Engine {
         }
 
         let query = retrieval_query(question, history);
-        let found = self.search_unreinforced(&query, options.k.max(1)).await?;
+        let found = self.search_question(&query, options.k.max(1)).await?;
         let candidates = found.hits.len();
         let qv = self.embed_query(&query).await?;
         let mut shown: Vec<AnswerNote> = Vec::new();
@@ -164,8 +164,12 @@ impl Engine {
                     .map(|v| qv.iter().zip(v.iter()).map(|(a, b)| a * b).sum::<f32>())
                     .unwrap_or(0.0);
                 let overlap = term_overlap(&tokenizer, &query, &h.note.index_text());
-                // a note reached through a link from a relevant note comes along with it
-                let linked = h.via.iter().any(|v| matches!(v, Via::Link { .. }));
+                // a note reached through a link from a relevant note, or the next note of
+                // the chain the question leads through, comes along with it
+                let linked = h
+                    .via
+                    .iter()
+                    .any(|v| matches!(v, Via::Link { .. } | Via::Chain { .. }));
                 if is_relevant(cosine, overlap, options.min_cosine) || (linked && !shown.is_empty())
                 {
                     prompt_notes.push(ShownNote {
