@@ -579,3 +579,97 @@ async fn a_propose_only_agent_proposes_links_and_cannot_add_notes() {
     c.cancel().await.unwrap_or_else(|e| panic!("close: {e}"));
     full.cancel().await.unwrap_or_else(|e| panic!("close: {e}"));
 }
+
+/// The rent example over MCP: `search_memory` says which note replaced which (and since
+/// when), `as_of` returns what was current on a day, `read_note` gives the validity — the
+/// same from the process that has the memory open and from one that reaches it through
+/// that process.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn search_memory_marks_replaced_notes_and_answers_as_of_a_day() {
+    let h = Home::new();
+    let owner = connect(&h, "owner agent").await;
+    let add = |content: &'static str, time: &'static str| {
+        let owner = &owner;
+        async move {
+            id_of(
+                &ok(
+                    owner,
+                    "add_memory",
+                    json!({"content": content, "time": time}),
+                )
+                .await,
+            )
+        }
+    };
+    add("The landlord is called Anna Virtanen.", "2026-02-01").await;
+    let old = add("Our rent is 1,200 euros a month.", "2026-03-01").await;
+    // noted in March, true from September
+    let new = add("From September the rent is 1,300 euros.", "2026-03-10").await;
+    let client = connect(&h, "client agent").await;
+    let ids = |v: &Value| -> Vec<String> {
+        v["hits"]
+            .as_array()
+            .map(|a| a.iter().map(id_of).collect())
+            .unwrap_or_default()
+    };
+    let hit = |v: &Value, id: &str| -> Value {
+        v["hits"]
+            .as_array()
+            .and_then(|a| a.iter().find(|x| x["id"] == id).cloned())
+            .unwrap_or_else(|| panic!("no hit {id} in {v}"))
+    };
+    let mut seen = Vec::new();
+    for c in [&owner, &client] {
+        let q = json!({"query": "how much is the rent", "k": 5});
+        let today = ok(c, "search_memory", q).await;
+        let order = ids(&today);
+        let pos = |id: &str| order.iter().position(|x| x == id);
+        assert!(pos(&new).unwrap() < pos(&old).unwrap(), "{today}");
+        let by = &hit(&today, &old)["superseded_by"];
+        assert_eq!(by["id"], json!(new), "{today}");
+        assert_eq!(by["since"], "2026-09-01T00:00:00Z", "{today}");
+        assert!(
+            by["reason"].as_str().unwrap_or("").contains("1,300"),
+            "{by}"
+        );
+        assert!(hit(&today, &new).get("superseded_by").is_none(), "{today}");
+        assert_eq!(hit(&today, &new)["valid_from"], "2026-09-01T00:00:00Z");
+        assert_eq!(hit(&today, &old)["valid_from"], "2026-03-01T00:00:00Z");
+        let june = ok(
+            c,
+            "search_memory",
+            json!({"query": "how much is the rent", "k": 5, "as_of": "2026-06-30"}),
+        )
+        .await;
+        assert_eq!(ids(&june).first(), Some(&old), "{june}");
+        assert!(!ids(&june).contains(&new), "{june}");
+        assert!(hit(&june, &old).get("superseded_by").is_none(), "{june}");
+        let bad = call(
+            c,
+            "search_memory",
+            json!({"query": "rent", "as_of": "30.06.2026"}),
+        )
+        .await;
+        let text = match bad {
+            Err(e) => e,
+            Ok(r) => format!("{r:?}"),
+        };
+        assert!(text.contains("YYYY-MM-DD"), "{text}");
+        let read = ok(c, "read_note", json!({"id": old})).await;
+        assert_eq!(read["valid_from"], "2026-03-01T00:00:00Z", "{read}");
+        assert_eq!(read["valid_until"], "2026-09-01T00:00:00Z", "{read}");
+        assert_eq!(read["superseded_by"]["id"], json!(new), "{read}");
+        let read = ok(c, "read_note", json!({"id": new})).await;
+        assert!(read["valid_until"].is_null(), "{read}");
+        seen.push((order, ids(&june)));
+    }
+    assert_eq!(seen[0], seen[1], "both paths answer alike");
+    client
+        .cancel()
+        .await
+        .unwrap_or_else(|e| panic!("close: {e}"));
+    owner
+        .cancel()
+        .await
+        .unwrap_or_else(|e| panic!("close: {e}"));
+}

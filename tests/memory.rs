@@ -4,6 +4,7 @@
 #![allow(clippy::panic)] // test helpers fail loudly
 
 use kasten_tests::{FakeServer, Home};
+use serde_json::Value;
 
 const NOTES: &[&str] = &[
     "My cat is called Miso and she loves tuna.",
@@ -326,4 +327,109 @@ fn searching_and_opening_a_note_reinforce_it_as_configured() {
     let bad = h.run(&["config", "set", "retrieval.reinforce", "sometimes"]);
     assert_eq!(bad.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("retrieval.reinforce"));
+}
+
+/// The rent example in the CLI: `show` gives a note's validity (from the date its text
+/// states, until its successor's), `search --as-of` and `ask --as-of` what was current on
+/// a day, and a date in another form is refused with the form to use.
+#[test]
+fn show_gives_the_validity_and_as_of_returns_what_was_current_then() {
+    let fake = FakeServer::start("normal");
+    let h = Home::with_llm(&fake.openai_url());
+    let id = |v: Value| v["id"].as_str().unwrap_or_default().to_owned();
+    h.json(&[
+        "add",
+        "The landlord is called Anna Virtanen.",
+        "--time",
+        "2026-02-01",
+    ]);
+    let old = id(h.json(&[
+        "add",
+        "Our rent is 1,200 euros a month.",
+        "--time",
+        "2026-03-01",
+    ]));
+    // noted in March, true from September
+    let new = id(h.json(&[
+        "add",
+        "From September the rent is 1,300 euros.",
+        "--time",
+        "2026-03-10",
+    ]));
+    let shown = h.json(&["show", &old]);
+    assert_eq!(
+        shown["valid_from"], "2026-03-01T00:00:00+00:00",
+        "{shown:#}"
+    );
+    assert_eq!(
+        shown["valid_until"], "2026-09-01T00:00:00+00:00",
+        "{shown:#}"
+    );
+    assert_eq!(shown["superseded_by"]["id"], new.as_str(), "{shown:#}");
+    assert_eq!(
+        shown["content"], "Our rent is 1,200 euros a month.",
+        "kept: {shown:#}"
+    );
+    let shown = h.json(&["show", &new]);
+    assert_eq!(
+        shown["valid_from"], "2026-09-01T00:00:00+00:00",
+        "{shown:#}"
+    );
+    assert!(shown["valid_until"].is_null(), "{shown:#}");
+    let text = h.ok(&["show", &old]);
+    assert!(
+        text.contains(&format!(
+            "valid:     2026-03-01 until 2026-09-01 (superseded by {new}"
+        )),
+        "{text}"
+    );
+
+    let ids = |v: &Value, key: &str| -> Vec<String> {
+        v[key]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x["id"].as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let today = ids(
+        &h.json(&["search", "how much is the rent", "-k", "3"]),
+        "hits",
+    );
+    let pos = |v: &[String], x: &str| v.iter().position(|i| i == x);
+    assert!(pos(&today, &new) < pos(&today, &old), "{today:?}");
+    let june = ids(
+        &h.json(&[
+            "search",
+            "how much is the rent",
+            "-k",
+            "3",
+            "--as-of",
+            "2026-06-30",
+        ]),
+        "hits",
+    );
+    assert_eq!(june.first(), Some(&old), "{june:?}");
+    assert_eq!(pos(&june, &new), None, "{june:?}");
+    let asked = h.json(&["ask", "how much is the rent", "--as-of", "2026-06-30"]);
+    let shown = ids(&asked, "notes");
+    assert!(shown.contains(&old) && !shown.contains(&new), "{asked:#}");
+    let asked = h.json(&["ask", "how much is the rent"]);
+    let shown = ids(&asked, "notes");
+    assert!(pos(&shown, &new) < pos(&shown, &old), "{asked:#}");
+
+    for cmd in [
+        vec!["search", "rent", "--as-of", "30.06.2026"],
+        vec!["ask", "how much is the rent", "--as-of", "2026-6-30"],
+    ] {
+        let out = h.run(&cmd);
+        assert!(!out.status.success(), "{cmd:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("--as-of") && err.contains("YYYY-MM-DD"),
+            "{cmd:?}: {err}"
+        );
+    }
 }

@@ -21,6 +21,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{Context, Result, anyhow, bail};
+use chrono::NaiveDate;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use kasten_core::import::{LineError, parse_time};
@@ -76,6 +77,10 @@ enum Command {
         query: String,
         #[arg(short, default_value_t = 10)]
         k: usize,
+        /// What was current on this day (YYYY-MM-DD): notes whose value took effect later
+        /// are left out, a note counts as replaced only by a newer note valid by then.
+        #[arg(long, value_name = "DATE")]
+        as_of: Option<String>,
     },
     /// Import notes from a file (JSON Lines, a chat transcript) or a Markdown folder /
     /// Obsidian vault, in batches, with progress; importing the same source again adds
@@ -117,6 +122,9 @@ enum Command {
         /// Notes retrieved before the relevance check.
         #[arg(short = 'k', long, default_value_t = 8)]
         k: usize,
+        /// Answer as of this day (YYYY-MM-DD): from what was current then.
+        #[arg(long, value_name = "DATE")]
+        as_of: Option<String>,
     },
     /// The Boxes (clusters of linked, related notes); computed on first use.
     Boxes {
@@ -604,13 +612,16 @@ async fn execute_shared(memory: &Memory, cmd: Prepared, json: bool) -> Result<()
             &memory.list(limit, 0).await?,
             memory.list_counts().await?,
         ),
-        Prepared::Search(q, k) => output::search(json, &memory.search(&q, k).await?),
+        Prepared::Search(q, k, as_of) => {
+            output::search(json, &memory.search_as_of(&q, k, as_of).await?)
+        }
         Prepared::Memory(memory::MemoryCmd::Ask {
             question,
             session: None,
             new,
             k,
-        }) => memory::ask(memory, &question, None, new, k, json).await?,
+            as_of,
+        }) => memory::ask(memory, &question, None, new, k, as_of, json).await?,
         Prepared::Proposals(statuses, by, limit) => output::proposals(
             json,
             &memory.proposals(&statuses, by.as_deref(), limit).await?,
@@ -682,7 +693,7 @@ enum Prepared {
     Show(NoteId),
     List(usize),
     Delete(NoteId),
-    Search(String, usize),
+    Search(String, usize, Option<NaiveDate>),
     Import(ImportJob),
     ImportPlan(transfer::ImportPlan),
     Export(PathBuf),
@@ -700,6 +711,13 @@ struct ImportJob {
     skipped: Vec<LineError>,
     batch: usize,
     print_ids: bool,
+}
+
+/// `--as-of DATE`, checked: a day as YYYY-MM-DD.
+fn as_of_day(s: &Option<String>) -> Result<Option<NaiveDate>> {
+    s.as_deref()
+        .map(|d| kasten_core::validity::parse_day(d).map_err(|e| anyhow!("--as-of: {e}")))
+        .transpose()
 }
 
 fn prepare(cmd: &Command) -> Result<Prepared> {
@@ -724,11 +742,11 @@ fn prepare(cmd: &Command) -> Result<Prepared> {
         Command::Show { id } => Prepared::Show(NoteId::parse(id)?),
         Command::List { limit } => Prepared::List(*limit),
         Command::Delete { id } => Prepared::Delete(NoteId::parse(id)?),
-        Command::Search { query, k } => {
+        Command::Search { query, k, as_of } => {
             if query.trim().is_empty() {
                 bail!("the search query is empty");
             }
-            Prepared::Search(query.clone(), (*k).max(1))
+            Prepared::Search(query.clone(), (*k).max(1), as_of_day(as_of)?)
         }
         Command::Import(a) if matches!(a.format, ImportFormat::Markdown) => {
             Prepared::ImportPlan(transfer::plan_markdown(&a.file, a.batch.clamp(1, 10_000))?)
@@ -748,6 +766,7 @@ fn prepare(cmd: &Command) -> Result<Prepared> {
             session,
             new,
             k,
+            as_of,
         } => {
             if question.trim().is_empty() {
                 bail!("the question is empty");
@@ -757,6 +776,7 @@ fn prepare(cmd: &Command) -> Result<Prepared> {
                 session: session.clone(),
                 new: *new,
                 k: *k,
+                as_of: as_of_day(as_of)?,
             })
         }
         Command::Boxes { recompute } => Prepared::Memory(memory::MemoryCmd::Boxes {

@@ -33,6 +33,7 @@ pub enum MemoryCmd {
         session: Option<String>,
         new: bool,
         k: usize,
+        as_of: Option<chrono::NaiveDate>,
     },
     Boxes {
         recompute: bool,
@@ -65,9 +66,10 @@ pub async fn execute(engine: &Arc<Engine>, cmd: MemoryCmd, json: bool) -> Result
             session,
             new,
             k,
+            as_of,
         } => {
             let memory = Memory::Local(Arc::clone(engine));
-            ask(&memory, &question, session.as_deref(), new, k, json).await
+            ask(&memory, &question, session.as_deref(), new, k, as_of, json).await
         }
         MemoryCmd::Boxes { recompute } => boxes(engine, recompute, json).await,
         MemoryCmd::ArchiveCandidates { threshold, limit } => {
@@ -159,6 +161,7 @@ pub async fn ask(
     session: Option<&str>,
     new: bool,
     k: usize,
+    as_of: Option<chrono::NaiveDate>,
     json: bool,
 ) -> Result<()> {
     let engine = match (memory, session) {
@@ -180,6 +183,7 @@ pub async fn ask(
     };
     let options = kasten_engine::AskOptions {
         k: k.clamp(1, 50),
+        as_of,
         ..Default::default()
     };
     let stream = !json;

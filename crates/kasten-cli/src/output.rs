@@ -308,11 +308,28 @@ pub fn show(json: bool, d: &NoteDetail) {
     if json {
         let mut v = note_json(n);
         v["links"] = serde_json::to_value(&d.links).unwrap_or(Value::Array(vec![]));
+        v["valid_from"] = json!(d.valid_from.to_rfc3339());
+        v["valid_until"] = json!(d.valid_until.map(|t| t.to_rfc3339()));
+        v["superseded_by"] = json!(d.superseded_by.as_ref().map(|s| json!({
+            "id": s.id,
+            "since": s.since.to_rfc3339(),
+            "reason": s.reason,
+        })));
         print_json(&v);
         return;
     }
     println!("id:        {}", n.id);
     println!("time:      {}", n.created_at.to_rfc3339());
+    match &d.superseded_by {
+        Some(s) => println!(
+            "valid:     {} until {} (superseded by {}: {})",
+            d.valid_from.format("%Y-%m-%d"),
+            s.since.format("%Y-%m-%d"),
+            s.id,
+            s.reason
+        ),
+        None => println!("valid:     from {}", d.valid_from.format("%Y-%m-%d")),
+    }
     println!("status:    {}", n.status.as_str());
     match pending_reason(&n.enrich_state) {
         Some(r) => println!("enrich:    pending ({r})"),

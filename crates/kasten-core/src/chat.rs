@@ -183,6 +183,18 @@ pub struct ShownLink {
     pub reason: String,
 }
 
+/// A shown note that a newer note replaced (an accepted `supersedes` link): shown with a
+/// mark, so an answer never presents its value as current.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ShownReplaced {
+    /// The number of the note that replaced it, when that note is shown too.
+    pub by: Option<usize>,
+    /// Since when (the day the newer value took effect), as shown to the model.
+    pub since: String,
+    /// What changed ("rent: 1,200 euros → 1,300 euros").
+    pub reason: String,
+}
+
 /// Characters of a note's context shown to the model.
 const CONTEXT_CHARS: usize = 200;
 /// Keywords shown per note.
@@ -230,6 +242,23 @@ pub fn answer_prompt(
     history: &[Turn],
     question: &str,
 ) -> Vec<PromptMessage> {
+    answer_prompt_marked(notes, &[], links, history, question, None)
+}
+
+/// [`answer_prompt`] with the shown notes a newer note replaced marked (`replaced[i]` for
+/// note `i + 1`; missing entries are current) — `replaced since <day> by [m]: <<<what
+/// changed>>> (not current)` under the note — and a rule saying a replaced value is only
+/// what held before. With `as_of` (a day, `YYYY-MM-DD`) the question is about that day:
+/// the notes are what was current then. Without marks or a day, the prompt is exactly
+/// [`answer_prompt`]'s.
+pub fn answer_prompt_marked(
+    notes: &[ShownNote],
+    replaced: &[Option<ShownReplaced>],
+    links: &[ShownLink],
+    history: &[Turn],
+    question: &str,
+    as_of: Option<&str>,
+) -> Vec<PromptMessage> {
     let mut messages = vec![PromptMessage {
         role: "system",
         content: ANSWER_SYSTEM.to_owned(),
@@ -263,6 +292,30 @@ pub fn answer_prompt(
                 .collect();
             user.push_str(&format!("    keywords: <<<{}>>>\n", kw.join(", ")));
         }
+        if let Some(Some(r)) = replaced.get(i) {
+            let by = match r.by {
+                Some(m) if (1..=notes.len()).contains(&m) && m != i + 1 => format!(" by [{m}]"),
+                _ => " by a newer note".to_owned(),
+            };
+            user.push_str(&format!(
+                "    replaced since {}{by}: <<<{}>>> (not current)\n",
+                data(&r.since, 30),
+                data(&r.reason, REASON_CHARS)
+            ));
+        }
+    }
+    let marked = replaced.iter().take(notes.len()).any(Option::is_some);
+    if marked {
+        user.push_str(
+            "\nA note marked \"replaced\" is no longer current: answer with the value of the \
+             note that replaced it, and give a replaced value only as what held before.\n",
+        );
+    }
+    if let Some(day) = as_of {
+        user.push_str(&format!(
+            "\nThe question is about {}: the notes are what was current then.\n",
+            data(day, 30)
+        ));
     }
     let links: Vec<&ShownLink> = links
         .iter()
@@ -400,6 +453,74 @@ mod tests {
             "你好，我的猫叫什么？",
         ] {
             assert!(small_talk(m).is_none(), "{m}");
+        }
+    }
+
+    #[test]
+    fn a_replaced_note_is_marked_and_unmarked_prompts_do_not_change() {
+        let notes = vec![
+            ShownNote {
+                time: "2026-03-01 09:00".into(),
+                content: "Our rent is 1,200 euros a month.".into(),
+                ..Default::default()
+            },
+            ShownNote {
+                time: "2026-09-01 09:00".into(),
+                content: "From September the rent is 1,300 euros.".into(),
+                ..Default::default()
+            },
+        ];
+        let plain = answer_prompt(&notes, &[], &[], "how much is the rent?");
+        assert_eq!(
+            answer_prompt_marked(
+                &notes,
+                &[None, None],
+                &[],
+                &[],
+                "how much is the rent?",
+                None
+            ),
+            plain
+        );
+        assert!(!plain[1].content.contains("replaced"));
+        let mark = ShownReplaced {
+            by: Some(2),
+            since: "2026-09-01".into(),
+            reason: "rent: 1,200 euros → 1,300 euros".into(),
+        };
+        let p = answer_prompt_marked(
+            &notes,
+            &[Some(mark.clone())],
+            &[],
+            &[],
+            "how much is the rent?",
+            None,
+        );
+        let user = &p[1].content;
+        let first = user.find("[1]").unwrap();
+        let second = user.find("[2]").unwrap();
+        let line = user
+            .find("    replaced since 2026-09-01 by [2]: <<<rent: 1,200 euros → 1,300 euros>>> (not current)")
+            .unwrap();
+        assert!(first < line && line < second, "{user}");
+        assert!(user.contains("no longer current"), "{user}");
+        // a successor not shown (or a number naming no other note) is "a newer note"
+        for by in [None, Some(1), Some(9)] {
+            let p = answer_prompt_marked(
+                &notes,
+                &[Some(ShownReplaced { by, ..mark.clone() })],
+                &[],
+                &[],
+                "q",
+                Some("2026-06-30"),
+            );
+            assert!(
+                p[1].content
+                    .contains("replaced since 2026-09-01 by a newer note:"),
+                "{by:?}: {}",
+                p[1].content
+            );
+            assert!(p[1].content.contains("The question is about 2026-06-30"));
         }
     }
 

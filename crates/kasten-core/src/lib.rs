@@ -16,6 +16,7 @@
 //!   merged.
 //! - [`supersession`]: a newer note stating another value for the same subject and
 //!   relation as an older one, found without an LLM.
+//! - [`validity`]: when a note's fact became true (`valid_from`), as-of days.
 //! - [`lifecycle`]: strength, decay, reinforcement, archive candidates.
 //! - [`quality`]: what a usable annotation is: keyword candidates, tag choices, the
 //!   sanitiser and the quality check over real model output.
@@ -50,6 +51,7 @@ pub mod synthetic;
 pub mod text;
 pub mod timeline;
 pub mod transfer;
+pub mod validity;
 pub mod vector;
 
 pub use error::CoreError;

@@ -206,7 +206,30 @@ pub const MAX_PERIODS: usize = 8;
 /// joined into one ("since 2021 … since 2022" is "since 2021"), at most [`MAX_PERIODS`]
 /// (the earliest).
 pub fn periods_in(query: &str) -> Vec<Period> {
-    let lower = query.to_lowercase();
+    let mut out = periods_named(query);
+    out.sort_by_key(|p| (p.first, p.last));
+    // periods that overlap or touch are one: a note is in it once, whatever names it
+    let mut joined: Vec<Period> = Vec::with_capacity(out.len().min(MAX_PERIODS));
+    for p in out {
+        match joined.last_mut() {
+            Some(last) if p.first <= last.last.succ_opt().unwrap_or(NaiveDate::MAX) => {
+                last.last = last.last.max(p.last);
+            }
+            _ => {
+                if joined.len() == MAX_PERIODS {
+                    break;
+                }
+                joined.push(p);
+            }
+        }
+    }
+    joined
+}
+
+/// Every period `text` names, in the order written, none joined ("since March 2026 …
+/// from September 2026" is two periods).
+pub fn periods_named(text: &str) -> Vec<Period> {
+    let lower = text.to_lowercase();
     // words; an ISO date or month (2023-07-07, 2023-07) stays one word
     let mut words: Vec<&str> = Vec::new();
     for raw in lower.split(|c: char| !(c.is_alphanumeric() || c == '-')) {
@@ -235,23 +258,7 @@ pub fn periods_in(query: &str) -> Vec<Period> {
         }
         i += 1;
     }
-    out.sort_by_key(|p| (p.first, p.last));
-    // periods that overlap or touch are one: a note is in it once, whatever names it
-    let mut joined: Vec<Period> = Vec::with_capacity(out.len().min(MAX_PERIODS));
-    for p in out {
-        match joined.last_mut() {
-            Some(last) if p.first <= last.last.succ_opt().unwrap_or(NaiveDate::MAX) => {
-                last.last = last.last.max(p.last);
-            }
-            _ => {
-                if joined.len() == MAX_PERIODS {
-                    break;
-                }
-                joined.push(p);
-            }
-        }
-    }
-    joined
+    out
 }
 
 /// The period's days as a half-open range of milliseconds since the epoch (UTC), widened

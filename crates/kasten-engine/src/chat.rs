@@ -11,10 +11,10 @@
 //!    (numbers naming no shown note are dropped and counted).
 //! 5. Shown notes are reinforced as retrieved, cited ones as cited.
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, NaiveDate, Utc};
 use kasten_core::chat::{
-    NOT_IN_MEMORY, ShownLink, ShownNote, Turn, answer_prompt, citations, is_relevant,
-    retrieval_query, says_not_in_memory, small_talk, term_overlap,
+    NOT_IN_MEMORY, ShownLink, ShownNote, ShownReplaced, Turn, answer_prompt_marked, citations,
+    is_relevant, retrieval_query, says_not_in_memory, small_talk, term_overlap,
 };
 use kasten_core::lifecycle::Reinforce;
 use kasten_core::text::Tokenizer;
@@ -35,6 +35,10 @@ pub struct AskOptions {
     pub min_cosine: f32,
     /// Turns of history sent to the model.
     pub history_turns: usize,
+    /// Answer as of this day: retrieval returns what was current then
+    /// ([`Engine::search_as_of`]); `None` is today.
+    #[serde(default)]
+    pub as_of: Option<NaiveDate>,
 }
 
 impl Default for AskOptions {
@@ -43,6 +47,7 @@ impl Default for AskOptions {
             k: 8,
             min_cosine: 0.35,
             history_turns: 6,
+            as_of: None,
         }
     }
 }
@@ -148,11 +153,15 @@ impl Engine {
         }
 
         let query = retrieval_query(question, history);
-        let found = self.search_question(&query, options.k.max(1)).await?;
+        let found = self
+            .search_question(&query, options.k.max(1), options.as_of)
+            .await?;
         let candidates = found.hits.len();
         let qv = self.embed_query(&query).await?;
         let mut shown: Vec<AnswerNote> = Vec::new();
         let mut prompt_notes: Vec<ShownNote> = Vec::new();
+        // what replaced each shown note, if anything did
+        let mut replaced_by: Vec<Option<crate::SupersededBy>> = Vec::new();
         {
             // the tokenizer (its stemmer) is not Send: it must not live across an await
             let tokenizer = Tokenizer::default();
@@ -178,6 +187,7 @@ impl Engine {
                         context: h.note.context.clone(),
                         keywords: h.note.keywords.clone(),
                     });
+                    replaced_by.push(h.superseded_by.clone());
                     shown.push(AnswerNote {
                         n: shown.len() + 1,
                         id: h.note.id.clone(),
@@ -211,8 +221,27 @@ impl Engine {
         let llm = self.llm_client().ok_or(EngineError::NoLlm)?;
         let links = self.links_among(&shown).await?;
         let small = self.pipeline.profile == crate::ModelProfile::Small;
+        // a replaced note is marked with what replaced it, by its number when shown too
+        let replaced: Vec<Option<ShownReplaced>> = replaced_by
+            .iter()
+            .map(|r| {
+                r.as_ref().map(|s| ShownReplaced {
+                    by: shown.iter().find(|n| n.id == s.id).map(|n| n.n),
+                    since: s.since.format("%Y-%m-%d").to_string(),
+                    reason: s.reason.clone(),
+                })
+            })
+            .collect();
+        let as_of = options.as_of.map(|d| d.format("%Y-%m-%d").to_string());
         let req = ChatRequest {
-            messages: to_messages(answer_prompt(&prompt_notes, &links, history, question)),
+            messages: to_messages(answer_prompt_marked(
+                &prompt_notes,
+                &replaced,
+                &links,
+                history,
+                question,
+                as_of.as_deref(),
+            )),
             temperature: 0.0,
             max_tokens: Some(if small { 120 } else { 600 }),
             grammar: small.then(|| kasten_core::chat::cited_answer_grammar(prompt_notes.len())),

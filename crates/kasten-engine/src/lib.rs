@@ -230,6 +230,17 @@ pub struct NoteDetail {
     #[serde(flatten)]
     pub note: Note,
     pub links: Vec<Link>,
+    /// When the note's fact became true: a date in its text, else its source's, else its
+    /// time ([`kasten_core::validity`]; derived from the note, never stored).
+    #[serde(default)]
+    pub valid_from: chrono::DateTime<chrono::Utc>,
+    /// Until when it was true: the `valid_from` of the note that superseded it (an
+    /// accepted `supersedes` link); none while it is current.
+    #[serde(default)]
+    pub valid_until: Option<chrono::DateTime<chrono::Utc>>,
+    /// The note that superseded it, since when and what changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub superseded_by: Option<SupersededBy>,
 }
 
 /// An open memory.
@@ -1014,7 +1025,14 @@ impl Engine {
             .await?
             .ok_or_else(|| EngineError::NotFound(id.clone()))?;
         let links = self.store.links_of(id).await?;
-        Ok(NoteDetail { note, links })
+        let (valid_from, superseded_by) = self.validity_of(&note).await?;
+        Ok(NoteDetail {
+            note,
+            links,
+            valid_from,
+            valid_until: superseded_by.as_ref().map(|s| s.since),
+            superseded_by,
+        })
     }
 
     /// Newest notes first.

@@ -6,6 +6,7 @@
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
+use chrono::NaiveDate;
 use kasten_core::fusion::{self, FusedHit, Via};
 use kasten_core::ranking::{self, Signals, Weights};
 use kasten_core::timeline::Timeline;
@@ -432,7 +433,21 @@ impl Engine {
     /// Hybrid search returning the `k` best notes with how each was found.
     /// The notes found are reinforced as *retrieved* (setting `retrieval.reinforce`).
     pub async fn search(&self, query: &str, k: usize) -> Result<SearchOutput, EngineError> {
-        let out = self.search_unreinforced(query, k).await?;
+        self.search_as_of(query, k, None).await
+    }
+
+    /// [`Engine::search`] as of a day: what was current then. Notes whose value took
+    /// effect after the day (`valid_from`, [`kasten_core::validity`]) are left out — one
+    /// that replaced an older note gives its place to the older note valid then — and a
+    /// note counts as superseded only by a successor valid by the end of the day. `None`
+    /// is today.
+    pub async fn search_as_of(
+        &self,
+        query: &str,
+        k: usize,
+        as_of: Option<NaiveDate>,
+    ) -> Result<SearchOutput, EngineError> {
+        let out = self.search_unreinforced_as_of(query, k, as_of).await?;
         self.reinforce_retrieval(&out).await?;
         Ok(out)
     }
@@ -444,7 +459,18 @@ impl Engine {
         query: &str,
         k: usize,
     ) -> Result<SearchOutput, EngineError> {
-        self.search_with(query, k, &self.search_options()).await
+        self.search_unreinforced_as_of(query, k, None).await
+    }
+
+    /// [`Engine::search_unreinforced`] as of a day ([`Engine::search_as_of`]).
+    pub(crate) async fn search_unreinforced_as_of(
+        &self,
+        query: &str,
+        k: usize,
+        as_of: Option<NaiveDate>,
+    ) -> Result<SearchOutput, EngineError> {
+        self.search_with_as_of(query, k, &self.search_options(), as_of)
+            .await
     }
 
     /// The settings in force as search options (no chain).
@@ -457,17 +483,18 @@ impl Engine {
     }
 
     /// The retrieval for a question (`ask`): [`Engine::search_options`] following the
-    /// chain the question leads through, reinforcing nothing.
+    /// chain the question leads through, as of a day when given, reinforcing nothing.
     pub(crate) async fn search_question(
         &self,
         question: &str,
         k: usize,
+        as_of: Option<NaiveDate>,
     ) -> Result<SearchOutput, EngineError> {
         let options = SearchOptions {
             chain: true,
             ..self.search_options()
         };
-        self.search_with(question, k, &options).await
+        self.search_with_as_of(question, k, &options, as_of).await
     }
 
     /// Reinforces the hits of a search made on a person's or an agent's behalf, when the
@@ -518,11 +545,23 @@ impl Engine {
         k: usize,
         options: &SearchOptions,
     ) -> Result<SearchOutput, EngineError> {
-        let out = self.search_once(query, k, options).await?;
+        self.search_with_as_of(query, k, options, None).await
+    }
+
+    /// [`Engine::search_with`] as of a day ([`Engine::search_as_of`]).
+    pub async fn search_with_as_of(
+        &self,
+        query: &str,
+        k: usize,
+        options: &SearchOptions,
+        as_of: Option<NaiveDate>,
+    ) -> Result<SearchOutput, EngineError> {
+        let out = self.search_once(query, k, options, as_of).await?;
         if !options.chain {
             return Ok(out);
         }
-        self.follow_chain(query.trim(), k, options, out).await
+        self.follow_chain(query.trim(), k, options, as_of, out)
+            .await
     }
 
     /// Puts the chain the question leads through first (see [`SearchOptions::chain`]):
@@ -533,6 +572,7 @@ impl Engine {
         question: &str,
         k: usize,
         options: &SearchOptions,
+        as_of: Option<NaiveDate>,
         first: SearchOutput,
     ) -> Result<SearchOutput, EngineError> {
         use kasten_core::chain;
@@ -554,7 +594,9 @@ impl Engine {
             if links.len() >= chain::MAX_HOPS {
                 break;
             }
-            let next = self.search_once(&step.next_query, k, options).await?;
+            let next = self
+                .search_once(&step.next_query, k, options, as_of)
+                .await?;
             timings.embed += next.timings.embed;
             timings.rank += next.timings.rank;
             timings.fetch += next.timings.fetch;
@@ -583,6 +625,7 @@ impl Engine {
         query: &str,
         k: usize,
         options: &SearchOptions,
+        as_of: Option<NaiveDate>,
     ) -> Result<SearchOutput, EngineError> {
         let query = query.trim();
         if query.is_empty() {
@@ -594,7 +637,8 @@ impl Engine {
         let t1 = Instant::now();
         // with strength weighting, a larger pool is ranked first, so that strength decides
         // which notes make the top k (not only their order within it)
-        let pool = if options.strength_weight > 0.0 {
+        // as of a day, notes not valid yet are left out afterwards: rank more
+        let pool = if options.strength_weight > 0.0 || as_of.is_some() {
             k.saturating_mul(3).max(k + STRENGTH_POOL_EXTRA)
         } else {
             k
@@ -613,14 +657,18 @@ impl Engine {
                     .partial_cmp(&a.score)
                     .unwrap_or(std::cmp::Ordering::Equal)
             });
-            fused.truncate(k);
+            if as_of.is_none() {
+                fused.truncate(k);
+            }
         }
         let rank = t1.elapsed();
         let t2 = Instant::now();
         let crate::supersede::CurrentFirst {
             hits: fused,
             mut superseded,
-        } = self.current_first(fused, k).await?;
+        } = self
+            .current_first(fused, k, as_of.map(kasten_core::validity::end_of))
+            .await?;
         let ids: Vec<NoteId> = fused.iter().map(|h| h.id.clone()).collect();
         let mut notes = self.store.get_notes(&ids).await?;
         let fetch = t2.elapsed();

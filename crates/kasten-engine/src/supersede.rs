@@ -16,6 +16,7 @@ use std::collections::{HashMap, HashSet};
 use chrono::{DateTime, Utc};
 use kasten_core::supersession::supersedes_with;
 use kasten_core::text::Tokenizer;
+use kasten_core::validity;
 use kasten_core::{FusedHit, Note, NoteId, NoteStatus, Via};
 use kasten_store::{DifferWrite, SUPERSEDES, Successor};
 use serde::{Deserialize, Serialize};
@@ -27,8 +28,9 @@ const SUPERSEDE_CANDIDATES: usize = 10;
 /// How far a chain of successors is followed to the current note (A → B → C …).
 const MAX_CHAIN: usize = 8;
 
-/// What replaced a note found by a search: the newer note (its direct successor), since
-/// when (the newer note's time) and what changed.
+/// What replaced a note: the newer note (its direct successor — of several, the one
+/// valid first), since when (the successor's `valid_from`, which is this note's
+/// `valid_until`) and what changed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SupersededBy {
     pub id: NoteId,
@@ -43,6 +45,19 @@ pub(crate) struct CurrentFirst {
     pub superseded: HashMap<NoteId, SupersededBy>,
 }
 
+/// An accepted supersession as of a day: the newer note, when its value took effect, why.
+#[derive(Debug, Clone)]
+struct Edge {
+    by: NoteId,
+    valid_from: DateTime<Utc>,
+    reason: String,
+}
+
+/// A note's `valid_from` ([`kasten_core::validity`]).
+pub(crate) fn valid_from(n: &Note) -> DateTime<Utc> {
+    validity::valid_from(&n.content, n.source.as_deref(), n.created_at).at
+}
+
 impl Engine {
     /// The notes among `ids` that a newer note supersedes (accepted links), each with its
     /// successor and since when, newest successor first.
@@ -50,38 +65,219 @@ impl Engine {
         Ok(self.store.successors_of(ids).await?)
     }
 
+    /// `valid_from` of each of `ids` that exists.
+    async fn valid_from_of(
+        &self,
+        ids: &[NoteId],
+    ) -> Result<HashMap<NoteId, DateTime<Utc>>, EngineError> {
+        Ok(self
+            .store
+            .get_notes(ids)
+            .await?
+            .iter()
+            .map(|n| (n.id.clone(), valid_from(n)))
+            .collect())
+    }
+
+    /// The accepted supersessions of `ids`, per superseded note; with `before`, only those
+    /// whose successor was valid before it (as of a day: the successor's value had taken
+    /// effect by then).
+    async fn successor_edges(
+        &self,
+        ids: &[NoteId],
+        before: Option<DateTime<Utc>>,
+    ) -> Result<HashMap<NoteId, Vec<Edge>>, EngineError> {
+        let links = self.store.successors_of(ids).await?;
+        if links.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let by: Vec<NoteId> = links
+            .iter()
+            .map(|s| s.by.clone())
+            .collect::<HashSet<_>>()
+            .into_iter()
+            .collect();
+        let from = self.valid_from_of(&by).await?;
+        let mut out: HashMap<NoteId, Vec<Edge>> = HashMap::new();
+        for s in links {
+            let Some(&valid_from) = from.get(&s.by) else {
+                continue;
+            };
+            if before.is_some_and(|end| valid_from >= end) {
+                continue;
+            }
+            out.entry(s.note).or_default().push(Edge {
+                by: s.by,
+                valid_from,
+                reason: s.reason,
+            });
+        }
+        Ok(out)
+    }
+
+    /// What replaced each of `ids` (see [`SupersededBy`]); with `before`, as of then.
+    pub(crate) async fn superseded_by(
+        &self,
+        ids: &[NoteId],
+        before: Option<DateTime<Utc>>,
+    ) -> Result<HashMap<NoteId, SupersededBy>, EngineError> {
+        Ok(first_successors(&self.successor_edges(ids, before).await?))
+    }
+
+    /// A note's validity: when its fact became true and, once an accepted `supersedes`
+    /// link replaced it, until when and by what.
+    pub(crate) async fn validity_of(
+        &self,
+        note: &Note,
+    ) -> Result<(DateTime<Utc>, Option<SupersededBy>), EngineError> {
+        let by = self
+            .superseded_by(std::slice::from_ref(&note.id), None)
+            .await?
+            .remove(&note.id);
+        Ok((valid_from(note), by))
+    }
+
+    /// As of a day (`end`: the first moment after it): the hits whose value had not taken
+    /// effect yet are left out. One that replaced an older note gives its place to the
+    /// older note that was valid then (the nearest along the `supersedes` links, marked as
+    /// reached by a link from it); a note with no such predecessor is dropped.
+    async fn as_it_stood(
+        &self,
+        fused: Vec<FusedHit>,
+        end: DateTime<Utc>,
+    ) -> Result<Vec<FusedHit>, EngineError> {
+        let ids: Vec<NoteId> = fused.iter().map(|h| h.id.clone()).collect();
+        let from = self.valid_from_of(&ids).await?;
+        let later: Vec<NoteId> = ids
+            .iter()
+            .filter(|id| from.get(*id).is_none_or(|v| *v >= end))
+            .cloned()
+            .collect();
+        if later.is_empty() {
+            return Ok(fused);
+        }
+        // walk back from each later note to the nearest predecessors valid before `end`
+        let mut stood: HashMap<NoteId, (NoteId, DateTime<Utc>)> = HashMap::new();
+        let mut frontier: Vec<(NoteId, NoteId)> =
+            later.iter().map(|id| (id.clone(), id.clone())).collect();
+        for _ in 0..MAX_CHAIN {
+            if frontier.is_empty() {
+                break;
+            }
+            let at: Vec<NoteId> = frontier
+                .iter()
+                .map(|f| f.1.clone())
+                .collect::<HashSet<_>>()
+                .into_iter()
+                .collect();
+            let links = self.store.predecessors_of(&at).await?;
+            if links.is_empty() {
+                break;
+            }
+            let older: Vec<NoteId> = links.iter().map(|l| l.note.clone()).collect();
+            let older_from = self.valid_from_of(&older).await?;
+            let mut next: Vec<(NoteId, NoteId)> = Vec::new();
+            let mut seen: HashSet<(NoteId, NoteId)> = HashSet::new();
+            for (origin, cur) in &frontier {
+                for l in links.iter().filter(|l| &l.by == cur) {
+                    let Some(&v) = older_from.get(&l.note) else {
+                        continue;
+                    };
+                    if v < end {
+                        let better = stood.get(origin).is_none_or(|(_, b)| v > *b);
+                        if better {
+                            stood.insert(origin.clone(), (l.note.clone(), v));
+                        }
+                    } else if seen.insert((origin.clone(), l.note.clone())) {
+                        next.push((origin.clone(), l.note.clone()));
+                    }
+                }
+            }
+            // the nearest valid predecessor ends the walk for its note
+            next.retain(|(origin, _)| !stood.contains_key(origin));
+            frontier = next;
+        }
+        let indexed: HashSet<NoteId> = {
+            let ix = self.read_indexes()?;
+            stood
+                .values()
+                .filter(|(p, _)| ix.vector.contains(p))
+                .map(|(p, _)| p.clone())
+                .collect()
+        };
+        let later: HashSet<NoteId> = later.into_iter().collect();
+        let mut by_id: HashMap<NoteId, FusedHit> = fused
+            .iter()
+            .filter(|h| !later.contains(&h.id))
+            .map(|h| (h.id.clone(), h.clone()))
+            .collect();
+        let mut placed: HashSet<NoteId> = HashSet::new();
+        let mut out: Vec<FusedHit> = Vec::with_capacity(fused.len());
+        for h in fused {
+            if placed.contains(&h.id) {
+                continue;
+            }
+            if !later.contains(&h.id) {
+                placed.insert(h.id.clone());
+                out.push(h);
+                continue;
+            }
+            let Some((p, _)) = stood.get(&h.id).filter(|(p, _)| indexed.contains(p)) else {
+                continue;
+            };
+            if placed.contains(p) {
+                continue;
+            }
+            let taken = match by_id.remove(p) {
+                Some(mut x) => {
+                    x.score = x.score.max(h.score);
+                    x
+                }
+                None => FusedHit {
+                    id: p.clone(),
+                    score: h.score,
+                    via: vec![Via::Link { from: h.id.clone() }],
+                },
+            };
+            placed.insert(taken.id.clone());
+            out.push(taken);
+        }
+        Ok(out)
+    }
+
     /// Current first: a hit that a newer note superseded (an accepted `supersedes` link)
     /// is ranked right below the note that is current now (the end of its chain of
     /// successors), which takes its place if it ranked lower or was not found at all
     /// (then marked as reached by a link from it); cut to `k`. The superseded note stays in
     /// the list, and says what replaced it.
+    ///
+    /// With `as_of` (the first moment after the day asked about), the list is the memory
+    /// as it stood then ([`Engine::as_it_stood`]), and only successors valid before it
+    /// count: a note whose successor took effect later is current.
     pub(crate) async fn current_first(
         &self,
         fused: Vec<FusedHit>,
         k: usize,
+        as_of: Option<DateTime<Utc>>,
     ) -> Result<CurrentFirst, EngineError> {
+        let fused = match as_of {
+            Some(end) => self.as_it_stood(fused, end).await?,
+            None => fused,
+        };
         let ids: Vec<NoteId> = fused.iter().map(|h| h.id.clone()).collect();
-        let mut superseded: HashMap<NoteId, SupersededBy> = HashMap::new();
-        for s in self.store.successors_of(&ids).await? {
-            // newest successor first: keep the first one per note
-            superseded.entry(s.note).or_insert(SupersededBy {
-                id: s.by,
-                since: s.since,
-                reason: s.reason,
-            });
-        }
+        let edges = self.successor_edges(&ids, as_of).await?;
+        let mut superseded = first_successors(&edges);
         if superseded.is_empty() {
-            return Ok(CurrentFirst {
-                hits: fused,
-                superseded,
-            });
+            let mut hits = fused;
+            hits.truncate(k);
+            return Ok(CurrentFirst { hits, superseded });
         }
-        // the current note of each chain
-        let mut current: HashMap<NoteId, NoteId> = superseded
+        // the current note of each chain: each step to the successor valid last
+        let mut next_of: HashMap<NoteId, NoteId> = edges
             .iter()
-            .map(|(n, s)| (n.clone(), s.id.clone()))
+            .filter_map(|(n, e)| Some((n.clone(), latest(e)?.by.clone())))
             .collect();
-        let mut next_of: HashMap<NoteId, NoteId> = current.clone();
+        let mut current: HashMap<NoteId, NoteId> = next_of.clone();
         for _ in 0..MAX_CHAIN {
             let ends: Vec<NoteId> = current
                 .values()
@@ -93,11 +289,13 @@ impl Engine {
             if ends.is_empty() {
                 break;
             }
-            let found = self.store.successors_of(&ends).await?;
+            let found = self.successor_edges(&ends, as_of).await?;
             let mut moved = false;
-            for s in found {
-                if let std::collections::hash_map::Entry::Vacant(e) = next_of.entry(s.note) {
-                    e.insert(s.by);
+            for (n, e) in &found {
+                if let Some(l) = latest(e)
+                    && let std::collections::hash_map::Entry::Vacant(v) = next_of.entry(n.clone())
+                {
+                    v.insert(l.by.clone());
                     moved = true;
                 }
             }
@@ -259,6 +457,37 @@ impl Engine {
     }
 }
 
+/// Of a note's successors, the one valid first (ties: the first listed, the newest link):
+/// what ended the note's validity.
+fn first_successors(edges: &HashMap<NoteId, Vec<Edge>>) -> HashMap<NoteId, SupersededBy> {
+    edges
+        .iter()
+        .filter_map(|(n, e)| {
+            let first = e.iter().fold(None::<&Edge>, |best, x| match best {
+                Some(b) if b.valid_from <= x.valid_from => Some(b),
+                _ => Some(x),
+            })?;
+            Some((
+                n.clone(),
+                SupersededBy {
+                    id: first.by.clone(),
+                    since: first.valid_from,
+                    reason: first.reason.clone(),
+                },
+            ))
+        })
+        .collect()
+}
+
+/// Of a note's successors, the one valid last (ties: the first listed, the newest link):
+/// the next step towards the current value.
+fn latest(edges: &[Edge]) -> Option<&Edge> {
+    edges.iter().fold(None::<&Edge>, |best, x| match best {
+        Some(b) if b.valid_from >= x.valid_from => Some(b),
+        _ => Some(x),
+    })
+}
+
 fn dot(a: Option<&Vec<f32>>, b: Option<&Vec<f32>>) -> f32 {
     match (a, b) {
         (Some(a), Some(b)) => a.iter().zip(b).map(|(x, y)| x * y).sum(),
@@ -362,7 +591,8 @@ mod tests {
             let (pn, po) = (pos(&new).unwrap(), pos(&old).unwrap());
             assert!(pn < po, "{q}: {hits:?}");
             let by = hits[po].superseded_by.as_ref().unwrap();
-            assert_eq!((&by.id, Some(by.since)), (&new, at("2026-09-01")));
+            // since the new value took effect: the month its text names
+            assert_eq!((&by.id, by.since), (&new, midnight("2026-09-01")));
             assert_eq!(by.reason, "rent: 1,200 euros → 1,300 euros");
             assert!(hits[pn].superseded_by.is_none());
         }
@@ -554,6 +784,220 @@ mod tests {
             let h = hits.iter().find(|h| &h.note.id == old).unwrap();
             assert!(h.superseded_by.is_some(), "{h:?}");
         }
+        e.close().await;
+    }
+
+    fn midnight(day: &str) -> DateTime<Utc> {
+        format!("{day}T00:00:00Z").parse().unwrap()
+    }
+
+    fn day(s: &str) -> chrono::NaiveDate {
+        s.parse().unwrap()
+    }
+
+    /// The rent example: 1,200 euros noted in March, "From September … 1,300 euros" noted
+    /// in March too (its value takes effect in September).
+    async fn rent(e: &Engine) -> (NoteId, NoteId) {
+        for n in NOISE {
+            add(e, n, "2026-02-01").await;
+        }
+        let old = add(e, "Our rent is 1,200 euros a month.", "2026-03-01").await;
+        let new = add(e, "From September the rent is 1,300 euros.", "2026-03-10").await;
+        (old, new)
+    }
+
+    #[tokio::test]
+    async fn validity_runs_from_the_stated_date_until_the_successors_and_rolls_back() {
+        let e = engine(PolicyMode::Review).await;
+        let (old, new) = rent(&e).await;
+        let d = e.get(&old).await.unwrap();
+        assert_eq!(
+            Some(d.valid_from),
+            at("2026-03-01"),
+            "no date in the text: its time"
+        );
+        assert_eq!(
+            (d.valid_until, &d.superseded_by),
+            (None, &None),
+            "a proposal only"
+        );
+        let d = e.get(&new).await.unwrap();
+        assert_eq!(
+            d.valid_from,
+            midnight("2026-09-01"),
+            "the month the text names"
+        );
+        assert_eq!(d.valid_until, None);
+        let item = e
+            .proposals(&[], 50)
+            .await
+            .unwrap()
+            .into_iter()
+            .find(|i| i.label == SUPERSEDES)
+            .unwrap();
+        e.accept(&item.id, &crate::FieldEdit::default(), "user")
+            .await
+            .unwrap();
+        let d = e.get(&old).await.unwrap();
+        assert_eq!(
+            d.valid_until,
+            Some(midnight("2026-09-01")),
+            "the successor's valid_from"
+        );
+        let by = d.superseded_by.unwrap();
+        assert_eq!((&by.id, by.since), (&new, midnight("2026-09-01")));
+        assert_eq!(by.reason, "rent: 1,200 euros → 1,300 euros");
+        assert_eq!(e.get(&new).await.unwrap().valid_until, None);
+        // and search says the same
+        let hits = e.search("what is the rent", 5).await.unwrap().hits;
+        let h = hits.iter().find(|h| h.note.id == old).unwrap();
+        assert_eq!(
+            h.superseded_by.as_ref().map(|s| s.since),
+            Some(midnight("2026-09-01"))
+        );
+        // a rolled-back supersession ends nothing
+        e.rollback(&item.id, "user").await.unwrap();
+        let d = e.get(&old).await.unwrap();
+        assert_eq!((d.valid_until, d.superseded_by), (None, None));
+        assert_eq!(Some(d.valid_from), at("2026-03-01"));
+        e.close().await;
+    }
+
+    #[tokio::test]
+    async fn as_of_a_day_search_returns_what_was_current_then() {
+        let e = engine(PolicyMode::Auto).await;
+        let (old, new) = rent(&e).await;
+        let moved = add(&e, "In 2020 we moved to Helsinki.", "2026-03-02").await;
+        let q = "Our rent is 1,200 euros a month.";
+        let ids = |hits: &[crate::SearchHit]| -> Vec<NoteId> {
+            hits.iter().map(|h| h.note.id.clone()).collect()
+        };
+        // today: the new value first, the old one below it, replaced since September
+        let today = e.search(q, 3).await.unwrap().hits;
+        let pos = |hits: &[crate::SearchHit], id: &NoteId| ids(hits).iter().position(|x| x == id);
+        assert!(
+            pos(&today, &new).unwrap() < pos(&today, &old).unwrap(),
+            "{today:?}"
+        );
+        // on the last day of June the new value had not taken effect: the old one is
+        // current and the new one left out
+        let june = e
+            .search_as_of(q, 3, Some(day("2026-06-30")))
+            .await
+            .unwrap()
+            .hits;
+        assert_eq!(june[0].note.id, old, "{june:?}");
+        assert!(june[0].superseded_by.is_none());
+        assert_eq!(pos(&june, &new), None, "{june:?}");
+        // asked with the new note's own words, the old note takes its place
+        let words = e
+            .search_as_of(
+                "From September the rent is 1,300 euros.",
+                3,
+                Some(day("2026-06-30")),
+            )
+            .await
+            .unwrap()
+            .hits;
+        assert_eq!(words[0].note.id, old, "{words:?}");
+        assert_eq!(pos(&words, &new), None);
+        // on the day it took effect, as today
+        let sept = e
+            .search_as_of(q, 3, Some(day("2026-09-01")))
+            .await
+            .unwrap()
+            .hits;
+        assert!(
+            pos(&sept, &new).unwrap() < pos(&sept, &old).unwrap(),
+            "{sept:?}"
+        );
+        let by = sept[pos(&sept, &old).unwrap()]
+            .superseded_by
+            .as_ref()
+            .unwrap();
+        assert_eq!((&by.id, by.since), (&new, midnight("2026-09-01")));
+        // before either was true, neither is found
+        let feb = e
+            .search_as_of(q, 5, Some(day("2026-02-15")))
+            .await
+            .unwrap()
+            .hits;
+        assert_eq!((pos(&feb, &old), pos(&feb, &new)), (None, None), "{feb:?}");
+        // a date in the text counts, not when it was written down
+        for (d, found) in [("2021-05-01", true), ("2019-12-31", false)] {
+            let hits = e
+                .search_as_of("moved to Helsinki", 3, Some(day(d)))
+                .await
+                .unwrap()
+                .hits;
+            assert_eq!(
+                hits.iter().any(|h| h.note.id == moved),
+                found,
+                "{d}: {hits:?}"
+            );
+        }
+        e.close().await;
+    }
+
+    #[tokio::test]
+    async fn the_answer_prompt_marks_a_replaced_note_with_its_successor() {
+        let fake = kasten_fakellm::FakeLlm::start(kasten_fakellm::Mode::Normal)
+            .await
+            .unwrap();
+        let options = EngineOptions {
+            llm: Some(crate::pipeline_tests::client(
+                &fake,
+                kasten_llm::Provider::Openai,
+                std::time::Duration::from_secs(10),
+            )),
+            pipeline: PipelineOptions::default(),
+            storage: None,
+        };
+        let e = Engine::open_with(
+            &Endpoint::Mem,
+            HashEmbedder::arc("h", 128, 3),
+            options,
+            &|_| {},
+        )
+        .await
+        .unwrap();
+        let (old, new) = rent(&e).await;
+        let last_prompt = || fake.requests().last().unwrap().body.to_string();
+        let a = e.ask("what is our rent", &[], &|_| {}).await.unwrap();
+        let n_of = |id: &NoteId| a.notes.iter().find(|n| &n.id == id).map(|n| n.n);
+        let (n_new, n_old) = (n_of(&new).unwrap(), n_of(&old).unwrap());
+        assert!(n_new < n_old, "{a:?}");
+        let body = last_prompt();
+        let mark = format!(
+            "replaced since 2026-09-01 by [{n_new}]: <<<rent: 1,200 euros → 1,300 euros>>> (not current)"
+        );
+        let at_mark = body
+            .find(&mark)
+            .unwrap_or_else(|| panic!("no mark in {body}"));
+        let old_line = body.find(&format!("[{n_old}] (")).unwrap();
+        assert!(
+            old_line < at_mark,
+            "the mark follows the replaced note: {body}"
+        );
+        assert_eq!(body.matches("(not current)").count(), 1, "{body}");
+        assert!(body.contains("no longer current"));
+        // as of June the old value was current: no mark, the new note not shown
+        let options = crate::AskOptions {
+            as_of: Some(day("2026-06-30")),
+            ..Default::default()
+        };
+        let a = e
+            .ask_with("what is our rent", &[], &options, &|_| {})
+            .await
+            .unwrap();
+        assert!(a.notes.iter().any(|n| n.id == old), "{a:?}");
+        assert!(a.notes.iter().all(|n| n.id != new), "{a:?}");
+        let body = last_prompt();
+        assert!(
+            !body.contains("(not current)") && !body.contains("1,300"),
+            "{body}"
+        );
+        assert!(body.contains("The question is about 2026-06-30"), "{body}");
         e.close().await;
     }
 }

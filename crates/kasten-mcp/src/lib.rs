@@ -107,6 +107,22 @@ pub struct SearchMemoryArgs {
     /// How many notes to return (default 10, at most 100).
     #[serde(default)]
     pub k: Option<usize>,
+    /// What was current on this day (YYYY-MM-DD): notes whose value took effect later are
+    /// left out, and a note counts as replaced only by a newer note valid by then. Default:
+    /// today.
+    #[serde(default)]
+    pub as_of: Option<String>,
+}
+
+/// The newer note that replaced a note (an accepted `supersedes` link).
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct SupersededOut {
+    /// The newer note's id.
+    pub id: String,
+    /// When the newer value took effect (the newer note's valid_from), RFC 3339.
+    pub since: String,
+    /// What changed, e.g. "rent: 1,200 euros → 1,300 euros".
+    pub reason: String,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -120,6 +136,13 @@ pub struct Hit {
     /// Where the note came from (an agent, an import file, …).
     pub source: Option<String>,
     pub tags: Vec<String>,
+    /// When the note's fact became true: a date its text states, else its source's date,
+    /// else its time (RFC 3339).
+    pub valid_from: String,
+    /// Set when a newer note replaced this one: the note is no longer current (it ranks
+    /// right below the note that is); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub superseded_by: Option<SupersededOut>,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -166,6 +189,15 @@ pub struct NoteWithLinks {
     pub note: NoteOut,
     /// Links of the note in either direction (rejected and rolled-back ones left out).
     pub links: Vec<LinkOut>,
+    /// When the note's fact became true: a date its text states, else its source's date,
+    /// else its time (RFC 3339).
+    pub valid_from: String,
+    /// Until when it was true: when the newer note that replaced it took effect; null while
+    /// it is current.
+    pub valid_until: Option<String>,
+    /// The newer note that replaced it; absent while it is current.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub superseded_by: Option<SupersededOut>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -417,7 +449,7 @@ impl KastenMcp {
     }
 
     #[tool(
-        description = "Search the user's Kasten memory (vector + keyword, following links between notes). Returns notes with their id, content, score, how each was found (via), when it was written and where it came from.",
+        description = "Search the user's Kasten memory (vector + keyword, following links between notes). Returns notes with their id, content, score, how each was found (via), when it was written and where it came from, and when its fact became true (valid_from). A note that a newer note replaced carries superseded_by (the newer note, since when, what changed) and ranks right below the current one. Optional as_of (YYYY-MM-DD): what was current on that day.",
         annotations(
             title = "Search the memory",
             read_only_hint = true,
@@ -434,7 +466,13 @@ impl KastenMcp {
             return Err(bad("the search query is empty"));
         }
         let k = args.k.unwrap_or(10).clamp(1, MAX_RESULTS);
-        let out = retrying(|| self.memory.search(&args.query, k))
+        let as_of = args
+            .as_of
+            .as_deref()
+            .map(kasten_core::validity::parse_day)
+            .transpose()
+            .map_err(|e| bad(format!("as_of: {e}")))?;
+        let out = retrying(|| self.memory.search_as_of(&args.query, k, as_of))
             .await
             .map_err(mcp_error)?;
         Ok(Json(SearchResult {
@@ -449,6 +487,19 @@ impl KastenMcp {
                     created_at: time_text(h.note.created_at),
                     source: h.note.source.clone(),
                     tags: h.note.tags.clone(),
+                    valid_from: time_text(
+                        kasten_core::validity::valid_from(
+                            &h.note.content,
+                            h.note.source.as_deref(),
+                            h.note.created_at,
+                        )
+                        .at,
+                    ),
+                    superseded_by: h.superseded_by.as_ref().map(|s| SupersededOut {
+                        id: s.id.to_string(),
+                        since: time_text(s.since),
+                        reason: s.reason.clone(),
+                    }),
                 })
                 .collect(),
         }))
@@ -483,6 +534,13 @@ impl KastenMcp {
                 })
                 .map(link_out)
                 .collect(),
+            valid_from: time_text(d.valid_from),
+            valid_until: d.valid_until.map(time_text),
+            superseded_by: d.superseded_by.as_ref().map(|s| SupersededOut {
+                id: s.id.to_string(),
+                since: time_text(s.since),
+                reason: s.reason.clone(),
+            }),
         }))
     }
 

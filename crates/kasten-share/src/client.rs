@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
+use kasten_core::validity::NaiveDate;
 use kasten_core::{NewNote, Note, NoteId};
 use kasten_engine::{
     AddedBatch, Answer, AskOptions, HistoryEntry, ListCounts, NoteDetail, ReviewItem,
@@ -228,6 +229,19 @@ impl Client {
         self.call(false, READ, |c, ctx| {
             let query = query.to_owned();
             async move { c.search(ctx, query, k).await }
+        })
+        .await
+    }
+
+    pub async fn search_as_of(
+        &self,
+        query: &str,
+        k: usize,
+        as_of: Option<NaiveDate>,
+    ) -> Result<SearchOutput, ShareError> {
+        self.call(false, READ, |c, ctx| {
+            let query = query.to_owned();
+            async move { c.search_as_of(ctx, query, k, as_of).await }
         })
         .await
     }

@@ -40,6 +40,7 @@ mod tests;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use kasten_core::validity::NaiveDate;
 use kasten_core::{NewNote, Note, NoteId};
 use kasten_engine::{
     AddedBatch, Answer, AskOptions, Engine, EngineError, FieldEdit, HistoryEntry, ListCounts,
@@ -202,6 +203,20 @@ impl Memory {
         match self {
             Self::Local(e) => Ok(e.search(query, k).await?),
             Self::Remote(c) => c.search(query, k).await,
+        }
+    }
+
+    /// Search as of a day: what was current then (`Engine::search_as_of`); `None` is
+    /// today, as [`Memory::search`].
+    pub async fn search_as_of(
+        &self,
+        query: &str,
+        k: usize,
+        as_of: Option<NaiveDate>,
+    ) -> Result<SearchOutput, ShareError> {
+        match self {
+            Self::Local(e) => Ok(e.search_as_of(query, k, as_of).await?),
+            Self::Remote(c) => c.search_as_of(query, k, as_of).await,
         }
     }
 

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use kasten_core::validity::NaiveDate;
 use kasten_core::{NewNote, Note, NoteId};
 use kasten_engine::{
     AddedBatch, Answer, AskOptions, Engine, EngineError, HistoryEntry, ListCounts, NoteDetail,
@@ -332,6 +333,20 @@ impl MemoryService for Handler {
             return Err(too_many("results", k));
         }
         self.run(|e| async move { e.search(&query, k.max(1)).await })
+            .await
+    }
+
+    async fn search_as_of(
+        self,
+        _: tarpc::context::Context,
+        query: String,
+        k: usize,
+        as_of: Option<NaiveDate>,
+    ) -> Result<SearchOutput, RemoteError> {
+        if k > MAX_RESULTS {
+            return Err(too_many("results", k));
+        }
+        self.run(|e| async move { e.search_as_of(&query, k.max(1), as_of).await })
             .await
     }
 

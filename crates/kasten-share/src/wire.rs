@@ -4,6 +4,7 @@
 // then has eight arguments.
 #![allow(clippy::too_many_arguments)]
 
+use kasten_core::validity::NaiveDate;
 use kasten_core::{NewNote, Note, NoteId};
 use kasten_engine::{
     AddedBatch, Answer, AskOptions, HistoryEntry, ListCounts, NoteDetail, ReviewItem,
@@ -22,6 +23,12 @@ pub trait MemoryService {
     async fn add(notes: Vec<NewNote>) -> Result<AddedBatch, RemoteError>;
     /// `Engine::search`.
     async fn search(query: String, k: usize) -> Result<SearchOutput, RemoteError>;
+    /// `Engine::search_as_of`: what was current on a day.
+    async fn search_as_of(
+        query: String,
+        k: usize,
+        as_of: Option<NaiveDate>,
+    ) -> Result<SearchOutput, RemoteError>;
     /// `Engine::get`.
     async fn get(id: NoteId) -> Result<NoteDetail, RemoteError>;
     /// `Engine::list`.

@@ -30,6 +30,30 @@ struct SuccessorRaw {
 }
 
 impl Store {
+    /// The accepted `supersedes` links that start at these notes: what each of them
+    /// replaced (`by` is the given note, `note` the older one), newest first. Read through
+    /// each note's outgoing edges.
+    pub async fn predecessors_of(&self, ids: &[NoteId]) -> Result<Vec<Successor>, StoreError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let keys: Vec<String> = ids.iter().map(|i| i.to_string()).collect();
+        let mut resp = self
+            .db
+            .query(
+                "SELECT record::id(out) AS note, record::id(in) AS by, in.created_at AS since, reason
+                 FROM array::flatten(array::map($ids, |$k| type::record('note', $k)->link))
+                 WHERE kind = $kind AND status = 'accepted'
+                 ORDER BY since DESC",
+            )
+            .bind(("ids", keys))
+            .bind(("kind", SUPERSEDES))
+            .await
+            .map_err(StoreError::from_db)?;
+        let rows: Vec<SuccessorRaw> = resp.take(0).map_err(StoreError::from_db)?;
+        rows.into_iter().map(SuccessorRaw::parse).collect()
+    }
+
     /// The accepted `supersedes` links that point at these notes, newest successor first
     /// per note. Read through each note's incoming edges, so it costs the links of these
     /// notes, not of the whole memory.
@@ -51,18 +75,19 @@ impl Store {
             .await
             .map_err(StoreError::from_db)?;
         let rows: Vec<SuccessorRaw> = resp.take(0).map_err(StoreError::from_db)?;
-        rows.into_iter()
-            .map(|r| {
-                let parse =
-                    |s: &str| NoteId::parse(s).map_err(|e| StoreError::Corrupt(e.to_string()));
-                Ok(Successor {
-                    note: parse(&r.note)?,
-                    by: parse(&r.by)?,
-                    since: r.since,
-                    reason: r.reason,
-                })
-            })
-            .collect()
+        rows.into_iter().map(SuccessorRaw::parse).collect()
+    }
+}
+
+impl SuccessorRaw {
+    fn parse(self) -> Result<Successor, StoreError> {
+        let parse = |s: &str| NoteId::parse(s).map_err(|e| StoreError::Corrupt(e.to_string()));
+        Ok(Successor {
+            note: parse(&self.note)?,
+            by: parse(&self.by)?,
+            since: self.since,
+            reason: self.reason,
+        })
     }
 }
 
@@ -126,5 +151,12 @@ mod tests {
             }]
         );
         assert!(store.successors_of(&[]).await.unwrap().is_empty());
+        // the same link read from the newer note's side
+        let back = store
+            .predecessors_of(&[new.id.clone(), other.id.clone(), old.id.clone()])
+            .await
+            .unwrap();
+        assert_eq!(back, got);
+        assert!(store.predecessors_of(&[]).await.unwrap().is_empty());
     }
 }
