@@ -33,6 +33,7 @@ mod supersede;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod transfer;
+mod use_llm;
 pub mod views;
 pub mod worker;
 
@@ -79,6 +80,7 @@ pub use search::{SearchHit, SearchOptions, SearchOutput, SearchTimings};
 pub use settings::{LlmChoice, LlmSettings, LlmSource, SettingError, validate_setting};
 pub use supersede::SupersededBy;
 pub use transfer::{BoxLabel, ExportFile, ImportProgress, ImportSummary, NewId};
+pub use use_llm::LlmPick;
 pub use worker::{Pass, Worker, run_worker, shutdown_signal};
 
 /// Errors the engine reports; every variant reads as a sentence for the user.
