@@ -4,8 +4,8 @@
 use std::collections::HashMap;
 
 use kasten_core::{NewNote, NoteId};
+use kasten_engine::NoteFilter;
 use kasten_engine::{FieldEdit, ReviewStatus};
-use kasten_store::views::NoteFilter;
 use serde::{Deserialize, Serialize};
 use specta::Type;
 use tauri::{AppHandle, State};
@@ -257,7 +257,7 @@ pub async fn graph_nodes(
 /// Graph nodes with their Boxes and their strength now (one query for the page).
 async fn graph_nodes_of(
     engine: &kasten_engine::Engine,
-    rows: Vec<kasten_store::views::GraphNodeRow>,
+    rows: Vec<kasten_engine::GraphNode>,
 ) -> AppResult<Vec<GraphNodeDto>> {
     let boxes = crate::boxes::membership(engine).await?;
     let ids: Vec<NoteId> = rows
@@ -610,7 +610,7 @@ pub async fn insights(state: State<'_, AppState>) -> AppResult<InsightsDto> {
     let engine = state.engine().await?;
     let since = chrono::Utc::now() - chrono::Duration::days(90);
     let d = engine.daily(since).await?;
-    let day = |v: Vec<kasten_store::views::DayCount>| {
+    let day = |v: Vec<kasten_engine::DayCount>| {
         v.into_iter()
             .map(|c| DayDto {
                 day: c.day,

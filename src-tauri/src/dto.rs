@@ -2,9 +2,9 @@
 //! Times are RFC 3339 strings; counts are `u32`/`f64` so that TypeScript gets `number`.
 
 use kasten_core::{EnrichState, Link, LinkStatus, Note};
+use kasten_engine::Fields;
+use kasten_engine::{GraphLink, GraphNode};
 use kasten_engine::{HistoryEntry, ReviewItem, ReviewOutcome, ReviewStatus, SearchHit};
-use kasten_store::Fields;
-use kasten_store::views::{GraphLinkRow, GraphNodeRow};
 use serde::{Deserialize, Serialize};
 use specta::Type;
 
@@ -173,7 +173,7 @@ pub struct ChangeDto {
     pub reason: String,
 }
 
-fn changes(c: Vec<kasten_store::Change>) -> Vec<ChangeDto> {
+fn changes(c: Vec<kasten_engine::Change>) -> Vec<ChangeDto> {
     c.into_iter()
         .map(|c| ChangeDto {
             op: c.op,
@@ -337,7 +337,7 @@ pub struct GraphNodeDto {
 }
 
 pub fn graph_node(
-    r: GraphNodeRow,
+    r: GraphNode,
     boxes: &Membership,
     strength: &std::collections::HashMap<kasten_core::NoteId, f64>,
 ) -> GraphNodeDto {
@@ -365,8 +365,8 @@ pub struct GraphLinkDto {
     pub confidence: f64,
 }
 
-impl From<GraphLinkRow> for GraphLinkDto {
-    fn from(r: GraphLinkRow) -> Self {
+impl From<GraphLink> for GraphLinkDto {
+    fn from(r: GraphLink) -> Self {
         GraphLinkDto {
             id: r.id,
             from: r.from,

@@ -1,8 +1,7 @@
 //! The one error type that crosses IPC: tagged, typed, in words for the user. Internal
 //! details (database messages, file paths of the code) go to the log, not to the screen.
 
-use kasten_engine::EngineError;
-use kasten_store::StoreError;
+use kasten_engine::{EngineError, ErrorKind};
 use serde::Serialize;
 use specta::Type;
 
@@ -46,31 +45,36 @@ impl AppError {
     }
 }
 
+/// The engine's classification ([`EngineError::kind`]) picks the variant; the words are
+/// the app's where it has its own, else the engine's sentence.
 impl From<EngineError> for AppError {
     fn from(e: EngineError) -> Self {
-        match e {
-            EngineError::NotFound(id) => AppError::NotFound(format!("there is no note {id}")),
-            EngineError::UnknownItem(s) => AppError::NotFound(format!(
-                "nothing with id {s}: it is not a link, an edit or an event"
-            )),
-            EngineError::EmptyQuery => AppError::Invalid("type something to search for".into()),
-            EngineError::Invalid(c) => AppError::Invalid(c.to_string()),
-            EngineError::NoLlm => AppError::NoLlm(
+        match e.kind() {
+            ErrorKind::NotFound => AppError::NotFound(match &e {
+                EngineError::NotFound(id) => format!("there is no note {id}"),
+                EngineError::UnknownItem(s) => {
+                    format!("nothing with id {s}: it is not a link, an edit or an event")
+                }
+                other => other.to_string(),
+            }),
+            ErrorKind::EmptyQuery => AppError::Invalid("type something to search for".into()),
+            ErrorKind::Invalid => AppError::Invalid(e.to_string()),
+            ErrorKind::NoLlm => AppError::NoLlm(
                 "no LLM is configured: open Settings and enter a server to enrich notes and chat"
                     .into(),
             ),
-            EngineError::Conflict(m) => AppError::Conflict(m),
-            EngineError::Store(StoreError::Conflict) => AppError::Conflict(
+            ErrorKind::Refused => AppError::Conflict(e.to_string()),
+            ErrorKind::Conflict => AppError::Conflict(
                 "another change to the same notes happened at the same time; try again".into(),
             ),
-            EngineError::Store(s @ StoreError::Locked(_)) => AppError::Unavailable(s.to_string()),
-            EngineError::Embed(e) => AppError::internal("the embedding model failed", e),
-            EngineError::File(m) => AppError::Invalid(m),
-            e @ EngineError::Setting(_) => AppError::Invalid(e.to_string()),
+            ErrorKind::Locked => AppError::Unavailable(e.to_string()),
             // already a sentence about the LLM server ("the language model failed: the LLM
             // server at … is not reachable: …"), which the user can act on
-            e @ EngineError::Llm(_) => AppError::Llm(e.to_string()),
-            other => AppError::internal("the memory could not do that", other),
+            ErrorKind::Llm => AppError::Llm(e.to_string()),
+            ErrorKind::Other => match e {
+                EngineError::Embed(e) => AppError::internal("the embedding model failed", e),
+                other => AppError::internal("the memory could not do that", other),
+            },
         }
     }
 }
@@ -83,7 +87,7 @@ mod tests {
 
     #[test]
     fn errors_are_tagged_and_do_not_leak_internals() {
-        let e: AppError = EngineError::Store(StoreError::Db("SELECT * FROM secret".into())).into();
+        let e: AppError = EngineError::Internal("SELECT * FROM secret".into()).into();
         let json = serde_json::to_value(&e).unwrap_or_default();
         assert_eq!(json["kind"], "internal");
         let msg = json["message"].as_str().unwrap_or_default();

@@ -136,8 +136,7 @@ pub async fn use_llm(
 ) -> AppResult<LlmInUseDto> {
     let engine = state.engine().await?;
     let invalid = |e: kasten_engine::EngineError| AppError::Invalid(e.to_string());
-    // check every value before anything is written
-    let values: Vec<(&str, String)> = match &pick {
+    let choice = match &pick {
         LlmPick::Server {
             provider,
             base_url,
@@ -146,41 +145,29 @@ pub async fn use_llm(
             if model.trim().is_empty() {
                 return Err(AppError::Invalid("pick a model of this server".into()));
             }
-            vec![
-                ("llm.provider", provider.clone()),
-                ("llm.base_url", base_url.clone()),
-                ("llm.model", model.trim().to_owned()),
-            ]
+            kasten_engine::LlmPick::Server {
+                provider: provider.clone(),
+                base_url: base_url.clone(),
+                model: model.clone(),
+            }
         }
-        LlmPick::Builtin => Vec::new(),
-        LlmPick::Gguf { path } => vec![("llm.model_path", path.trim().to_owned())],
+        LlmPick::Builtin => kasten_engine::LlmPick::Builtin { model_path: None },
+        LlmPick::Gguf { path } => kasten_engine::LlmPick::Builtin {
+            model_path: Some(path.clone()),
+        },
         LlmPick::Installed { name } => {
             let m = catalog_model(name)?;
             let path = installed_path(&m, env).ok_or_else(|| {
                 AppError::Invalid(format!("{} is not installed: download it first", m.title))
             })?;
             // the default one is found where it is, as with no pick
-            if m.default {
-                Vec::new()
-            } else {
-                vec![("llm.model_path", path.display().to_string())]
+            kasten_engine::LlmPick::Builtin {
+                model_path: (!m.default).then(|| path.display().to_string()),
             }
         }
     };
-    for (k, v) in &values {
-        kasten_engine::validate_setting(k, v).map_err(|e| AppError::Invalid(e.to_string()))?;
-    }
-    for k in [
-        "llm.provider",
-        "llm.base_url",
-        "llm.model",
-        "llm.model_path",
-    ] {
-        engine.unset_setting(k).await.map_err(invalid)?;
-    }
-    for (k, v) in &values {
-        engine.set_setting_checked(k, v).await.map_err(invalid)?;
-    }
+    // every value checked before anything is written, then one write
+    engine.use_llm(&choice).await.map_err(invalid)?;
     drop(engine);
     crate::worker::llm_settings_changed(&app, &state).await;
     in_use(&state).await

@@ -13,8 +13,9 @@ use std::sync::Arc;
 
 use kasten_core::NewNote;
 use kasten_embed::{Embedder, FastEmbedder};
+use kasten_engine::Endpoint;
 use kasten_engine::Engine;
-use kasten_store::{ApplyMode, ClaimedJob, Endpoint, Enrichment, Fields, LinkWrite};
+use kasten_engine::testing::{ApplyMode, ClaimedJob, Enrichment, Fields, LinkWrite};
 
 const TOPICS: [&str; 24] = [
     "garden",

@@ -239,7 +239,7 @@ mod tests {
         }
         for works in [true, false] {
             let mut engine = Engine::open(
-                &kasten_store::Endpoint::Mem,
+                &kasten_engine::Endpoint::Mem,
                 std::sync::Arc::new(Flat),
                 &|_| {},
             )

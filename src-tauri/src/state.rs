@@ -122,7 +122,7 @@ pub(crate) mod tests {
     use std::time::{Duration, Instant};
 
     use kasten_embed::{EmbedError, Embedder};
-    use kasten_store::Endpoint;
+    use kasten_engine::Endpoint;
 
     use super::*;
 

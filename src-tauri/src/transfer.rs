@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use kasten_embed::Embedder;
+use kasten_engine::{BackupFile, Endpoint, TableProgress};
 use kasten_engine::{Engine, Progress};
-use kasten_store::{BackupFile, Endpoint, TableProgress};
 use serde::Serialize;
 use specta::Type;
 use tauri::{AppHandle, State};

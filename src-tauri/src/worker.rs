@@ -12,8 +12,8 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use kasten_embed::{Embedder, FastEmbedder};
+use kasten_engine::Endpoint;
 use kasten_engine::{Engine, Progress};
-use kasten_store::Endpoint;
 use tauri::{AppHandle, Manager};
 use tauri_specta::Event;
 

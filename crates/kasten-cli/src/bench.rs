@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use clap::Subcommand;
 use kasten_core::{NewNote, synthetic};
+use kasten_engine::Endpoint;
 use kasten_engine::{Engine, SearchOptions};
-use kasten_store::Endpoint;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use serde_json::json;
@@ -233,7 +233,7 @@ async fn measure_reopen(
     let Endpoint::SurrealKv(dir) = ep else {
         bail!("--reopen needs an embedded memory (surrealkv://DIR)");
     };
-    let snapshot = dir.join(kasten_store::SNAPSHOT_FILE);
+    let snapshot = dir.join(kasten_engine::SNAPSHOT_FILE);
     let _ = std::fs::remove_file(&snapshot);
     let (rebuild, write, rebuilt_from_snapshot) = time_open(ep, &embedder).await?;
     let bytes = std::fs::metadata(&snapshot).map_or(0, |m| m.len());
@@ -359,7 +359,7 @@ async fn measure(
                 };
                 for (other, cos) in engine.rank_vector(&v, LINKS_PER_NOTE + 1)? {
                     if &other != id {
-                        writes.push(kasten_store::ImportLinkWrite {
+                        writes.push(kasten_engine::ImportedLink {
                             from: id.clone(),
                             to: other,
                             kind: "related".into(),

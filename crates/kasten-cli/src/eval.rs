@@ -23,9 +23,9 @@ use anyhow::{Context, Result, bail};
 use clap::Subcommand;
 use kasten_core::NewNote;
 use kasten_core::locomo::{self, Category, MeanByCategory, Question, Sample};
+use kasten_engine::Endpoint;
 use kasten_engine::{Engine, JobOutcome, LlmClient, LlmConfig, SearchOptions};
 use kasten_llm::{ChatRequest, Message};
-use kasten_store::Endpoint;
 use serde_json::{Value, json};
 
 #[derive(Subcommand, Debug)]

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
 use indicatif::{ProgressBar, ProgressStyle};
-use kasten_engine::Engine;
+use kasten_engine::{Engine, LlmPick};
 use kasten_llm::catalog::{
     CatalogModel, DEFAULT_MODEL, catalog as builtin_models, find_model, installed_path,
     measurements, models_dir,
@@ -39,12 +39,12 @@ pub async fn run(engine: &Engine, action: Option<LlmAction>, json: bool) -> Resu
                 })?,
             };
             engine
-                .set_setting_checked("llm.provider", server.provider.as_str())
+                .use_llm(&LlmPick::Server {
+                    provider: server.provider.as_str().to_owned(),
+                    base_url: server.base_url.clone(),
+                    model: model.clone(),
+                })
                 .await?;
-            engine
-                .set_setting_checked("llm.base_url", &server.base_url)
-                .await?;
-            engine.set_setting_checked("llm.model", &model).await?;
             if !json {
                 println!("now using {} {model} at {}", server.server, server.base_url);
             }
@@ -68,19 +68,11 @@ pub async fn run(engine: &Engine, action: Option<LlmAction>, json: bool) -> Resu
                     (!m.default).then_some(p)
                 }
             };
-            for k in [
-                "llm.provider",
-                "llm.base_url",
-                "llm.model",
-                "llm.model_path",
-            ] {
-                engine.unset_setting(k).await?;
-            }
-            if let Some(p) = &path {
-                engine
-                    .set_setting_checked("llm.model_path", &p.display().to_string())
-                    .await?;
-            }
+            engine
+                .use_llm(&LlmPick::Builtin {
+                    model_path: path.as_ref().map(|p| p.display().to_string()),
+                })
+                .await?;
             if !json {
                 match &model {
                     Some(m) => println!("now using the built-in model {}", m.title),

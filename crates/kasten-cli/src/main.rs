@@ -32,7 +32,7 @@ use kasten_share::{Memory, ReviewChange};
 
 /// Who the CLI acts as in the audit history.
 const ACTOR: &str = "user";
-use kasten_store::{Endpoint, StorageLimits};
+use kasten_engine::{Endpoint, StorageLimits};
 
 #[derive(Parser, Debug)]
 #[command(

@@ -6,12 +6,12 @@ use std::path::Path;
 
 use kasten_core::import::LineError;
 use kasten_core::{EnrichState, Note, NoteId};
+use kasten_engine::Fields;
+use kasten_engine::{EventSummary, JobCounts, ModelUsage};
 use kasten_engine::{
     HistoryEntry, JobOutcome, ListCounts, NoteDetail, ReviewItem, ReviewOutcome, RunSummary,
     SearchOutput,
 };
-use kasten_store::Fields;
-use kasten_store::{EventSummary, JobCounts, ModelUsage};
 use serde_json::{Value, json};
 
 /// What the standard library's `print!` panics with when stdout cannot be written.
@@ -588,7 +588,7 @@ pub fn reviewed(json: bool, o: &ReviewOutcome) {
 }
 
 /// Each change of an LLM revision with its own reason, one per line.
-fn print_changes(changes: &[kasten_store::Change]) {
+fn print_changes(changes: &[kasten_engine::Change]) {
     for c in changes {
         let why = if c.reason.is_empty() {
             "(no reason given)"

@@ -8,9 +8,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use kasten_embed::Embedder;
-use kasten_engine::{Engine, EngineError};
+use kasten_engine::{Endpoint, Engine, EngineError, ErrorKind, StorageLimits};
 use kasten_share::{Client, Owner, OwnerInfo};
-use kasten_store::{Endpoint, StorageLimits, StoreError};
 use tokio::sync::Notify;
 
 /// How long a command waits for a memory that another process holds without serving it
@@ -35,10 +34,8 @@ pub enum Opened {
 /// Whether the error says the memory is open in another process.
 fn is_locked(e: &anyhow::Error) -> bool {
     e.chain().any(|c| {
-        matches!(
-            c.downcast_ref::<EngineError>(),
-            Some(EngineError::Store(StoreError::Locked(_)))
-        ) || matches!(c.downcast_ref::<StoreError>(), Some(StoreError::Locked(_)))
+        c.downcast_ref::<EngineError>()
+            .is_some_and(|e| e.kind() == ErrorKind::Locked)
     })
 }
 

@@ -10,8 +10,8 @@ use anyhow::{Context, Result, bail};
 use kasten_core::import::{JsonlLines, LineError};
 use kasten_core::transfer::Problem;
 use kasten_core::{NewNote, NoteId};
+use kasten_engine::{BackupFile, TableProgress};
 use kasten_engine::{Engine, ImportProgress, Progress};
-use kasten_store::{BackupFile, TableProgress};
 use serde_json::json;
 
 use crate::progress_bar;

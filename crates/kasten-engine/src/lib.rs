@@ -14,6 +14,7 @@
 
 mod boxes;
 mod chat;
+mod errors;
 mod fading;
 pub mod files;
 mod lifecycle;
@@ -21,6 +22,7 @@ mod manual;
 mod merge;
 mod pipeline;
 mod quality;
+mod read;
 mod review;
 mod search;
 pub mod secrets;
@@ -28,7 +30,10 @@ pub mod settings;
 mod shell;
 mod snapshot;
 mod supersede;
+#[cfg(feature = "testing")]
+pub mod testing;
 mod transfer;
+mod use_llm;
 pub mod views;
 pub mod worker;
 
@@ -44,14 +49,18 @@ use kasten_core::timeline::Timeline;
 use kasten_core::vector::VectorIndex;
 use kasten_core::{CoreError, EnrichState, JobId, Link, NewNote, Note, NoteId, NoteStatus};
 use kasten_embed::{EmbedError, Embedder};
-use kasten_store::{Endpoint, NoteWrite, StorageLimits, Store, StoreError};
+use kasten_store::{NoteWrite, Store, StoreError};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 pub use boxes::{BoxInfo, BoxReport};
 pub use chat::{Answer, AnswerNote, AskOptions, ChatTurn, Retrieval};
+pub use errors::ErrorKind;
 pub use fading::Lifecycle;
 pub use kasten_llm::{LlmClient, LlmConfig};
+pub use kasten_store::{
+    CONFLICT_TRIES, ConflictError, Endpoint, SNAPSHOT_FILE, StorageLimits, retry_on_conflict,
+};
 pub use lifecycle::{
     ARCHIVE_THRESHOLD_SETTING, ArchiveCandidate, FOLLOW_LINKS_SETTING, FollowLinks,
     REINFORCE_SETTING, ReinforceOn, STRENGTH_WEIGHT_SETTING,
@@ -61,11 +70,17 @@ pub use merge::{MERGE_SETTING, MergeInfo, MergeOptions};
 pub use pipeline::{
     JobOutcome, ModelProfile, PipelineOptions, Policy, PolicyMode, RunSummary, Steps,
 };
+pub use read::{
+    BackupFile, Change, DayCount, EventSummary, Fields, GraphLink, GraphNode, ImportedLink,
+    JobCounts, ModelUsage, NoteFilter, ProjectState, RestoreSummary, Successor, TableProgress,
+    TableProgressFn,
+};
 pub use review::{FieldEdit, HistoryEntry, ReviewItem, ReviewOutcome, ReviewStatus};
 pub use search::{SearchHit, SearchOptions, SearchOutput, SearchTimings};
 pub use settings::{LlmChoice, LlmSettings, LlmSource, SettingError, validate_setting};
 pub use supersede::SupersededBy;
 pub use transfer::{BoxLabel, ExportFile, ImportProgress, ImportSummary, NewId};
+pub use use_llm::LlmPick;
 pub use worker::{Pass, Worker, run_worker, shutdown_signal};
 
 /// Errors the engine reports; every variant reads as a sentence for the user.
@@ -329,7 +344,7 @@ async fn open_store(
     limits: Option<&StorageLimits>,
 ) -> Result<Store, StoreError> {
     let limits = limits.copied().unwrap_or_else(StorageLimits::from_env);
-    retry_conflicts("opening the memory", || {
+    retry_on_conflict("opening the memory", || {
         Store::open_with_limits(endpoint, &limits)
     })
     .await
@@ -349,28 +364,6 @@ pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
         .enable_all()
         .thread_stack_size(THREAD_STACK_BYTES)
         .build()
-}
-
-/// Runs `step` again (up to six times, waiting a little longer each time) while it loses a
-/// race with another process writing the same data on a server.
-async fn retry_conflicts<T, F, Fut>(what: &str, mut step: F) -> Result<T, StoreError>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T, StoreError>>,
-{
-    let mut tries = 1u64;
-    loop {
-        // boxed: the store's open is a 14 KB future in a debug build, kept off the stack of
-        // every caller (see THREAD_STACK_BYTES)
-        match Box::pin(step()).await {
-            Err(StoreError::Conflict) if tries < 6 => {
-                tracing::debug!(tries, "{what} lost a race with another process");
-                tokio::time::sleep(std::time::Duration::from_millis(40 * tries)).await;
-                tries += 1;
-            }
-            other => return other,
-        }
-    }
 }
 
 /// Everything [`Engine::open_with`] can be given besides the store and the embedder.
@@ -795,11 +788,11 @@ impl Engine {
         let recorded = serde_json::json!({ "model": model, "dim": self.embedder.dim() });
         // processes opening a new memory on a server together all record the model: the
         // writes that lose the race fail with a conflict, and reading again finds it
-        retry_conflicts("recording the embedding model", || async {
+        retry_on_conflict("recording the embedding model", || async {
             if self.store.get_setting(EMBEDDING_SETTING).await?.as_ref() != Some(&recorded) {
                 self.store.set_setting(EMBEDDING_SETTING, &recorded).await?;
             }
-            Ok(())
+            Ok::<(), StoreError>(())
         })
         .await?;
         Ok(())
@@ -1069,12 +1062,11 @@ impl Engine {
 
     /// Writes links (idempotent per from, to and kind, as an import does) and adds the
     /// accepted ones to the link-expansion index; returns how many were new.
-    pub async fn insert_links(
-        &self,
-        links: &[kasten_store::ImportLinkWrite],
-    ) -> Result<u64, EngineError> {
+    pub async fn insert_links(&self, links: &[ImportedLink]) -> Result<u64, EngineError> {
+        let writes: Vec<kasten_store::ImportLinkWrite> =
+            links.iter().cloned().map(Into::into).collect();
         let _order = self.index_order().await;
-        let created = self.store.insert_import_links(links).await?;
+        let created = self.store.insert_import_links(&writes).await?;
         let sync = self.index_sync();
         let mut ix = self.write_indexes()?;
         for l in links

@@ -6,7 +6,6 @@ use std::collections::HashMap;
 use chrono::Utc;
 use kasten_core::lifecycle::{DEFAULT_ARCHIVE_THRESHOLD, Reinforce, Tier};
 use kasten_core::{Note, NoteId, NoteStatus};
-use kasten_store::ProjectState;
 use serde::Serialize;
 
 use crate::{Engine, EngineError};
@@ -413,8 +412,8 @@ impl Engine {
             .unwrap_or(0.0))
     }
 
-    pub async fn projects(&self) -> Result<Vec<ProjectState>, EngineError> {
-        Ok(self.store.projects().await?)
+    pub async fn projects(&self) -> Result<Vec<crate::ProjectState>, EngineError> {
+        Ok(crate::shell::into_all(self.store.projects().await?))
     }
 
     /// Opens or closes a project: notes of a closed project start to fade.

@@ -24,8 +24,8 @@ use chrono::{DateTime, Utc};
 use kasten_core::provenance::{self, SetBy};
 use kasten_core::{NoteId, NoteStatus, note::index_text};
 use kasten_store::{
-    AuditEntry, Change, FieldChange, Fields, LinkRecord, NewRevision, QueueStates, ReviewBatch,
-    Revision, StoreError,
+    AuditEntry, FieldChange, Fields, LinkRecord, NewRevision, QueueStates, ReviewBatch, Revision,
+    StoreError,
 };
 use serde::{Deserialize, Serialize};
 
@@ -90,12 +90,12 @@ pub struct ReviewItem {
     pub label: String,
     pub reason: String,
     pub confidence: Option<f64>,
-    pub before: Option<Fields>,
-    pub after: Option<Fields>,
+    pub before: Option<crate::read::Fields>,
+    pub after: Option<crate::read::Fields>,
     pub status: ReviewStatus,
     pub created_at: DateTime<Utc>,
     /// Each change of an edit with its own reason (empty for links and older revisions).
-    pub changes: Vec<Change>,
+    pub changes: Vec<crate::read::Change>,
     /// Who made it: `llm`, `merge` (merge-on-write), or the agent (`agent:<name>`, or
     /// `agent` for one that gave no name).
     #[serde(default)]
@@ -138,10 +138,10 @@ pub struct HistoryEntry {
     pub status: Option<ReviewStatus>,
     /// Why: for an LLM change with operations, their reasons; otherwise what it is.
     pub reason: String,
-    pub before: Option<Fields>,
-    pub after: Option<Fields>,
+    pub before: Option<crate::read::Fields>,
+    pub after: Option<crate::read::Fields>,
     /// Each change with its own reason (LLM revisions; empty for the rest).
-    pub changes: Vec<Change>,
+    pub changes: Vec<crate::read::Change>,
     /// The note's text before and after, when the entry rewrote it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub content_before: Option<String>,
@@ -288,11 +288,11 @@ impl Engine {
                 label: r.reason.clone(),
                 reason,
                 confidence: None,
-                before: Some(r.before),
-                after: Some(r.after),
+                before: Some(r.before.into()),
+                after: Some(r.after.into()),
                 status,
                 created_at: r.created_at,
-                changes: r.changes,
+                changes: crate::read::changes(r.changes),
                 by: r.actor,
             });
         }
@@ -793,9 +793,9 @@ impl Engine {
                 id: Some(r.id.clone()),
                 status: Some(ReviewStatus::of_revision(&r.status, r.reviewed)),
                 reason: explanation(&r),
-                before: Some(r.before),
-                after: Some(r.after),
-                changes: r.changes,
+                before: Some(r.before.into()),
+                after: Some(r.after.into()),
+                changes: crate::read::changes(r.changes),
                 ..HistoryEntry::default()
             });
         }

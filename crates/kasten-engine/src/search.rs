@@ -11,10 +11,9 @@ use kasten_core::fusion::{self, FusedHit, Via};
 use kasten_core::ranking::{self, Signals, Weights};
 use kasten_core::timeline::Timeline;
 use kasten_core::{Note, NoteId, period};
-use kasten_store::views::NoteFilter;
 use serde::{Deserialize, Serialize};
 
-use crate::{Engine, EngineError};
+use crate::{Engine, EngineError, NoteFilter};
 
 /// Each list contributes this many candidates per requested hit (at least `MIN_CANDIDATES`),
 /// so a note ranked modestly by both lists can still win the fusion.
@@ -790,7 +789,7 @@ mod tests {
             .notes;
         let all = e.search("lake sunrise", 3).await?;
         assert_eq!(all.hits[0].note.id, notes[0].id);
-        let in_box = kasten_store::views::NoteFilter {
+        let in_box = crate::NoteFilter {
             ids: Some(vec![notes[1].id.clone(), notes[2].id.clone()]),
             ..Default::default()
         };
@@ -801,12 +800,12 @@ mod tests {
             "a note outside the Box was found"
         );
         assert_eq!(hits[0].note.id, notes[1].id);
-        let failed = kasten_store::views::NoteFilter {
+        let failed = crate::NoteFilter {
             enrich_state: Some("failed".into()),
             ..Default::default()
         };
         assert!(e.search_filtered("lake", 3, &failed).await?.hits.is_empty());
-        let tagged = kasten_store::views::NoteFilter {
+        let tagged = crate::NoteFilter {
             tag: Some("nature".into()),
             ..Default::default()
         };

@@ -3,26 +3,33 @@
 //! memory's size on disk, and enrichments made outside the LLM pipeline (generated
 //! benchmark memories), which the indexes follow as they follow the pipeline's.
 
-use kasten_core::note::index_text;
-use kasten_core::{Note, NoteId, NoteStatus};
-use kasten_store::{ApplyMode, ClaimedJob, Enrichment, EventSummary, ModelUsage, NoteRead};
+use kasten_core::{Note, NoteId};
+#[cfg(any(test, feature = "testing"))]
+use kasten_core::{NoteStatus, note::index_text};
+#[cfg(any(test, feature = "testing"))]
+use kasten_store::{ApplyMode, ClaimedJob, Enrichment, NoteRead};
 
-use crate::{Engine, EngineError};
+use crate::{Engine, EngineError, EventSummary, ModelUsage};
+
+/// Store rows as the engine's read models.
+pub(crate) fn into_all<R, T: From<R>>(rows: Vec<R>) -> Vec<T> {
+    rows.into_iter().map(T::from).collect()
+}
 
 impl Engine {
     /// LLM tokens per model.
     pub async fn usage_by_model(&self) -> Result<Vec<ModelUsage>, EngineError> {
-        Ok(self.store.usage_by_model().await?)
+        Ok(into_all(self.store.usage_by_model().await?))
     }
 
     /// LLM tokens of the notes that used the most, at most `limit`.
     pub async fn usage_by_note(&self, limit: usize) -> Result<Vec<EventSummary>, EngineError> {
-        Ok(self.store.usage_by_note(limit).await?)
+        Ok(into_all(self.store.usage_by_note(limit).await?))
     }
 
     /// The newest pipeline events (one per enriched note), at most `limit`.
     pub async fn events(&self, limit: usize) -> Result<Vec<EventSummary>, EngineError> {
-        Ok(self.store.events(limit).await?)
+        Ok(into_all(self.store.events(limit).await?))
     }
 
     /// Queues the failed enrichment jobs again (their notes go back to pending); returns
@@ -65,7 +72,9 @@ impl Engine {
     /// embedding, without an LLM: for generated memories (benchmarks, the app's graph
     /// figure). Each enrichment is one transaction, as the pipeline's, and the indexes
     /// follow it (annotations, links). `None` from `make` leaves the job claimed until its
-    /// lease (`lease`) ends. Returns the number applied.
+    /// lease (`lease`) ends. Returns the number applied. A door for tests and generated
+    /// memories (feature `testing`).
+    #[cfg(any(test, feature = "testing"))]
     pub async fn enrich_queued_with(
         &self,
         worker: &str,
@@ -98,6 +107,7 @@ impl Engine {
     /// in commit order (the note's annotations with its stored embedding, the accepted
     /// links; neighbour updates are applied with their own embeddings). Made from the
     /// note as it is now: its `read` is the note read here, whatever `e` says.
+    #[cfg(any(test, feature = "testing"))]
     async fn apply_made_enrichment(&self, e: &Enrichment) -> Result<(), EngineError> {
         let note = self
             .store

@@ -184,7 +184,7 @@ async fn churned(ep: &Endpoint) -> Vec<NoteId> {
             .await
             .unwrap_or_else(|err| panic!("{err}"));
     }
-    let link = |a: &NoteId, b: &NoteId| kasten_store::ImportLinkWrite {
+    let link = |a: &NoteId, b: &NoteId| crate::ImportedLink {
         from: a.clone(),
         to: b.clone(),
         kind: "relates".into(),

@@ -18,7 +18,7 @@ use kasten_core::supersession::supersedes_with;
 use kasten_core::text::Tokenizer;
 use kasten_core::validity;
 use kasten_core::{FusedHit, Note, NoteId, NoteStatus, Via};
-use kasten_store::{DifferWrite, SUPERSEDES, Successor};
+use kasten_store::{DifferWrite, SUPERSEDES};
 use serde::{Deserialize, Serialize};
 
 use crate::{Engine, EngineError};
@@ -61,8 +61,11 @@ pub(crate) fn valid_from(n: &Note) -> DateTime<Utc> {
 impl Engine {
     /// The notes among `ids` that a newer note supersedes (accepted links), each with its
     /// successor and since when, newest successor first.
-    pub async fn successors_of(&self, ids: &[NoteId]) -> Result<Vec<Successor>, EngineError> {
-        Ok(self.store.successors_of(ids).await?)
+    pub async fn successors_of(
+        &self,
+        ids: &[NoteId],
+    ) -> Result<Vec<crate::Successor>, EngineError> {
+        Ok(crate::shell::into_all(self.store.successors_of(ids).await?))
     }
 
     /// `valid_from` of each of `ids` that exists.

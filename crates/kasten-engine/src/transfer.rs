@@ -20,9 +20,10 @@ use chrono::Utc;
 use kasten_core::markdown::{FileNamer, NoteView, RenderLink, base_file_name, render_note};
 use kasten_core::transfer::{ImportLink, ImportNote};
 use kasten_core::{CoreError, EnrichState, JobId, LinkStatus, Note, NoteId, NoteStatus};
-use kasten_store::{BackupFile, ImportLinkWrite, NoteWrite, RestoreSummary, TableProgressFn};
+use kasten_store::{ImportLinkWrite, NoteWrite};
 use serde::Serialize;
 
+use crate::read::{BackupFile, RestoreSummary, TableProgress, TableProgressFn};
 use crate::{Engine, EngineError, ProgressFn};
 
 /// Links written per transaction.
@@ -590,7 +591,8 @@ impl Engine {
             })?;
         let shown = tmp.path().display().to_string();
         let mut w = std::io::BufWriter::with_capacity(1 << 16, tmp);
-        let counts = self.store.write_backup(&mut w, progress).await?;
+        let rows = |p: &kasten_store::TableProgress| progress(&TableProgress::from(p));
+        let counts = self.store.write_backup(&mut w, &rows).await?;
         let tmp = w
             .into_inner()
             .map_err(|e| EngineError::File(format!("cannot write {shown}: {e}")))?;
@@ -617,12 +619,13 @@ impl Engine {
         self.refuse_unless_empty().await?;
         let summary = {
             let _order = self.index_order().await;
-            self.store.restore_file(file, progress).await?
+            let rows = |p: &kasten_store::TableProgress| progress(&TableProgress::from(p));
+            self.store.restore_file(&file.0, &rows).await?
         };
         let sync = self.index_sync();
         self.load(loading).await?;
         sync.done();
-        Ok(summary)
+        Ok(summary.into())
     }
 
     async fn refuse_unless_empty(&self) -> Result<(), EngineError> {
@@ -654,6 +657,6 @@ impl Engine {
         let sync = self.index_sync();
         self.load(progress).await?;
         sync.done();
-        Ok(summary)
+        Ok(summary.into())
     }
 }

@@ -209,7 +209,7 @@ async fn a_backup_file_restores_into_an_equal_searchable_memory() -> Result<(), 
     let counts = a.backup_to_file(&path, &|_| {}).await?;
     assert_eq!(counts.get("note"), Some(&30));
     assert!(!path.with_extension("partial").exists());
-    let file = kasten_store::BackupFile::scan(&path)?;
+    let file = crate::BackupFile::scan(&path)?;
     let refused = a.restore_backup_file(&file, &|_| {}, &|_| {}).await;
     assert!(
         refused
@@ -257,7 +257,7 @@ async fn a_backup_leaves_a_file_beside_it_alone() -> Result<(), EngineError> {
         .collect();
     names.sort();
     assert_eq!(names, ["report.json", "report.partial"]);
-    let file = kasten_store::BackupFile::scan(&path)?;
+    let file = crate::BackupFile::scan(&path)?;
     let b = open_mem().await;
     let r = b.restore_backup_file(&file, &|_| {}, &|_| {}).await?;
     assert_eq!(r.tables.get("note"), Some(&1));

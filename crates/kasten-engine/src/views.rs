@@ -4,18 +4,16 @@
 
 use std::collections::{HashMap, HashSet};
 
+use crate::shell::into_all;
+use crate::{DayCount, Engine, EngineError, GraphLink, GraphNode, JobCounts, NoteFilter};
 use chrono::{DateTime, Utc};
 use kasten_core::{Note, NoteId};
-use kasten_store::JobCounts;
-use kasten_store::views::{DayCount, GraphLinkRow, GraphNodeRow, NoteFilter};
-
-use crate::{Engine, EngineError};
 
 /// A note's neighbourhood: the nodes within `depth` hops over proposed and accepted links.
 #[derive(Debug, Clone, Default)]
 pub struct LocalGraph {
-    pub nodes: Vec<GraphNodeRow>,
-    pub links: Vec<GraphLinkRow>,
+    pub nodes: Vec<GraphNode>,
+    pub links: Vec<GraphLink>,
     /// Whether `max_nodes` cut the neighbourhood short.
     pub truncated: bool,
 }
@@ -36,7 +34,7 @@ impl Engine {
         limit: usize,
         offset: usize,
     ) -> Result<(u64, Vec<Note>), EngineError> {
-        Ok(self.store.notes_page(filter, limit, offset).await?)
+        Ok(self.store.notes_page(&filter.into(), limit, offset).await?)
     }
 
     /// Graph nodes in id order after `after`.
@@ -44,8 +42,8 @@ impl Engine {
         &self,
         after: Option<&NoteId>,
         limit: usize,
-    ) -> Result<Vec<GraphNodeRow>, EngineError> {
-        Ok(self.store.graph_nodes(after, limit).await?)
+    ) -> Result<Vec<GraphNode>, EngineError> {
+        Ok(into_all(self.store.graph_nodes(after, limit).await?))
     }
 
     /// Graph links (proposed and accepted) in id order after `after`.
@@ -53,8 +51,8 @@ impl Engine {
         &self,
         after: Option<&str>,
         limit: usize,
-    ) -> Result<Vec<GraphLinkRow>, EngineError> {
-        Ok(self.store.graph_links(after, limit).await?)
+    ) -> Result<Vec<GraphLink>, EngineError> {
+        Ok(into_all(self.store.graph_links(after, limit).await?))
     }
 
     /// The notes within `depth` hops of `center` (breadth first, at most `max_nodes`), with
@@ -71,7 +69,7 @@ impl Engine {
         let mut seen: HashSet<NoteId> = HashSet::from([center.clone()]);
         let mut order: Vec<NoteId> = vec![center.clone()];
         let mut frontier = vec![center.clone()];
-        let mut links: HashMap<String, GraphLinkRow> = HashMap::new();
+        let mut links: HashMap<String, GraphLink> = HashMap::new();
         let mut truncated = false;
         for _ in 0..depth.clamp(1, 3) {
             if frontier.is_empty() {
@@ -92,17 +90,17 @@ impl Engine {
                         next.push(id);
                     }
                 }
-                links.insert(l.id.clone(), l);
+                links.insert(l.id.clone(), l.into());
             }
             frontier = next;
         }
         let keep = |s: &str| NoteId::parse(s).map(|i| seen.contains(&i)).unwrap_or(false);
-        let mut links: Vec<GraphLinkRow> = links
+        let mut links: Vec<GraphLink> = links
             .into_values()
             .filter(|l| keep(&l.from) && keep(&l.to))
             .collect();
         links.sort_by(|a, b| a.id.cmp(&b.id));
-        let nodes = self.store.graph_nodes_of(&order).await?;
+        let nodes = into_all(self.store.graph_nodes_of(&order).await?);
         Ok(LocalGraph {
             nodes,
             links,
@@ -112,7 +110,7 @@ impl Engine {
 
     /// Enrichment jobs by state.
     pub async fn job_counts(&self) -> Result<JobCounts, EngineError> {
-        Ok(self.store.job_counts().await?)
+        Ok(self.store.job_counts().await?.into())
     }
 
     /// The most used tags and their note counts.
@@ -124,9 +122,9 @@ impl Engine {
     pub async fn daily(&self, since: DateTime<Utc>) -> Result<Daily, EngineError> {
         let (notes, links, tokens) = self.store.daily_counts(since).await?;
         Ok(Daily {
-            notes,
-            links,
-            tokens,
+            notes: into_all(notes),
+            links: into_all(links),
+            tokens: into_all(tokens),
         })
     }
 }

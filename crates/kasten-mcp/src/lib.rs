@@ -311,28 +311,23 @@ fn mcp_error(e: ShareError) -> ErrorData {
             ErrorData::invalid_params(msg, None)
         }
         ErrorKind::NoLlm => ErrorData::invalid_request(msg, None),
-        ErrorKind::Conflict | ErrorKind::Other => ErrorData::internal_error(msg, None),
+        ErrorKind::Conflict
+        | ErrorKind::Refused
+        | ErrorKind::Locked
+        | ErrorKind::Llm
+        | ErrorKind::Other => ErrorData::internal_error(msg, None),
     }
 }
 
-/// Runs `f` again (up to three times in all) when the store reports a write conflict: the
-/// background enrichment may commit at the same moment, and the attempt that lost wrote
-/// nothing.
+/// Runs `f` again when the store reports a write conflict (the engine's one retry, with
+/// its limit): the background enrichment may commit at the same moment, and the attempt
+/// that lost wrote nothing.
 async fn retrying<T, F, Fut>(f: F) -> Result<T, ShareError>
 where
     F: Fn() -> Fut,
     Fut: std::future::Future<Output = Result<T, ShareError>>,
 {
-    let mut attempt = 0;
-    loop {
-        match f().await {
-            Err(e) if e.kind() == ErrorKind::Conflict && attempt < 2 => {
-                attempt += 1;
-                tokio::time::sleep(std::time::Duration::from_millis(20 * attempt)).await;
-            }
-            other => return other,
-        }
-    }
+    kasten_engine::retry_on_conflict("an agent's call", f).await
 }
 
 fn bad(msg: impl Into<String>) -> ErrorData {

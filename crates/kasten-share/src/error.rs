@@ -1,27 +1,13 @@
 //! What can go wrong when sharing a memory, and how the engine's errors cross the socket.
 
-use kasten_engine::EngineError;
+use kasten_engine::{ConflictError, EngineError};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-/// What kind of mistake an error is, so that a client can treat it as the engine's own
-/// error would be treated (an MCP "invalid params", a retry after a write conflict, …).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ErrorKind {
-    /// No note with that id.
-    NotFound,
-    /// The input was refused (empty content, a bad id, …).
-    Invalid,
-    /// The search query was empty.
-    EmptyQuery,
-    /// No LLM is configured in the process that has the memory open.
-    NoLlm,
-    /// A write conflicted with another one and wrote nothing; trying again is safe.
-    Conflict,
-    /// Anything else.
-    Other,
-}
+/// What kind of mistake an error is: the engine's one classification
+/// ([`EngineError::kind`]), carried across the socket so that a client treats the
+/// owner's error as the engine's own would be treated.
+pub use kasten_engine::ErrorKind;
 
 /// An engine error as it crosses the socket: its sentence, word for word (with its causes
 /// joined by ": ", as the CLI prints an error chain), and its kind.
@@ -43,14 +29,7 @@ impl RemoteError {
 
 impl From<&EngineError> for RemoteError {
     fn from(e: &EngineError) -> Self {
-        let kind = match e {
-            EngineError::NotFound(_) | EngineError::UnknownItem(_) => ErrorKind::NotFound,
-            EngineError::Invalid(_) => ErrorKind::Invalid,
-            EngineError::EmptyQuery => ErrorKind::EmptyQuery,
-            EngineError::NoLlm => ErrorKind::NoLlm,
-            EngineError::Store(kasten_store::StoreError::Conflict) => ErrorKind::Conflict,
-            _ => ErrorKind::Other,
-        };
+        let kind = e.kind();
         let mut message = e.to_string();
         let mut cause = std::error::Error::source(e);
         while let Some(c) = cause {
@@ -101,5 +80,13 @@ impl ShareError {
             Self::Remote(r) => r.kind,
             _ => ErrorKind::Other,
         }
+    }
+}
+
+/// A lost write conflict on either side: [`kasten_engine::retry_on_conflict`] runs the call
+/// again.
+impl ConflictError for ShareError {
+    fn is_conflict(&self) -> bool {
+        self.kind() == ErrorKind::Conflict
     }
 }

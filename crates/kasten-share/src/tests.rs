@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use kasten_core::{NewNote, NoteId};
 use kasten_embed::{EmbedError, Embedder};
+use kasten_engine::Endpoint;
 use kasten_engine::Engine;
-use kasten_store::Endpoint;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
 

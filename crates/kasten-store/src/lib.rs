@@ -43,8 +43,8 @@ pub use endpoint::Endpoint;
 pub use lifecycle::{ProjectState, StrengthRow};
 pub use manual::{ContentChange, ContentRevision, UserLink};
 pub use pipeline::{
-    ApplyMode, Change, ClaimedJob, Enrichment, EventSummary, Fields, JobCounts, LinkWrite,
-    ModelUsage, NeighbourWrite, NoteRead, RevisionSummary,
+    ApplyMode, CONFLICT_TRIES, Change, ClaimedJob, ConflictError, Enrichment, EventSummary, Fields,
+    JobCounts, LinkWrite, ModelUsage, NeighbourWrite, NoteRead, RevisionSummary, retry_on_conflict,
 };
 pub use review::{
     AuditEntry, FieldChange, LinkRecord, NewRevision, QueueStates, ReviewBatch, Revision,
@@ -667,7 +667,7 @@ impl Store {
                 if self.schema_version().await? >= *version {
                     break;
                 }
-                if matches!(e, StoreError::Conflict) && tries < 6 {
+                if matches!(e, StoreError::Conflict) && tries < u64::from(CONFLICT_TRIES) {
                     tokio::time::sleep(Duration::from_millis(30 * tries)).await;
                     tries += 1;
                     continue;

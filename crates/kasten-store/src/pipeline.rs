@@ -279,27 +279,43 @@ const STALE: &str = "kasten:stale-version";
 /// Thrown inside the apply transaction when the note changed since the job read it.
 const CHANGED_SINCE: &str = "kasten:note-changed-since-read";
 
-/// How many times a transaction that lost a write conflict is run in all.
-const CONFLICT_TRIES: u32 = 6;
+/// How many times work that lost a write conflict is run in all ([`retry_on_conflict`]):
+/// one limit for the store's transactions, the engine's open and the shells' retries.
+pub const CONFLICT_TRIES: u32 = 6;
+
+/// An error that can say it is a lost write conflict: the work wrote nothing and running
+/// it again is safe ([`retry_on_conflict`] runs it again).
+pub trait ConflictError {
+    fn is_conflict(&self) -> bool;
+}
+
+impl ConflictError for StoreError {
+    fn is_conflict(&self) -> bool {
+        matches!(self, StoreError::Conflict)
+    }
+}
 
 /// Transactions this process ran again after a write conflict (see [`Store::conflict_retries`]).
 static CONFLICT_RETRIES: AtomicU64 = AtomicU64::new(0);
 
-/// Runs `op` (one whole transaction) again while it fails with a transaction conflict, at
-/// most [`CONFLICT_TRIES`] times in all, pausing 10–40 ms × the attempt number (random,
-/// so two losers do not collide again in step). Anything else is returned at once.
+/// Runs `op` (one whole transaction, or a call that is one) again while it fails with a
+/// write conflict, at most [`CONFLICT_TRIES`] times in all, pausing 10–40 ms × the attempt
+/// number (random, so two losers do not collide again in step). Anything else is returned
+/// at once. The one retry of the workspace: the engine re-exports it for the shells.
 ///
 /// `op` is a plain closure returning a future (not an async closure), so the future stays
-/// `Send` (the engine's futures must be).
-pub(crate) async fn retry_conflicts<T, F, Fut>(what: &str, mut op: F) -> Result<T, StoreError>
+/// `Send` (the engine's futures must be). Each attempt's future is boxed: the store's open
+/// is a 14 KB future in a debug build, kept off the caller's stack.
+pub async fn retry_on_conflict<T, E, F, Fut>(what: &str, mut op: F) -> Result<T, E>
 where
+    E: ConflictError,
     F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T, StoreError>>,
+    Fut: std::future::Future<Output = Result<T, E>>,
 {
     let mut attempt = 1;
     loop {
-        match op().await {
-            Err(StoreError::Conflict) if attempt < CONFLICT_TRIES => {
+        match Box::pin(op()).await {
+            Err(e) if e.is_conflict() && attempt < CONFLICT_TRIES => {
                 CONFLICT_RETRIES.fetch_add(1, Ordering::Relaxed);
                 tracing::debug!(attempt, "{what}: transaction conflict, running it again");
                 tokio::time::sleep(jitter(attempt)).await;
@@ -308,6 +324,15 @@ where
             other => return other,
         }
     }
+}
+
+/// [`retry_on_conflict`] for the store's own transactions.
+pub(crate) async fn retry_conflicts<T, F, Fut>(what: &str, op: F) -> Result<T, StoreError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, StoreError>>,
+{
+    retry_on_conflict(what, op).await
 }
 
 fn jitter(attempt: u32) -> Duration {
