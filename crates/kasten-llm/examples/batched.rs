@@ -33,7 +33,11 @@ fn main() {
                 model: "bench".into(),
                 api_key: None,
             },
-            ClientOptions::default(),
+            // requests wait their turn: no timeout cuts them off on a busy machine
+            ClientOptions {
+                timeout: std::time::Duration::from_secs(3600),
+                ..ClientOptions::default()
+            },
             LocalModel::new(opts).unwrap(),
         )
         .unwrap()
@@ -78,6 +82,7 @@ fn main() {
         .map(|n| req(n))
         .collect();
     let mut secs = [0.0f64; 2];
+    let mut texts: [Vec<String>; 2] = [Vec::new(), Vec::new()];
     for round in 0..rounds {
         for (k, (label, c)) in [("together", &together), ("one at a time", &alone)]
             .into_iter()
@@ -86,9 +91,17 @@ fn main() {
             let before = c.local().map(LocalModel::status).unwrap_or_default();
             let t = Instant::now();
             // a small model may run out of tokens: the speed counts all the same
-            let _ = rt.block_on(futures_util::future::join_all(
-                reqs.iter().map(|r| c.structured(r, &|_| Ok(()))),
-            ));
+            let answers: Vec<String> = rt
+                .block_on(futures_util::future::join_all(
+                    reqs.iter().map(|r| c.structured(r, &|_| Ok(()))),
+                ))
+                .into_iter()
+                .map(|r| match r {
+                    Ok(r) => format!("{} ({} tokens)", r.value, r.usage.completion_tokens),
+                    Err(e) => e.to_string(),
+                })
+                .collect();
+            texts[k] = answers;
             let wall = t.elapsed().as_secs_f64();
             let after = c.local().map(LocalModel::status).unwrap_or_default();
             let toks = after.generated_tokens - before.generated_tokens;
@@ -103,6 +116,17 @@ fn main() {
                 toks as f64 * 1000.0 / ms.max(1) as f64,
                 after.prompt_per_sec(),
             );
+        }
+        let same = texts[0]
+            .iter()
+            .zip(&texts[1])
+            .filter(|(a, b)| a == b)
+            .count();
+        println!("round {round} answers equal: {same} of {requests}");
+        if std::env::var_os("BATCHED_SHOW").is_some() {
+            for (a, b) in texts[0].iter().zip(&texts[1]).filter(|(a, b)| a != b) {
+                println!("  together:      {a}\n  one at a time: {b}");
+            }
         }
     }
     println!(

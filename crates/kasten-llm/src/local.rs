@@ -7,9 +7,9 @@
 //! first request and drops it again after [`LocalOptions::idle_unload`] without requests.
 //! Requests that wait together are answered together: each gets its own sequence in one
 //! context, and every step of generation decodes one token for all of them in a single
-//! pass over the weights. Generation on a CPU is bound by reading the weights from
-//! memory, so a step for four answers costs little more than a step for one (see
-//! [`LocalOptions::batch`]).
+//! pass over the weights, sharing the step's fixed costs (the weights read from memory,
+//! llama.cpp's threads waiting for each other at every operation); see
+//! [`LocalOptions::batch`] and docs/BENCHMARKS.md for what it saves.
 //!
 //! Structured calls are constrained by a GBNF grammar that llama.cpp derives from the same
 //! JSON schema the HTTP providers send (`json_schema_to_grammar`): the sampler can only
@@ -531,27 +531,22 @@ impl Ready {
     }
 }
 
-fn prepare(opts: &LocalOptions, m: &Loaded, job: Job) -> Result<Ready, (Job, LlmError)> {
-    let tokens = match prompt_tokens(&m.model, &m.template, &job.messages) {
-        Ok(t) => t,
-        Err(e) => return Err((job, e)),
-    };
+/// The prompt's tokens and the most tokens the answer may have.
+fn prepare(
+    opts: &LocalOptions,
+    m: &Loaded,
+    job: &Job,
+) -> Result<(Vec<LlamaToken>, usize), LlmError> {
+    let tokens = prompt_tokens(&m.model, &m.template, &job.messages)?;
     let n_prompt = tokens.len();
     let budget = opts.max_context as usize;
     if n_prompt + 16 > budget {
-        return Err((
-            job,
-            LlmError::Protocol(format!(
-                "the prompt has {n_prompt} tokens, more than the built-in model's context of {budget}"
-            )),
-        ));
+        return Err(LlmError::Protocol(format!(
+            "the prompt has {n_prompt} tokens, more than the built-in model's context of {budget}"
+        )));
     }
     let max_new = (job.max_tokens as usize).min(budget - n_prompt - 8);
-    Ok(Ready {
-        job,
-        tokens,
-        max_new,
-    })
+    Ok((tokens, max_new))
 }
 
 /// Answers `job` and counts it.
@@ -582,9 +577,13 @@ fn admit<'m>(
                 if job.cancelled.load(Ordering::Relaxed) {
                     continue;
                 }
-                match prepare(opts, m, job) {
-                    Ok(r) => r,
-                    Err((job, e)) => {
+                match prepare(opts, m, &job) {
+                    Ok((tokens, max_new)) => Ready {
+                        job,
+                        tokens,
+                        max_new,
+                    },
+                    Err(e) => {
                         reply(shared, job, Err(e));
                         continue;
                     }
