@@ -498,6 +498,17 @@ impl Engine {
     }
 }
 
+/// Concurrent enrichment jobs when `pipeline.workers` is not set: for the built-in model,
+/// as many as it answers together (it decodes the requests that wait in one batch, so more
+/// notes in flight cost little more time each), else the default. Each note's own calls
+/// stay in order; notes enriched together do not see each other as neighbours, as with
+/// any count above one.
+fn workers_for_llm(choice: &LlmChoice, pipeline: &mut crate::PipelineOptions) {
+    if let Some(local) = choice.client.as_ref().and_then(LlmClient::local) {
+        pipeline.workers = pipeline.workers.max(local.options().batch).clamp(1, 16);
+    }
+}
+
 /// A server's request timeout when none is set.
 pub const DEFAULT_TIMEOUT_SECS: u64 = 60;
 /// A local model's request timeout when none is set: a small model on 2 cores needs more
@@ -903,7 +914,21 @@ impl Engine {
         &self,
         get: &(dyn Fn(&str) -> Option<String> + Send + Sync),
     ) -> Result<(LlmChoice, crate::PipelineOptions), EngineError> {
-        Ok((self.choose_llm(get).await?, self.pipeline_settings().await?))
+        let choice = self.choose_llm(get).await?;
+        let mut pipeline = self.pipeline_settings().await?;
+        if !self.workers_stored().await? {
+            workers_for_llm(&choice, &mut pipeline);
+        }
+        Ok((choice, pipeline))
+    }
+
+    /// Whether `pipeline.workers` is set in the memory.
+    async fn workers_stored(&self) -> Result<bool, EngineError> {
+        Ok(self
+            .setting_group("pipeline")
+            .await?
+            .get("workers")
+            .is_some())
     }
 
     /// Configures this engine from the settings and `get` (the environment): the pipeline
@@ -924,6 +949,9 @@ impl Engine {
             return Ok(());
         }
         let choice = self.choose_llm(get).await?;
+        if workers.is_none() && !self.workers_stored().await? {
+            workers_for_llm(&choice, &mut pipeline);
+        }
         self.configure_choice(choice, pipeline);
         Ok(())
     }
@@ -1221,6 +1249,59 @@ mod tests {
         );
         assert!(local.server_client(None).unwrap().is_none());
         assert!(good.server_client(Some("k".into())).unwrap().is_some());
+        e.close().await;
+    }
+
+    /// The built-in model answers the requests that wait together: unless the workers
+    /// are set, as many notes are enriched at once as it answers together; a server keeps
+    /// the default, and a stored or given count is kept as it is.
+    #[tokio::test]
+    async fn the_built_in_model_gets_as_many_workers_as_it_answers_together() {
+        let dir = tempfile::tempdir().unwrap();
+        let gguf = dir.path().join("m.gguf");
+        std::fs::write(&gguf, b"GGUF and no weights: never loaded here").unwrap();
+        let path = gguf.display().to_string();
+        let local_env = env_sync(&[
+            ("KASTEN_LLM_PROVIDER", "local"),
+            ("KASTEN_LLM_MODEL_PATH", path.as_str()),
+        ]);
+        let server_env = env_sync(&[
+            ("KASTEN_LLM_BASE_URL", "http://127.0.0.1:9/v1"),
+            ("KASTEN_LLM_MODEL", "m"),
+        ]);
+        let mut e = engine().await;
+        let (choice, pipeline) = e.llm_and_pipeline(&local_env).await.unwrap();
+        let batch = choice
+            .client
+            .as_ref()
+            .and_then(LlmClient::local)
+            .map(|l| l.options().batch)
+            .unwrap_or_default();
+        assert!(batch >= 1, "{:?}", choice.problem);
+        assert_eq!(
+            pipeline.workers,
+            batch.max(crate::PipelineOptions::default().workers)
+        );
+        e.configure_from_settings(&local_env, None, true)
+            .await
+            .unwrap();
+        assert_eq!(e.pipeline_options().workers, pipeline.workers);
+        let (_, pipeline) = e.llm_and_pipeline(&server_env).await.unwrap();
+        assert_eq!(pipeline.workers, crate::PipelineOptions::default().workers);
+        // `kasten enrich --workers 1`, and `pipeline.workers` stored, are kept
+        e.configure_from_settings(&local_env, Some(1), true)
+            .await
+            .unwrap();
+        assert_eq!(e.pipeline_options().workers, 1);
+        e.set_setting_checked("pipeline.workers", "1")
+            .await
+            .unwrap();
+        let (_, pipeline) = e.llm_and_pipeline(&local_env).await.unwrap();
+        assert_eq!(pipeline.workers, 1);
+        e.configure_from_settings(&local_env, None, true)
+            .await
+            .unwrap();
+        assert_eq!(e.pipeline_options().workers, 1);
         e.close().await;
     }
 }

@@ -133,3 +133,138 @@ async fn a_prompt_that_starts_like_the_last_one_reuses_its_cache_and_answers_the
         .unwrap();
     assert_eq!(a.text, a2.text);
 }
+
+/// A client for the built-in model answering at most `batch` requests together.
+fn client_with_batch(batch: usize) -> LlmClient {
+    let path = builtin_model_path(|k| std::env::var(k).ok());
+    assert!(
+        path.is_file(),
+        "the built-in model is not at {}: run scripts/setup",
+        path.display()
+    );
+    let config = LlmConfig {
+        provider: Provider::Local,
+        base_url: path.display().to_string(),
+        model: BUILTIN_MODEL_NAME.into(),
+        api_key: None,
+    };
+    let opts = ClientOptions {
+        timeout: Duration::from_secs(300),
+        ..ClientOptions::default()
+    };
+    let local = LocalModel::new(LocalOptions {
+        batch,
+        ..LocalOptions::new(&path)
+    })
+    .unwrap();
+    LlmClient::with_local(config, opts, local).unwrap()
+}
+
+fn annotate(note: &str, grammar: Option<String>, max_tokens: u32) -> ChatRequest {
+    ChatRequest {
+        messages: vec![
+            Message::system(
+                "You annotate notes: keywords, tags and a one-sentence context. Answer with JSON.",
+            ),
+            Message::user(format!("Note: {note}")),
+        ],
+        temperature: 0.0,
+        max_tokens: Some(max_tokens),
+        grammar,
+    }
+}
+
+const NOTES: [&str; 4] = [
+    "Maria repotted the basil on the balcony after the first frost of November.",
+    "The deploy script for the billing service needs the staging key since Tuesday.",
+    "Ada walks her dog Pixel on the beach every morning before work.",
+    "Our rent goes up to 1,300 euros a month from September.",
+];
+
+/// Keywords as JSON, each lower-case words (a grammar the model follows only when made to).
+fn annotation_grammar() -> String {
+    r#"root ::= "{\"keywords\": [" word ("," " " word)* "]}"
+word ::= "\"" [a-z] [a-z ]* "\""
+"#
+    .to_owned()
+}
+
+#[tokio::test]
+async fn answers_written_together_are_those_written_one_at_a_time() {
+    let grammar = annotation_grammar();
+    // two free answers and two under a grammar, of different lengths
+    let requests: Vec<ChatRequest> = NOTES
+        .iter()
+        .enumerate()
+        .map(|(i, n)| annotate(n, (i % 2 == 1).then(|| grammar.clone()), 24 + 16 * i as u32))
+        .collect();
+    let one = client_with_batch(1);
+    let mut alone = Vec::new();
+    for r in &requests {
+        alone.push(one.chat(r).await.unwrap());
+    }
+    let s1 = one.local().map(LocalModel::status).unwrap_or_default();
+    assert_eq!(s1.batch_peak, 1, "{s1:?}");
+
+    let four = client_with_batch(4);
+    let together = futures_util::future::join_all(requests.iter().map(|r| four.chat(r))).await;
+    for (a, b) in alone.iter().zip(together) {
+        let b = b.unwrap();
+        assert_eq!(a.text, b.text);
+        assert_eq!(a.usage.prompt_tokens, b.usage.prompt_tokens);
+        assert_eq!(a.usage.completion_tokens, b.usage.completion_tokens);
+    }
+    let s4 = four.local().map(LocalModel::status).unwrap_or_default();
+    // they were written together: fewer decodes than tokens
+    assert!(s4.batch_peak >= 2, "{s4:?}");
+    assert!(s4.generation_steps < s4.generated_tokens, "{s4:?}");
+    assert_eq!(s4.generated_tokens, s1.generated_tokens, "{s4:?} {s1:?}");
+    // the shared instructions were read once, then shared between the sequences
+    assert!(s4.prompt_tokens_reused > 0, "{s4:?}");
+}
+
+#[tokio::test]
+async fn a_cancelled_answer_leaves_the_others_written_together_intact() {
+    let one = client_with_batch(1);
+    let mut alone = Vec::new();
+    for n in NOTES {
+        alone.push(one.chat(&annotate(n, None, 48)).await.unwrap().text);
+    }
+
+    let four = client_with_batch(4);
+    let pieces = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let notify = std::sync::Arc::new(tokio::sync::Notify::new());
+    let (p, n) = (pieces.clone(), notify.clone());
+    let mut on_piece = move |_: &str| {
+        p.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        n.notify_one();
+    };
+    let cancelled_req = annotate(NOTES[1], None, 48);
+    // the second request is dropped once it has written two pieces: its sequence stops,
+    // the other three go on
+    let cancelled = async {
+        tokio::select! {
+            r = four.chat_stream(&cancelled_req, &mut on_piece) => Some(r),
+            () = async {
+                while pieces.load(std::sync::atomic::Ordering::SeqCst) < 2 {
+                    notify.notified().await;
+                }
+            } => None,
+        }
+    };
+    let (q0, q2, q3) = (
+        annotate(NOTES[0], None, 48),
+        annotate(NOTES[2], None, 48),
+        annotate(NOTES[3], None, 48),
+    );
+    let (r0, c, r2, r3) = tokio::join!(four.chat(&q0), cancelled, four.chat(&q2), four.chat(&q3));
+    assert!(c.is_none(), "the request ran to its end: {c:?}");
+    assert_eq!(r0.unwrap().text, alone[0]);
+    assert_eq!(r2.unwrap().text, alone[2]);
+    assert_eq!(r3.unwrap().text, alone[3]);
+    let s = four.local().map(LocalModel::status).unwrap_or_default();
+    assert!(s.batch_peak >= 2, "{s:?}");
+    // what the cancelled sequence left in its cache serves the same prompt again
+    let again = four.chat(&cancelled_req).await.unwrap();
+    assert_eq!(again.text, alone[1]);
+}
