@@ -231,17 +231,7 @@ impl Engine {
             if placed.contains(p) {
                 continue;
             }
-            let taken = match by_id.remove(p) {
-                Some(mut x) => {
-                    x.score = x.score.max(h.score);
-                    x
-                }
-                None => FusedHit {
-                    id: p.clone(),
-                    score: h.score,
-                    via: vec![Via::Link { from: h.id.clone() }],
-                },
-            };
+            let taken = stand_in(&mut by_id, p, &h);
             placed.insert(taken.id.clone());
             out.push(taken);
         }
@@ -336,17 +326,7 @@ impl Engine {
                 && !placed.contains(c)
                 && *c != h.id
             {
-                let lifted = match by_id.remove(c) {
-                    Some(mut x) => {
-                        x.score = x.score.max(h.score);
-                        x
-                    }
-                    None => FusedHit {
-                        id: c.clone(),
-                        score: h.score,
-                        via: vec![Via::Link { from: h.id.clone() }],
-                    },
-                };
+                let lifted = stand_in(&mut by_id, c, &h);
                 placed.insert(lifted.id.clone());
                 out.push(lifted);
             }
@@ -495,6 +475,24 @@ fn dot(a: Option<&Vec<f32>>, b: Option<&Vec<f32>>) -> f32 {
     match (a, b) {
         (Some(a), Some(b)) => a.iter().zip(b).map(|(x, y)| x * y).sum(),
         _ => 0.0,
+    }
+}
+
+/// The hit that takes `for_hit`'s place: `id`'s own hit from the list (with the better of
+/// the two scores), or, when the search did not find it, `id` reached by a link from it.
+fn stand_in(by_id: &mut HashMap<NoteId, FusedHit>, id: &NoteId, for_hit: &FusedHit) -> FusedHit {
+    match by_id.remove(id) {
+        Some(mut x) => {
+            x.score = x.score.max(for_hit.score);
+            x
+        }
+        None => FusedHit {
+            id: id.clone(),
+            score: for_hit.score,
+            via: vec![Via::Link {
+                from: for_hit.id.clone(),
+            }],
+        },
     }
 }
 
