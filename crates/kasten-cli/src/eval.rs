@@ -102,6 +102,13 @@ pub enum EvalCommand {
         /// Include every question's result in the --json report.
         #[arg(long)]
         per_question: bool,
+        /// Write the facts without enriching them (no LLM at ingest: the memory is the one
+        /// --no-llm builds, cached and shared with it); the LLM in use only answers.
+        #[arg(long, requires = "answer")]
+        no_enrich: bool,
+        /// Ask only the first N questions of each item.
+        #[arg(long)]
+        questions: Option<usize>,
     },
 }
 
@@ -286,6 +293,8 @@ pub async fn run(cmd: &EvalCommand, json_out: bool) -> Result<()> {
         cache,
         fresh,
         per_question,
+        no_enrich,
+        questions,
     } = cmd
     {
         let args = crate::eval_fact::Args {
@@ -296,6 +305,8 @@ pub async fn run(cmd: &EvalCommand, json_out: bool) -> Result<()> {
             cache: cache.as_deref(),
             fresh: *fresh,
             per_question: *per_question,
+            no_enrich: *no_enrich,
+            questions: *questions,
         };
         return crate::eval_fact::run(&args, json_out).await;
     }

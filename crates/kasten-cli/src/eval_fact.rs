@@ -51,6 +51,10 @@ pub struct Args<'a> {
     pub cache: Option<&'a Path>,
     pub fresh: bool,
     pub per_question: bool,
+    /// Facts written without the LLM (the `--no-llm` memory); the LLM only answers.
+    pub no_enrich: bool,
+    /// Only the first N questions of each item.
+    pub questions: Option<usize>,
 }
 
 /// The time fact `i` was learned.
@@ -178,8 +182,8 @@ pub async fn run(args: &Args<'_>, json_out: bool) -> Result<()> {
         }
     };
     let variant = match &llm {
-        None => "plain".to_owned(),
-        Some(c) => format!("llm-{}", safe_name(&c.model)),
+        Some(c) if !args.no_enrich => format!("llm-{}", safe_name(&c.model)),
+        _ => "plain".to_owned(),
     };
     let mut items = Vec::new();
     let mut questions = Vec::new();
@@ -218,6 +222,7 @@ pub async fn run(args: &Args<'_>, json_out: bool) -> Result<()> {
         "file_hash": format!("{hash:016x}"),
         "cache": cache.display().to_string(),
         "llm": llm.as_ref().map(|c| c.model.clone()),
+        "enriched": llm.is_some() && !args.no_enrich,
         "k": K,
         "items": items,
         "overall": {
@@ -283,7 +288,8 @@ async fn eval_item(
     let marker = dir.join(COMPLETE);
     let partial = dir.join(PARTIAL);
     let cached = !args.fresh && marker.is_file();
-    let resume = !args.fresh && !cached && llm && partial.is_file();
+    let enrich = llm && !args.no_enrich;
+    let resume = !args.fresh && !cached && enrich && partial.is_file();
     if !cached && !resume && dir.exists() {
         std::fs::remove_dir_all(dir)
             .with_context(|| format!("cannot clear the cached memory {}", dir.display()))?;
@@ -310,13 +316,13 @@ async fn eval_item(
                 item.facts.len(),
                 dir.display()
             ));
-            let v = ingest(&engine, item, llm, resume, &partial, log).await?;
+            let v = ingest(&engine, item, enrich, resume, &partial, log).await?;
             std::fs::write(&marker, serde_json::to_string_pretty(&v)?)
                 .with_context(|| format!("cannot write {}", marker.display()))?;
             let _ = std::fs::remove_file(&partial);
             v
         };
-        let (tally, qs) = score(&engine, item, args.answer, &ingest).await?;
+        let (tally, qs) = score(&engine, item, args, &ingest).await?;
         Ok((tally, cached, qs))
     }
     .await;
@@ -408,9 +414,10 @@ async fn ingest(
 async fn score(
     engine: &Engine,
     item: &Item,
-    answer: bool,
+    args: &Args<'_>,
     ingest: &Value,
 ) -> Result<(Tally, Vec<Value>)> {
+    let answer = args.answer;
     let count = engine.count().await? as usize;
     let all = engine.list(count, 0).await?;
     let mut note_of: HashMap<usize, NoteId> = HashMap::new();
@@ -451,7 +458,8 @@ async fn score(
         ..engine.search_options()
     };
     let mut per_question = Vec::new();
-    for q in &item.questions {
+    let asked = args.questions.unwrap_or(usize::MAX);
+    for q in item.questions.iter().take(asked) {
         t.questions += 1;
         let targets = facts.targets(&q.question, &q.answers, item.multi_hop());
         let out = engine.search_with(&q.question, K, &options).await?;

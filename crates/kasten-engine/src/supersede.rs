@@ -969,9 +969,7 @@ mod tests {
         let (n_new, n_old) = (n_of(&new).unwrap(), n_of(&old).unwrap());
         assert!(n_new < n_old, "{a:?}");
         let body = last_prompt();
-        let mark = format!(
-            "replaced since 2026-09-01 by [{n_new}]: <<<rent: 1,200 euros → 1,300 euros>>> (not current)"
-        );
+        let mark = format!("replaced since 2026-09-01 by [{n_new}] (not current)");
         let at_mark = body
             .find(&mark)
             .unwrap_or_else(|| panic!("no mark in {body}"));
