@@ -378,7 +378,7 @@ pub async fn restore_memory(
         if state.owner.lock().await.is_none() {
             crate::worker::start_sharing(&app, &engine).await;
         }
-        crate::worker::refresh_boxes(&engine, 1).await;
+        crate::worker::boxes_if_none(&engine).await;
     }
     crate::worker::emit_status(&app).await;
     state.kick.notify_one();

@@ -986,6 +986,10 @@ async fn enrich(engine: &Engine, retry_failed: bool, json: bool) -> Result<()> {
     };
     let summary = engine.run_pending(&on_job).await?;
     pb.finish_and_clear();
+    // the Boxes after what was enriched, as the app's and `kasten mcp`'s worker loop does
+    if let Err(e) = engine.refresh_boxes(summary.done).await {
+        eprintln!("warning: cannot compute the Boxes: {e}");
+    }
     if let Some(local) = engine.llm_client().and_then(|c| c.local()) {
         let st = local.status();
         if st.requests > 0 {
