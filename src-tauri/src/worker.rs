@@ -5,9 +5,9 @@
 //!
 //! The worker is the engine's loop (`kasten_engine::run_worker`, shared with `kasten mcp`):
 //! it wakes when a note is added, settings change, or every 30 s, and runs the engine's
-//! pending jobs (the Boxes refreshed after them), forwarding each outcome as a [`JobEvent`]. A pass runs to the end of the
-//! queue; settings changes are applied between passes (the engine is reconfigured only
-//! while no pass holds it). On exit the worker is stopped and the engine closed (see
+//! pending jobs (the Boxes refreshed after them), forwarding each outcome as a
+//! [`JobEvent`]. A pass runs to the end of the queue; settings changes are applied between
+//! passes (the engine is reconfigured only while no pass holds it). On exit the worker is stopped and the engine closed (see
 //! `lib.rs`).
 
 use std::sync::Arc;
@@ -44,9 +44,16 @@ pub async fn open(app: AppHandle) {
             }
         };
         debug_open_delay().await;
-        let mut engine = Engine::open(&ep, embedder, &progress)
-            .await
-            .map_err(|e| format!("cannot open the memory at {ep}: {e}"))?;
+        // a `kasten` command or `kasten mcp` holding the memory hands it over when it ends:
+        // waited for, as every shell does (kasten-share)
+        let (at, progress) = (&ep, &progress);
+        let mut engine = kasten_share::open_here(
+            at,
+            move || Engine::open(at, Arc::clone(&embedder), progress),
+            kasten_share::is_locked,
+        )
+        .await
+        .map_err(|e| format!("cannot open the memory at {ep}: {e}"))?;
         configure_llm(&mut engine).await;
         Ok::<_, String>(engine)
     }
