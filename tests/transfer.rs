@@ -722,3 +722,110 @@ fn a_cut_off_backup_restores_nothing_and_a_sound_one_everything() {
         .count();
     assert_eq!(written, 40);
 }
+
+/// The entries of a folder, sorted.
+fn entries(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("read {}: {e}", dir.display()))
+        .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+        .collect();
+    v.sort();
+    v
+}
+
+/// `kasten restore --replace FILE`: the backup takes the place of a memory that changed
+/// since, row for row; the memory as it was is kept beside it (named in the output) and
+/// opens with everything it held. A damaged backup is refused first and changes nothing.
+#[test]
+fn restore_replace_puts_a_backup_in_the_memorys_place_and_keeps_the_one_before() {
+    let a = Home::new();
+    let f = a.file("notes.jsonl", kasten_tests::jsonl(12).as_bytes());
+    let v = import_json(&a, &f, "jsonl");
+    assert_eq!(v["imported"].as_u64(), Some(12), "{v:#}");
+    let mut ids = a.all_ids();
+    ids.sort();
+    let backup = a.dir.path().join("backup.json");
+    let backup_arg = backup.to_str().unwrap_or_default();
+    a.ok(&["backup", backup_arg]);
+    // changed since the backup: a note added, one deleted
+    a.ok(&["add", "written after the backup"]);
+    a.ok(&["delete", &ids[0]]);
+    let mut changed = a.all_ids();
+    changed.sort();
+    assert_ne!(changed, ids);
+    let home_before = entries(a.dir.path());
+
+    // a plain restore refuses a memory that is not empty, and names the way to replace it
+    let out = a.run(&["restore", backup_arg]);
+    assert!(!out.status.success());
+    let msg = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        msg.contains("only into an empty memory") && msg.contains("--replace"),
+        "{msg}"
+    );
+    // a damaged backup: refused before anything is opened; the memory and its folder stay
+    let bytes = std::fs::read(&backup).unwrap_or_else(|e| panic!("read backup: {e}"));
+    let cut = a.file("cut.json", &bytes[..bytes.len() / 2]);
+    let home_before = {
+        let mut v = home_before;
+        v.push("cut.json".into());
+        v.sort();
+        v
+    };
+    let out = a.run(&["restore", "--replace", cut.to_str().unwrap_or_default()]);
+    assert!(!out.status.success());
+    let msg = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        msg.contains("cut off") && msg.contains("nothing was restored"),
+        "{msg}"
+    );
+    let mut now = a.all_ids();
+    now.sort();
+    assert_eq!(now, changed, "a refused backup changed the memory");
+    assert_eq!(
+        entries(a.dir.path()),
+        home_before,
+        "something moved or was left"
+    );
+    // --replace takes a backup file only
+    let out = a.run(&["restore", "--replace", &ids[1]]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a backup file"));
+
+    // the replacement: the memory is the backup's again, every table as backed up
+    let r = a.json(&["restore", "--replace", backup_arg]);
+    assert_eq!(r["tables"]["note"].as_u64(), Some(12), "{r:#}");
+    let previous = PathBuf::from(r["previous"].as_str().unwrap_or_default());
+    let name = previous
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    assert!(
+        previous.parent() == Some(a.dir.path()) && name.starts_with("db.before-restore-"),
+        "{r:#}"
+    );
+    let mut now = a.all_ids();
+    now.sort();
+    assert_eq!(now, ids);
+    let again = a.dir.path().join("again.json");
+    a.ok(&["backup", again.to_str().unwrap_or_default()]);
+    assert_eq!(tables(&backup), tables(&again));
+    assert!(
+        !a.dir.path().join("db.restoring").exists(),
+        "the work folder is left"
+    );
+    // the memory as it was opens, with its change
+    let kept = format!("surrealkv://{}", previous.display());
+    let listed = a.json(&["--db", &kept, "list", "--limit", "100"]);
+    let notes = listed["notes"].as_array().cloned().unwrap_or_default();
+    assert_eq!(notes.len(), changed.len(), "{listed:#}");
+    assert!(
+        notes
+            .iter()
+            .any(|n| n["content"].as_str() == Some("written after the backup")),
+        "{listed:#}"
+    );
+    // and the text output says where it is
+    let out = a.ok(&["restore", "--replace", backup_arg]);
+    assert!(out.contains("is kept in"), "{out}");
+}

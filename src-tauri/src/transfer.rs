@@ -2,17 +2,19 @@
 //! the native Open / Save dialogs (tauri-plugin-dialog) and hands the path to these
 //! commands; each streams its progress over a channel, as `import_path` does.
 //!
-//! A restore replaces the memory without ever putting it at risk: the backup is read to the
-//! end first (a damaged or cut-off file is refused before anything changes), then restored
-//! into a new folder beside the memory; only when that has succeeded is the memory closed,
-//! moved aside (kept, never deleted) and the restored folder put in its place.
+//! A restore replaces the memory without ever putting it at risk, as the engine restores by
+//! replacement (`kasten_engine::replace`, also `kasten restore --replace`): the backup is
+//! read to the end first (a damaged or cut-off file is refused before anything changes),
+//! then restored into a new folder beside the memory and checked; only when that has
+//! succeeded is the memory closed, moved aside (kept, never deleted) and the restored
+//! folder put in its place.
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use kasten_embed::Embedder;
-use kasten_engine::{BackupFile, Endpoint, TableProgress};
+use kasten_engine::{BackupFile, Endpoint, StagedRestore, TableProgress};
 use kasten_engine::{Engine, Progress};
 use serde::Serialize;
 use specta::Type;
@@ -188,20 +190,12 @@ pub async fn backup_memory(
     })
 }
 
-/// `DIR.suffix` beside the memory's folder `DIR`.
-fn beside(dir: &Path, suffix: &str) -> PathBuf {
-    let name = dir
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "db".into());
-    dir.with_file_name(format!("{name}.{suffix}"))
-}
-
-/// Replaces the memory in `dir` (open in `state`) with the backup `path`. The backup is
-/// read to the end first and restored into `DIR.restoring`; any failure up to there leaves
-/// the memory open and unchanged. Then the memory is closed, moved to
-/// `DIR.before-restore-TIME` and the restored folder takes its place; `reopen` opens the
-/// memory in `dir` again (the restored one, or the old one when a move failed).
+/// Replaces the memory in `dir` (open in `state`) with the backup `path`, as the engine
+/// restores by replacement ([`StagedRestore`]): the backup is read to the end and restored
+/// into `DIR.restoring`, and any failure up to there leaves the memory open and unchanged.
+/// Then the memory is closed, moved to `DIR.before-restore-TIME` and the restored folder
+/// takes its place; `reopen` opens the memory in `dir` again (the restored one, or the old
+/// one when a move failed).
 pub async fn restore_replacing<F, Fut>(
     state: &AppState,
     dir: &Path,
@@ -220,69 +214,41 @@ where
     if path.as_os_str().is_empty() {
         return Err(AppError::Invalid("choose a backup file to restore".into()));
     }
+    let refused = |e: kasten_engine::EngineError| {
+        AppError::Invalid(format!(
+            "{} cannot be restored: {}; {unchanged}",
+            path.display(),
+            AppError::from(e)
+        ))
+    };
     // 1. the whole file, checked before anything is touched
     let owned = path.to_owned();
     let file = tokio::task::spawn_blocking(move || BackupFile::scan(&owned))
         .await
         .map_err(|e| AppError::internal("cannot read the backup", e))?
-        .map_err(|e| {
-            AppError::Invalid(format!(
-                "{} cannot be restored: {e}; {unchanged}",
-                path.display()
-            ))
-        })?;
+        .map_err(refused)?;
     let embedder = state.engine().await?.shared_embedder();
     // 2. restored into a new folder beside the memory, which stays open meanwhile
-    let fresh_dir = beside(dir, "restoring");
-    if fresh_dir.exists() {
-        // what an earlier restore cut off left behind: never the memory itself
-        std::fs::remove_dir_all(&fresh_dir).map_err(|e| {
-            AppError::Invalid(format!("cannot remove {}: {e}", fresh_dir.display()))
-        })?;
-    }
-    // boxed: the open and the restore are large futures (debug builds ran out of stack)
-    let restored = Box::pin(async {
-        let fresh = Engine::open(
-            &Endpoint::SurrealKv(fresh_dir.clone()),
-            Arc::clone(&embedder),
-            &|_| {},
-        )
-        .await?;
-        let rows = |p: &TableProgress| progress(TransferProgressDto::of(&p.table, p.done, p.total));
-        let loading = |p: Progress| {
-            progress(match p {
-                Progress::Loading { done, total } => {
-                    TransferProgressDto::of("indexing", done, total)
-                }
-                Progress::Reembedding { done, total } => {
-                    TransferProgressDto::of("re-embedding", done, total)
-                }
-            })
-        };
-        let summary = fresh.restore_backup_file(&file, &rows, &loading).await;
-        fresh.close().await;
-        summary
-    })
-    .await;
-    let summary = match restored {
-        Ok(s) => s,
-        Err(e) => {
-            let _ = std::fs::remove_dir_all(&fresh_dir);
-            return Err(AppError::Invalid(format!(
-                "{} cannot be restored: {}; {unchanged}",
-                path.display(),
-                AppError::from(e)
-            )));
-        }
+    let rows = |p: &TableProgress| progress(TransferProgressDto::of(&p.table, p.done, p.total));
+    let loading = |p: Progress| {
+        progress(match p {
+            Progress::Loading { done, total } => TransferProgressDto::of("indexing", done, total),
+            Progress::Reembedding { done, total } => {
+                TransferProgressDto::of("re-embedding", done, total)
+            }
+        })
     };
+    let staged = Box::pin(StagedRestore::stage(
+        dir,
+        &file,
+        Arc::clone(&embedder),
+        None,
+        &rows,
+        &loading,
+    ))
+    .await
+    .map_err(refused)?;
     // 3. the swap: the memory is closed and kept aside, the restored one takes its place
-    let stamp = chrono::Local::now().format("%Y%m%d-%H%M%S").to_string();
-    let mut previous = beside(dir, &format!("before-restore-{stamp}"));
-    let mut n = 2;
-    while previous.exists() {
-        previous = beside(dir, &format!("before-restore-{stamp}-{n}"));
-        n += 1;
-    }
     crate::worker::stop_sharing(state).await;
     let old = std::mem::replace(
         &mut *state.slot.write().await,
@@ -291,41 +257,25 @@ where
     if let Slot::Ready(engine) = old {
         Engine::close_shared(engine).await;
     }
-    let swapped = std::fs::rename(dir, &previous)
-        .map_err(|e| format!("cannot move {} aside: {e}", dir.display()))
-        .and_then(|()| {
-            std::fs::rename(&fresh_dir, dir).map_err(|e| {
-                // put the memory back where it was
-                let back = std::fs::rename(&previous, dir);
-                format!(
-                    "cannot move the restored memory into place: {e}{}",
-                    back.err()
-                        .map(|b| format!(" (and the memory stays in {}: {b})", previous.display()))
-                        .unwrap_or_default()
-                )
-            })
-        });
+    let swapped = staged.swap();
     let opened = Box::pin(reopen(dir.to_owned(), embedder)).await;
     let result = match (&swapped, &opened) {
-        (Ok(()), Ok(_)) => Ok(RestoreResultDto {
+        (Ok(done), Ok(_)) => Ok(RestoreResultDto {
             file: path.display().to_string(),
-            tables: table_counts(&summary.tables),
-            previous: previous.display().to_string(),
+            tables: table_counts(&done.summary.tables),
+            previous: done.previous.display().to_string(),
         }),
-        (Err(m), _) => {
-            let _ = std::fs::remove_dir_all(&fresh_dir);
-            Err(AppError::Invalid(format!(
-                "{m}; {}",
-                if opened.is_ok() {
-                    unchanged
-                } else {
-                    "the memory could not be opened again"
-                }
-            )))
-        }
-        (Ok(()), Err(m)) => Err(AppError::Unavailable(format!(
+        (Err(m), _) => Err(AppError::Invalid(format!(
+            "{m}; {}",
+            if opened.is_ok() {
+                unchanged
+            } else {
+                "the memory could not be opened again"
+            }
+        ))),
+        (Ok(done), Err(m)) => Err(AppError::Unavailable(format!(
             "the backup was restored but cannot be opened: {m}; the memory as it was is kept in {}",
-            previous.display()
+            done.previous.display()
         ))),
     };
     match opened {
@@ -378,7 +328,7 @@ pub async fn restore_memory(
         if state.owner.lock().await.is_none() {
             crate::worker::start_sharing(&app, &engine).await;
         }
-        crate::worker::refresh_boxes(&engine, 1).await;
+        crate::worker::boxes_if_none(&engine).await;
     }
     crate::worker::emit_status(&app).await;
     state.kick.notify_one();

@@ -7,6 +7,7 @@ use kasten_core::NewNote;
 
 use super::*;
 use crate::state::tests::Words;
+use kasten_engine::replace::beside;
 
 fn fail<T>(what: &str) -> impl FnOnce(String) -> T + '_ {
     move |e| panic!("{what}: {e}")

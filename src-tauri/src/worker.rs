@@ -1,10 +1,13 @@
 //! Opening the memory and the background enrichment worker.
 //!
+//! The memory is opened as every shell opens it (`kasten_share::open_here`): when another
+//! Kasten process has it (a command, `kasten mcp`), the app waits for the handover.
+//!
 //! The worker is the engine's loop (`kasten_engine::run_worker`, shared with `kasten mcp`):
 //! it wakes when a note is added, settings change, or every 30 s, and runs the engine's
-//! pending jobs, forwarding each outcome as a [`JobEvent`]. A pass runs to the end of the
-//! queue; settings changes are applied between passes (the engine is reconfigured only
-//! while no pass holds it). On exit the worker is stopped and the engine closed (see
+//! pending jobs (the Boxes refreshed after them), forwarding each outcome as a
+//! [`JobEvent`]. A pass runs to the end of the queue; settings changes are applied between
+//! passes (the engine is reconfigured only while no pass holds it). On exit the worker is stopped and the engine closed (see
 //! `lib.rs`).
 
 use std::sync::Arc;
@@ -41,9 +44,16 @@ pub async fn open(app: AppHandle) {
             }
         };
         debug_open_delay().await;
-        let mut engine = Engine::open(&ep, embedder, &progress)
-            .await
-            .map_err(|e| format!("cannot open the memory at {ep}: {e}"))?;
+        // a `kasten` command or `kasten mcp` holding the memory hands it over when it ends:
+        // waited for, as every shell does (kasten-share)
+        let (at, progress) = (&ep, &progress);
+        let mut engine = kasten_share::open_here(
+            at,
+            move || Engine::open(at, Arc::clone(&embedder), progress),
+            kasten_share::is_locked,
+        )
+        .await
+        .map_err(|e| format!("cannot open the memory at {ep}: {e}"))?;
         configure_llm(&mut engine).await;
         Ok::<_, String>(engine)
     }
@@ -70,7 +80,7 @@ pub async fn open(app: AppHandle) {
     if let Ok(engine) = state.engine().await
         && matches!(engine.count().await, Ok(n) if n > 1)
     {
-        refresh_boxes(&engine, 1).await; // only if there are none yet
+        boxes_if_none(&engine).await;
     }
     emit_status(&app).await;
     state.kick.notify_one();
@@ -183,15 +193,13 @@ async fn reconfigure_engine(state: &AppState) {
     state.reconfigure.store(true, Ordering::SeqCst);
 }
 
-/// Each enrichment places its note in a Box as it goes; a full recompute (Louvain over
-/// the link and similarity graph) runs when there are no Boxes yet or after a large pass.
-pub(crate) async fn refresh_boxes(engine: &Engine, enriched: usize) {
-    let none_yet = matches!(engine.boxes().await, Ok(b) if b.is_empty());
-    if (none_yet && enriched > 0) || enriched >= 50 {
-        match engine.recompute_boxes().await {
-            Ok(r) => tracing::info!("{} Boxes over {} notes", r.boxes, r.notes),
-            Err(e) => tracing::warn!("cannot compute the Boxes: {e}"),
-        }
+/// Computes the Boxes of a memory that has none yet (opened or restored without them);
+/// after enrichment the engine's loop refreshes them ([`Engine::refresh_boxes`]).
+pub(crate) async fn boxes_if_none(engine: &Engine) {
+    match engine.refresh_boxes(1).await {
+        Ok(Some(r)) => tracing::info!("{} Boxes over {} notes", r.boxes, r.notes),
+        Ok(None) => {}
+        Err(e) => tracing::warn!("cannot compute the Boxes: {e}"),
     }
 }
 
@@ -243,14 +251,14 @@ impl kasten_engine::Worker for AppWorker {
 
     async fn pass_done(
         &mut self,
-        engine: &Engine,
+        _: &Engine,
         result: Result<kasten_engine::RunSummary, kasten_engine::EngineError>,
     ) {
         let state = self.0.state::<AppState>();
         state.enriching.store(false, Ordering::SeqCst);
         match result {
-            Ok(summary) => refresh_boxes(engine, summary.done).await,
-            Err(kasten_engine::EngineError::Closing) => {}
+            // the engine's loop refreshed the Boxes before this
+            Ok(_) | Err(kasten_engine::EngineError::Closing) => {}
             Err(e) => {
                 tracing::warn!("enrichment pass failed: {e}");
                 state.set_llm(Some(false), crate::error::AppError::from(e).to_string());

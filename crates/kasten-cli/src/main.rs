@@ -95,10 +95,15 @@ enum Command {
     },
     /// Write a full backup (every note, link, revision, event, job, audit entry, setting).
     Backup { file: PathBuf },
-    /// Restore a backup FILE into an empty memory, or an archived note by its ID.
+    /// Restore a backup FILE into an empty memory (or in place of this one with
+    /// --replace), or an archived note by its ID.
     Restore {
         /// A backup file, or a note id.
         target: String,
+        /// Replace this memory with the backup FILE: it is restored and checked beside the
+        /// memory, which is then moved aside (kept, named in the output) and replaced.
+        #[arg(long)]
+        replace: bool,
     },
     /// Serve the memory to LLM agents over MCP (stdio); see docs/MCP.md.
     Mcp {
@@ -500,7 +505,13 @@ async fn run(cli: Cli) -> Result<()> {
         return mcp::run(cli.db.as_deref(), access).await;
     }
     // Validate what can be validated before opening anything.
-    let prepared = prepare(&cli.command)?;
+    let prepared = match prepare(&cli.command)? {
+        // a restore by replacement opens, closes and swaps memories itself
+        Prepared::Restore(transfer::RestoreTarget::Replace(path, file)) => {
+            return transfer::replace(cli.db.as_deref(), &path, &file, cli.json).await;
+        }
+        p => p,
+    };
     // A command the memory's owner can carry out goes through it when another process
     // has the memory open.
     let as_client = served_by_owner(&prepared);
@@ -759,7 +770,9 @@ fn prepare(cmd: &Command) -> Result<Prepared> {
             Prepared::Export(dir.clone())
         }
         Command::Backup { file } => Prepared::Backup(file.clone()),
-        Command::Restore { target } => Prepared::Restore(transfer::restore_target(target)?),
+        Command::Restore { target, replace } => {
+            Prepared::Restore(transfer::restore_target(target, *replace)?)
+        }
         Command::Mcp { .. } => bail!("mcp is handled separately"),
         Command::Ask {
             question,
@@ -986,6 +999,10 @@ async fn enrich(engine: &Engine, retry_failed: bool, json: bool) -> Result<()> {
     };
     let summary = engine.run_pending(&on_job).await?;
     pb.finish_and_clear();
+    // the Boxes after what was enriched, as the app's and `kasten mcp`'s worker loop does
+    if let Err(e) = engine.refresh_boxes(summary.done).await {
+        eprintln!("warning: cannot compute the Boxes: {e}");
+    }
     if let Some(local) = engine.llm_client().and_then(|c| c.local()) {
         let st = local.status();
         if st.requests > 0 {

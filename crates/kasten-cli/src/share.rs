@@ -2,79 +2,54 @@
 //! another Kasten process goes through that process; a command that opens the memory
 //! serves it to the others while it runs.
 
-use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use kasten_embed::Embedder;
-use kasten_engine::{Endpoint, Engine, EngineError, ErrorKind, StorageLimits};
-use kasten_share::{Client, Owner, OwnerInfo};
+use kasten_engine::{Engine, EngineError, StorageLimits};
+use kasten_share::{Owner, OwnerInfo, Sharing};
 use tokio::sync::Notify;
 
-/// How long a command waits for a memory that another process holds without serving it
-/// yet (it is opening, or it is closing and the next owner has not started).
-const HANDOVER_WAIT: Duration = Duration::from_secs(20);
-
-/// The folder whose memory can be shared: embedded memories on disk. A SurrealDB server
-/// is shared by the server itself, and `mem://` by nobody.
-pub fn dir(ep: &Endpoint) -> Option<PathBuf> {
-    match ep {
-        Endpoint::SurrealKv(d) => Some(d.clone()),
-        Endpoint::Mem | Endpoint::Remote(_) => None,
-    }
-}
-
-/// The memory opened here, or the process that has it open.
-pub enum Opened {
-    Local(Box<Engine>),
-    Remote(Client),
-}
+pub use kasten_share::Opened;
 
 /// Whether the error says the memory is open in another process.
 fn is_locked(e: &anyhow::Error) -> bool {
     e.chain().any(|c| {
         c.downcast_ref::<EngineError>()
-            .is_some_and(|e| e.kind() == ErrorKind::Locked)
+            .is_some_and(kasten_share::is_locked)
     })
 }
 
 /// Connects to the memory's owner when `as_client` and one serves it; otherwise opens the
-/// memory here. A memory that is locked but not (yet) served is waited for: its owner is
-/// starting, or stopping and handing over (then this process opens it).
+/// memory here. The policy, with its wait through a handover, is kasten-share's
+/// ([`kasten_share::open_or_connect`]); the embedder is loaded only to open here.
 pub async fn open_or_connect(
     db: Option<&str>,
     as_client: bool,
     storage: Option<StorageLimits>,
 ) -> Result<Opened> {
     let ep = crate::endpoint(db)?;
-    let dir = dir(&ep).filter(|_| as_client);
-    let deadline = Instant::now() + HANDOVER_WAIT;
+    let sharing = if as_client {
+        Sharing::Client
+    } else {
+        Sharing::Alone
+    };
     let mut embedder: Option<Arc<dyn Embedder>> = None;
-    loop {
-        if let Some(d) = &dir {
-            match Client::connect(d).await {
-                Ok(Some(c)) => return Ok(Opened::Remote(c)),
-                Ok(None) => {}
-                Err(e) => tracing::warn!("{e}; opening the memory here instead"),
-            }
-        }
-        let e = match &embedder {
-            Some(e) => Arc::clone(e),
-            None => {
-                let e = crate::load_embedder()?;
-                embedder = Some(Arc::clone(&e));
-                e
-            }
-        };
-        match crate::open_engine_with(&ep, e, storage).await {
-            Ok(engine) => return Ok(Opened::Local(Box::new(engine))),
-            Err(e) if dir.is_some() && is_locked(&e) && Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            Err(e) => return Err(e),
-        }
-    }
+    let ep = &ep;
+    let embedder = &mut embedder;
+    kasten_share::open_or_connect(
+        ep,
+        sharing,
+        || {
+            let loaded = match embedder {
+                Some(e) => Ok(Arc::clone(e)),
+                None => crate::load_embedder().inspect(|e| *embedder = Some(Arc::clone(e))),
+            };
+            async move { crate::open_engine_with(ep, loaded?, storage).await }
+        },
+        is_locked,
+    )
+    .await
 }
 
 /// Serves `engine` to other processes while this one has it open (`name` is how they
@@ -87,7 +62,7 @@ pub async fn serve(
     wake: Option<Arc<Notify>>,
 ) -> Option<Owner> {
     let on_write = wake.map(|w| -> kasten_share::OnWrite { Arc::new(move || w.notify_one()) });
-    let d = dir(&crate::endpoint(db).ok()?)?;
+    let d = kasten_share::shared_dir(&crate::endpoint(db).ok()?)?;
     match Owner::start(
         Arc::clone(engine),
         &d,

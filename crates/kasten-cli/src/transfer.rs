@@ -1,16 +1,18 @@
-//! `kasten import --format markdown|chat`, `kasten export`, `kasten backup`, `kasten restore`.
+//! `kasten import --format markdown|chat`, `kasten export`, `kasten backup`, `kasten restore`
+//! (into an empty memory, or `--replace` in place of this one).
 //!
 //! Files are read and parsed before the memory is opened (a wrong path or a broken file is
 //! reported without touching anything); the engine then saves what is new. Per-file
 //! problems (malformed front matter, a bad message) are reported and the rest imported.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result, anyhow, bail};
 use kasten_core::import::{JsonlLines, LineError};
 use kasten_core::transfer::Problem;
 use kasten_core::{NewNote, NoteId};
-use kasten_engine::{BackupFile, TableProgress};
+use kasten_engine::{BackupFile, StagedRestore, StorageLimits, TableProgress};
 use kasten_engine::{Engine, ImportProgress, Progress};
 use serde_json::json;
 
@@ -273,6 +275,8 @@ pub enum RestoreTarget {
     /// A backup file, read whole once and found sound (nothing is held but where its
     /// tables are).
     Backup(PathBuf, BackupFile),
+    /// A backup file (checked as for `Backup`) to take the place of this memory.
+    Replace(PathBuf, BackupFile),
     /// An archived note.
     Note(NoteId),
 }
@@ -280,11 +284,19 @@ pub enum RestoreTarget {
 /// A TARGET that is an existing file is a backup; anything else must be a note id. A
 /// backup is checked to the end before the memory is opened: a damaged or cut-off file
 /// is refused without writing anything.
-pub fn restore_target(target: &str) -> Result<RestoreTarget> {
+/// With `replace`, TARGET must be a backup file.
+pub fn restore_target(target: &str, replace: bool) -> Result<RestoreTarget> {
     let p = Path::new(target);
     if p.is_file() {
         let file = BackupFile::scan(p).map_err(|e| anyhow::anyhow!("{e}; nothing was restored"))?;
-        return Ok(RestoreTarget::Backup(p.to_owned(), file));
+        return Ok(if replace {
+            RestoreTarget::Replace(p.to_owned(), file)
+        } else {
+            RestoreTarget::Backup(p.to_owned(), file)
+        });
+    }
+    if replace {
+        bail!("{target} is not a backup file; --replace takes one (nothing was restored)");
     }
     match NoteId::parse(target) {
         Ok(id) => Ok(RestoreTarget::Note(id)),
@@ -336,6 +348,11 @@ pub async fn restore(engine: &Engine, target: RestoreTarget, json: bool) -> Resu
             }
             Ok(())
         }
+        // `run` hands a replacement to `replace` before any memory is opened
+        RestoreTarget::Replace(path, _) => bail!(
+            "{} replaces the memory and cannot be restored into an open one",
+            path.display()
+        ),
         RestoreTarget::Note(id) => {
             let note = engine.restore_archived(&id, crate::ACTOR).await?;
             if json {
@@ -349,4 +366,80 @@ pub async fn restore(engine: &Engine, target: RestoreTarget, json: bool) -> Resu
             Ok(())
         }
     }
+}
+
+/// `kasten restore --replace FILE`: the backup takes the place of this memory, as the app's
+/// Restore does (`kasten_engine::replace`). The memory is held while the backup is restored
+/// and checked beside it, so nothing changes it meanwhile; then it is closed, moved aside
+/// (kept, named in the output) and the restored folder put in its place. A failure before
+/// the swap changes nothing.
+pub async fn replace(db: Option<&str>, path: &Path, file: &BackupFile, json: bool) -> Result<()> {
+    let ep = crate::endpoint(db)?;
+    let Some(dir) = kasten_share::shared_dir(&ep) else {
+        bail!(
+            "--replace puts a restored folder in the place of the memory's, and {ep} is not a folder; restore into an empty memory there instead (nothing was restored)"
+        );
+    };
+    let storage = Some(StorageLimits::for_bulk_writes_from_env());
+    let engine = match crate::share::open_or_connect(db, false, storage).await? {
+        crate::share::Opened::Local(e) => Arc::new(*e),
+        crate::share::Opened::Remote(_) => {
+            bail!("the memory at {ep} is open in another process; nothing was restored")
+        }
+    };
+    let pb = progress_bar();
+    let rows = |p: &TableProgress| {
+        pb.set_message(format!("restoring {}", p.table));
+        pb.set_length(p.total);
+        pb.set_position(p.done);
+    };
+    let report = |p: Progress| {
+        let (msg, done, total) = match p {
+            Progress::Loading { done, total } => ("indexing", done, total),
+            Progress::Reembedding { done, total } => ("re-embedding", done, total),
+        };
+        pb.set_message(msg);
+        pb.set_length(total);
+        pb.set_position(done);
+    };
+    let staged = tokio::select! {
+        r = Box::pin(StagedRestore::stage(&dir, file, engine.shared_embedder(), storage, &rows, &report)) => {
+            r.map_err(|e| anyhow!("cannot restore {}: {e}; nothing was changed: the memory is as it was", path.display()))
+        }
+        _ = kasten_engine::shutdown_signal() => Err(anyhow!("interrupted; nothing was changed: the memory is as it was")),
+    };
+    pb.finish_and_clear();
+    Engine::close_shared(engine).await;
+    let done = staged?.swap().map_err(|e| {
+        let state = if dir.exists() {
+            format!("; the memory is as it was in {}", dir.display())
+        } else {
+            String::new()
+        };
+        anyhow!("cannot restore {}: {e}{state}", path.display())
+    })?;
+    let s = &done.summary;
+    if json {
+        println!(
+            "{}",
+            json!({
+                "restored": path.display().to_string(),
+                "tables": s.tables,
+                "schema_version": s.schema_version,
+                "previous": done.previous.display().to_string(),
+            })
+        );
+    } else {
+        let list: Vec<String> = s.tables.iter().map(|(k, v)| format!("{v} {k}")).collect();
+        println!(
+            "restored {} in place of the memory: {}",
+            path.display(),
+            list.join(", ")
+        );
+        println!(
+            "the memory as it was is kept in {}",
+            done.previous.display()
+        );
+    }
+    Ok(())
 }

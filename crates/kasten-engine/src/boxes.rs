@@ -22,6 +22,9 @@ pub const SIMILARITY_NEIGHBOURS: usize = 5;
 pub const SIMILARITY_WEIGHT: f64 = 0.5;
 /// Terms in a Box label.
 const LABEL_TERMS: usize = 3;
+/// Notes enriched in one pass from which the Boxes are recomputed in full (fewer are
+/// placed one by one as they are enriched, [`Engine::place_in_box`]).
+pub const BOX_RECOMPUTE_AFTER: usize = 50;
 
 /// A Box as the CLI (`boxes --json`), the app and the export see it.
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -78,6 +81,21 @@ impl Engine {
                 .then_with(|| a.id.cmp(&b.id))
         });
         Ok(v)
+    }
+
+    /// The Box refresh after `enriched` notes were enriched: every shell's, run by the
+    /// enrichment loop ([`crate::run_worker`]) and `kasten enrich`. Each enrichment places
+    /// its note in a Box as it goes; a full recompute runs when there are no Boxes yet and
+    /// something changed, or after a pass of [`BOX_RECOMPUTE_AFTER`] notes or more.
+    /// Returns the recompute's report, or `None` when none was needed.
+    pub async fn refresh_boxes(&self, enriched: usize) -> Result<Option<BoxReport>, EngineError> {
+        if enriched == 0 {
+            return Ok(None);
+        }
+        if enriched < BOX_RECOMPUTE_AFTER && !self.store.boxes().await?.is_empty() {
+            return Ok(None);
+        }
+        self.recompute_boxes().await.map(Some)
     }
 
     /// Recomputes every Box from scratch. The heavy part (similarity graph, clustering)

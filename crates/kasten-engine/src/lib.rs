@@ -23,6 +23,7 @@ mod merge;
 mod pipeline;
 mod quality;
 mod read;
+pub mod replace;
 mod review;
 mod search;
 pub mod secrets;
@@ -75,6 +76,7 @@ pub use read::{
     JobCounts, ModelUsage, NoteFilter, ProjectState, RestoreSummary, Successor, TableProgress,
     TableProgressFn,
 };
+pub use replace::{Replaced, StagedRestore};
 pub use review::{FieldEdit, HistoryEntry, ReviewItem, ReviewOutcome, ReviewStatus};
 pub use search::{SearchHit, SearchOptions, SearchOutput, SearchTimings};
 pub use settings::{LlmChoice, LlmSettings, LlmSource, SettingError, validate_setting};

@@ -633,7 +633,7 @@ impl Engine {
         if !busy.is_empty() {
             let list: Vec<String> = busy.iter().map(|(t, n)| format!("{n} {t}")).collect();
             return Err(EngineError::Invalid(CoreError::Invalid(format!(
-                "a backup is restored only into an empty memory, and this one holds {}; use a new --db location (or KASTEN_DB) for the restore",
+                "a backup is restored only into an empty memory, and this one holds {}; use a new --db location (or KASTEN_DB) for the restore, or `kasten restore --replace FILE` to put the backup in this memory's place (the memory as it is is kept beside it)",
                 list.join(", ")
             ))));
         }

@@ -4,7 +4,8 @@
 //! [`run_worker`] wakes when told (a note was added, settings changed) or every `every`,
 //! asks its [`Worker`] for the engine to use (the app hands it out per pass, so the engine
 //! can be reconfigured between passes), runs the pending jobs ([`Engine::run_pending`]),
-//! and reports each outcome and the pass. It ends when the worker says so or the engine
+//! refreshes the Boxes after what was enriched ([`Engine::refresh_boxes`]), and reports
+//! each outcome and the pass. It ends when the worker says so or the engine
 //! starts closing ([`Engine::begin_close`]); a pass cut off by the close gives its job
 //! back, and the next open requeues it. [`shutdown_signal`] is what ends a surface: Ctrl-C
 //! or SIGTERM; the surface then closes the engine with [`Engine::close_shared`].
@@ -59,11 +60,26 @@ pub async fn run_worker(worker: &mut impl Worker, wake: &Notify, every: Duration
         let w = &*worker;
         let result = engine.run_pending(&|o: &JobOutcome| w.on_job(o)).await;
         let closing = matches!(result, Err(EngineError::Closing)) || engine.is_closing();
+        if let Ok(s) = &result
+            && !closing
+        {
+            refresh_boxes(&engine, s.done).await;
+        }
         worker.pass_done(&engine, result).await;
         drop(engine);
         if closing {
             return;
         }
+    }
+}
+
+/// The Box refresh after a pass, before the surface hears of the pass (so what it shows
+/// then has the Boxes); a failure is logged and the loop goes on.
+async fn refresh_boxes(engine: &Engine, enriched: usize) {
+    match engine.refresh_boxes(enriched).await {
+        Ok(Some(r)) => tracing::info!("{} Boxes over {} notes", r.boxes, r.notes),
+        Ok(None) | Err(EngineError::Closing) => {}
+        Err(e) => tracing::warn!("cannot compute the Boxes: {e}"),
     }
 }
 
@@ -174,6 +190,57 @@ mod tests {
         .unwrap_or_else(|_| panic!("the loop did not stop at the close"));
         assert!(w.done.is_empty());
         drop(w);
+        Engine::close_shared(engine).await;
+    }
+
+    /// Every surface's loop refreshes the Boxes after a pass that enriched notes: a
+    /// memory without Boxes has them after its first pass, whichever shell runs the loop.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_pass_that_enriches_notes_refreshes_the_boxes() {
+        let fake = kasten_fakellm::FakeLlm::start(kasten_fakellm::Mode::Normal)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let engine = Arc::new(crate::tests::engine_with_fake(&fake, 2).await);
+        let texts = [
+            "tomato seedlings in the garden need water every morning",
+            "the garden tomato seedlings need water and sun every morning",
+            "water the tomato seedlings in the garden every morning",
+            "the train to the city leaves the station at nine",
+            "the city train leaves the station at nine every day",
+            "at nine the train leaves the station for the city",
+        ];
+        let notes = texts
+            .iter()
+            .map(|t| NewNote::new(t).unwrap_or_else(|e| panic!("{e}")))
+            .collect();
+        engine
+            .add_batch(notes)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let boxes = engine.boxes().await.unwrap_or_else(|e| panic!("{e}"));
+        assert!(boxes.is_empty(), "{boxes:?}");
+
+        let wake = Notify::new();
+        let mut w = Counting {
+            engine: Arc::clone(&engine),
+            passes: 1,
+            seen: Mutex::new(vec![]),
+            done: vec![],
+        };
+        wake.notify_one();
+        // one pass, then the loop asks again after `every` and is told to stop
+        tokio::time::timeout(
+            Duration::from_secs(60),
+            run_worker(&mut w, &wake, Duration::from_millis(50)),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("the loop did not stop"));
+        assert_eq!(w.done, vec![Ok(texts.len())]);
+        drop(w);
+        let boxes = engine.boxes().await.unwrap_or_else(|e| panic!("{e}"));
+        assert!(!boxes.is_empty(), "no Boxes after the pass");
+        let boxed: usize = boxes.iter().map(|b| b.members.len()).sum();
+        assert!(boxed >= 3, "{boxes:?}");
         Engine::close_shared(engine).await;
     }
 }

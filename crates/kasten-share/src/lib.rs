@@ -26,11 +26,14 @@
 //!   reads slowly cannot cut a write in half or hold up anyone else.
 //!
 //! [`Memory`] is what the CLI and the MCP server program against: the engine in this
-//! process, or a connection to the owner.
+//! process, or a connection to the owner. [`open_or_connect`] and [`open_here`] are how
+//! every shell (the CLI, `kasten mcp`, the app) gets one, waiting through a handover
+//! between two owners instead of failing.
 
 mod client;
 mod error;
 mod handshake;
+mod open;
 pub mod owner;
 mod wire;
 
@@ -51,6 +54,7 @@ use serde::{Deserialize, Serialize};
 pub use client::Client;
 pub use error::{ErrorKind, RemoteError, ShareError};
 pub use handshake::OwnerInfo;
+pub use open::{HANDOVER_WAIT, Opened, Sharing, is_locked, open_here, open_or_connect, shared_dir};
 pub use owner::{OnWrite, Owner};
 pub use wire::MemoryServiceRequest;
 

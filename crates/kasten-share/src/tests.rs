@@ -436,3 +436,136 @@ async fn the_token_goes_only_to_a_listener_of_the_expected_user() {
     assert!(matches!(r, Ok(None)), "{r:?}");
     assert_eq!(got_rx.recv().await.unwrap_or_default(), secret);
 }
+
+/// The memory at `dir` opened on disk, as a process that owns it would.
+async fn open_on_disk(ep: &Endpoint) -> Result<Engine, kasten_engine::EngineError> {
+    Engine::open(ep, Arc::new(HashEmbedder), &|_| {}).await
+}
+
+/// The handover the app used to fail on: another process (here another engine) has the
+/// memory open and serves it, then hands it over. Opening at once is refused as "open in
+/// another process"; the shells' opener waits and opens it when it is released.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_opener_waits_through_a_handover_instead_of_failing() {
+    let dir = tmp();
+    let db = dir.path().join("db");
+    let ep = Endpoint::SurrealKv(db.clone());
+    let first = Arc::new(
+        open_on_disk(&ep)
+            .await
+            .unwrap_or_else(|e| panic!("open: {e}")),
+    );
+    first
+        .add(note("written by the first owner"))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let owner = Owner::start(
+        Arc::clone(&first),
+        &db,
+        OwnerInfo::this_process("first"),
+        None,
+    )
+    .await
+    .unwrap_or_else(|e| panic!("serve: {e}"));
+
+    // without the wait: refused, as the app was
+    match open_on_disk(&ep).await {
+        Err(e) => assert!(crate::is_locked(&e), "{e}"),
+        Ok(_) => panic!("a locked memory opened twice"),
+    }
+    // a command that needs the memory to itself is refused at once, as before
+    let t = std::time::Instant::now();
+    match crate::open_or_connect(
+        &ep,
+        crate::Sharing::Alone,
+        || open_on_disk(&ep),
+        crate::is_locked,
+    )
+    .await
+    {
+        Err(e) => assert!(crate::is_locked(&e), "{e}"),
+        Ok(_) => panic!("a locked memory opened twice"),
+    }
+    assert!(t.elapsed() < Duration::from_secs(5));
+
+    // the first owner ends a little later: stops serving, closes, releases the folder
+    let handover = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        owner.stop().await;
+        Engine::close_shared(first).await;
+    });
+    let t = std::time::Instant::now();
+    let second = crate::open_here(&ep, || open_on_disk(&ep), crate::is_locked)
+        .await
+        .unwrap_or_else(|e| panic!("the second opener failed during the handover: {e}"));
+    assert!(
+        t.elapsed() >= Duration::from_millis(500),
+        "opened while the first owner still had it"
+    );
+    handover.await.unwrap_or_else(|e| panic!("{e}"));
+    let notes = second.list(10, 0).await.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(notes.len(), 1);
+    assert_eq!(notes[0].content, "written by the first owner");
+    second.close().await;
+}
+
+/// A client-mode opener (a `kasten` command, `kasten mcp`) that finds the memory held but
+/// not served yet — its owner still opening — waits and becomes the owner's client; an
+/// owner-mode opener gives up after its wait, in the engine's words.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_waits_for_an_owner_that_is_starting_and_every_wait_ends() {
+    let dir = tmp();
+    let db = dir.path().join("db");
+    let ep = Endpoint::SurrealKv(db.clone());
+    let engine = Arc::new(
+        open_on_disk(&ep)
+            .await
+            .unwrap_or_else(|e| panic!("open: {e}")),
+    );
+    engine
+        .add(note("held by an owner that is starting"))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+
+    // held and never released: the wait ends, refused as "open in another process"
+    let t = std::time::Instant::now();
+    let r = crate::open::open_here_within(
+        &ep,
+        Duration::from_millis(400),
+        || open_on_disk(&ep),
+        crate::is_locked,
+    )
+    .await;
+    match r {
+        Err(e) => assert!(crate::is_locked(&e), "{e}"),
+        Ok(_) => panic!("a locked memory opened twice"),
+    }
+    assert!(t.elapsed() >= Duration::from_millis(400));
+
+    let starting = Arc::clone(&engine);
+    let start = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        Owner::start(starting, &db, OwnerInfo::this_process("late"), None)
+            .await
+            .unwrap_or_else(|e| panic!("serve: {e}"))
+    });
+    let opened = crate::open_or_connect(
+        &ep,
+        crate::Sharing::Client,
+        || open_on_disk(&ep),
+        crate::is_locked,
+    )
+    .await
+    .unwrap_or_else(|e| panic!("the client failed while the owner started: {e}"));
+    let owner = start.await.unwrap_or_else(|e| panic!("{e}"));
+    let c = match opened {
+        crate::Opened::Remote(c) => c,
+        crate::Opened::Local(_) => panic!("opened a memory another engine holds"),
+    };
+    assert_eq!(c.owner().name, "late");
+    let listed = c.list(10, 0).await.unwrap_or_else(|e| panic!("list: {e}"));
+    assert_eq!(listed.len(), 1);
+    drop(c);
+    owner.stop().await;
+    Engine::close_shared(engine).await;
+}
