@@ -11,7 +11,9 @@
 //! - [`check`]: the quality check over a whole memory that tests, `kasten quality` and the
 //!   benchmarks run: no annotation contains prompt text, at least two thirds of the
 //!   keywords occur in the note, the context is a sentence about the note, at most five
-//!   links per note and not all reasons the same.
+//!   links per note and not all reasons the same; each evolution's reason names something
+//!   the evolved note and the new note share, and makes at most [`MAX_EVOLUTION_OPS`]
+//!   operations.
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -397,6 +399,33 @@ pub struct CheckedNote<'a> {
     pub link_reasons: Vec<&'a str>,
     /// Reasons the LLM gave for evolving this note (each change's and the edit's).
     pub edit_reasons: Vec<&'a str>,
+    /// The LLM's evolutions of this note, with the new note that led to each.
+    pub evolutions: Vec<CheckedEvolution<'a>>,
+}
+
+/// Operations one evolution of a note may make: A-Mem's evolution updates a neighbour's
+/// context and tags in the light of a new note; more than this is a rewrite.
+pub const MAX_EVOLUTION_OPS: usize = 3;
+
+/// One evolution of a note as the check sees it.
+#[derive(Debug, Clone)]
+pub struct CheckedEvolution<'a> {
+    /// The model's reason for the evolution as a whole.
+    pub reason: &'a str,
+    /// How many operations it made.
+    pub ops: usize,
+    /// The new note that led to it (content, keywords and context), when known.
+    pub by: Option<&'a str>,
+}
+
+/// Whether `reason` names something the two notes share: one of its content words (or
+/// its stem) occurs in both `a` and `b`. "Both mention the Lisbon move" does; "The new
+/// note adds a new tag" does not — it says what the operation did, not why.
+pub fn names_something_shared(tok: &Tokenizer, reason: &str, a: &str, b: &str) -> bool {
+    candidate_terms(reason, 64)
+        .iter()
+        .filter(|t| !t.contains(' '))
+        .any(|t| keyword_in_note(tok, t, a) && keyword_in_note(tok, t, b))
 }
 
 /// A failed rule, with the note and the offending text.
@@ -419,6 +448,13 @@ pub struct QualityReport {
     pub links: usize,
     pub max_links_per_note: usize,
     pub distinct_reasons: usize,
+    /// Evolutions checked (each note's, every status).
+    pub evolutions: usize,
+    /// Evolutions whose reason names something the evolved note and the new note share
+    /// (of those whose new note is known).
+    pub evolutions_naming_shared: usize,
+    /// Evolutions whose new note is known (the share rule is checked on these).
+    pub evolutions_with_source: usize,
     pub findings: Vec<Finding>,
     pub passed: bool,
 }
@@ -482,6 +518,34 @@ pub fn check(notes: &[CheckedNote<'_>]) -> QualityReport {
                     n.id,
                     "prompt text",
                     format!("evolution reason {reason:?}"),
+                ));
+            }
+        }
+        let own = format!("{} {} {}", n.content, n.context, n.keywords.join(" "));
+        for e in &n.evolutions {
+            r.evolutions += 1;
+            if e.ops > MAX_EVOLUTION_OPS {
+                findings.push(find(
+                    n.id,
+                    "evolution",
+                    format!(
+                        "{} operations in one evolution (at most {MAX_EVOLUTION_OPS})",
+                        e.ops
+                    ),
+                ));
+            }
+            let Some(by) = e.by else { continue };
+            r.evolutions_with_source += 1;
+            if names_something_shared(&tok, e.reason, &own, by) {
+                r.evolutions_naming_shared += 1;
+            } else {
+                findings.push(find(
+                    n.id,
+                    "evolution",
+                    format!(
+                        "reason {:?} names nothing the note and the new note share",
+                        e.reason
+                    ),
                 ));
             }
         }
@@ -574,6 +638,7 @@ mod tests {
             context: "About work: note_tags for Ana moving to Lisbon.",
             link_reasons: vec!["N2 supports it", "ops add_tag", "both about Lisbon"],
             edit_reasons: vec!["set_context as N3 says", "the move is to Lisbon"],
+            evolutions: Vec::new(),
         };
         let r = check(&[n]);
         let details: Vec<&str> = r
@@ -716,6 +781,11 @@ mod tests {
             context: "A dental appointment for a cracked tooth.",
             link_reasons: vec!["both about the dentist"],
             edit_reasons: vec!["the tooth needs a crown"],
+            evolutions: vec![CheckedEvolution {
+                reason: "the cracked molar needs a crown",
+                ops: 1,
+                by: Some("The dentist says the molar needs a crown"),
+            }],
         };
         let r = check(std::slice::from_ref(&good));
         assert!(r.passed, "{r:?}");
@@ -731,13 +801,38 @@ mod tests {
             context: "2025-05-02T08:10:00+00:00",
             link_reasons: vec!["strengths of the new note"; 7],
             edit_reasons: Vec::new(),
+            evolutions: vec![
+                CheckedEvolution {
+                    reason: "The new note adds a new tag 'health' to the existing tags.",
+                    ops: 1,
+                    by: Some("The dentist says the molar needs a crown"),
+                },
+                CheckedEvolution {
+                    reason: "the molar needs a crown",
+                    ops: 4,
+                    by: Some("The dentist says the molar needs a crown"),
+                },
+            ],
         };
         let r = check(&[good, bad]);
         assert!(!r.passed);
+        assert_eq!(
+            (r.evolutions, r.evolutions_with_source, r.evolutions_naming_shared),
+            (3, 3, 2)
+        );
+        let evolution: Vec<&str> = r
+            .findings
+            .iter()
+            .filter(|f| f.rule == "evolution")
+            .map(|f| f.detail.as_str())
+            .collect();
+        assert_eq!(evolution.len(), 2, "{evolution:?}");
+        assert!(evolution.iter().any(|d| d.contains("adds a new tag")));
+        assert!(evolution.iter().any(|d| d.contains("4 operations")));
         let rules: BTreeSet<&str> = r.findings.iter().map(|f| f.rule).collect();
         assert_eq!(
             rules,
-            ["context", "keywords", "links", "prompt text"]
+            ["context", "evolution", "keywords", "links", "prompt text"]
                 .into_iter()
                 .collect()
         );

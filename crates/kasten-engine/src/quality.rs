@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use kasten_core::note::EnrichState;
-use kasten_core::quality::{CheckedNote, QualityReport, check};
+use kasten_core::quality::{CheckedEvolution, CheckedNote, QualityReport, check};
 
 use crate::{Engine, EngineError, ReviewStatus};
 
@@ -30,6 +30,9 @@ impl Engine {
         // the reasons of the LLM's evolutions, by the note they change (every status: a
         // rolled-back or rejected edit's reason was still the model's words)
         let mut edit_reasons: HashMap<String, Vec<String>> = HashMap::new();
+        // each evolution (reason, operations, event) by the note it changes
+        let mut evolutions: HashMap<String, Vec<(String, usize, Option<String>)>> =
+            HashMap::new();
         let all = [
             ReviewStatus::Proposed,
             ReviewStatus::Applied,
@@ -41,12 +44,47 @@ impl Engine {
             if e.kind != "edit" || e.label != "evolution" {
                 continue;
             }
+            evolutions.entry(e.note.clone()).or_default().push((
+                e.reason.clone(),
+                e.changes.len().max(1),
+                e.event.clone(),
+            ));
             // each change's own reason; an older revision has only the edit's
             let reasons = edit_reasons.entry(e.note).or_default();
             if e.changes.is_empty() {
                 reasons.push(e.reason);
             } else {
                 reasons.extend(e.changes.into_iter().map(|c| c.reason));
+            }
+        }
+        // the new note behind each evolution: its enrichment event's note
+        let wanted: std::collections::HashSet<&str> = evolutions
+            .values()
+            .flatten()
+            .filter_map(|(_, _, ev)| ev.as_deref())
+            .collect();
+        let mut source_of_event: HashMap<String, String> = HashMap::new();
+        if !wanted.is_empty() {
+            for ev in self.events(limit.saturating_mul(5)).await? {
+                if wanted.contains(ev.id.as_str()) {
+                    source_of_event.insert(ev.id, ev.note);
+                }
+            }
+        }
+        let mut text_of: HashMap<String, String> = HashMap::new();
+        for note in source_of_event.values() {
+            if text_of.contains_key(note) {
+                continue;
+            }
+            let Ok(id) = kasten_core::NoteId::parse(note) else {
+                continue;
+            };
+            if let Ok(d) = self.get(&id).await {
+                let n = &d.note;
+                text_of.insert(
+                    note.clone(),
+                    format!("{} {} {}", n.content, n.context, n.keywords.join(" ")),
+                );
             }
         }
         let checked: Vec<CheckedNote<'_>> = details
@@ -69,6 +107,22 @@ impl Engine {
                         r.iter()
                             .map(String::as_str)
                             .filter(|r| !r.is_empty())
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+                evolutions: evolutions
+                    .get(d.note.id.as_str())
+                    .map(|es| {
+                        es.iter()
+                            .map(|(reason, ops, ev)| CheckedEvolution {
+                                reason,
+                                ops: *ops,
+                                by: ev
+                                    .as_ref()
+                                    .and_then(|ev| source_of_event.get(ev))
+                                    .and_then(|n| text_of.get(n))
+                                    .map(String::as_str),
+                            })
                             .collect()
                     })
                     .unwrap_or_default(),
