@@ -464,7 +464,13 @@ fn consolidate_files_supersessions_among_imported_notes_once_and_accepting_one_f
     assert_eq!(ids.len(), FACTS.len());
     let (old, budget, new) = (&ids[1], &ids[4], &ids[5]);
     h.ok(&[
-        "link", budget, old, "--kind", "elaborates", "--reason", "twelve months of it",
+        "link",
+        budget,
+        old,
+        "--kind",
+        "elaborates",
+        "--reason",
+        "twelve months of it",
     ]);
     let supersessions = |h: &Home, status: &str| -> Vec<(String, String, String)> {
         let q = h.json(&["proposals", "--status", status, "--limit", "100"]);
@@ -484,7 +490,10 @@ fn consolidate_files_supersessions_among_imported_notes_once_and_accepting_one_f
             })
             .unwrap_or_default()
     };
-    assert!(supersessions(&h, "proposed").is_empty(), "an import compares nothing");
+    assert!(
+        supersessions(&h, "proposed").is_empty(),
+        "an import compares nothing"
+    );
 
     let s = h.json(&["consolidate"]);
     assert_eq!(s["scanned"], FACTS.len(), "{s:#}");
@@ -520,7 +529,11 @@ fn consolidate_files_supersessions_among_imported_notes_once_and_accepting_one_f
     let q = h.json(&["proposals"]);
     let flags: Vec<&Value> = q["items"]
         .as_array()
-        .map(|a| a.iter().filter(|i| i["label"] == "may_be_outdated").collect())
+        .map(|a| {
+            a.iter()
+                .filter(|i| i["label"] == "may_be_outdated")
+                .collect()
+        })
         .unwrap_or_default();
     assert_eq!(flags.len(), 1, "{q:#}");
     let f = flags[0];
@@ -530,7 +543,10 @@ fn consolidate_files_supersessions_among_imported_notes_once_and_accepting_one_f
     assert_eq!(f["outdated"]["successor"], new.as_str());
     assert_eq!(f["outdated"]["supersession"], rent.as_str());
     assert!(
-        f["reason"].as_str().unwrap_or_default().starts_with("uses rent"),
+        f["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("uses rent"),
         "{f:#}"
     );
     let text = h.ok(&["proposals"]);

@@ -184,7 +184,9 @@ async fn consolidate(
         eprintln!("stopped at the limit; `kasten consolidate` again continues from there");
     }
     if s.proposed > 0 {
-        eprintln!("review them with `kasten proposals --by merge`; nothing changes until you accept");
+        eprintln!(
+            "review them with `kasten proposals --by merge`; nothing changes until you accept"
+        );
     }
     Ok(())
 }

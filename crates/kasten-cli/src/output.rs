@@ -558,7 +558,10 @@ pub fn proposals(json: bool, items: &[ReviewItem]) {
                     i.target.as_deref().unwrap_or("?"),
                     i.reason
                 );
-                println!("      the value of {old} was replaced by {} (supersession {sup})", i.note);
+                println!(
+                    "      the value of {old} was replaced by {} (supersession {sup})",
+                    i.note
+                );
             }
             "link" => println!(
                 "{}  link  {:<11} {} -[{}]-> {}  ({:.2}, {}) {}",

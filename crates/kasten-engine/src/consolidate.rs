@@ -266,7 +266,10 @@ mod tests {
         ("Our rent is 1,200 euros a month.", "2026-03-01"),
         ("We pay 40 euros a month for electricity.", "2026-01-02"),
         ("The chairperson of Fatah is Mahmoud Abbas.", "2026-01-03"),
-        ("Goaltender is a position in ice hockey and bandy.", "2026-01-04"),
+        (
+            "Goaltender is a position in ice hockey and bandy.",
+            "2026-01-04",
+        ),
         ("From September the rent is 1,300 euros.", "2026-09-01"),
         ("The chairperson of Fatah is Yasser Arafat.", "2026-02-03"),
     ];
@@ -300,7 +303,10 @@ mod tests {
     async fn consolidation_proposes_each_supersession_once_and_never_again() {
         let e = engine().await;
         let ids = imported(&e).await;
-        assert!(supersessions(&e).await.is_empty(), "an import compares nothing");
+        assert!(
+            supersessions(&e).await.is_empty(),
+            "an import compares nothing"
+        );
         let seen = Mutex::new(Vec::new());
         let s = e
             .consolidate(&ConsolidateOptions::default(), &|p| {
@@ -340,7 +346,10 @@ mod tests {
             .consolidate(&ConsolidateOptions::default(), &|_| {})
             .await
             .unwrap();
-        assert_eq!((again.scanned, again.proposed, again.already_known), (7, 0, 2));
+        assert_eq!(
+            (again.scanned, again.proposed, again.already_known),
+            (7, 0, 2)
+        );
         // decided pairs stay decided: a rejected one is never proposed again
         e.reject(&rent.id, "user").await.unwrap();
         let third = e

@@ -77,9 +77,7 @@ pub use read::{
     JobCounts, ModelUsage, NoteFilter, ProjectState, RestoreSummary, Successor, TableProgress,
     TableProgressFn,
 };
-pub use review::{
-    FieldEdit, HistoryEntry, OutdatedFlag, ReviewItem, ReviewOutcome, ReviewStatus,
-};
+pub use review::{FieldEdit, HistoryEntry, OutdatedFlag, ReviewItem, ReviewOutcome, ReviewStatus};
 pub use search::{SearchHit, SearchOptions, SearchOutput, SearchTimings};
 pub use settings::{LlmChoice, LlmSettings, LlmSource, SettingError, validate_setting};
 pub use supersede::SupersededBy;

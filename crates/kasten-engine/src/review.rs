@@ -496,9 +496,10 @@ impl Engine {
                 && l.kind == SUPERSEDES
             {
                 let (from, to) = link_notes(&l)?;
-                flags
-                    .flags
-                    .extend(self.outdated_flags(&from, &to, &l.reason, Utc::now()).await?);
+                flags.flags.extend(
+                    self.outdated_flags(&from, &to, &l.reason, Utc::now())
+                        .await?,
+                );
             }
         }
         if !flags.flags.is_empty() {
@@ -1121,9 +1122,10 @@ impl Engine {
             let (from, to) = link_notes(&l)?;
             let b = out.get_or_insert_with(|| batch.clone());
             match status.as_str() {
-                "accepted" => b
-                    .flags
-                    .extend(self.outdated_flags(&from, &to, &l.reason, Utc::now()).await?),
+                "accepted" => b.flags.extend(
+                    self.outdated_flags(&from, &to, &l.reason, Utc::now())
+                        .await?,
+                ),
                 "rejected" | "rolled_back" if l.status == "accepted" => {
                     for flag in self.store.pending_flags_of(&from, &to).await? {
                         if !b.link_status.iter().any(|(x, _, _)| *x == flag) {

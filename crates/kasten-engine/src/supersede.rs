@@ -442,11 +442,7 @@ impl Engine {
                 || (peers == Peers::Indexed
                     && other.created_at == new.created_at
                     && other.id > new.id);
-            let (newer, older) = if later {
-                (other, new)
-            } else {
-                (new, other)
-            };
+            let (newer, older) = if later { (other, new) } else { (new, other) };
             let key = if newer.id < older.id {
                 (newer.id.clone(), older.id.clone())
             } else {
@@ -1229,17 +1225,36 @@ mod tests {
         let budget = add(e, "Budget for the year: rent 14,400 euros.", "2026-03-02").await;
         let split = add(e, "Tom and I share the flat costs evenly.", "2026-03-03").await;
         let flat = add(e, "The flat has two bedrooms and a balcony.", "2026-03-04").await;
-        let due = add(e, "The rent is due on the first day of each month.", "2026-03-05").await;
-        e.link(&budget, &old, Some("elaborates"), "twelve months of it", "user")
-            .await
-            .unwrap();
-        e.link(&split, &old, Some("relates"), "we each pay half of the 1,200 euros", "user")
-            .await
-            .unwrap();
+        let due = add(
+            e,
+            "The rent is due on the first day of each month.",
+            "2026-03-05",
+        )
+        .await;
+        e.link(
+            &budget,
+            &old,
+            Some("elaborates"),
+            "twelve months of it",
+            "user",
+        )
+        .await
+        .unwrap();
+        e.link(
+            &split,
+            &old,
+            Some("relates"),
+            "we each pay half of the 1,200 euros",
+            "user",
+        )
+        .await
+        .unwrap();
         e.link(&old, &flat, Some("elaborates"), "the flat we rent", "user")
             .await
             .unwrap();
-        e.link(&due, &old, Some("relates"), "", "user").await.unwrap();
+        e.link(&due, &old, Some("relates"), "", "user")
+            .await
+            .unwrap();
         Dependents {
             old,
             budget,
@@ -1289,7 +1304,10 @@ mod tests {
             format!("uses rent, replaced by note {new} (rent: 1,200 euros → 1,300 euros)")
         );
         let split = flags.iter().find(|l| l.to == d.split).unwrap();
-        assert!(split.reason.starts_with("uses 1,200 euros, replaced by"), "{split:?}");
+        assert!(
+            split.reason.starts_with("uses 1,200 euros, replaced by"),
+            "{split:?}"
+        );
         // never rewritten
         let b = e.get(&d.budget).await.unwrap().note;
         assert_eq!(b.content, "Budget for the year: rent 14,400 euros.");
@@ -1358,11 +1376,7 @@ mod tests {
         e.rollback(&sup.id, "user").await.unwrap();
         assert!(flag_items(e.proposals(&[], 50).await.unwrap()).is_empty());
         assert_eq!(
-            flag_items(
-                e.proposals(&[ReviewStatus::RolledBack], 50)
-                    .await
-                    .unwrap()
-            ),
+            flag_items(e.proposals(&[ReviewStatus::RolledBack], 50).await.unwrap()),
             waiting,
             "withdrawn, kept in history"
         );
