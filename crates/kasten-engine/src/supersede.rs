@@ -1418,4 +1418,21 @@ mod tests {
         assert_eq!(statuses, want);
         e.close().await;
     }
+
+    #[tokio::test]
+    async fn accepting_every_link_above_a_confidence_flags_too() {
+        let e = engine(PolicyMode::Review).await;
+        let d = dependents(&e).await;
+        let new = add(&e, "From September the rent is 1,300 euros.", "2026-09-01").await;
+        assert!(flags_from(&e, &new).await.is_empty());
+        e.accept_links_above(0.5, "user").await.unwrap();
+        let flagged: Vec<NoteId> = flags_from(&e, &new)
+            .await
+            .into_iter()
+            .filter(|l| l.status == LinkStatus::Proposed)
+            .map(|l| l.to)
+            .collect();
+        assert_eq!(flagged, sorted(vec![d.budget, d.split]));
+        e.close().await;
+    }
 }
