@@ -433,3 +433,134 @@ fn show_gives_the_validity_and_as_of_returns_what_was_current_then() {
         );
     }
 }
+
+/// Facts imported (a bulk import compares nothing on write), two of them replaced by a
+/// later fact, and a note built on the old rent.
+const FACTS: &[(&str, &str)] = &[
+    ("The landlord is called Anna Virtanen.", "2026-01-01"),
+    ("Our rent is 1,200 euros a month.", "2026-03-01"),
+    ("We pay 40 euros a month for electricity.", "2026-01-02"),
+    ("The chairperson of Fatah is Mahmoud Abbas.", "2026-01-03"),
+    ("Budget for the year: rent 14,400 euros.", "2026-03-02"),
+    ("From September the rent is 1,300 euros.", "2026-09-01"),
+    ("The chairperson of Fatah is Yasser Arafat.", "2026-02-03"),
+];
+
+#[test]
+fn consolidate_files_supersessions_among_imported_notes_once_and_accepting_one_flags_its_dependents()
+ {
+    let h = Home::new();
+    let lines: String = FACTS
+        .iter()
+        .map(|(t, d)| format!("{}\n", serde_json::json!({ "content": t, "time": d })))
+        .collect();
+    let file = h.file("facts.jsonl", lines.as_bytes());
+    let file = file.to_string_lossy().into_owned();
+    let ids: Vec<String> = h
+        .ok(&["import", &file, "--format", "jsonl", "--print-ids"])
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(ids.len(), FACTS.len());
+    let (old, budget, new) = (&ids[1], &ids[4], &ids[5]);
+    h.ok(&[
+        "link",
+        budget,
+        old,
+        "--kind",
+        "elaborates",
+        "--reason",
+        "twelve months of it",
+    ]);
+    let supersessions = |h: &Home, status: &str| -> Vec<(String, String, String)> {
+        let q = h.json(&["proposals", "--status", status, "--limit", "100"]);
+        q["items"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter(|i| i["label"] == "supersedes")
+                    .map(|i| {
+                        (
+                            i["note"].as_str().unwrap_or_default().to_owned(),
+                            i["target"].as_str().unwrap_or_default().to_owned(),
+                            i["id"].as_str().unwrap_or_default().to_owned(),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    assert!(
+        supersessions(&h, "proposed").is_empty(),
+        "an import compares nothing"
+    );
+
+    let s = h.json(&["consolidate"]);
+    assert_eq!(s["scanned"], FACTS.len(), "{s:#}");
+    assert_eq!(s["proposed"], 2, "{s:#}");
+    assert_eq!(s["already_known"], 0, "{s:#}");
+    assert_eq!(s["finished"], true, "{s:#}");
+    assert_eq!(s["resumed_from"], serde_json::Value::Null, "{s:#}");
+    assert!(s["seconds"].as_f64().is_some(), "{s:#}");
+    // proposals under the default auto policy too; the newer fact replaces the older
+    let mut found: Vec<(String, String)> = supersessions(&h, "proposed")
+        .into_iter()
+        .map(|(a, b, _)| (a, b))
+        .collect();
+    found.sort();
+    let mut want = vec![(new.clone(), old.clone()), (ids[6].clone(), ids[3].clone())];
+    want.sort();
+    assert_eq!(found, want);
+    // a second run proposes nothing again
+    let again = h.json(&["consolidate"]);
+    assert_eq!(
+        (&again["proposed"], &again["already_known"]),
+        (&serde_json::json!(0), &serde_json::json!(2)),
+        "{again:#}"
+    );
+
+    // accepting the rent's supersession flags the budget, not the landlord
+    let rent = supersessions(&h, "proposed")
+        .into_iter()
+        .find(|(a, _, _)| a == new)
+        .map(|(_, _, id)| id)
+        .unwrap_or_default();
+    h.ok(&["accept", &rent]);
+    let q = h.json(&["proposals"]);
+    let flags: Vec<&Value> = q["items"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter(|i| i["label"] == "may_be_outdated")
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(flags.len(), 1, "{q:#}");
+    let f = flags[0];
+    assert_eq!(f["target"], budget.as_str());
+    assert_eq!(f["outdated"]["note"], budget.as_str());
+    assert_eq!(f["outdated"]["superseded"], old.as_str());
+    assert_eq!(f["outdated"]["successor"], new.as_str());
+    assert_eq!(f["outdated"]["supersession"], rent.as_str());
+    assert!(
+        f["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("uses rent"),
+        "{f:#}"
+    );
+    let text = h.ok(&["proposals"]);
+    assert!(text.contains("may be outdated: uses rent"), "{text}");
+    // the note itself is untouched
+    let b = h.json(&["show", budget]);
+    assert_eq!(b["content"], "Budget for the year: rent 14,400 euros.");
+    // rolling the supersession back withdraws the flag
+    h.ok(&["rollback", &rent]);
+    let q = h.json(&["proposals"]);
+    assert!(
+        q["items"]
+            .as_array()
+            .is_some_and(|a| a.iter().all(|i| i["label"] != "may_be_outdated")),
+        "{q:#}"
+    );
+}

@@ -162,6 +162,16 @@ enum Command {
         #[command(subcommand)]
         action: memory::ProjectAction,
     },
+    /// Find supersessions among notes never compared on write (imports, older notes) and
+    /// file them as proposals in Review; never changes a note. Resumes an unfinished run.
+    Consolidate {
+        /// Notes per page (one transaction of proposals each).
+        #[arg(long, default_value_t = 200)]
+        batch: usize,
+        /// Stop after about this many notes; the next run continues from there.
+        #[arg(long)]
+        limit: Option<u64>,
+    },
     /// Run pending enrichment jobs now (LLM construction, links, evolution), with progress.
     Enrich {
         /// Jobs processed at the same time.
@@ -809,6 +819,17 @@ fn prepare(cmd: &Command) -> Result<Prepared> {
             project: project.clone(),
         }),
         Command::Project { action } => Prepared::Memory(memory::MemoryCmd::Project(action.clone())),
+        Command::Consolidate { batch, limit } => {
+            if *batch == 0 {
+                bail!("--batch is at least 1");
+            }
+            Prepared::Memory(memory::MemoryCmd::Consolidate(
+                kasten_engine::ConsolidateOptions {
+                    batch: (*batch).min(10_000),
+                    limit: *limit,
+                },
+            ))
+        }
         Command::Import(a) => {
             // read to the end once, holding only the bad lines: a file of any size
             let (good, bad) = transfer::scan_jsonl(&a.file)?;

@@ -1,5 +1,5 @@
 //! `ask`, `boxes`, the lifecycle commands (`archive-candidates`, `archive`, `tier`,
-//! `project`) and how `add` reports a merge.
+//! `project`), `consolidate`, and how `add` reports a merge.
 
 use std::io::Write;
 use std::sync::Arc;
@@ -50,6 +50,7 @@ pub enum MemoryCmd {
         project: Option<String>,
     },
     Project(ProjectAction),
+    Consolidate(kasten_engine::ConsolidateOptions),
 }
 
 pub fn parse_tier(s: &str) -> Result<Tier> {
@@ -126,6 +127,7 @@ pub async fn execute(engine: &Arc<Engine>, cmd: MemoryCmd, json: bool) -> Result
             }
             Ok(())
         }
+        MemoryCmd::Consolidate(options) => consolidate(engine, &options, json).await,
         MemoryCmd::Project(action) => {
             match &action {
                 ProjectAction::List => {}
@@ -150,6 +152,43 @@ pub async fn execute(engine: &Arc<Engine>, cmd: MemoryCmd, json: bool) -> Result
             Ok(())
         }
     }
+}
+
+/// `consolidate`: the supersessions among notes never compared on write, filed as
+/// proposals, with a progress bar on a terminal; resumes an unfinished run.
+async fn consolidate(
+    engine: &Engine,
+    options: &kasten_engine::ConsolidateOptions,
+    json: bool,
+) -> Result<()> {
+    let pb = crate::progress_bar();
+    pb.set_message("consolidating");
+    let progress = |p: &kasten_engine::ConsolidateProgress| {
+        pb.set_length(p.total.max(p.done_before + p.scanned));
+        pb.set_position(p.done_before + p.scanned);
+    };
+    let s = engine.consolidate(options, &progress).await?;
+    pb.finish_and_clear();
+    if json {
+        print_json(&serde_json::to_value(&s)?);
+        return Ok(());
+    }
+    if let Some(after) = &s.resumed_from {
+        eprintln!("continued the unfinished run after note {after}");
+    }
+    println!(
+        "compared {} note(s) in {:.1} s: {} supersession(s) proposed, {} already known",
+        s.scanned, s.seconds, s.proposed, s.already_known
+    );
+    if !s.finished {
+        eprintln!("stopped at the limit; `kasten consolidate` again continues from there");
+    }
+    if s.proposed > 0 {
+        eprintln!(
+            "review them with `kasten proposals --by merge`; nothing changes until you accept"
+        );
+    }
+    Ok(())
 }
 
 /// `ask`, in this process or through the process that has the memory open (which

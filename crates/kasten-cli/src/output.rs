@@ -543,6 +543,26 @@ pub fn proposals(json: bool, items: &[ReviewItem]) {
             .and_then(|v| v.as_str().map(str::to_owned))
             .unwrap_or_default();
         match i.kind.as_str() {
+            "link" if i.outdated.is_some() => {
+                let o = i.outdated.as_ref().map(|o| {
+                    (
+                        o.superseded.as_str(),
+                        o.supersession.as_deref().unwrap_or("gone"),
+                    )
+                });
+                let (old, sup) = o.unwrap_or_default();
+                println!(
+                    "{}  flag  {:<11} {} may be outdated: {}",
+                    i.id,
+                    status,
+                    i.target.as_deref().unwrap_or("?"),
+                    i.reason
+                );
+                println!(
+                    "      the value of {old} was replaced by {} (supersession {sup})",
+                    i.note
+                );
+            }
             "link" => println!(
                 "{}  link  {:<11} {} -[{}]-> {}  ({:.2}, {}) {}",
                 i.id,

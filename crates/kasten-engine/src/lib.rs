@@ -14,6 +14,7 @@
 
 mod boxes;
 mod chat;
+mod consolidate;
 mod errors;
 mod fading;
 pub mod files;
@@ -56,6 +57,7 @@ use thiserror::Error;
 
 pub use boxes::{BoxInfo, BoxReport};
 pub use chat::{Answer, AnswerNote, AskOptions, ChatTurn, Retrieval};
+pub use consolidate::{ConsolidateOptions, ConsolidateProgress, ConsolidateSummary};
 pub use errors::ErrorKind;
 pub use fading::Lifecycle;
 pub use kasten_llm::{LlmClient, LlmConfig};
@@ -77,7 +79,7 @@ pub use read::{
     TableProgressFn,
 };
 pub use replace::{Replaced, StagedRestore};
-pub use review::{FieldEdit, HistoryEntry, ReviewItem, ReviewOutcome, ReviewStatus};
+pub use review::{FieldEdit, HistoryEntry, OutdatedFlag, ReviewItem, ReviewOutcome, ReviewStatus};
 pub use search::{SearchHit, SearchOptions, SearchOutput, SearchTimings};
 pub use settings::{LlmChoice, LlmSettings, LlmSource, SettingError, validate_setting};
 pub use supersede::SupersededBy;
@@ -990,10 +992,12 @@ impl Engine {
             });
             differs.extend(found);
         }
+        // what depended on a value replaced at once: flagged in the same transaction
+        let flags = self.flags_on_write(&differs, now).await?;
         let t1 = Instant::now();
         let _order = self.index_order().await;
         self.store
-            .insert_notes_with(&writes, &merge_writes, &differs)
+            .insert_notes_flagged(&writes, &merge_writes, &differs, &flags)
             .await?;
         let sync = self.index_sync();
         let store_time = t1.elapsed();

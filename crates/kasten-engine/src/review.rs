@@ -24,8 +24,8 @@ use chrono::{DateTime, Utc};
 use kasten_core::provenance::{self, SetBy};
 use kasten_core::{NoteId, NoteStatus, note::index_text};
 use kasten_store::{
-    AuditEntry, FieldChange, Fields, LinkRecord, NewRevision, QueueStates, ReviewBatch, Revision,
-    StoreError,
+    AuditEntry, FieldChange, Fields, LinkRecord, MAY_BE_OUTDATED, NewRevision, QueueStates,
+    ReviewBatch, Revision, SUPERSEDES, StoreError,
 };
 use serde::{Deserialize, Serialize};
 
@@ -100,6 +100,25 @@ pub struct ReviewItem {
     /// `agent` for one that gave no name).
     #[serde(default)]
     pub by: String,
+    /// For a "may be outdated" flag (label `may_be_outdated`): the supersession it was
+    /// raised for.
+    #[serde(default)]
+    pub outdated: Option<OutdatedFlag>,
+}
+
+/// A "may be outdated" flag: a note that used a value a newer note replaced. Accepting it
+/// acknowledges it (the flag becomes a link in force between the note and the note that
+/// holds the value now); rejecting it dismisses it. Neither changes the note.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutdatedFlag {
+    /// The note that may be outdated (the flag's target).
+    pub note: String,
+    /// The note whose value was replaced.
+    pub superseded: String,
+    /// The note that replaced it (the flag's source).
+    pub successor: String,
+    /// The `supersedes` link from `successor` to `superseded`, while it exists.
+    pub supersession: Option<String>,
 }
 
 /// Changes a user makes to a note's annotations; `None` keeps a field.
@@ -274,7 +293,23 @@ impl Engine {
                 created_at: l.created_at,
                 changes: Vec::new(),
                 by: l.created_by,
+                outdated: None,
             });
+        }
+        let flags: Vec<String> = items
+            .iter()
+            .filter(|i| i.label == MAY_BE_OUTDATED)
+            .map(|i| i.id.clone())
+            .collect();
+        for o in self.store.flag_origins(&flags).await? {
+            if let Some(i) = items.iter_mut().find(|i| i.id == o.flag) {
+                i.outdated = Some(OutdatedFlag {
+                    note: i.target.clone().unwrap_or_default(),
+                    superseded: o.superseded,
+                    successor: o.successor,
+                    supersession: o.supersession,
+                });
+            }
         }
         for r in self.store.queue_revisions(states, by, limit).await? {
             let status = ReviewStatus::of_revision(&r.status, r.reviewed);
@@ -294,6 +329,7 @@ impl Engine {
                 created_at: r.created_at,
                 changes: crate::read::changes(r.changes),
                 by: r.actor,
+                outdated: None,
             });
         }
         items.sort_by(|a, b| {
@@ -442,15 +478,33 @@ impl Engine {
             )
             .await?;
         let sync = self.index_sync();
-        let mut ix = self.write_indexes()?;
-        for (_, a, b) in &accepted {
-            if ix.vector.contains(a) && ix.vector.contains(b) {
-                ix.add_link(a, b);
+        {
+            let mut ix = self.write_indexes()?;
+            for (_, a, b) in &accepted {
+                if ix.vector.contains(a) && ix.vector.contains(b) {
+                    ix.add_link(a, b);
+                }
             }
         }
-        drop(ix);
         sync.done();
-        // a merge stays in force from proposed to accepted: nothing to settle
+        drop(_order);
+        // a merge stays in force from proposed to accepted: nothing to settle; a
+        // supersession now in force flags what used the value it replaced
+        let mut flags = ReviewBatch::default();
+        for (id, _, _) in &accepted {
+            if let Some(l) = self.store.link(id).await?
+                && l.kind == SUPERSEDES
+            {
+                let (from, to) = link_notes(&l)?;
+                flags.flags.extend(
+                    self.outdated_flags(&from, &to, &l.reason, Utc::now())
+                        .await?,
+                );
+            }
+        }
+        if !flags.flags.is_empty() {
+            self.commit_review(&flags).await?;
+        }
         Ok(accepted.len())
     }
 
@@ -989,6 +1043,8 @@ impl Engine {
 
     /// Commits a review batch, then brings the in-memory indexes in line with it.
     pub(crate) async fn commit_review(&self, batch: &ReviewBatch) -> Result<(), EngineError> {
+        let flagged = self.with_outdated_flags(batch).await?;
+        let batch = flagged.as_ref().unwrap_or(batch);
         let order = self.index_order().await;
         self.store.apply_review(batch).await.map_err(|e| match e {
             StoreError::Conflict => {
@@ -1042,6 +1098,45 @@ impl Engine {
             }
         }
         Ok(())
+    }
+}
+
+impl Engine {
+    /// `batch` with what its supersessions change about "may be outdated" flags, or `None`
+    /// if it changes none: a `supersedes` link put in force raises the flags of what used
+    /// the value it replaced; one taken out of force (rejected, rolled back) withdraws its
+    /// flags still waiting (status `rolled_back`: a later re-apply proposes them again),
+    /// while a flag the user accepted or dismissed stays as decided.
+    async fn with_outdated_flags(
+        &self,
+        batch: &ReviewBatch,
+    ) -> Result<Option<ReviewBatch>, EngineError> {
+        let mut out: Option<ReviewBatch> = None;
+        for (id, status, _) in &batch.link_status {
+            let Some(l) = self.store.link(id).await? else {
+                continue;
+            };
+            if l.kind != SUPERSEDES {
+                continue;
+            }
+            let (from, to) = link_notes(&l)?;
+            let b = out.get_or_insert_with(|| batch.clone());
+            match status.as_str() {
+                "accepted" => b.flags.extend(
+                    self.outdated_flags(&from, &to, &l.reason, Utc::now())
+                        .await?,
+                ),
+                "rejected" | "rolled_back" if l.status == "accepted" => {
+                    for flag in self.store.pending_flags_of(&from, &to).await? {
+                        if !b.link_status.iter().any(|(x, _, _)| *x == flag) {
+                            b.link_status.push((flag, "rolled_back".into(), true));
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(out)
     }
 }
 

@@ -49,7 +49,7 @@ pub use pipeline::{
 pub use review::{
     AuditEntry, FieldChange, LinkRecord, NewRevision, QueueStates, ReviewBatch, Revision,
 };
-pub use supersede::{SUPERSEDES, Successor};
+pub use supersede::{FlagOrigin, FlagWrite, MAY_BE_OUTDATED, SUPERSEDES, Successor};
 pub use transfer::{
     BACKUP_FORMAT, BACKUP_VERSION, ImportLinkWrite, RestoreSummary,
     from_json as backup_value_from_json, to_json as backup_value_to_json,
@@ -716,21 +716,35 @@ impl Store {
         merges: &[MergeWrite],
         differs: &[DifferWrite],
     ) -> Result<(), StoreError> {
+        self.insert_notes_flagged(writes, merges, differs, &[])
+            .await
+    }
+
+    /// [`Store::insert_notes_with`], and the "may be outdated" flags that the accepted
+    /// supersessions among `differs` raise (see `supersede.rs`), in the same transaction.
+    pub async fn insert_notes_flagged(
+        &self,
+        writes: &[NoteWrite],
+        merges: &[MergeWrite],
+        differs: &[DifferWrite],
+        flags: &[FlagWrite],
+    ) -> Result<(), StoreError> {
         let w = self.index_write().await?;
         w.finish(
-            self.insert_notes_with_unmarked(writes, merges, differs)
+            self.insert_notes_with_unmarked(writes, merges, differs, flags)
                 .await,
         )
     }
 
-    /// [`Store::insert_notes_with`] without the snapshot bookkeeping.
+    /// [`Store::insert_notes_flagged`] without the snapshot bookkeeping.
     async fn insert_notes_with_unmarked(
         &self,
         writes: &[NoteWrite],
         merges: &[MergeWrite],
         differs: &[DifferWrite],
+        flags: &[FlagWrite],
     ) -> Result<(), StoreError> {
-        if writes.is_empty() {
+        if writes.is_empty() && merges.is_empty() && differs.is_empty() && flags.is_empty() {
             return Ok(());
         }
         let mut notes = Vec::with_capacity(writes.len());
@@ -805,7 +819,13 @@ impl Store {
                     };
                 };
             };
-            COMMIT TRANSACTION;";
+            ";
+        // the flags' statements only when there are flags: a bulk write parses less
+        let q = if flags.is_empty() {
+            format!("{q}COMMIT TRANSACTION;")
+        } else {
+            format!("{q}{}\nCOMMIT TRANSACTION;", supersede::FLAG_WRITES)
+        };
         let merges: Vec<MergeInsert> = merges
             .iter()
             .map(|m| MergeInsert {
@@ -838,6 +858,7 @@ impl Store {
             .bind(("jobs", jobs))
             .bind(("merges", merges))
             .bind(("differs", differs))
+            .bind(("flags", supersede::flag_params(flags)))
             .await
             .map_err(StoreError::from_db)?;
         first_real_error(&mut resp)

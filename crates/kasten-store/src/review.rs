@@ -121,6 +121,8 @@ pub struct ReviewBatch {
     pub link_status: Vec<(String, String, bool)>,
     pub new_revisions: Vec<NewRevision>,
     pub audit: Vec<AuditEntry>,
+    /// "May be outdated" flags a supersession put in force raises (see `supersede.rs`).
+    pub flags: Vec<crate::FlagWrite>,
 }
 
 /// Set a note's annotations (and embedding), if they are still `expect`.
@@ -579,7 +581,13 @@ impl Store {
                      actor: $a.actor, reason: $a.reason, at: $now
                  }};
              }};
-             COMMIT TRANSACTION;"
+             {flags}
+             COMMIT TRANSACTION;",
+            flags = if b.flags.is_empty() {
+                ""
+            } else {
+                crate::supersede::FLAG_WRITES
+            }
         );
         let mut resp = self
             .db
@@ -589,6 +597,7 @@ impl Store {
             .bind(("link_status", status(&b.link_status)))
             .bind(("revisions", revs))
             .bind(("audit", audit))
+            .bind(("flags", crate::supersede::flag_params(&b.flags)))
             .await
             .map_err(StoreError::from_db)?;
         match first_real_error(&mut resp) {

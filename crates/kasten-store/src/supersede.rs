@@ -1,14 +1,102 @@
 //! Reads of `supersedes` links: which notes a newer note replaced. The links themselves are
 //! written with the notes (`Store::insert_notes_with`) and reviewed like any link.
+//!
+//! And the "may be outdated" flags a supersession in force raises on the notes that used
+//! the replaced value: a proposed link of kind [`MAY_BE_OUTDATED`] from the newer note to
+//! the dependent note, under an event of kind `outdated` whose `note` is the superseded
+//! note — so the flags of one supersession are found again exactly (the successor's
+//! outgoing flags whose event names the superseded note). Written by [`FLAG_WRITES`] inside
+//! the transaction that puts the supersession in force (a note's insert, a review action).
 
 use chrono::{DateTime, Utc};
 use kasten_core::NoteId;
 use surrealdb::types::SurrealValue;
 
+use crate::review::{LINK_COLUMNS, LinkRecord};
 use crate::{Store, StoreError};
 
 /// Link kind from a newer note to an older one whose value it replaces.
 pub const SUPERSEDES: &str = "supersedes";
+
+/// Link kind of a flag: from the note that replaced a value to a note that used it.
+pub const MAY_BE_OUTDATED: &str = "may_be_outdated";
+
+/// A "may be outdated" flag to raise: `note` (linked to `superseded`) uses the value that
+/// `successor` replaced. Always a proposal.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FlagWrite {
+    pub successor: NoteId,
+    pub superseded: NoteId,
+    pub note: NoteId,
+    /// The flags' event: one per supersession put in force (a job-id-like key).
+    pub event: String,
+    pub reason: String,
+    pub at: DateTime<Utc>,
+}
+
+#[derive(Debug, SurrealValue)]
+#[surreal(crate = "surrealdb::types")]
+pub(crate) struct FlagParam {
+    successor: String,
+    superseded: String,
+    note: String,
+    event: String,
+    reason: String,
+    at: DateTime<Utc>,
+}
+
+pub(crate) fn flag_params(flags: &[FlagWrite]) -> Vec<FlagParam> {
+    flags
+        .iter()
+        .map(|f| FlagParam {
+            successor: f.successor.to_string(),
+            superseded: f.superseded.to_string(),
+            note: f.note.to_string(),
+            event: f.event.clone(),
+            reason: f.reason.clone(),
+            at: f.at,
+        })
+        .collect()
+}
+
+/// SurrealQL (inside a transaction, `$flags` bound to [`flag_params`]): each flag is
+/// created as a proposal, unless a flag joins the two notes already — one withdrawn with
+/// its supersession (`rolled_back`) is proposed again, one the user decided (accepted,
+/// rejected) or still waiting is left as it is. The event is created with its first flag.
+pub(crate) const FLAG_WRITES: &str = "
+    FOR $f IN $flags {
+        LET $from = type::record('note', $f.successor);
+        LET $to = type::record('note', $f.note);
+        LET $ev = type::record('event', $f.event);
+        LET $had = (SELECT id, status FROM link WHERE in = $from AND out = $to AND kind = 'may_be_outdated');
+        IF record::exists($to) AND (array::len($had) = 0 OR $had[0].status = 'rolled_back') {
+            IF !record::exists($ev) {
+                CREATE $ev CONTENT { note: type::record('note', $f.superseded), kind: 'outdated', llm_calls: 0, created_at: $f.at };
+            };
+            IF array::len($had) = 0 {
+                RELATE $from->link->$to CONTENT {
+                    kind: 'may_be_outdated', reason: $f.reason, confidence: 1.0, created_by: 'merge',
+                    status: 'proposed', reviewed: false, event: $ev, created_at: $f.at
+                };
+            } ELSE {
+                UPDATE $had[0].id SET status = 'proposed', reviewed = false, reason = $f.reason, event = $ev, created_at = $f.at;
+            };
+        };
+    };";
+
+/// Where a flag comes from: the supersession it was raised for.
+#[derive(Debug, Clone, PartialEq, SurrealValue)]
+#[surreal(crate = "surrealdb::types")]
+pub struct FlagOrigin {
+    /// The flag (a link id).
+    pub flag: String,
+    /// The note that replaced the value (the flag's source).
+    pub successor: String,
+    /// The note whose value was replaced.
+    pub superseded: String,
+    /// The `supersedes` link between them, if it is still there.
+    pub supersession: Option<String>,
+}
 
 /// An accepted supersession of a note: the newer note and since when (the newer note's
 /// time, when its value took effect).
@@ -76,6 +164,109 @@ impl Store {
             .map_err(StoreError::from_db)?;
         let rows: Vec<SuccessorRaw> = resp.take(0).map_err(StoreError::from_db)?;
         rows.into_iter().map(SuccessorRaw::parse).collect()
+    }
+}
+
+impl Store {
+    /// The links in force (accepted) into and out of `note`, oldest first: what may depend
+    /// on it. Read through the note's own edges.
+    pub async fn links_in_force_of(&self, note: &NoteId) -> Result<Vec<LinkRecord>, StoreError> {
+        let mut resp = self
+            .db
+            .query(format!(
+                "LET $n = type::record('note', $id);
+                 SELECT {LINK_COLUMNS} FROM array::union($n->link, $n<-link)
+                 WHERE status = 'accepted' ORDER BY created_at, id;"
+            ))
+            .bind(("id", note.to_string()))
+            .await
+            .map_err(StoreError::from_db)?;
+        resp.take(1).map_err(StoreError::from_db)
+    }
+
+    /// The flags still waiting (proposed) that the supersession `successor` → `superseded`
+    /// raised.
+    pub async fn pending_flags_of(
+        &self,
+        successor: &NoteId,
+        superseded: &NoteId,
+    ) -> Result<Vec<String>, StoreError> {
+        let mut resp = self
+            .db
+            .query(
+                "LET $s = type::record('note', $s);
+                 LET $o = type::record('note', $o);
+                 SELECT VALUE record::id(id) FROM $s->link
+                 WHERE kind = $kind AND status = 'proposed' AND event != NONE
+                   AND event.note = $o AND event.kind = 'outdated';",
+            )
+            .bind(("s", successor.to_string()))
+            .bind(("o", superseded.to_string()))
+            .bind(("kind", MAY_BE_OUTDATED))
+            .await
+            .map_err(StoreError::from_db)?;
+        resp.take(2).map_err(StoreError::from_db)
+    }
+
+    /// Where each of these flags (link ids; other links are left out) comes from.
+    pub async fn flag_origins(&self, flags: &[String]) -> Result<Vec<FlagOrigin>, StoreError> {
+        if flags.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut resp = self
+            .db
+            .query(
+                "SELECT record::id(id) AS flag, record::id(in) AS successor,
+                        record::id(event.note) AS superseded,
+                        (SELECT VALUE record::id(id) FROM link
+                         WHERE in = $parent.in AND out = $parent.event.note AND kind = $sup)[0] AS supersession
+                 FROM array::map($ids, |$k| type::record('link', $k))
+                 WHERE kind = $kind AND event != NONE AND event.kind = 'outdated'",
+            )
+            .bind(("ids", flags.to_vec()))
+            .bind(("kind", MAY_BE_OUTDATED))
+            .bind(("sup", SUPERSEDES))
+            .await
+            .map_err(StoreError::from_db)?;
+        resp.take(0).map_err(StoreError::from_db)
+    }
+
+    /// Every `supersedes` link, in any status (proposed, accepted, rejected, rolled back),
+    /// into or out of these notes, as (from, to, created_at): the pairs already decided or
+    /// waiting.
+    pub async fn supersedes_pairs_of(
+        &self,
+        ids: &[NoteId],
+    ) -> Result<Vec<(NoteId, NoteId, DateTime<Utc>)>, StoreError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        #[derive(SurrealValue)]
+        #[surreal(crate = "surrealdb::types")]
+        struct Row {
+            from: String,
+            to: String,
+            created_at: DateTime<Utc>,
+        }
+        let keys: Vec<String> = ids.iter().map(|i| i.to_string()).collect();
+        let mut resp = self
+            .db
+            .query(
+                "SELECT record::id(in) AS from, record::id(out) AS to, created_at
+                 FROM array::union(
+                     array::flatten(array::map($ids, |$k| type::record('note', $k)->link)),
+                     array::flatten(array::map($ids, |$k| type::record('note', $k)<-link)))
+                 WHERE kind = $kind",
+            )
+            .bind(("ids", keys))
+            .bind(("kind", SUPERSEDES))
+            .await
+            .map_err(StoreError::from_db)?;
+        let rows: Vec<Row> = resp.take(0).map_err(StoreError::from_db)?;
+        let parse = |s: &str| NoteId::parse(s).map_err(|e| StoreError::Corrupt(e.to_string()));
+        rows.into_iter()
+            .map(|r| Ok((parse(&r.from)?, parse(&r.to)?, r.created_at)))
+            .collect()
     }
 }
 
