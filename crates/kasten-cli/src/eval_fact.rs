@@ -84,6 +84,8 @@ struct Tally {
     superseded_true: usize,
     superseded_found_true: usize,
     merged: usize,
+    /// The same facts embedded alone (no LLM: in the run that wrote them), else 0.
+    embed_alone_seconds: f64,
 }
 
 impl Tally {
@@ -95,6 +97,7 @@ impl Tally {
         self.answered += o.answered;
         self.correct += o.correct;
         self.facts += o.facts;
+        self.embed_alone_seconds += o.embed_alone_seconds;
         self.seconds += o.seconds;
         self.tokens += o.tokens;
         self.answer_tokens += o.answer_tokens;
@@ -127,6 +130,9 @@ impl Tally {
             "tokens_per_fact": if llm && self.facts > 0 { json!(self.tokens as f64 / self.facts as f64) } else if self.facts > 0 { json!(0.0) } else { Value::Null },
             "answer_tokens_per_question": if self.answered > 0 { json!(self.answer_tokens as f64 / self.answered as f64) } else { Value::Null },
             "seconds_per_fact": if self.facts > 0 { json!(self.seconds / self.facts as f64) } else { Value::Null },
+            // ingest (merge on write, supersession) against the embedder alone on the same
+            // facts in the same run: 1.0 is the embedder's pace
+            "share_of_embedder": if self.embed_alone_seconds > 0.0 && self.seconds > 0.0 { json!(((self.embed_alone_seconds / self.seconds) * 1e3).round() / 1e3) } else { Value::Null },
         })
     }
 }
@@ -401,13 +407,26 @@ async fn ingest(
         }
     }
     let seconds = secs_before + t0.elapsed().as_secs_f64();
+    // the embedder alone on the same facts, in the same batches, nothing stored (the
+    // model was loaded by the ingest)
+    let embed_alone = if llm {
+        0.0
+    } else {
+        let embedder = engine.shared_embedder();
+        let te = Instant::now();
+        for chunk in notes.chunks(BATCH) {
+            let texts: Vec<&str> = chunk.iter().map(|n| n.content.as_str()).collect();
+            embedder.embed(&texts)?;
+        }
+        te.elapsed().as_secs_f64()
+    };
     let mut tokens = 0i64;
     if llm {
         for u in engine.usage_by_model().await? {
             tokens += u.tokens_in + u.tokens_out;
         }
     }
-    Ok(json!({"facts": notes.len(), "seconds": seconds, "llm_tokens": tokens}))
+    Ok(json!({"facts": notes.len(), "seconds": seconds, "llm_tokens": tokens, "embedder_alone_seconds": embed_alone}))
 }
 
 /// Asks every question of an item and tallies the figures.
@@ -446,6 +465,7 @@ async fn score(
         facts: item.facts.len(),
         seconds: ingest["seconds"].as_f64().unwrap_or(0.0),
         tokens: ingest["llm_tokens"].as_u64().unwrap_or(0),
+        embed_alone_seconds: ingest["embedder_alone_seconds"].as_f64().unwrap_or(0.0),
         superseded_notes: superseded.len(),
         superseded_true: replaced.len(),
         superseded_found_true: found_replaced,
