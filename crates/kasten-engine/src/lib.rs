@@ -12,6 +12,7 @@
 //!   step for the snapshot: if the update may have been missed (an error or a cancel
 //!   between the two), the close writes no snapshot and the next open rebuilds.
 
+mod both_true;
 mod boxes;
 mod chat;
 mod errors;
