@@ -451,17 +451,8 @@ impl Engine {
         Ok(out)
     }
 
-    /// [`Engine::search`] with the settings in force, reinforcing nothing (chat reinforces
-    /// what it showed and cited itself).
-    pub(crate) async fn search_unreinforced(
-        &self,
-        query: &str,
-        k: usize,
-    ) -> Result<SearchOutput, EngineError> {
-        self.search_unreinforced_as_of(query, k, None).await
-    }
-
-    /// [`Engine::search_unreinforced`] as of a day ([`Engine::search_as_of`]).
+    /// [`Engine::search`] as of a day ([`Engine::search_as_of`]) with the settings in
+    /// force, reinforcing nothing (chat reinforces what it showed and cited itself).
     pub(crate) async fn search_unreinforced_as_of(
         &self,
         query: &str,
@@ -517,11 +508,22 @@ impl Engine {
         k: usize,
         filter: &NoteFilter,
     ) -> Result<SearchOutput, EngineError> {
+        self.search_filtered_as_of(query, k, filter, None).await
+    }
+
+    /// [`Engine::search_filtered`] as of a day ([`Engine::search_as_of`]; `None` is today).
+    pub async fn search_filtered_as_of(
+        &self,
+        query: &str,
+        k: usize,
+        filter: &NoteFilter,
+        as_of: Option<NaiveDate>,
+    ) -> Result<SearchOutput, EngineError> {
         if filter.tag.is_none() && filter.enrich_state.is_none() && filter.ids.is_none() {
-            return self.search(query, k).await;
+            return self.search_as_of(query, k, as_of).await;
         }
         let mut out = self
-            .search_unreinforced(query, k.saturating_mul(10).max(FILTER_POOL))
+            .search_unreinforced_as_of(query, k.saturating_mul(10).max(FILTER_POOL), as_of)
             .await?;
         let ids: Option<HashSet<&NoteId>> = filter.ids.as_ref().map(|v| v.iter().collect());
         out.hits.retain(|h| {
