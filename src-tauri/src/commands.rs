@@ -181,10 +181,7 @@ pub async fn get_note(state: State<'_, AppState>, id: String) -> AppResult<NoteD
             l.from.to_string()
         }
     });
-    let successor = detail
-        .superseded_by
-        .as_ref()
-        .map(|s| s.id.to_string());
+    let successor = detail.superseded_by.as_ref().map(|s| s.id.to_string());
     let pv = previews(&engine, others.chain(successor)).await?;
     // the notes this one replaced: its accepted `supersedes` links
     let replaces = detail

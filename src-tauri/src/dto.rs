@@ -407,9 +407,7 @@ impl From<SearchHit> for HitDto {
             })
             .collect();
         HitDto {
-            superseded_by: h
-                .superseded_by
-                .map(|s| superseded_by_dto(s, String::new())),
+            superseded_by: h.superseded_by.map(|s| superseded_by_dto(s, String::new())),
             note: h.note.into(),
             score: f64::from(h.score),
             via,

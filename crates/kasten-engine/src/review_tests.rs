@@ -741,7 +741,11 @@ async fn both_stay_true_removes_the_supersession_and_remembers_the_pair() {
         "found before the decision: {before:?}"
     );
     // only a supersession can be kept as both true
-    let other = e.add(NewNote::new("The landlord is Anna.").unwrap()).await.unwrap().id;
+    let other = e
+        .add(NewNote::new("The landlord is Anna.").unwrap())
+        .await
+        .unwrap()
+        .id;
     let plain = e
         .link(&other, &old, Some("relates"), "same flat", "user")
         .await
@@ -783,12 +787,18 @@ async fn both_stay_true_removes_the_supersession_and_remembers_the_pair() {
     // remembered: never proposed again, in either direction
     assert!(again().await.is_empty(), "proposed again");
     let kept = e.kept_both(std::slice::from_ref(&old)).await.unwrap();
-    assert!(kept.contains(&(new.clone(), old.clone())) && kept.contains(&(old.clone(), new.clone())));
+    assert!(
+        kept.contains(&(new.clone(), old.clone())) && kept.contains(&(old.clone(), new.clone()))
+    );
     // a decision is final, like a rejection
     assert!(matches!(
         e.keep_both(&item.id, "user").await,
         Err(EngineError::Invalid(_))
     ));
-    assert!(e.accept(&item.id, &FieldEdit::default(), "user").await.is_err());
+    assert!(
+        e.accept(&item.id, &FieldEdit::default(), "user")
+            .await
+            .is_err()
+    );
     e.close().await;
 }
