@@ -185,3 +185,55 @@ fn an_evolved_neighbour_says_why_each_change_was_made() {
     let first = changes[0]["reason"].as_str().unwrap_or_default();
     assert!(text.contains(first), "{text}");
 }
+
+/// `kasten both-true`: a supersession proposal settled as "both stay true" leaves the queue,
+/// is recorded in both notes' history, and other links are refused.
+#[test]
+fn both_true_settles_a_supersession_proposal() {
+    let h = Home::new();
+    h.ok(&["config", "set", "policy.links", "review"]);
+    let old = h.json(&[
+        "add",
+        "--time",
+        "2026-03-01T09:00:00Z",
+        "Our rent is 1,200 euros a month.",
+    ])["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let new = h.json(&[
+        "add",
+        "--time",
+        "2026-03-10T09:00:00Z",
+        "From September the rent is 1,300 euros.",
+    ])["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let queue = h.json(&["proposals"]);
+    let items = queue["items"].as_array().cloned().unwrap_or_default();
+    let item = items
+        .iter()
+        .find(|i| i["label"] == "supersedes")
+        .unwrap_or_else(|| panic!("no supersession proposed: {queue:#}"));
+    assert_eq!(
+        (item["note"].as_str(), item["target"].as_str()),
+        (Some(new.as_str()), Some(old.as_str()))
+    );
+    let id = item["id"].as_str().unwrap_or_default().to_owned();
+    let out = h.json(&["both-true", &id]);
+    assert_eq!(out["action"].as_str(), Some("both_true"), "{out:#}");
+    let queue = h.json(&["proposals"]);
+    assert!(
+        queue["items"]
+            .as_array()
+            .is_none_or(|a| a.iter().all(|i| i["id"] != id.as_str())),
+        "{queue:#}"
+    );
+    let shown = h.json(&["show", &old]);
+    assert!(shown["superseded_by"].is_null(), "{shown:#}");
+    let history = h.json(&["history", &new]);
+    assert!(history.to_string().contains("both_true"), "{history:#}");
+    // a decision is final
+    assert!(!h.run(&["both-true", &id]).status.success());
+}

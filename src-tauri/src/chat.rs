@@ -36,15 +36,21 @@ pub struct AnswerDto {
     pub skipped_retrieval: bool,
 }
 
-/// Answers from memory, streaming the answer's tokens to `on_token` as they arrive.
+/// Answers from memory, streaming the answer's tokens to `on_token` as they arrive. With
+/// `as_of` (a day, `YYYY-MM-DD`), as the memory stood that day.
 #[tauri::command]
 #[specta::specta]
 pub async fn ask(
     state: State<'_, AppState>,
     question: String,
     history: Vec<ChatTurnDto>,
+    as_of: Option<String>,
     on_token: Channel<String>,
 ) -> AppResult<AnswerDto> {
+    let options = kasten_engine::AskOptions {
+        as_of: crate::commands::as_of_day(as_of)?,
+        ..Default::default()
+    };
     let turns: Vec<ChatTurn> = history
         .into_iter()
         .flat_map(|t| {
@@ -63,7 +69,11 @@ pub async fn ask(
     let send = |t: &str| {
         let _ = on_token.send(t.to_owned());
     };
-    let a = state.engine().await?.ask(&question, &turns, &send).await?;
+    let a = state
+        .engine()
+        .await?
+        .ask_with(&question, &turns, &options, &send)
+        .await?;
     Ok(AnswerDto {
         not_in_memory: a.not_in_memory,
         skipped_retrieval: matches!(a.retrieval, kasten_engine::Retrieval::Skipped { .. }),

@@ -118,6 +118,8 @@ async fn note_filter(
 }
 
 /// Hybrid search (vector + keyword + links), best first, among the notes the filter admits.
+/// A note a newer one replaced ranks below it and says so. With `as_of` (a day,
+/// `YYYY-MM-DD`), what was current then: notes not yet valid that day are left out.
 #[tauri::command]
 #[specta::specta]
 pub async fn search_notes(
@@ -125,11 +127,43 @@ pub async fn search_notes(
     query: String,
     k: u32,
     filter: NoteFilterInput,
+    as_of: Option<String>,
 ) -> AppResult<Vec<HitDto>> {
+    let as_of = as_of_day(as_of)?;
     let engine = state.engine().await?;
     let f = note_filter(&engine, filter).await?;
-    let out = engine.search_filtered(&query, page(k, 100), &f).await?;
-    Ok(out.hits.into_iter().map(Into::into).collect())
+    let out = engine
+        .search_filtered_as_of(&query, page(k, 100), &f, as_of)
+        .await?;
+    let pv = previews(
+        &engine,
+        out.hits
+            .iter()
+            .filter_map(|h| h.superseded_by.as_ref().map(|s| s.id.to_string())),
+    )
+    .await?;
+    Ok(out
+        .hits
+        .into_iter()
+        .map(|h| {
+            let p = h
+                .superseded_by
+                .as_ref()
+                .and_then(|s| pv.get(s.id.as_str()).cloned());
+            HitDto::new(h, p)
+        })
+        .collect())
+}
+
+/// The app's "as of" day: `YYYY-MM-DD`, or none (empty too) for today.
+pub(crate) fn as_of_day(s: Option<String>) -> AppResult<Option<chrono::NaiveDate>> {
+    s.map(|d| d.trim().to_owned())
+        .filter(|d| !d.is_empty())
+        .map(|d| {
+            kasten_core::validity::parse_day(&d)
+                .map_err(|e| AppError::Invalid(format!("as of: {e}")))
+        })
+        .transpose()
 }
 
 /// A note with its links (and previews of the notes at their other ends) and its history.
@@ -147,7 +181,33 @@ pub async fn get_note(state: State<'_, AppState>, id: String) -> AppResult<NoteD
             l.from.to_string()
         }
     });
-    let pv = previews(&engine, others).await?;
+    let successor = detail.superseded_by.as_ref().map(|s| s.id.to_string());
+    let pv = previews(&engine, others.chain(successor)).await?;
+    // the notes this one replaced: its accepted `supersedes` links
+    let replaces = detail
+        .links
+        .iter()
+        .filter(|l| {
+            l.from == nid
+                && l.kind == kasten_engine::SUPERSEDES
+                && l.status == kasten_core::LinkStatus::Accepted
+        })
+        .map(|l| ReplacedDto {
+            id: l.to.to_string(),
+            reason: l.reason.clone(),
+            preview: pv.get(l.to.as_str()).cloned().unwrap_or_default(),
+        })
+        .collect();
+    let superseded_by = detail.superseded_by.clone().map(|s| {
+        let p = pv.get(s.id.as_str()).cloned().unwrap_or_default();
+        superseded_by_dto(s, p)
+    });
+    let validity = ValidityDto::new(
+        detail.valid_from,
+        detail.valid_until,
+        superseded_by,
+        replaces,
+    );
     let links = detail
         .links
         .into_iter()
@@ -164,6 +224,7 @@ pub async fn get_note(state: State<'_, AppState>, id: String) -> AppResult<NoteD
         note: detail.note.into(),
         links,
         history: history.into_iter().map(Into::into).collect(),
+        validity,
     })
 }
 
@@ -349,21 +410,47 @@ pub async fn review_queue(
             .flat_map(|i| std::iter::once(i.note.clone()).chain(i.target.clone())),
     )
     .await?;
+    let mut out = Vec::with_capacity(items.len());
+    for i in items {
+        let np = pv.get(&i.note).cloned().unwrap_or_default();
+        let tp = i
+            .target
+            .as_ref()
+            .map(|t| pv.get(t).cloned().unwrap_or_default());
+        let supersession = i.kind == "link" && i.label == kasten_engine::SUPERSEDES;
+        let ends = (i.note.clone(), i.target.clone());
+        let d = review_dto(i, np, tp);
+        out.push(if supersession {
+            // when each side's value took effect, shown beside it
+            with_validity(
+                d,
+                valid_from(&engine, Some(&ends.0)).await?,
+                valid_from(&engine, ends.1.as_ref()).await?,
+            )
+        } else {
+            d
+        });
+    }
     Ok(ReviewPage {
-        items: items
-            .into_iter()
-            .map(|i| {
-                let np = pv.get(&i.note).cloned().unwrap_or_default();
-                let tp = i
-                    .target
-                    .as_ref()
-                    .map(|t| pv.get(t).cloned().unwrap_or_default());
-                review_dto(i, np, tp)
-            })
-            .collect(),
+        items: out,
         more,
         agents,
     })
+}
+
+/// When a note's fact became true; none for a note that is gone (or no note).
+async fn valid_from(
+    engine: &kasten_engine::Engine,
+    id: Option<&String>,
+) -> AppResult<Option<chrono::DateTime<chrono::Utc>>> {
+    let Some(id) = id.and_then(|s| NoteId::parse(s).ok()) else {
+        return Ok(None);
+    };
+    match engine.get(&id).await {
+        Ok(d) => Ok(Some(d.valid_from)),
+        Err(kasten_engine::EngineError::NotFound(_)) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Accepts a link or edit (an edit optionally adjusted first).
@@ -386,6 +473,14 @@ pub async fn review_accept(
 #[specta::specta]
 pub async fn review_reject(state: State<'_, AppState>, id: String) -> AppResult<OutcomeDto> {
     Ok(state.engine().await?.reject(&id, ACTOR).await?.into())
+}
+
+/// Settles a supersession proposal as "both stay true": the two notes do not conflict;
+/// the proposal is rejected and the pair is never proposed again.
+#[tauri::command]
+#[specta::specta]
+pub async fn review_both_true(state: State<'_, AppState>, id: String) -> AppResult<OutcomeDto> {
+    Ok(state.engine().await?.keep_both(&id, ACTOR).await?.into())
 }
 
 /// Rolls back a revision, a link, or a whole event, exactly.

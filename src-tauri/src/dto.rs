@@ -116,6 +116,63 @@ pub struct NoteDetailDto {
     pub note: NoteDto,
     pub links: Vec<LinkDto>,
     pub history: Vec<HistoryDto>,
+    /// When the note's fact was true, and what replaced it or what it replaced.
+    pub validity: ValidityDto,
+}
+
+/// A newer note that replaced one (an accepted `supersedes` link): since when (the newer
+/// note's `valid_from`) and what changed.
+#[derive(Debug, Clone, Serialize, Type)]
+pub struct SupersededByDto {
+    pub id: String,
+    pub since: String,
+    /// What changed, e.g. `rent: 1,200 euros → 1,300 euros`.
+    pub reason: String,
+    pub preview: String,
+}
+
+pub fn superseded_by_dto(s: kasten_engine::SupersededBy, preview: String) -> SupersededByDto {
+    SupersededByDto {
+        id: s.id.to_string(),
+        since: time(s.since),
+        reason: s.reason,
+        preview,
+    }
+}
+
+/// An older note this one replaced (an accepted `supersedes` link from this note).
+#[derive(Debug, Clone, Serialize, Type)]
+pub struct ReplacedDto {
+    pub id: String,
+    pub reason: String,
+    pub preview: String,
+}
+
+/// A note's validity: from when its fact was true (a date in its text, its source's,
+/// else its time), until when (the successor's `valid_from`; none while current), the
+/// note that replaced it and the notes it replaced.
+#[derive(Debug, Clone, Serialize, Type)]
+pub struct ValidityDto {
+    pub valid_from: String,
+    pub valid_until: Option<String>,
+    pub superseded_by: Option<SupersededByDto>,
+    pub replaces: Vec<ReplacedDto>,
+}
+
+impl ValidityDto {
+    pub fn new(
+        valid_from: chrono::DateTime<chrono::Utc>,
+        valid_until: Option<chrono::DateTime<chrono::Utc>>,
+        superseded_by: Option<SupersededByDto>,
+        replaces: Vec<ReplacedDto>,
+    ) -> Self {
+        ValidityDto {
+            valid_from: time(valid_from),
+            valid_until: valid_until.map(time),
+            superseded_by,
+            replaces,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, Type, Default, PartialEq)]
@@ -221,6 +278,10 @@ pub struct ReviewItemDto {
     pub changes: Vec<ChangeDto>,
     /// Who made it: `llm`, `merge`, `agent:<name>` or `agent`.
     pub by: String,
+    /// For a supersession (`label` `supersedes`: the note is the newer, the target the
+    /// older): when each note's fact became true (`valid_from`); none for other items.
+    pub note_valid_from: Option<String>,
+    pub target_valid_from: Option<String>,
 }
 
 pub fn review_dto(
@@ -245,7 +306,20 @@ pub fn review_dto(
         created_at: time(r.created_at),
         changes: changes(r.changes),
         by: r.by,
+        note_valid_from: None,
+        target_valid_from: None,
     }
+}
+
+/// [`review_dto`] of a supersession, with when each of its notes became true.
+pub fn with_validity(
+    mut d: ReviewItemDto,
+    note_valid_from: Option<chrono::DateTime<chrono::Utc>>,
+    target_valid_from: Option<chrono::DateTime<chrono::Utc>>,
+) -> ReviewItemDto {
+    d.note_valid_from = note_valid_from.map(time);
+    d.target_valid_from = target_valid_from.map(time);
+    d
 }
 
 #[derive(Debug, Clone, Serialize, Type)]
@@ -297,6 +371,22 @@ pub struct HitDto {
     pub score: f64,
     /// How the hit was found: `vector`, `keyword`, `link`, `context`, `date`.
     pub via: Vec<String>,
+    /// The newer note that replaced this one (such a hit ranks below it).
+    pub superseded_by: Option<SupersededByDto>,
+}
+
+impl HitDto {
+    /// The hit, with the preview of the note that replaced it (when one did).
+    pub fn new(h: SearchHit, successor_preview: Option<String>) -> Self {
+        let superseded_by = h
+            .superseded_by
+            .clone()
+            .map(|s| superseded_by_dto(s, successor_preview.unwrap_or_default()));
+        HitDto {
+            superseded_by,
+            ..HitDto::from(h)
+        }
+    }
 }
 
 impl From<SearchHit> for HitDto {
@@ -317,6 +407,7 @@ impl From<SearchHit> for HitDto {
             })
             .collect();
         HitDto {
+            superseded_by: h.superseded_by.map(|s| superseded_by_dto(s, String::new())),
             note: h.note.into(),
             score: f64::from(h.score),
             via,

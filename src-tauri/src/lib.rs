@@ -45,6 +45,7 @@ pub fn specta_builder() -> tauri_specta::Builder<tauri::Wry> {
             review_queue,
             review_accept,
             review_reject,
+            review_both_true,
             review_rollback,
             review_reapply,
             review_bulk_accept,

@@ -1068,6 +1068,147 @@ export async function fadingView() {
   }
 }
 
+/** Sets the "as of" date control to `day` (YYYY-MM-DD), or clears it with "". */
+async function setAsOf(browser, day) {
+  await browser.execute((v) => {
+    const el = document.querySelector('[data-testid="as-of-date"]');
+    // the native setter, so React sees the change as a person's
+    Object.getOwnPropertyDescriptor(HTMLInputElement.prototype, "value").set.call(el, v);
+    el.dispatchEvent(new Event("input", { bubbles: true }));
+    el.dispatchEvent(new Event("change", { bubbles: true }));
+  }, day);
+}
+
+/** The ids of the notes listed, in order. */
+async function listedIds(browser) {
+  const items = await $$t(browser, "note-item");
+  const ids = [];
+  for (const i of items) ids.push(await i.getAttribute("data-id"));
+  return ids;
+}
+
+/**
+ * Facts that change, the rent example: "Our rent is 1,200 euros a month." (noted in March),
+ * then "From September the rent is 1,300 euros." written in the app under the review policy.
+ * Review shows the supersession side by side; "newer replaces older" accepts it; search puts
+ * the current value first and says what replaced the old one; the notes show their validity;
+ * the "as of" control gives the memory as it stood before the new value took effect (in
+ * Notes and in Chat) and, cleared, today's again.
+ */
+export async function factsChange({ llmUrl }) {
+  const home = mkdtempSync(join(tmpdir(), "kasten-e2e-"));
+  cli(home, ["config", "set", "policy.links", "review"]);
+  cli(home, ["add", "--time", "2026-03-01T09:00:00Z", "Our rent is 1,200 euros a month."]);
+  const app = await launch({ llmUrl, home });
+  const { browser } = app;
+  try {
+    await ready(browser);
+    const input = $t(browser, "note-input");
+    await input.waitForDisplayed({ timeout: T });
+    await input.setValue("From September the rent is 1,300 euros.");
+    await $t(browser, "note-save").click();
+    await browser.waitUntil(async () => (await $$t(browser, "note-item")).length === 2, { timeout: T, timeoutMsg: "the new note did not appear" });
+
+    // Review: the older note beside the newer, with their dates and what changed
+    await nav(browser, "review");
+    const card = $t(browser, "supersession-proposal");
+    await card.waitForDisplayed({ timeout: T, timeoutMsg: "no supersession proposal in Review" });
+    const proposal = await card.getAttribute("data-id");
+    const older = await card.$('[data-testid="supersession-older"]');
+    const newer = await card.$('[data-testid="supersession-newer"]');
+    const oldId = await older.getAttribute("data-id");
+    const newId = await newer.getAttribute("data-id");
+    assert(/1,200/.test(await older.getText()) && /1,300/.test(await newer.getText()), "older | newer side by side");
+    assert(await card.$('[data-testid="supersession-older-from"]').isExisting(), "the older note's date is shown");
+    assert(await card.$('[data-testid="supersession-newer-from"]').isExisting(), "the newer note's date is shown");
+    const reason = await card.$('[data-testid="supersession-reason"]').getText();
+    assert(/rent: 1,200 euros → 1,300 euros/.test(reason), `the reason says what changed (${reason})`);
+    assert(await card.$('[data-testid="review-both-true"]').isExisting(), "both stay true is offered");
+    assert(await card.$('[data-testid="review-reject"]').isExisting(), "reject is offered");
+    await card.$('[data-testid="review-replace"]').click();
+    await browser.waitUntil(async () => !(await browser.$(`[data-testid="supersession-proposal"][data-id="${proposal}"]`).isExisting()), {
+      timeout: T,
+      timeoutMsg: "the accepted supersession stayed in the queue",
+    });
+
+    // Notes: the current value first, the old one below it, saying what replaced it
+    await nav(browser, "notes");
+    await $t(browser, "search-input").setValue("rent");
+    await browser.waitUntil(async () => (await listedIds(browser)).join() === [newId, oldId].join(), {
+      timeout: T,
+      timeoutMsg: "search does not put the current value first",
+    });
+    const mark = browser.$(`[data-testid="note-item"][data-id="${oldId}"] [data-testid="hit-superseded-by"]`);
+    assert((await mark.getAttribute("data-by")) === newId, "the old note says it was superseded by the new one");
+    assert(!(await browser.$(`[data-testid="note-item"][data-id="${newId}"] [data-testid="hit-superseded-by"]`).isExisting()), "the new note is current");
+
+    // the old note's detail: valid until the new value, superseded by it (which opens)
+    await browser.$(`[data-testid="note-item"][data-id="${oldId}"] .content`).click();
+    await browser.waitUntil(async () => (await $t(browser, "note-detail").getAttribute("data-id")) === oldId, { timeout: T });
+    const validity = $t(browser, "note-validity");
+    await validity.waitForDisplayed({ timeout: T });
+    const until = await validity.getAttribute("data-until");
+    assert(until !== "", "the old note's validity has an end");
+    assert((await $t(browser, "note-superseded-by").getAttribute("data-id")) === newId, "the detail names the successor");
+    await $t(browser, "note-successor").click();
+    await browser.waitUntil(async () => (await $t(browser, "note-detail").getAttribute("data-id")) === newId, { timeout: T, timeoutMsg: "the successor did not open" });
+    const newFrom = await $t(browser, "note-validity").getAttribute("data-from");
+    assert(newFrom === until, `the old note holds until the new one's value took effect (${until} / ${newFrom})`);
+    assert((await $t(browser, "note-validity").getAttribute("data-until")) === "", "the new note is current");
+    assert((await $t(browser, "note-predecessor").getAttribute("data-id")) === oldId, "the new note names what it replaced");
+
+    // as of the day before the new value took effect: the old value alone
+    const dayBefore = new Date(Date.parse(newFrom) - 86400000).toISOString().slice(0, 10);
+    await setAsOf(browser, dayBefore);
+    await browser.waitUntil(async () => (await listedIds(browser)).join() === oldId, {
+      timeout: T,
+      timeoutMsg: `as of ${dayBefore} the search does not give the old value alone (${(await listedIds(browser)).join()})`,
+    });
+    assert(!(await $t(browser, "hit-superseded-by").isExisting()), "as of then, the old value was current");
+    // on the day it took effect: today's order
+    await setAsOf(browser, newFrom.slice(0, 10));
+    await browser.waitUntil(async () => (await listedIds(browser)).join() === [newId, oldId].join(), {
+      timeout: T,
+      timeoutMsg: "as of the day the new value took effect, it is not first",
+    });
+    // cleared: today again
+    await setAsOf(browser, dayBefore);
+    await browser.waitUntil(async () => (await listedIds(browser)).join() === oldId, { timeout: T });
+    await $t(browser, "as-of-clear").click();
+    await browser.waitUntil(async () => (await listedIds(browser)).join() === [newId, oldId].join(), {
+      timeout: T,
+      timeoutMsg: "clearing the date did not return to today",
+    });
+    assert((await $t(browser, "as-of-date").getValue()) === "", "the date control is empty again");
+
+    // Chat as of the day before: the answer reads the old value only
+    await setAsOf(browser, dayBefore);
+    await nav(browser, "chat");
+    assert((await $t(browser, "as-of-active").getAttribute("data-day")) === dayBefore, "the date control above Chat holds the same day");
+    await $t(browser, "chat-input").setValue("What is our rent?");
+    await $t(browser, "chat-send").click();
+    const answer = browser.$('[data-testid="chat-answer"][data-done="true"]');
+    await answer.waitForDisplayed({ timeout: 90000, timeoutMsg: "no answer" });
+    assert((await $t(browser, "chat-as-of").getAttribute("data-day")) === dayBefore, "the question says which day it was about");
+    const text = await answer.getText();
+    assert(!/1,300/.test(text), `as of then the answer does not read the new value (${text})`);
+    const cites = await answer.$$('[data-testid="citation"]');
+    assert(cites.length >= 1, `the answer cites a note (${text})`);
+    await cites[0].click();
+    await browser.waitUntil(async () => (await $t(browser, "note-detail").getAttribute("data-id")) === oldId, {
+      timeout: T,
+      timeoutMsg: "the answer as of then does not cite the old note",
+    });
+    return { ok: true, dayBefore, newFrom };
+  } catch (e) {
+    await screenshot(browser, "failure").catch(() => {});
+    console.error("--- app log ---\n" + app.log().slice(-4000));
+    throw e;
+  } finally {
+    await app.close();
+  }
+}
+
 /** The English UI strings on the page (user and model data, marked translate="no", left out). */
 async function englishOnPage(browser) {
   return browser.execute(() => window.__kastenI18n.englishLeft(window.__kastenI18n.uiText(document.body)));

@@ -34,6 +34,7 @@ export default function App() {
   const [revision, setRevision] = useState(0);
   const [jobs, setJobs] = useState(0);
   const [toastMsg, setToastMsg] = useState<string | null>(null);
+  const [asOf, setAsOf] = useState<string | null>(null);
 
   const bump = useCallback(() => setRevision((r) => r + 1), []);
   const { status, statusError } = useStatusFeed(bump);
@@ -104,8 +105,10 @@ export default function App() {
       toast,
       status,
       statusError,
+      asOf,
+      setAsOf,
     }),
-    [view, openNote, selected, highlight, graphFocus, revision, jobs, bump, toast, status, statusError],
+    [view, openNote, selected, highlight, graphFocus, revision, jobs, bump, toast, status, statusError, asOf],
   );
 
   return (

@@ -51,7 +51,9 @@ export const api = {
   addNote: (content: string) => un(commands.addNote(content)),
   listNotes: (filter: NoteFilterInput, offset: number, limit: number) =>
     un(commands.listNotes(filter, offset, limit)),
-  search: (query: string, k: number, filter: NoteFilterInput) => un(commands.searchNotes(query, k, filter)),
+  /** Search; with `asOf` (`YYYY-MM-DD`), what was current that day. */
+  search: (query: string, k: number, filter: NoteFilterInput, asOf: string | null = null) =>
+    un(commands.searchNotes(query, k, filter, asOf)),
   getNote: (id: string) => un(commands.getNote(id)),
   editNote: (id: string, fields: FieldsInput) => un(commands.editNote(id, fields)),
   deleteNote: (id: string) => un(commands.deleteNote(id)),
@@ -63,6 +65,8 @@ export const api = {
     un(commands.reviewQueue(statuses, offset, limit, by)),
   accept: (id: string, edit: FieldsInput | null) => un(commands.reviewAccept(id, edit)),
   reject: (id: string) => un(commands.reviewReject(id)),
+  /** A supersession whose two notes do not conflict: removed, and never proposed again. */
+  bothTrue: (id: string) => un(commands.reviewBothTrue(id)),
   rollback: (id: string) => un(commands.reviewRollback(id)),
   reapply: (id: string) => un(commands.reviewReapply(id)),
   bulkAccept: (minConfidence: number) => un(commands.reviewBulkAccept(minConfidence)),
@@ -112,11 +116,11 @@ export const api = {
   /** Replaces the memory with the backup `file`; the memory as it was is kept beside it. */
   restoreMemory: (file: string, onProgress: (p: TransferProgressDto) => void) =>
     un(commands.restoreMemory(file, channel(onProgress))),
-  /** Asks the memory; `onToken` receives the answer as it streams. */
-  ask: (question: string, history: ChatTurnDto[], onToken: (t: string) => void) => {
+  /** Asks the memory (as of `asOf`, `YYYY-MM-DD`, when given); `onToken` receives the answer as it streams. */
+  ask: (question: string, history: ChatTurnDto[], onToken: (t: string) => void, asOf: string | null = null) => {
     const ch = new Channel<string>();
     ch.onmessage = onToken;
-    return un(commands.ask(question, history, ch));
+    return un(commands.ask(question, history, asOf, ch));
   },
 };
 

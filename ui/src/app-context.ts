@@ -35,6 +35,12 @@ export interface AppCtx {
   status: StatusEvent | null;
   /** Why the status cannot be read, if it cannot. */
   statusError: string | null;
+  /**
+   * The day (`YYYY-MM-DD`) Notes search and Chat answer as of, `null` for today: what was
+   * current then (the date control above both views).
+   */
+  asOf: string | null;
+  setAsOf: (day: string | null) => void;
 }
 
 export const Ctx = createContext<AppCtx | null>(null);

@@ -16,8 +16,12 @@ export const commands = {
 	addNote: (content: string) => typedError<NoteDto, AppError>(__TAURI_INVOKE("add_note", { content })),
 	/**  A page of notes, newest first, with filters. */
 	listNotes: (filter: NoteFilterInput, offset: number, limit: number) => typedError<NotesPage, AppError>(__TAURI_INVOKE("list_notes", { filter, offset, limit })),
-	/**  Hybrid search (vector + keyword + links), best first, among the notes the filter admits. */
-	searchNotes: (query: string, k: number, filter: NoteFilterInput) => typedError<HitDto[], AppError>(__TAURI_INVOKE("search_notes", { query, k, filter })),
+	/**
+	 *  Hybrid search (vector + keyword + links), best first, among the notes the filter admits.
+	 *  A note a newer one replaced ranks below it and says so. With `as_of` (a day,
+	 *  `YYYY-MM-DD`), what was current then: notes not yet valid that day are left out.
+	 */
+	searchNotes: (query: string, k: number, filter: NoteFilterInput, asOf: string | null) => typedError<HitDto[], AppError>(__TAURI_INVOKE("search_notes", { query, k, filter, asOf })),
 	/**  A note with its links (and previews of the notes at their other ends) and its history. */
 	getNote: (id: string) => typedError<NoteDetailDto, AppError>(__TAURI_INVOKE("get_note", { id })),
 	/**  Changes a note's keywords, tags or context (a versioned user edit; content never changes). */
@@ -42,6 +46,11 @@ export const commands = {
 	reviewAccept: (id: string, edit: FieldsInput | null) => typedError<OutcomeDto, AppError>(__TAURI_INVOKE("review_accept", { id, edit })),
 	/**  Rejects a link or edit (an applied one is rolled back). */
 	reviewReject: (id: string) => typedError<OutcomeDto, AppError>(__TAURI_INVOKE("review_reject", { id })),
+	/**
+	 *  Settles a supersession proposal as "both stay true": the two notes do not conflict;
+	 *  the proposal is rejected and the pair is never proposed again.
+	 */
+	reviewBothTrue: (id: string) => typedError<OutcomeDto, AppError>(__TAURI_INVOKE("review_both_true", { id })),
 	/**  Rolls back a revision, a link, or a whole event, exactly. */
 	reviewRollback: (id: string) => typedError<OutcomeDto, AppError>(__TAURI_INVOKE("review_rollback", { id })),
 	/**  Applies a rolled-back event again. */
@@ -107,8 +116,11 @@ export const commands = {
 	insights: () => typedError<InsightsDto, AppError>(__TAURI_INVOKE("insights")),
 	/**  The Boxes (clusters of linked notes), largest first, with their sizes. */
 	listBoxes: (limit: number) => typedError<BoxDto[], AppError>(__TAURI_INVOKE("list_boxes", { limit })),
-	/**  Answers from memory, streaming the answer's tokens to `on_token` as they arrive. */
-	ask: (question: string, history: ChatTurnDto[], onToken: Channel<string>) => typedError<AnswerDto, AppError>(__TAURI_INVOKE("ask", { question, history, onToken })),
+	/**
+	 *  Answers from memory, streaming the answer's tokens to `on_token` as they arrive. With
+	 *  `as_of` (a day, `YYYY-MM-DD`), as the memory stood that day.
+	 */
+	ask: (question: string, history: ChatTurnDto[], asOf: string | null, onToken: Channel<string>) => typedError<AnswerDto, AppError>(__TAURI_INVOKE("ask", { question, history, asOf, onToken })),
 	/**  The kinds a link may have (`relates` is the default). */
 	linkKinds: () => typedError<string[], AppError>(__TAURI_INVOKE("link_kinds")),
 	/**
@@ -375,6 +387,8 @@ export type HitDto = {
 	score: number | null,
 	/**  How the hit was found: `vector`, `keyword`, `link`, `context`, `date`. */
 	via: string[],
+	/**  The newer note that replaced this one (such a hit ranks below it). */
+	superseded_by: SupersededByDto | null,
 };
 
 /**  Progress of an import, sent over its channel. */
@@ -510,6 +524,8 @@ export type NoteDetailDto = {
 	note: NoteDto,
 	links: LinkDto[],
 	history: HistoryDto[],
+	/**  When the note's fact was true, and what replaced it or what it replaced. */
+	validity: ValidityDto,
 };
 
 export type NoteDto = {
@@ -555,6 +571,13 @@ export type ProjectDto = {
 	active: boolean,
 };
 
+/**  An older note this one replaced (an accepted `supersedes` link from this note). */
+export type ReplacedDto = {
+	id: string,
+	reason: string,
+	preview: string,
+};
+
 /**  What a restore did. */
 export type RestoreResultDto = {
 	file: string,
@@ -582,6 +605,12 @@ export type ReviewItemDto = {
 	changes: ChangeDto[],
 	/**  Who made it: `llm`, `merge`, `agent:<name>` or `agent`. */
 	by: string,
+	/**
+	 *  For a supersession (`label` `supersedes`: the note is the newer, the target the
+	 *  older): when each note's fact became true (`valid_from`); none for other items.
+	 */
+	note_valid_from: string | null,
+	target_valid_from: string | null,
 };
 
 export type ReviewPage = {
@@ -665,6 +694,18 @@ export type StatusEvent = {
 	opening_total: number,
 };
 
+/**
+ *  A newer note that replaced one (an accepted `supersedes` link): since when (the newer
+ *  note's `valid_from`) and what changed.
+ */
+export type SupersededByDto = {
+	id: string,
+	since: string,
+	/**  What changed, e.g. `rent: 1,200 euros → 1,300 euros`. */
+	reason: string,
+	preview: string,
+};
+
 /**  Rows of one table written or restored. */
 export type TableCountDto = {
 	table: string,
@@ -685,6 +726,18 @@ export type TransferProgressDto = {
 	phase: string,
 	done: number,
 	total: number,
+};
+
+/**
+ *  A note's validity: from when its fact was true (a date in its text, its source's,
+ *  else its time), until when (the successor's `valid_from`; none while current), the
+ *  note that replaced it and the notes it replaced.
+ */
+export type ValidityDto = {
+	valid_from: string,
+	valid_until: string | null,
+	superseded_by: SupersededByDto | null,
+	replaces: ReplacedDto[],
 };
 
 /* Tauri Specta runtime */

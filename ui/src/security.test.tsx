@@ -98,6 +98,12 @@ describe("hostile note content", () => {
           changes: [{ op: "add_tag", value: SCRIPT, reason: SVG }],
         },
       ],
+      validity: {
+        valid_from: "2024-03-01T00:00:00Z",
+        valid_until: "2024-09-01T00:00:00Z",
+        superseded_by: { id: "01JNOTE0000000000000000003", since: "2024-09-01T00:00:00Z", reason: SCRIPT, preview: IMG },
+        replaces: [{ id: "01JNOTE0000000000000000004", reason: SVG, preview: IFRAME }],
+      },
     });
     const { container } = renderWith(<NoteDetail id={evilNote.id} />);
     const detail = await screen.findByTestId("note-detail");

@@ -211,6 +211,9 @@ enum Command {
     },
     /// Reject a link or edit (an applied edit is rolled back).
     Reject { id: String },
+    /// Settle a supersession proposal as "both stay true": the two notes do not conflict;
+    /// the proposal is removed and the pair is never proposed again.
+    BothTrue { id: String },
     /// Roll back a revision, a link, or a whole event (everything one note's enrichment did).
     Rollback { id: String },
     /// Apply a rolled-back event again.
@@ -603,6 +606,7 @@ fn served_by_owner(p: &Prepared) -> bool {
             | Prepared::Proposals(..)
             | Prepared::Accept(..)
             | Prepared::Reject(_)
+            | Prepared::BothTrue(_)
             | Prepared::Rollback(_)
             | Prepared::Reapply(_)
             | Prepared::History(_)
@@ -656,6 +660,7 @@ async fn execute_shared(memory: &Memory, cmd: Prepared, json: bool) -> Result<()
             review(memory, ReviewChange::Accept { id, edit }, json).await?
         }
         Prepared::Reject(id) => review(memory, ReviewChange::Reject { id }, json).await?,
+        Prepared::BothTrue(id) => review(memory, ReviewChange::BothTrue { id }, json).await?,
         Prepared::Rollback(id) => review(memory, ReviewChange::Rollback { id }, json).await?,
         Prepared::Reapply(id) => review(memory, ReviewChange::Reapply { id }, json).await?,
         Prepared::Edit(id, edit) => {
@@ -707,6 +712,7 @@ enum Prepared {
     Proposals(Vec<ReviewStatus>, Option<String>, usize),
     Accept(String, FieldEdit),
     Reject(String),
+    BothTrue(String),
     Rollback(String),
     Reapply(String),
     History(NoteId),
@@ -885,6 +891,7 @@ fn prepare(cmd: &Command) -> Result<Prepared> {
         }
         Command::Accept { id, fields } => Prepared::Accept(id.trim().to_owned(), fields.edit()),
         Command::Reject { id } => Prepared::Reject(id.trim().to_owned()),
+        Command::BothTrue { id } => Prepared::BothTrue(id.trim().to_owned()),
         Command::Rollback { id } => Prepared::Rollback(id.trim().to_owned()),
         Command::Reapply { id } => Prepared::Reapply(id.trim().to_owned()),
         Command::History { id } => Prepared::History(NoteId::parse(id)?),

@@ -12,6 +12,7 @@
 //!   step for the snapshot: if the update may have been missed (an error or a cancel
 //!   between the two), the close writes no snapshot and the next open rebuilds.
 
+mod both_true;
 mod boxes;
 mod chat;
 mod consolidate;
@@ -62,7 +63,8 @@ pub use errors::ErrorKind;
 pub use fading::Lifecycle;
 pub use kasten_llm::{LlmClient, LlmConfig};
 pub use kasten_store::{
-    CONFLICT_TRIES, ConflictError, Endpoint, SNAPSHOT_FILE, StorageLimits, retry_on_conflict,
+    BOTH_TRUE, CONFLICT_TRIES, ConflictError, Endpoint, SNAPSHOT_FILE, SUPERSEDES, StorageLimits,
+    retry_on_conflict,
 };
 pub use lifecycle::{
     ARCHIVE_THRESHOLD_SETTING, ArchiveCandidate, FOLLOW_LINKS_SETTING, FollowLinks,

@@ -299,7 +299,7 @@ async fn faults_lose_nothing_and_corrupt_nothing() {
         // the note is saved and searchable
         // (a search that reinforces would change the neighbour compared below)
         let hits = e
-            .search_unreinforced("adoption painting classes", 5)
+            .search_unreinforced_as_of("adoption painting classes", 5, None)
             .await
             .unwrap();
         assert!(

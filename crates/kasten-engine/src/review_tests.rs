@@ -670,3 +670,135 @@ async fn accepting_all_links_above_a_confidence_takes_exactly_those() {
     assert_eq!(neighbours, joined);
     e.close().await;
 }
+
+/// "Both stay true" on a supersession proposal: the link leaves the queue rejected, nothing
+/// comes into force, both notes' history says so, and the pair is never proposed again.
+#[tokio::test]
+async fn both_stay_true_removes_the_supersession_and_remembers_the_pair() {
+    let fake = FakeLlm::start(Mode::Normal).await.unwrap();
+    let e = engine(&fake).await;
+    e.set_policy(&Policy {
+        links: PolicyMode::Review,
+        edits: PolicyMode::Review,
+        auto_accept_confidence: None,
+    })
+    .await
+    .unwrap();
+    let at = |d: &str| Some(format!("{d}T09:00:00Z").parse().unwrap());
+    let old = e
+        .add(
+            NewNote::new("Our rent is 1,200 euros a month.")
+                .unwrap()
+                .at(at("2026-03-01")),
+        )
+        .await
+        .unwrap()
+        .id;
+    let new = e
+        .add(
+            NewNote::new("From September the rent is 1,300 euros.")
+                .unwrap()
+                .at(at("2026-03-10")),
+        )
+        .await
+        .unwrap()
+        .id;
+    let supersession = |items: &[crate::ReviewItem]| {
+        items
+            .iter()
+            .find(|i| i.label == kasten_store::SUPERSEDES)
+            .cloned()
+    };
+    let item = supersession(&e.proposals(&[], 50).await.unwrap())
+        .expect("the rent change is a proposal under review");
+    assert_eq!(
+        (item.note.as_str(), item.target.as_deref()),
+        (new.as_str(), Some(old.as_str()))
+    );
+    // the pair as detection sees it when the newer note is compared again
+    let newer = e.get(&new).await.unwrap().note;
+    let vector = e
+        .read_indexes()
+        .unwrap()
+        .vector
+        .get(&new)
+        .unwrap()
+        .unwrap()
+        .to_vec();
+    let again = || async {
+        e.find_supersessions(
+            std::slice::from_ref(&newer),
+            std::slice::from_ref(&vector),
+            false,
+            chrono::Utc::now(),
+        )
+        .await
+        .unwrap()
+    };
+    let before = again().await;
+    assert!(
+        before.iter().any(|d| d.from == new && d.to == old),
+        "found before the decision: {before:?}"
+    );
+    // only a supersession can be kept as both true
+    let other = e
+        .add(NewNote::new("The landlord is Anna.").unwrap())
+        .await
+        .unwrap()
+        .id;
+    let plain = e
+        .link(&other, &old, Some("relates"), "same flat", "user")
+        .await
+        .unwrap();
+    assert!(matches!(
+        e.keep_both(&plain.target, "user").await,
+        Err(EngineError::Invalid(_))
+    ));
+    assert!(matches!(
+        e.keep_both("nosuchlink", "user").await,
+        Err(EngineError::UnknownItem(_))
+    ));
+
+    let out = e.keep_both(&item.id, "user").await.unwrap();
+    assert_eq!((out.action.as_str(), out.links), ("both_true", 1));
+    // out of the queue, rejected, nothing in force
+    assert!(supersession(&e.proposals(&[], 50).await.unwrap()).is_none());
+    let rejected = e.proposals(&[ReviewStatus::Rejected], 50).await.unwrap();
+    assert!(rejected.iter().any(|i| i.id == item.id), "{rejected:?}");
+    assert!(
+        e.store()
+            .successors_of(std::slice::from_ref(&old))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(e.get(&old).await.unwrap().superseded_by, None);
+    // both histories record the decision, apart from a plain rejection
+    for id in [&old, &new] {
+        let h = e.history(id).await.unwrap();
+        let d = h
+            .iter()
+            .find(|x| x.id.as_deref() == Some(item.id.as_str()))
+            .unwrap_or_else(|| panic!("no decision in {h:#?}"));
+        assert_eq!((d.action.as_str(), d.actor.as_str()), ("both_true", "user"));
+        assert!(d.reason.contains(&item.reason), "{}", d.reason);
+        assert!(d.reason.starts_with("both stay true"), "{}", d.reason);
+    }
+    // remembered: never proposed again, in either direction
+    assert!(again().await.is_empty(), "proposed again");
+    let kept = e.kept_both(std::slice::from_ref(&old)).await.unwrap();
+    assert!(
+        kept.contains(&(new.clone(), old.clone())) && kept.contains(&(old.clone(), new.clone()))
+    );
+    // a decision is final, like a rejection
+    assert!(matches!(
+        e.keep_both(&item.id, "user").await,
+        Err(EngineError::Invalid(_))
+    ));
+    assert!(
+        e.accept(&item.id, &FieldEdit::default(), "user")
+            .await
+            .is_err()
+    );
+    e.close().await;
+}

@@ -451,17 +451,8 @@ impl Engine {
         Ok(out)
     }
 
-    /// [`Engine::search`] with the settings in force, reinforcing nothing (chat reinforces
-    /// what it showed and cited itself).
-    pub(crate) async fn search_unreinforced(
-        &self,
-        query: &str,
-        k: usize,
-    ) -> Result<SearchOutput, EngineError> {
-        self.search_unreinforced_as_of(query, k, None).await
-    }
-
-    /// [`Engine::search_unreinforced`] as of a day ([`Engine::search_as_of`]).
+    /// [`Engine::search`] as of a day ([`Engine::search_as_of`]) with the settings in
+    /// force, reinforcing nothing (chat reinforces what it showed and cited itself).
     pub(crate) async fn search_unreinforced_as_of(
         &self,
         query: &str,
@@ -517,11 +508,22 @@ impl Engine {
         k: usize,
         filter: &NoteFilter,
     ) -> Result<SearchOutput, EngineError> {
+        self.search_filtered_as_of(query, k, filter, None).await
+    }
+
+    /// [`Engine::search_filtered`] as of a day ([`Engine::search_as_of`]; `None` is today).
+    pub async fn search_filtered_as_of(
+        &self,
+        query: &str,
+        k: usize,
+        filter: &NoteFilter,
+        as_of: Option<NaiveDate>,
+    ) -> Result<SearchOutput, EngineError> {
         if filter.tag.is_none() && filter.enrich_state.is_none() && filter.ids.is_none() {
-            return self.search(query, k).await;
+            return self.search_as_of(query, k, as_of).await;
         }
         let mut out = self
-            .search_unreinforced(query, k.saturating_mul(10).max(FILTER_POOL))
+            .search_unreinforced_as_of(query, k.saturating_mul(10).max(FILTER_POOL), as_of)
             .await?;
         let ids: Option<HashSet<&NoteId>> = filter.ids.as_ref().map(|v| v.iter().collect());
         out.hits.retain(|h| {
@@ -810,6 +812,55 @@ mod tests {
             ..Default::default()
         };
         assert!(e.search_filtered("lake", 3, &tagged).await?.hits.is_empty());
+        e.close().await;
+        Ok(())
+    }
+
+    /// A filtered search as of a day (the app's Notes search with its date control): the
+    /// filter still applies, and a note whose value took effect after the day is left out.
+    #[tokio::test]
+    async fn a_filtered_search_as_of_a_day_leaves_out_what_was_not_true_yet()
+    -> Result<(), EngineError> {
+        let e = open(&Endpoint::Mem).await?;
+        let at = |d: &str| format!("{d}T09:00:00Z").parse().ok();
+        let notes = e
+            .add_batch(vec![
+                NewNote::new("the lake cabin costs 90 euros a night")?.at(at("2026-03-01")),
+                NewNote::new("the lake cabin since June 2026 costs 120 euros")?
+                    .at(at("2026-03-05")),
+                NewNote::new("groceries are expensive")?.at(at("2026-03-01")),
+            ])
+            .await?
+            .notes;
+        let ids: Vec<NoteId> = notes.iter().map(|n| n.id.clone()).collect();
+        let in_box = crate::NoteFilter {
+            ids: Some(vec![ids[0].clone(), ids[1].clone()]),
+            ..Default::default()
+        };
+        let found = |hits: &[crate::SearchHit]| -> Vec<NoteId> {
+            hits.iter().map(|h| h.note.id.clone()).collect()
+        };
+        let today = e
+            .search_filtered_as_of("lake cabin", 5, &in_box, None)
+            .await?
+            .hits;
+        assert!(found(&today).contains(&ids[1]), "{today:?}");
+        assert!(!found(&today).contains(&ids[2]), "outside the filter");
+        let may = "2026-05-31".parse().ok();
+        let then = e
+            .search_filtered_as_of("lake cabin", 5, &in_box, may)
+            .await?
+            .hits;
+        assert!(found(&then).contains(&ids[0]), "{then:?}");
+        assert!(!found(&then).contains(&ids[1]), "not true yet: {then:?}");
+        assert!(!found(&then).contains(&ids[2]), "outside the filter");
+        // without a filter, the same
+        let none = crate::NoteFilter::default();
+        let all = e
+            .search_filtered_as_of("lake cabin", 5, &none, may)
+            .await?
+            .hits;
+        assert!(!found(&all).contains(&ids[1]), "{all:?}");
         e.close().await;
         Ok(())
     }

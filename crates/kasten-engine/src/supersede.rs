@@ -464,7 +464,8 @@ impl Engine {
                 });
             }
         }
-        Ok(out)
+        // a pair the user kept as "both stay true" is never proposed again
+        self.without_kept_both(out).await
     }
 }
 

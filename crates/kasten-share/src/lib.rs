@@ -91,6 +91,10 @@ pub enum ReviewChange {
     Reject {
         id: String,
     },
+    /// Settle a supersession proposal as "both stay true": rejected, the pair remembered.
+    BothTrue {
+        id: String,
+    },
     Rollback {
         id: String,
     },
@@ -127,6 +131,7 @@ impl ReviewChange {
         match self {
             Self::Accept { id, edit } => engine.accept(&id, &edit, actor).await,
             Self::Reject { id } => engine.reject(&id, actor).await,
+            Self::BothTrue { id } => engine.keep_both(&id, actor).await,
             Self::Rollback { id } => engine.rollback(&id, actor).await,
             Self::Reapply { id } => engine.reapply(&id, actor).await,
             Self::Edit { id, edit, reason } => engine.edit_note(&id, &edit, actor, &reason).await,

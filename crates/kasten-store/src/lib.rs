@@ -49,7 +49,7 @@ pub use pipeline::{
 pub use review::{
     AuditEntry, FieldChange, LinkRecord, NewRevision, QueueStates, ReviewBatch, Revision,
 };
-pub use supersede::{FlagOrigin, FlagWrite, MAY_BE_OUTDATED, SUPERSEDES, Successor};
+pub use supersede::{BOTH_TRUE, FlagOrigin, FlagWrite, MAY_BE_OUTDATED, SUPERSEDES, Successor};
 pub use transfer::{
     BACKUP_FORMAT, BACKUP_VERSION, ImportLinkWrite, RestoreSummary,
     from_json as backup_value_from_json, to_json as backup_value_to_json,

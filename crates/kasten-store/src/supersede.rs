@@ -351,3 +351,46 @@ mod tests {
         assert!(store.predecessors_of(&[]).await.unwrap().is_empty());
     }
 }
+
+/// The audit action of a supersession the user settled as "both stay true": the two notes
+/// do not conflict, the link is rejected, and the pair is never proposed again.
+pub const BOTH_TRUE: &str = "both_true";
+
+#[derive(Debug, SurrealValue)]
+#[surreal(crate = "surrealdb::types")]
+struct PairRaw {
+    notes: Vec<String>,
+}
+
+impl Store {
+    /// The pairs of notes, among those touching `ids`, that the user settled as "both stay
+    /// true" (an audit entry [`BOTH_TRUE`] naming both notes), each pair in the order the
+    /// audit names them (newer, older).
+    pub async fn kept_both(&self, ids: &[NoteId]) -> Result<Vec<(NoteId, NoteId)>, StoreError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let keys: Vec<String> = ids.iter().map(|i| i.to_string()).collect();
+        let mut resp = self
+            .db
+            .query(
+                "SELECT notes.map(|$n| record::id($n)) AS notes FROM audit
+                 WHERE action = $action
+                   AND array::len(array::intersect(notes, array::map($ids, |$k| type::record('note', $k)))) > 0",
+            )
+            .bind(("ids", keys))
+            .bind(("action", BOTH_TRUE))
+            .await
+            .map_err(StoreError::from_db)?;
+        let rows: Vec<PairRaw> = resp.take(0).map_err(StoreError::from_db)?;
+        let parse = |s: &str| NoteId::parse(s).map_err(|e| StoreError::Corrupt(e.to_string()));
+        let mut out = Vec::new();
+        for r in rows {
+            if let [a, b] = r.notes.as_slice() {
+                out.push((parse(a)?, parse(b)?));
+            }
+        }
+        Ok(out)
+    }
+}
+

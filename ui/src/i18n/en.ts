@@ -462,6 +462,33 @@ export const en = {
   "transfer.confirmText": "Every note, link and setting in this memory is replaced by what {file} holds. Your memory as it is now is not deleted: it is moved to a folder beside it, which Kasten tells you when the restore is done. A damaged backup is refused before anything changes.",
   "transfer.confirmYes": "Replace with the backup",
   "transfer.done": "Done",
+
+  // facts that change: supersession, validity, as of a day
+  "kind.supersedes": "supersedes",
+  "action.both_true": "both stay true",
+  "asOf.label": "As of",
+  "asOf.title": "Search and chat answer with the memory as it stood on this day",
+  "asOf.clear": "Back to today",
+  "asOf.active": "Search and chat show what was current on {day}.",
+  "validity.from": "valid from {from}",
+  "validity.fromUntil": "valid from {from} until {until}",
+  "validity.supersededBy": "superseded by",
+  "validity.since": "since {day}",
+  "validity.replaces": "replaces",
+  "validity.openNote": "Open this note",
+  "review.supersession": "A newer value replaces an older one",
+  "review.older": "older",
+  "review.newer": "newer",
+  "review.validFrom": "valid from {day}",
+  "review.changed": "what changed: {reason}",
+  "review.replace": "Newer replaces older",
+  "review.replaceTitle": "The older note stays findable, marked as replaced from the newer note's date",
+  "review.replaced": "The newer note now replaces the older one",
+  "review.bothTrue": "Both stay true",
+  "review.bothTrueTitle": "No conflict: remove the proposal and never propose this pair again",
+  "review.keptBoth": "Both notes stay true; this pair will not be proposed again",
+  "graph.supersedes": "supersedes (newer → older)",
+  "chat.asOf": "as of {day}",
 } satisfies Record<string, string | Plural>;
 
 export type Key = keyof typeof en;

@@ -79,6 +79,8 @@ const reviewItem: ReviewItemDto = {
   created_at: "2024-05-01T10:00:00Z",
   changes: [],
   by: "llm",
+  note_valid_from: null,
+  target_valid_from: null,
 };
 const status = {
   memory: "ready",
@@ -102,7 +104,17 @@ function mockMemory() {
   mocked.listNotes.mockResolvedValue({ notes: [zhNote], total: 1 });
   mocked.listTags.mockResolvedValue([{ tag: "笔记", n: 1 }]);
   mocked.listBoxes.mockResolvedValue([{ id: "B1", label: "卡片盒", size: 2 }]);
-  mocked.getNote.mockResolvedValue({ note: zhNote, links: [linkDto], history });
+  mocked.getNote.mockResolvedValue({
+    note: zhNote,
+    links: [linkDto],
+    history,
+    validity: {
+      valid_from: "2024-03-01T00:00:00Z",
+      valid_until: "2024-09-01T00:00:00Z",
+      superseded_by: { id: "N3", since: "2024-09-01T00:00:00Z", reason: "房租: 1,200 → 1,300", preview: "从九月起房租是 1,300 欧元" },
+      replaces: [{ id: "N0", reason: "房租: 1,100 → 1,200", preview: "房租是 1,100 欧元" }],
+    },
+  });
   mocked.noteLifecycle.mockResolvedValue({ strength: 0.1, tier: "short_term", project: null, threshold: 0.2, fading: true, archived: false });
   mocked.linkKinds.mockResolvedValue(["relates", "supports"]);
   mocked.graphNodes.mockResolvedValue({ nodes: [{ id: "N1", label: "卡片", tags: ["笔记"], enrich: "done", boxes: ["B1"], strength: 1 }], links: [], next: null });

@@ -183,6 +183,7 @@ describe("NoteDetail: links and text by hand", () => {
       { from: tea.id, to: chinese.id, kind: "supports", reason: "mine", confidence: 1, created_by: "user", status: "accepted", created_at: "2024-05-01T10:00:00Z", other_preview: "北京" },
       { from: chinese.id, to: tea.id, kind: "relates", reason: "old", confidence: 0.4, created_by: "llm", status: "rejected", created_at: "2024-05-01T10:00:00Z", other_preview: "北京" },
     ],
+    validity: { valid_from: "2024-05-01T10:00:00Z", valid_until: null, superseded_by: null, replaces: [] },
     history: [
       { at: "2024-05-01T10:00:00Z", actor: "user", action: "created", id: null, status: null, reason: "", before: null, after: null, content_before: null, content_after: null, changes: [] },
       {

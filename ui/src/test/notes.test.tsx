@@ -127,7 +127,7 @@ describe("NotesView", () => {
     await userEvent.type(screen.getByTestId("search-input"), "dog");
     expect(await screen.findByText("found it")).toBeTruthy();
     expect(screen.getByText(/vector \+ keyword · 0.91/)).toBeTruthy();
-    expect(mocked.search).toHaveBeenCalledWith("dog", 20, { tag: null, enrich: null, box_id: null });
+    expect(mocked.search).toHaveBeenCalledWith("dog", 20, { tag: null, enrich: null, box_id: null }, null);
   });
 
   it("searches within the chosen Box", async () => {
@@ -138,6 +138,6 @@ describe("NotesView", () => {
     await screen.findByRole("option", { name: "pets (2)" });
     await userEvent.selectOptions(screen.getByLabelText("Filter by Box"), "BOX1");
     await userEvent.type(screen.getByTestId("search-input"), "dog");
-    await waitFor(() => expect(mocked.search).toHaveBeenCalledWith("dog", 20, { tag: null, enrich: null, box_id: "BOX1" }));
+    await waitFor(() => expect(mocked.search).toHaveBeenCalledWith("dog", 20, { tag: null, enrich: null, box_id: "BOX1" }, null));
   });
 });

@@ -42,6 +42,8 @@ const link: ReviewItemDto = {
   created_at: "2024-05-01T10:00:00Z",
   changes: [],
   by: "llm",
+  note_valid_from: null,
+  target_valid_from: null,
 };
 const edit: ReviewItemDto = {
   ...link,

@@ -20,6 +20,8 @@ export function ctx(over: Partial<AppCtx> = {}): AppCtx {
     toast: vi.fn(),
     status: status(),
     statusError: null,
+    asOf: null,
+    setAsOf: vi.fn(),
     ...over,
   };
 }

@@ -3,6 +3,7 @@ import { api, errorText, type AnswerDto, type ChatTurnDto } from "../../api";
 import { useApp } from "../../app-context";
 import Empty from "../../components/Empty";
 import { getLang, translate, useT } from "../../i18n";
+import AsOf, { useDay } from "../../components/AsOf";
 
 interface Turn {
   question: string;
@@ -10,6 +11,8 @@ interface Turn {
   text: string;
   answer: AnswerDto | null;
   error: string | null;
+  /** The day the question was asked as of (`null`: today). */
+  asOf: string | null;
 }
 
 /** Splits an answer into text and `[n]` citation buttons (for the `n` that were cited). */
@@ -31,8 +34,9 @@ export function withCitations(text: string, cited: number[], onCite: (n: number)
 
 /** Questions answered from memory, streamed, with citations that open the notes. */
 export default function ChatView() {
-  const { openNote, setHighlight, setGraphFocus, go } = useApp();
+  const { openNote, setHighlight, setGraphFocus, go, asOf } = useApp();
   const { t } = useT();
+  const day = useDay();
   const [turns, setTurns] = useState<Turn[]>([]);
   const [q, setQ] = useState("");
   const [busy, setBusy] = useState(false);
@@ -50,10 +54,10 @@ export default function ChatView() {
       .slice(-6)
       .map((t) => ({ question: t.question, answer: t.answer?.answer ?? "" }));
     const idx = turns.length;
-    setTurns((ts) => [...ts, { question, text: "", answer: null, error: null }]);
+    setTurns((ts) => [...ts, { question, text: "", answer: null, error: null, asOf }]);
     const update = (f: (t: Turn) => Turn) => setTurns((ts) => ts.map((t, i) => (i === idx ? f(t) : t)));
     try {
-      const answer = await api.ask(question, history, (tok) => update((t) => ({ ...t, text: t.text + tok })));
+      const answer = await api.ask(question, history, (tok) => update((t) => ({ ...t, text: t.text + tok })), asOf);
       update((t) => ({ ...t, text: answer.answer, answer }));
       setHighlight(answer.citations.map((c) => c.id));
     } catch (e) {
@@ -66,6 +70,7 @@ export default function ChatView() {
   return (
     <div className="view" style={{ display: "flex", flexDirection: "column" }}>
       <h2>{t("chat.title")}</h2>
+      <AsOf />
       <div className="chat-log grow" style={{ overflow: "auto" }}>
         {turns.length === 0 && (
           <Empty title={t("chat.emptyTitle")}>
@@ -77,6 +82,11 @@ export default function ChatView() {
             <div className="msg user" translate="no">
               {turn.question}
             </div>
+            {turn.asOf && (
+              <div className="small muted" data-testid="chat-as-of" data-day={turn.asOf}>
+                {t("chat.asOf", { day: day(turn.asOf) })}
+              </div>
+            )}
             <div className="msg card" data-testid="chat-answer" data-done={turn.answer ? "true" : "false"} data-not-in-memory={turn.answer?.not_in_memory ? "true" : "false"}>
               {turn.answer?.not_in_memory && <div className="warning"><strong>{t("chat.notInMemory")}</strong> {t("chat.notInMemoryBody")}</div>}
               <div className="content" translate="no" aria-live="polite" aria-busy={turn.answer || turn.error ? "false" : "true"}>

@@ -8,6 +8,7 @@ import { boxIndex, buildGraph, loadNodes, loadWhole, nodeColour, PALETTE, type G
 import { aggregate, boxSubgraph, boxThreshold, buildBoxGraph, setBoxThreshold, syncBoxGraph, UNBOXED, type Aggregate } from "./boxGraph";
 import { fetchPatches, patchData, patchGraph } from "./incremental";
 import { mountGraph, type GraphStats as Stats, type Mounted } from "./mountGraph";
+import { SUPERSEDES_COLOUR } from "./graphStyle";
 
 function useDark(): boolean {
   const q = typeof window !== "undefined" && window.matchMedia ? window.matchMedia("(prefers-color-scheme: dark)") : null;
@@ -504,6 +505,10 @@ export default function GraphView() {
               ))}
               <span className="muted" data-testid="graph-proposed-legend">
                 {dashed ? t("graph.dashed") : t("graph.amber")}
+              </span>
+              <span className="muted" data-testid="graph-supersedes-legend" style={{ marginLeft: 8 }}>
+                <span style={{ display: "inline-block", width: 16, height: 2, background: SUPERSEDES_COLOUR, verticalAlign: "middle", marginRight: 4 }} />
+                {t("graph.supersedes")}
               </span>
             </div>
           )}

@@ -1,6 +1,7 @@
 // Loading the graph a page at a time and turning it into a graphology graph.
 import Graph from "graphology";
 import type { Api, BoxDto, GraphLinkDto, GraphNodeDto } from "../../api";
+import { edgeAttributes, SUPERSEDES_KIND } from "./graphStyle";
 
 export const PAGE = 5000;
 
@@ -131,11 +132,16 @@ export function buildGraph(data: GraphData, boxes: BoxDto[]): Graph {
     if (!g.hasNode(l.from) || !g.hasNode(l.to) || l.from === l.to) continue;
     const proposed = l.status === "proposed";
     if (g.hasEdge(l.from, l.to)) {
-      // several kinds between the same pair: one edge, accepted wins over proposed
+      // several kinds between the same pair: one edge, accepted wins over proposed, and a
+      // supersession is drawn as one
       if (!proposed) g.setEdgeAttribute(l.from, l.to, "proposed", false);
+      if (l.kind === SUPERSEDES_KIND) {
+        const e = edgeAttributes(l.kind, false);
+        g.mergeEdgeAttributes(l.from, l.to, { kind: e.kind, supersedes: true, size: e.size, color: e.color });
+      }
       continue;
     }
-    g.addEdgeWithKey(l.id, l.from, l.to, { proposed, kind: l.kind, size: 1, color: "#b6bdcc" });
+    g.addEdgeWithKey(l.id, l.from, l.to, edgeAttributes(l.kind, proposed));
   }
   g.forEachNode((id) => {
     g.setNodeAttribute(id, "size", sizeFor(g.degree(id)));

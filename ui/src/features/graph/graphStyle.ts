@@ -34,6 +34,19 @@ export interface Colours {
   proposed: string;
 }
 
+/**
+ * A `supersedes` link (a newer note replaced an older one's value) is drawn in its own
+ * colour and thicker than the other links, in both themes.
+ */
+export const SUPERSEDES_COLOUR = "#8b5cf6";
+export const SUPERSEDES_KIND = "supersedes";
+
+/** The attributes of a link edge of `kind` (proposed ones are drawn dashed or amber). */
+export function edgeAttributes(kind: string, proposed: boolean) {
+  const supersedes = kind === SUPERSEDES_KIND;
+  return { proposed, kind, supersedes, size: supersedes ? 2 : 1, color: supersedes ? SUPERSEDES_COLOUR : "#b6bdcc" };
+}
+
 export const coloursFor = (dark: boolean): Colours => ({
   dim: dark ? "#3a4152" : "#dfe3ea",
   proposed: dark ? "#e0a84a" : "#c0841a",

@@ -6,6 +6,7 @@
 import type Graph from "graphology";
 import { ApiError, type Api, type BoxDto, type GraphLinkDto, type GraphNodeDto } from "../../api";
 import { boxIndex, nodeColour, sizeFor, type GraphData } from "./graphData";
+import { edgeAttributes, SUPERSEDES_KIND } from "./graphStyle";
 
 /** What one job changed: the note's neighbourhood now, or that the note is gone. */
 export type Patch = { note: string; nodes: GraphNodeDto[]; links: GraphLinkDto[] } | { note: string; gone: true };
@@ -104,8 +105,11 @@ export function patchGraph(g: Graph, p: Patch, boxes: BoxDto[], admit: (n: Graph
     if (!g.hasNode(other)) continue;
     const w = want.get(other);
     const proposed = l.status === "proposed";
-    if (w) w.proposed = w.proposed && proposed;
-    else want.set(other, { id: l.id, proposed, kind: l.kind });
+    if (w) {
+      w.proposed = w.proposed && proposed;
+      // a supersession between the pair is drawn as one
+      if (l.kind === SUPERSEDES_KIND) w.kind = l.kind;
+    } else want.set(other, { id: l.id, proposed, kind: l.kind });
   }
   for (const other of g.neighbors(p.note)) {
     if (!want.has(other)) {
@@ -116,11 +120,11 @@ export function patchGraph(g: Graph, p: Patch, boxes: BoxDto[], admit: (n: Graph
   }
   for (const [other, w] of want) {
     touched.add(other);
+    const attrs = edgeAttributes(w.kind, w.proposed);
     if (g.hasEdge(p.note, other)) {
-      g.setEdgeAttribute(p.note, other, "proposed", w.proposed);
+      g.mergeEdgeAttributes(p.note, other, attrs);
       continue;
     }
-    const attrs = { proposed: w.proposed, kind: w.kind, size: 1, color: "#b6bdcc" };
     if (g.hasEdge(w.id)) g.addEdge(p.note, other, attrs);
     else g.addEdgeWithKey(w.id, p.note, other, attrs);
     change.edgesAdded++;

@@ -8,6 +8,7 @@ import LinkEditor from "../links/LinkEditor";
 import TextDiff from "../links/TextDiff";
 import NoteLifecycle from "../fading/StrengthBar";
 import { useT } from "../../i18n";
+import { useDay } from "../../components/AsOf";
 
 const list = (s: string) =>
   s
@@ -24,6 +25,7 @@ function canRollBack(h: HistoryDto): boolean {
 export default function NoteDetail({ id }: { id: string }) {
   const { openNote, revision, bump, go, setGraphFocus, toast } = useApp();
   const { t, w, num, date } = useT();
+  const day = useDay();
   const [d, setD] = useState<NoteDetailDto | null>(null);
   const [err, setErr] = useState<string | null>(null);
   const [editing, setEditing] = useState(false);
@@ -118,6 +120,7 @@ export default function NoteDetail({ id }: { id: string }) {
         </div>
       )}
       {n.enrich !== "done" && n.enrich_error && <p className="small warning" translate="no">{n.enrich_error}</p>}
+      <Validity d={d} day={day} />
       {!editing ? (
         <div>
           <div>
@@ -258,6 +261,52 @@ export default function NoteDetail({ id }: { id: string }) {
           </li>
         ))}
       </ol>
+    </div>
+  );
+}
+
+/**
+ * When the note's fact was true ("valid from … until …"), the note that replaced it
+ * ("superseded by … since …") and the notes it replaced, each opening that note.
+ */
+function Validity({ d, day }: { d: NoteDetailDto; day: (iso: string) => string }) {
+  const { openNote } = useApp();
+  const { t } = useT();
+  const v = d.validity;
+  return (
+    <div className="small" style={{ margin: "4px 0" }}>
+      <div className="muted" data-testid="note-validity" data-from={v.valid_from} data-until={v.valid_until ?? ""}>
+        {v.valid_until
+          ? t("validity.fromUntil", { from: day(v.valid_from), until: day(v.valid_until) })
+          : t("validity.from", { from: day(v.valid_from) })}
+      </div>
+      {v.superseded_by && (
+        <div className="warning" data-testid="note-superseded-by" data-id={v.superseded_by.id} data-since={v.superseded_by.since}>
+          {t("validity.supersededBy")}{" "}
+          <button className="citation" data-testid="note-successor" title={t("validity.openNote")} onClick={() => openNote(v.superseded_by?.id ?? "")} translate="no">
+            {v.superseded_by.preview || v.superseded_by.id}
+          </button>{" "}
+          {t("validity.since", { day: day(v.superseded_by.since) })}{" "}
+          <span className="muted" translate="no">
+            ({v.superseded_by.reason})
+          </span>
+        </div>
+      )}
+      {v.replaces.length > 0 && (
+        <div data-testid="note-replaces">
+          {t("validity.replaces")}{" "}
+          {v.replaces.map((r) => (
+            <span key={r.id} style={{ marginRight: 6 }}>
+              <button className="citation" data-testid="note-predecessor" data-id={r.id} title={t("validity.openNote")} onClick={() => openNote(r.id)} translate="no">
+                {r.preview || r.id}
+              </button>{" "}
+              <span className="muted" translate="no">
+                ({r.reason})
+              </span>
+            </span>
+          ))}
+        </div>
+      )}
     </div>
   );
 }

@@ -1,3 +1,4 @@
+import type { ReactNode } from "react";
 import type { NoteDto } from "../../api";
 import { useT } from "../../i18n";
 
@@ -23,11 +24,14 @@ export default function NoteItem({
   selected,
   onOpen,
   extra,
+  children,
 }: {
   note: NoteDto;
   selected: boolean;
   onOpen: () => void;
   extra?: string;
+  /** More about the note, below its tags (e.g. what replaced it). */
+  children?: ReactNode;
 }) {
   const { date } = useT();
   return (
@@ -55,6 +59,7 @@ export default function NoteItem({
           </span>
         ))}
       </div>
+      {children}
     </li>
   );
 }

@@ -9,6 +9,7 @@ import NoteDetail from "./NoteDetail";
 import NoteEditor from "./NoteEditor";
 import NoteItem from "./NoteItem";
 import { useT } from "../../i18n";
+import AsOf, { useDay } from "../../components/AsOf";
 
 const PAGE = 50;
 
@@ -20,8 +21,9 @@ const notReady = (e: unknown) => e instanceof ApiError && e.kind === "not_ready"
 
 /** Notes: write, search, filter, open. */
 export default function NotesView() {
-  const { selected, openNote, revision, bump, toast, status, statusError } = useApp();
+  const { selected, openNote, revision, bump, toast, status, statusError, asOf } = useApp();
   const { t, num, w } = useT();
+  const day = useDay();
   const [query, setQuery] = useState("");
   const [tag, setTag] = useState("");
   const [enrich, setEnrich] = useState("");
@@ -94,7 +96,7 @@ export default function NotesView() {
     }
     const t = window.setTimeout(() => {
       api
-        .search(query, 20, JSON.parse(filterKey))
+        .search(query, 20, JSON.parse(filterKey), asOf)
         .then((h) => {
           setHits(h);
           setErr(null);
@@ -102,7 +104,7 @@ export default function NotesView() {
         .catch(fail(errorText));
     }, 200);
     return () => window.clearTimeout(t);
-  }, [query, revision, filterKey, fail]);
+  }, [query, revision, filterKey, fail, asOf]);
 
   // "/" focuses search.
   useEffect(() => {
@@ -117,9 +119,9 @@ export default function NotesView() {
     return () => window.removeEventListener("keydown", onKey);
   }, []);
 
-  const shown: { note: NoteDto; extra?: string }[] = hits
+  const shown: { note: NoteDto; extra?: string; hit?: HitDto }[] = hits
     ? // the search applies the filters (tag, status, Box)
-      hits.map((h) => ({ note: h.note, extra: `${h.via.map((v) => w("via", v)).join(" + ")} · ${num(h.score ?? 0, 2)}` }))
+      hits.map((h) => ({ note: h.note, hit: h, extra: `${h.via.map((v) => w("via", v)).join(" + ")} · ${num(h.score ?? 0, 2)}` }))
     : notes.map((n) => ({ note: n }));
 
   const empty = loaded && !hits && total === 0 && !filtered;
@@ -134,6 +136,7 @@ export default function NotesView() {
               bump();
             }}
           />
+          <AsOf />
           <div className="row" style={{ marginBottom: 8 }}>
             <input
               className="grow"
@@ -198,8 +201,27 @@ export default function NotesView() {
             <div className="muted small">{hits ? t("notes.noSearchMatch") : t("notes.noFilterMatch")}</div>
           ) : (
             <ul className="list" data-testid="note-list">
-              {shown.map(({ note, extra }) => (
-                <NoteItem key={note.id} note={note} extra={extra} selected={note.id === selected} onOpen={() => openNote(note.id)} />
+              {shown.map(({ note, extra, hit }) => (
+                <NoteItem key={note.id} note={note} extra={extra} selected={note.id === selected} onOpen={() => openNote(note.id)}>
+                  {hit?.superseded_by && (
+                    // a replaced note stays findable, below the note that replaced it
+                    <div className="small muted" data-testid="hit-superseded-by" data-by={hit.superseded_by.id} data-since={hit.superseded_by.since}>
+                      {t("validity.supersededBy")}{" "}
+                      <button
+                        className="citation"
+                        title={t("validity.openNote")}
+                        onClick={(e) => {
+                          e.stopPropagation();
+                          openNote(hit.superseded_by?.id ?? "");
+                        }}
+                        translate="no"
+                      >
+                        {hit.superseded_by.preview || hit.superseded_by.id}
+                      </button>{" "}
+                      {t("validity.since", { day: day(hit.superseded_by.since) })}
+                    </div>
+                  )}
+                </NoteItem>
               ))}
             </ul>
           )}

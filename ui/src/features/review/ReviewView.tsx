@@ -5,6 +5,7 @@ import Changes from "../../components/Changes";
 import Diff from "../../components/Diff";
 import Empty from "../../components/Empty";
 import { useT } from "../../i18n";
+import { useDay } from "../../components/AsOf";
 
 const PAGE = 50;
 
@@ -24,6 +25,95 @@ const list = (s: string) =>
     .split(",")
     .map((x) => x.trim())
     .filter(Boolean);
+
+/**
+ * A supersession proposal: the older note beside the newer one (each with the day its value
+ * took effect), what changed, and three choices: the newer replaces the older (accept),
+ * both stay true (no conflict: removed, the pair never proposed again), or reject.
+ */
+function Supersession({ it, onDone }: { it: ReviewItemDto; onDone: (msg: string) => void }) {
+  const { openNote } = useApp();
+  const { t, w, date } = useT();
+  const day = useDay();
+  const maker = useMaker();
+  const [err, setErr] = useState<string | null>(null);
+  const act = async (f: () => Promise<unknown>, msg: string) => {
+    try {
+      await f();
+      setErr(null);
+      onDone(msg);
+    } catch (e) {
+      setErr(errorText(e));
+    }
+  };
+  const waiting = it.status === "proposed" || it.status === "applied";
+  // the link runs from the newer note (`note`) to the older one (`target`)
+  const side = (which: "older" | "newer", id: string, preview: string, validFrom: string | null) => (
+    <div className="card" data-testid={`supersession-${which}`} data-id={id} style={{ flex: 1, margin: 0, cursor: "default" }}>
+      <div className="small muted">
+        {t(which === "older" ? "review.older" : "review.newer")}
+        {validFrom && <span data-testid={`supersession-${which}-from`}> · {t("review.validFrom", { day: day(validFrom) })}</span>}
+      </div>
+      <button className="citation" style={{ textAlign: "left" }} onClick={() => openNote(id)} title={t("common.openNote")} translate="no">
+        {preview}
+      </button>
+    </div>
+  );
+  return (
+    <li className="card" data-testid="review-item" data-id={it.id} data-kind={it.kind} data-status={it.status} style={{ cursor: "default" }}>
+      <div data-testid="supersession-proposal" data-id={it.id}>
+        <div className="row small">
+          <span className="chip">{t("review.linkLabel", { label: w("kind", it.label) })}</span>
+          <strong>{t("review.supersession")}</strong>
+          <span className={`badge ${it.status}`}>{it.status === "applied" ? t("review.appliedNotReviewed") : w("status", it.status)}</span>
+          {it.by && (
+            <span className="muted" data-testid="review-item-by" data-by={it.by} translate="no">
+              {t("review.madeBy", { maker: maker(it.by) })}
+            </span>
+          )}
+          <span className="muted">{date(it.created_at)}</span>
+        </div>
+        <div className="row" style={{ margin: "6px 0", alignItems: "stretch" }}>
+          {side("older", it.target ?? "", it.target_preview ?? "", it.target_valid_from)}
+          <span style={{ alignSelf: "center" }}>→</span>
+          {side("newer", it.note, it.note_preview, it.note_valid_from)}
+        </div>
+        {it.reason && (
+          // the reason names the user's own values (left out of the language check)
+          <div className="small" data-testid="supersession-reason" translate="no">
+            {t("review.changed", { reason: it.reason })}
+          </div>
+        )}
+        {waiting && (
+          <div className="row" style={{ marginTop: 6 }}>
+            <button
+              className="primary"
+              data-testid="review-replace"
+              title={t("review.replaceTitle")}
+              onClick={() => void act(() => api.accept(it.id, null), t("review.replaced"))}
+            >
+              {t("review.replace")}
+            </button>
+            <button data-testid="review-both-true" title={t("review.bothTrueTitle")} onClick={() => void act(() => api.bothTrue(it.id), t("review.keptBoth"))}>
+              {t("review.bothTrue")}
+            </button>
+            <button data-testid="review-reject" onClick={() => void act(() => api.reject(it.id), t("review.rejected"))}>
+              {t("review.reject")}
+            </button>
+          </div>
+        )}
+        {(it.status === "applied" || it.status === "accepted") && (
+          <div className="row" style={{ marginTop: 6 }}>
+            <button data-testid="rollback" onClick={() => void act(() => api.rollback(it.id), t("review.rolledBack"))}>
+              {t("review.rollBack")}
+            </button>
+          </div>
+        )}
+      </div>
+      {err && <div className="error small">{err}</div>}
+    </li>
+  );
+}
 
 function Item({ it, onDone }: { it: ReviewItemDto; onDone: (msg: string) => void }) {
   const { openNote } = useApp();
@@ -263,9 +353,13 @@ export default function ReviewView() {
           </Empty>
         ) : (
           <ul className="list" data-testid="review-list">
-            {items?.map((it) => (
-              <Item key={it.id} it={it} onDone={done} />
-            ))}
+            {items?.map((it) =>
+              it.kind === "link" && it.label === "supersedes" ? (
+                <Supersession key={it.id} it={it} onDone={done} />
+              ) : (
+                <Item key={it.id} it={it} onDone={done} />
+              ),
+            )}
             {more && <li className="small muted">{t("review.more")}</li>}
           </ul>
         )
