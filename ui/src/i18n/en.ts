@@ -464,6 +464,7 @@ export const en = {
   "transfer.done": "Done",
 
   // facts that change: supersession, validity, as of a day
+  "kind.may_be_outdated": "may be outdated",
   "kind.supersedes": "supersedes",
   "action.both_true": "both stay true",
   "asOf.label": "As of",

@@ -437,6 +437,7 @@ export const zh: Dict = {
   "transfer.done": "完成",
 
   // 会变化的事实：取代、有效期、按某一天
+  "kind.may_be_outdated": "可能已过时",
   "kind.supersedes": "取代",
   "action.both_true": "两者都成立",
   "asOf.label": "截至",
