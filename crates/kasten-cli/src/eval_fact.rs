@@ -426,7 +426,9 @@ async fn ingest(
             tokens += u.tokens_in + u.tokens_out;
         }
     }
-    Ok(json!({"facts": notes.len(), "seconds": seconds, "llm_tokens": tokens, "embedder_alone_seconds": embed_alone}))
+    Ok(
+        json!({"facts": notes.len(), "seconds": seconds, "llm_tokens": tokens, "embedder_alone_seconds": embed_alone}),
+    )
 }
 
 /// Asks every question of an item and tallies the figures.

@@ -817,7 +817,11 @@ mod tests {
         let r = check(&[good, bad]);
         assert!(!r.passed);
         assert_eq!(
-            (r.evolutions, r.evolutions_with_source, r.evolutions_naming_shared),
+            (
+                r.evolutions,
+                r.evolutions_with_source,
+                r.evolutions_naming_shared
+            ),
             (3, 3, 2)
         );
         let evolution: Vec<&str> = r

@@ -760,7 +760,11 @@ async fn the_quality_check_reads_the_reasons_of_evolutions() {
     // the evolution is checked against the note that led to it: "dependency" is a word
     // of both (the second note's "dependencies", the first's new context's "depend")
     assert_eq!(
-        (r.evolutions, r.evolutions_with_source, r.evolutions_naming_shared),
+        (
+            r.evolutions,
+            r.evolutions_with_source,
+            r.evolutions_naming_shared
+        ),
         (1, 1, 1),
         "{r:#?}"
     );

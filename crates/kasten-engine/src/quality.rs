@@ -31,8 +31,7 @@ impl Engine {
         // rolled-back or rejected edit's reason was still the model's words)
         let mut edit_reasons: HashMap<String, Vec<String>> = HashMap::new();
         // each evolution (reason, operations, event) by the note it changes
-        let mut evolutions: HashMap<String, Vec<(String, usize, Option<String>)>> =
-            HashMap::new();
+        let mut evolutions: HashMap<String, Vec<(String, usize, Option<String>)>> = HashMap::new();
         let all = [
             ReviewStatus::Proposed,
             ReviewStatus::Applied,

@@ -393,4 +393,3 @@ impl Store {
         Ok(out)
     }
 }
-
