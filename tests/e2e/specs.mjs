@@ -704,9 +704,13 @@ export async function builtinLlm({ llmUrl }) {
     const enrichSeconds = (Date.now() - t0) / 1000;
     // the app's peak memory with the model loaded and all the sample notes enriched
     const peakRssMiB = app.peakRssMiB();
-    const failed = (await browser.$$('[data-testid="note-item"][data-enrich="failed"]')).length;
+    const failedItems = await browser.$$('[data-testid="note-item"][data-enrich="failed"]');
+    const failed = failedItems.length;
+    // why each failed, as the app shows it (the failed badge's title)
+    const why = [];
+    for (const item of failedItems) why.push(await item.$(".badge.failed").getAttribute("title").catch(() => "?"));
     const done = await enrichedCount(browser);
-    assert(done === SAMPLE_NOTES && failed === 0, `every sample note enriched by the built-in model (${done} done, ${failed} failed)`);
+    assert(done === SAMPLE_NOTES && failed === 0, `every sample note enriched by the built-in model (${done} done, ${failed} failed: ${why.join(" | ")})`);
     // a note shows keywords the model chose
     await (await $$t(browser, "note-item"))[0].click();
     await browser.waitUntil(async () => (await $t(browser, "note-detail").getAttribute("data-enrich")) === "done", { timeout: T });
