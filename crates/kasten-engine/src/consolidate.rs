@@ -224,35 +224,14 @@ mod tests {
     use std::sync::Mutex;
 
     use kasten_core::{LinkStatus, NewNote};
-    use kasten_store::{Endpoint, SUPERSEDES};
+    use kasten_store::SUPERSEDES;
 
     use super::*;
-    use crate::tests::HashEmbedder;
-    use crate::{EngineOptions, PipelineOptions, Policy, PolicyMode};
+    use crate::PolicyMode;
 
+    /// Under auto, to show that consolidation proposes all the same.
     async fn engine() -> Engine {
-        let options = EngineOptions {
-            llm: None,
-            pipeline: PipelineOptions::default(),
-            storage: None,
-        };
-        let e = Engine::open_with(
-            &Endpoint::Mem,
-            HashEmbedder::arc("h", 128, 3),
-            options,
-            &|_| {},
-        )
-        .await
-        .unwrap();
-        // under auto, to show that consolidation proposes all the same
-        e.set_policy(&Policy {
-            links: PolicyMode::Auto,
-            edits: PolicyMode::Auto,
-            auto_accept_confidence: None,
-        })
-        .await
-        .unwrap();
-        e
+        crate::supersede::tests::engine(PolicyMode::Auto).await
     }
 
     fn note(text: &str, day: &str) -> NewNote {

@@ -701,7 +701,7 @@ fn stand_in(by_id: &mut HashMap<NoteId, FusedHit>, id: &NoteId, for_hit: &FusedH
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::collections::BTreeSet;
 
     use kasten_core::{LinkStatus, NewNote};
@@ -711,7 +711,8 @@ mod tests {
     use crate::tests::HashEmbedder;
     use crate::{EngineOptions, PipelineOptions, Policy, PolicyMode, ReviewStatus};
 
-    async fn engine(mode: PolicyMode) -> Engine {
+    /// An in-memory engine without an LLM under the links and edits policy `mode`.
+    pub(crate) async fn engine(mode: PolicyMode) -> Engine {
         let options = EngineOptions {
             llm: None,
             pipeline: PipelineOptions::default(),
