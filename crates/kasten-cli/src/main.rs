@@ -4,9 +4,6 @@
 //! exits, on success, on error and on Ctrl-C alike (see kasten-store's durability notes).
 //! Errors go to stderr in plain words with exit code 1; usage errors exit 2.
 
-mod bench;
-mod eval;
-mod eval_fact;
 mod llm;
 mod manual;
 mod mcp;
@@ -268,12 +265,12 @@ enum Command {
     /// Measure performance.
     Bench {
         #[command(subcommand)]
-        what: bench::BenchCommand,
+        what: kasten_eval::BenchCommand,
     },
     /// Evaluate Kasten on a benchmark (LoCoMo).
     Eval {
         #[command(subcommand)]
-        what: eval::EvalCommand,
+        what: kasten_eval::EvalCommand,
     },
 }
 
@@ -445,6 +442,22 @@ fn progress_bar() -> ProgressBar {
     pb
 }
 
+/// How `kasten eval` and `kasten bench` open memories and show progress: as every command.
+struct CliShell;
+
+impl kasten_eval::Shell for CliShell {
+    fn open_engine(
+        &self,
+        db: Option<String>,
+    ) -> futures_util::future::BoxFuture<'static, Result<Engine>> {
+        Box::pin(async move { open_engine(db.as_deref()).await })
+    }
+
+    fn progress_bar(&self) -> ProgressBar {
+        progress_bar()
+    }
+}
+
 async fn open_engine(db: Option<&str>) -> Result<Engine> {
     let ep = endpoint(db)?;
     open_engine_with(&ep, load_embedder()?, None).await
@@ -488,11 +501,11 @@ async fn run(cli: Cli) -> Result<()> {
     }
     // `bench` manages its own memories.
     if let Command::Bench { what } = &cli.command {
-        return bench::run(what, cli.db.as_deref(), cli.json).await;
+        return kasten_eval::bench::run(what, cli.db.as_deref(), cli.json, &CliShell).await;
     }
     // `eval` manages its own memories too.
     if let Command::Eval { what } = &cli.command {
-        return eval::run(what, cli.json).await;
+        return kasten_eval::eval::run(what, cli.json, &CliShell).await;
     }
     // the model catalog works on files, not on a memory
     if let Command::Llm {

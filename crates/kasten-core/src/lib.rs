@@ -8,8 +8,6 @@
 //! - [`chat`]: answering from memory: small talk, relevance, prompt, citations.
 //! - [`bm25`]: the in-process BM25 full-text index.
 //! - [`fusion`]: reciprocal-rank fusion of ranked lists, keeping provenance.
-//! - [`locomo`]: the LoCoMo benchmark format and its metrics.
-//! - [`factconsolidation`]: the MemoryAgentBench FactConsolidation format and its metrics.
 //! - [`timeline`]: notes by time and by position in their source stream.
 //! - [`period`]: calendar periods named in a query, for date-aware ranking.
 //! - [`facts`]: the numbers and names of a text, so notes stating different facts are never
@@ -31,13 +29,11 @@ pub mod boxes;
 pub mod chain;
 pub mod chat;
 pub mod error;
-pub mod factconsolidation;
 pub mod facts;
 pub mod fusion;
 pub mod id;
 pub mod import;
 pub mod lifecycle;
-pub mod locomo;
 pub mod markdown;
 pub mod note;
 pub mod period;
@@ -47,7 +43,6 @@ pub mod quality;
 pub mod ranking;
 pub mod snapshot;
 pub mod supersession;
-pub mod synthetic;
 pub mod text;
 pub mod timeline;
 pub mod transfer;

@@ -75,7 +75,7 @@ impl Period {
 }
 
 /// A lowercase month name or its 3-letter abbreviation (and "sept") → 1..=12.
-pub(crate) fn month_of(word: &str) -> Option<u32> {
+pub fn month_of(word: &str) -> Option<u32> {
     const NAMES: [&str; 12] = [
         "january",
         "february",

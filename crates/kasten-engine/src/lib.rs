@@ -71,7 +71,7 @@ pub use lifecycle::{
     REINFORCE_SETTING, ReinforceOn, STRENGTH_WEIGHT_SETTING,
 };
 pub use manual::{DEFAULT_LINK_KIND, agent_actor, is_agent, link_kinds};
-pub use merge::{MERGE_SETTING, MergeInfo, MergeOptions};
+pub use merge::{MERGE_SETTING, MergeInfo, MergeOptions, jaccard as merge_jaccard};
 pub use pipeline::{
     JobOutcome, ModelProfile, PipelineOptions, Policy, PolicyMode, RunSummary, Steps,
 };

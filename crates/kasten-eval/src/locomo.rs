@@ -13,7 +13,7 @@ use chrono::{DateTime, NaiveDate, Utc};
 use serde::Deserialize;
 use thiserror::Error;
 
-use crate::chat::ShownNote;
+use kasten_core::chat::ShownNote;
 
 /// Why a LoCoMo file could not be read.
 #[derive(Debug, Error, Clone, PartialEq)]
@@ -321,7 +321,7 @@ fn split_evidence(e: &str) -> Vec<String> {
 }
 
 fn month_number(name: &str) -> Option<u32> {
-    crate::period::month_of(name.to_ascii_lowercase().trim_end_matches('.'))
+    kasten_core::period::month_of(name.to_ascii_lowercase().trim_end_matches('.'))
 }
 
 /// Parses a session date as LoCoMo writes it: `1:56 pm on 8 May, 2023` (UTC).

@@ -22,7 +22,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use serde::Deserialize;
 
-use crate::text::Tokenizer;
+use kasten_core::text::Tokenizer;
 
 /// A FactConsolidation file: `{"items": [{"source", "facts", "questions"}]}`.
 #[derive(Debug, Clone, Deserialize)]

@@ -1,5 +1,5 @@
-//! Micro-benchmarks of the hot paths in kasten-core: rank fusion, Box computation, parsing
-//! the construction answer, and mapping citations. Run: `cargo bench -p kasten-core`.
+//! Micro-benchmarks of the hot paths in kasten-core (kept here, beside the synthetic corpus they share with `kasten bench`): rank fusion, Box computation, parsing
+//! the construction answer, and mapping citations. Run: `cargo bench -p kasten-eval --bench hot_paths`.
 
 use std::hint::black_box;
 
@@ -10,7 +10,8 @@ use kasten_core::chat::citations;
 use kasten_core::fusion::rrf;
 use kasten_core::prompts::Construction;
 use kasten_core::vector::{Prefilter, VectorIndex};
-use kasten_core::{NoteId, Via, synthetic};
+use kasten_core::{NoteId, Via};
+use kasten_eval::synthetic;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 

@@ -10,9 +10,10 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use crate::{Shell, synthetic};
 use anyhow::{Context, Result, bail};
 use clap::Subcommand;
-use kasten_core::{NewNote, synthetic};
+use kasten_core::NewNote;
 use kasten_engine::Endpoint;
 use kasten_engine::{Engine, SearchOptions};
 use rand::SeedableRng;
@@ -111,7 +112,12 @@ fn write_f32(path: &Path, rows: &[Vec<f32>]) -> Result<()> {
     Ok(())
 }
 
-pub async fn run(cmd: &BenchCommand, db: Option<&str>, json_out: bool) -> Result<()> {
+pub async fn run(
+    cmd: &BenchCommand,
+    db: Option<&str>,
+    json_out: bool,
+    shell: &dyn Shell,
+) -> Result<()> {
     let BenchCommand::Search {
         notes,
         queries,
@@ -126,7 +132,7 @@ pub async fn run(cmd: &BenchCommand, db: Option<&str>, json_out: bool) -> Result
         let BenchCommand::Share { notes, queries, k } = cmd else {
             bail!("unknown bench");
         };
-        return share(*notes, (*queries).max(1), (*k).max(1), json_out).await;
+        return share(*notes, (*queries).max(1), (*k).max(1), json_out, shell).await;
     };
     let (n, q, k) = (*notes, (*queries).max(1), (*k).max(1));
     if n == 0 {
@@ -152,14 +158,16 @@ pub async fn run(cmd: &BenchCommand, db: Option<&str>, json_out: bool) -> Result
     };
     log(format!("bench: memory at {ep}"));
     let t_open = Instant::now();
-    let engine = crate::open_engine(db.or(Some(&ep.to_string()))).await?;
+    let engine = shell
+        .open_engine(Some(db.map_or_else(|| ep.to_string(), str::to_owned)))
+        .await?;
     let open_time = t_open.elapsed();
     let opened_from_snapshot = engine.opened_from_snapshot();
     let embedder = engine.shared_embedder();
     if *exact_scan {
         engine.set_vector_prefilter(None)?;
     }
-    let result = measure(&engine, n, q, k, export.as_deref(), open_time, &log).await;
+    let result = measure(&engine, n, q, k, export.as_deref(), open_time, &log, shell).await;
     // a full Box recompute (similarity graph for weakly linked notes + Louvain), which the
     // app runs off its UI thread
     let boxes = if !*no_boxes && result.is_ok() {
@@ -256,6 +264,7 @@ async fn measure_reopen(
     }))
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn measure(
     engine: &Engine,
     n: usize,
@@ -264,6 +273,7 @@ async fn measure(
     export: Option<&Path>,
     open_time: Duration,
     log: &dyn Fn(String),
+    shell: &dyn Shell,
 ) -> Result<serde_json::Value> {
     // the corpus is exactly N notes: generated sentences that happen to repeat each other
     // are not merged
@@ -303,7 +313,7 @@ async fn measure(
             "bench: the embedder alone: {embed_alone:.0} notes/s ({alone} notes)"
         ));
 
-        let pb = crate::progress_bar();
+        let pb = shell.progress_bar();
         pb.set_message("ingesting");
         pb.set_length(todo as u64);
         let (mut embed_t, mut store_t) = (Duration::ZERO, Duration::ZERO);
@@ -347,7 +357,7 @@ async fn measure(
     if !engine.has_accepted_links().await? {
         let t0 = Instant::now();
         let ids = engine.indexed_ids()?;
-        let pb = crate::progress_bar();
+        let pb = shell.progress_bar();
         pb.set_message("linking");
         pb.set_length(ids.len() as u64);
         let mut total = 0u64;
@@ -715,14 +725,14 @@ fn print_report(r: &serde_json::Value) {
 
 /// See [`BenchCommand::Share`]. The memory is a new folder under the system's temporary
 /// directory, removed afterwards.
-async fn share(n: usize, q: usize, k: usize, json_out: bool) -> Result<()> {
+async fn share(n: usize, q: usize, k: usize, json_out: bool, shell: &dyn Shell) -> Result<()> {
     let dir = std::env::temp_dir().join(format!("kasten-bench-share-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let ep = Endpoint::SurrealKv(dir.clone());
-    let engine =
-        std::sync::Arc::new(crate::open_engine_with(&ep, crate::load_embedder()?, None).await?);
+    let engine = std::sync::Arc::new(shell.open_engine(Some(ep.to_string())).await?);
     let result = share_measure(&engine, &dir, n, q, k, json_out).await;
-    crate::share::close(None, engine).await?;
+    // work still holding the engine is asked to stop; the store is closed in any case
+    Engine::close_shared(engine).await;
     let _ = std::fs::remove_dir_all(&dir);
     result
 }
@@ -793,7 +803,7 @@ async fn share_measure(
     owner.stop().await;
     let v = measured?;
     if json_out {
-        crate::output::print_json(&v);
+        crate::print_json(&v);
     } else {
         println!(
             "search p50 {:.3} ms here, {:.3} ms through the owner: +{:.3} ms p50 (p95 +{:.3} ms); empty round trip p50 {:.3} ms ({} queries, {} notes, k {})",

@@ -19,10 +19,11 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use crate::Shell;
+use crate::locomo::{self, Category, MeanByCategory, Question, Sample};
 use anyhow::{Context, Result, bail};
 use clap::Subcommand;
 use kasten_core::NewNote;
-use kasten_core::locomo::{self, Category, MeanByCategory, Question, Sample};
 use kasten_engine::Endpoint;
 use kasten_engine::{Engine, JobOutcome, LlmClient, LlmConfig, SearchOptions};
 use kasten_llm::{ChatRequest, Message};
@@ -284,7 +285,7 @@ struct Mode {
     held_out: bool,
 }
 
-pub async fn run(cmd: &EvalCommand, json_out: bool) -> Result<()> {
+pub async fn run(cmd: &EvalCommand, json_out: bool, shell: &dyn Shell) -> Result<()> {
     if let EvalCommand::Factconsolidation {
         file,
         samples,
@@ -308,7 +309,7 @@ pub async fn run(cmd: &EvalCommand, json_out: bool) -> Result<()> {
             no_enrich: *no_enrich,
             questions: *questions,
         };
-        return crate::eval_fact::run(&args, json_out).await;
+        return crate::eval_fact::run(&args, json_out, shell).await;
     }
     let EvalCommand::Locomo {
         file,
@@ -406,6 +407,7 @@ pub async fn run(cmd: &EvalCommand, json_out: bool) -> Result<()> {
         k,
         options: &options,
         log: &log,
+        shell,
     };
     let (reports, totals) = sink.run(&mode).await?;
     fn header<'a>(
@@ -468,6 +470,7 @@ struct Sink<'a> {
     k: usize,
     options: &'a SearchOptions,
     log: &'a dyn Fn(String),
+    shell: &'a dyn Shell,
 }
 
 impl Sink<'_> {
@@ -500,6 +503,7 @@ impl Sink<'_> {
                 mode,
                 &mut totals,
                 self.log,
+                self.shell,
             );
             let report = tokio::select! {
                 r = run => r.with_context(|| format!("sample {}", sample.sample_id))?,
@@ -624,6 +628,7 @@ async fn eval_sample(
     mode: &Mode,
     totals: &mut Totals,
     log: &dyn Fn(String),
+    shell: &dyn Shell,
 ) -> Result<SampleReport> {
     let marker = dir.join(COMPLETE);
     let partial = dir.join(PARTIAL);
@@ -636,9 +641,9 @@ async fn eval_sample(
     }
     let notes = sample_notes(sample);
     let endpoint = format!("surrealkv://{}", dir.display());
-    let mut engine = crate::open_engine(Some(&endpoint)).await?;
+    let mut engine = shell.open_engine(Some(endpoint)).await?;
     if mode.llm.is_some() {
-        if let Err(e) = crate::configure(&mut engine, None, true).await {
+        if let Err(e) = crate::configure_llm(&mut engine).await {
             engine.close().await;
             return Err(e);
         }
@@ -666,6 +671,7 @@ async fn eval_sample(
                 path: &partial,
                 resume,
                 log,
+                shell,
             };
             let mut v = ingest(&engine, &notes, mode.llm.is_some(), &progress).await?;
             totals.ingest_seconds += v["seconds"].as_f64().unwrap_or(0.0);
@@ -708,6 +714,7 @@ struct Progress<'a> {
     path: &'a Path,
     resume: bool,
     log: &'a dyn Fn(String),
+    shell: &'a dyn Shell,
 }
 
 impl Progress<'_> {
@@ -773,7 +780,7 @@ async fn ingest(
             0
         };
         progress.save(start, enriched, failed, secs_before)?;
-        let pb = crate::progress_bar();
+        let pb = progress.shell.progress_bar();
         pb.set_message("enriching");
         pb.set_length(notes.len() as u64);
         pb.set_position(start as u64);

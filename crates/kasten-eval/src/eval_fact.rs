@@ -14,7 +14,7 @@
 //! the retrieval `ask` uses for the question: Kasten's default search following the chain
 //! the question leads through (`kasten_core::chain`). For multi-hop, "top 1" means each
 //! hop's fact first for its hop: the chain's facts are the first hits, in order.
-//! (`kasten_core::factconsolidation` says how the facts asked about are read off the data;
+//! (`crate::factconsolidation` says how the facts asked about are read off the data;
 //! questions for which none are found are counted as `unresolved` and left out of these
 //! two figures.) With `--answer`, `accuracy`:
 //! the answer of `kasten ask` (retrieval, answer prompt, the LLM in use) scored by the
@@ -24,13 +24,14 @@ use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::time::Instant;
 
+use crate::factconsolidation::{self, Facts, Item};
 use anyhow::{Context, Result, bail};
 use chrono::{DateTime, Duration as Minutes, Utc};
-use kasten_core::factconsolidation::{self, Facts, Item};
 use kasten_core::{NewNote, NoteId};
 use kasten_engine::{Engine, JobOutcome, MergeOptions, Policy, PolicyMode, SearchOptions};
 use serde_json::{Value, json};
 
+use crate::Shell;
 use crate::eval::{default_cache_dir, fnv1a64, safe_name};
 
 /// Bumped whenever the notes made from a file change, so old caches are not reused.
@@ -137,7 +138,7 @@ impl Tally {
     }
 }
 
-pub async fn run(args: &Args<'_>, json_out: bool) -> Result<()> {
+pub async fn run(args: &Args<'_>, json_out: bool, shell: &dyn Shell) -> Result<()> {
     let llm = if args.no_llm {
         None
     } else {
@@ -199,7 +200,7 @@ pub async fn run(args: &Args<'_>, json_out: bool) -> Result<()> {
             "fc-{hash:016x}-{}-{variant}-v{NOTE_FORMAT}",
             safe_name(&item.source)
         ));
-        let run = eval_item(item, &dir, args, llm.is_some(), &log);
+        let run = eval_item(item, &dir, args, llm.is_some(), &log, shell);
         let (tally, cached, qs) = tokio::select! {
             r = run => r.with_context(|| format!("item {}", item.source))?,
             _ = tokio::signal::ctrl_c() => bail!("interrupted; memories fully ingested so far stay cached (an enriching ingest resumes)"),
@@ -290,6 +291,7 @@ async fn eval_item(
     args: &Args<'_>,
     llm: bool,
     log: &dyn Fn(String),
+    shell: &dyn Shell,
 ) -> Result<(Tally, bool, Vec<Value>)> {
     let marker = dir.join(COMPLETE);
     let partial = dir.join(PARTIAL);
@@ -301,8 +303,8 @@ async fn eval_item(
             .with_context(|| format!("cannot clear the cached memory {}", dir.display()))?;
     }
     let endpoint = format!("surrealkv://{}", dir.display());
-    let mut engine = crate::open_engine(Some(&endpoint)).await?;
-    if llm && let Err(e) = crate::configure(&mut engine, None, true).await {
+    let mut engine = shell.open_engine(Some(endpoint)).await?;
+    if llm && let Err(e) = crate::configure_llm(&mut engine).await {
         engine.close().await;
         return Err(e);
     }
@@ -322,7 +324,7 @@ async fn eval_item(
                 item.facts.len(),
                 dir.display()
             ));
-            let v = ingest(&engine, item, enrich, resume, &partial, log).await?;
+            let v = ingest(&engine, item, enrich, resume, &partial, log, shell).await?;
             std::fs::write(&marker, serde_json::to_string_pretty(&v)?)
                 .with_context(|| format!("cannot write {}", marker.display()))?;
             let _ = std::fs::remove_file(&partial);
@@ -345,6 +347,7 @@ async fn ingest(
     resume: bool,
     partial: &Path,
     log: &dyn Fn(String),
+    shell: &dyn Shell,
 ) -> Result<Value> {
     engine
         .set_policy(&Policy {
@@ -384,7 +387,7 @@ async fn ingest(
         } else {
             0
         };
-        let pb = crate::progress_bar();
+        let pb = shell.progress_bar();
         pb.set_message("enriching");
         pb.set_length(notes.len() as u64);
         pb.set_position(start as u64);
