@@ -3,10 +3,10 @@
 // history diffs) and the notes list. Nothing of it becomes an element, and no script runs.
 import { screen, waitFor } from "@testing-library/react";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { note, renderWith } from "./test/util";
+import { note, renderWith } from "./util";
 
-vi.mock("./api", async (orig) => {
-  const real = await orig<typeof import("./api")>();
+vi.mock("../api", async (orig) => {
+  const real = await orig<typeof import("../api")>();
   return {
     ...real,
     api: {
@@ -24,9 +24,9 @@ vi.mock("./api", async (orig) => {
   };
 });
 
-import { api } from "./api";
-import NoteDetail from "./features/notes/NoteDetail";
-import NotesView from "./features/notes/NotesView";
+import { api } from "../api";
+import NoteDetail from "../features/notes/NoteDetail";
+import NotesView from "../features/notes/NotesView";
 
 const mocked = api as unknown as Record<string, ReturnType<typeof vi.fn>>;
 
