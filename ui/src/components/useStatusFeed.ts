@@ -32,7 +32,7 @@ export function useStatusFeed(bump: () => void): { status: StatusEvent | null; s
     let gone = false;
     const poll = () =>
       api
-        .status()
+        .appStatus()
         .then((x) => {
           if (gone) return;
           setStatus(x);

@@ -15,10 +15,10 @@ vi.mock("../api", async (orig) => {
       listNotes: vi.fn(),
       listTags: vi.fn().mockResolvedValue([]),
       listBoxes: vi.fn().mockResolvedValue([]),
-      search: vi.fn(),
-      loadSample: vi.fn(),
+      searchNotes: vi.fn(),
+      loadSampleNotebook: vi.fn(),
       addNote: vi.fn(),
-      status: vi.fn().mockResolvedValue({ llm_configured: false, llm_label: "no LLM" }),
+      appStatus: vi.fn().mockResolvedValue({ llm_configured: false, llm_label: "no LLM" }),
       llmOverview: vi.fn().mockResolvedValue({ in_use: {}, discovered: [], env_chooses: false }),
     },
   };

@@ -8,7 +8,7 @@ vi.mock("../api", async (orig) => {
   const real = await orig<typeof import("../api")>();
   return {
     ...real,
-    api: { status: vi.fn(), retryFailed: vi.fn() },
+    api: { appStatus: vi.fn(), retryFailed: vi.fn() },
     onStatus: vi.fn((cb: (s: StatusEvent) => void) => {
       push = cb;
       return Promise.resolve(() => {});
@@ -42,7 +42,7 @@ beforeEach(() => vi.clearAllMocks());
 
 describe("StatusBar", () => {
   it("shows the memory, the LLM and the job queue, and offers to retry failures", async () => {
-    (api.status as ReturnType<typeof vi.fn>).mockResolvedValue(status());
+    (api.appStatus as ReturnType<typeof vi.fn>).mockResolvedValue(status());
     renderBar();
     expect(await screen.findByText("12 notes")).toBeTruthy();
     expect(screen.getByTestId("llm-status").textContent).toBe("LLM connected · built-in SmolLM2-135M");
@@ -51,7 +51,7 @@ describe("StatusBar", () => {
   });
 
   it("shows a failed retry instead of swallowing it, and no debug timing", async () => {
-    (api.status as ReturnType<typeof vi.fn>).mockResolvedValue(status());
+    (api.appStatus as ReturnType<typeof vi.fn>).mockResolvedValue(status());
     (api.retryFailed as ReturnType<typeof vi.fn>).mockRejectedValue(new Error("the memory is busy"));
     const { ctx } = renderBar();
     (await screen.findByText("retry failed")).click();
@@ -60,13 +60,13 @@ describe("StatusBar", () => {
   });
 
   it("says when the status cannot be read", async () => {
-    (api.status as ReturnType<typeof vi.fn>).mockRejectedValue(new Error("no connection to the app"));
+    (api.appStatus as ReturnType<typeof vi.fn>).mockRejectedValue(new Error("no connection to the app"));
     renderBar();
     expect(await screen.findByText("status unavailable: no connection to the app")).toBeTruthy();
   });
 
   it("does not say enriching while no job waits or runs", async () => {
-    (api.status as ReturnType<typeof vi.fn>).mockResolvedValue(
+    (api.appStatus as ReturnType<typeof vi.fn>).mockResolvedValue(
       status({ jobs_queued: 0, jobs_running: 0, jobs_failed: 0, enriching: true }),
     );
     renderBar();
@@ -75,7 +75,7 @@ describe("StatusBar", () => {
   });
 
   it("refreshes the views once the memory has opened", async () => {
-    (api.status as ReturnType<typeof vi.fn>).mockResolvedValue(status({ memory: "opening", memory_message: "reading notes: 10 of 100", opening_done: 10, opening_total: 100 }));
+    (api.appStatus as ReturnType<typeof vi.fn>).mockResolvedValue(status({ memory: "opening", memory_message: "reading notes: 10 of 100", opening_done: 10, opening_total: 100 }));
     const { ctx } = renderBar();
     expect(await screen.findByText(/opening memory… 10 of 100 notes read/)).toBeTruthy();
     expect(ctx.bump).not.toHaveBeenCalled();
@@ -88,7 +88,7 @@ describe("StatusBar", () => {
   });
 
   it("says how many agents use the memory through the app, and shows notes they add", async () => {
-    (api.status as ReturnType<typeof vi.fn>).mockResolvedValue(status({ clients: 2 }));
+    (api.appStatus as ReturnType<typeof vi.fn>).mockResolvedValue(status({ clients: 2 }));
     const { ctx } = renderBar();
     expect((await screen.findByTestId("clients")).textContent).toBe("2 agents connected");
     await waitFor(() => expect(push).not.toBeNull());

@@ -41,7 +41,7 @@ export default function InsightsView() {
       .then(setD)
       .catch((e) => setErr(errorText(e)));
     api
-      .status()
+      .appStatus()
       .then((s) => setOpenedMs(s.opened_ms))
       .catch((e) => setErr(errorText(e)));
   }, [revision]);

@@ -14,7 +14,7 @@ export function useNoteSuggestions(query: string | null, exclude: string | null 
     const t = setTimeout(
       () => {
         const found = q
-          ? api.search(q, 8, { tag: null, enrich: null, box_id: null }).then((hs) => hs.map((h) => h.note))
+          ? api.searchNotes(q, 8, { tag: null, enrich: null, box_id: null }, null).then((hs) => hs.map((h) => h.note))
           : api.listNotes({ tag: null, enrich: null, box_id: null }, 0, 8).then((p) => p.notes);
         found
           .then((ns) => {

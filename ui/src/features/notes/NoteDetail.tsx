@@ -234,12 +234,12 @@ export default function NoteDetail({ id }: { id: string }) {
               {h.status && <span className={`badge ${h.status}`}>{w("status", h.status)}</span>}
               <span className="grow" />
               {h.action === "unlink" && h.id && (
-                <button data-testid="reapply-link" onClick={() => void act(() => api.reapply(h.id ?? ""), t("detail.linkRestored"))}>
+                <button data-testid="reapply-link" onClick={() => void act(() => api.reviewReapply(h.id ?? ""), t("detail.linkRestored"))}>
                   {t("detail.restoreLink")}
                 </button>
               )}
               {canRollBack(h) && (
-                <button data-testid="rollback" onClick={() => void act(() => api.rollback(h.id ?? ""), t("detail.rolledBack"))}>
+                <button data-testid="rollback" onClick={() => void act(() => api.reviewRollback(h.id ?? ""), t("detail.rolledBack"))}>
                   {t("detail.rollBackChange")}
                 </button>
               )}

@@ -96,7 +96,7 @@ export default function NotesView() {
     }
     const t = window.setTimeout(() => {
       api
-        .search(query, 20, JSON.parse(filterKey), asOf)
+        .searchNotes(query, 20, JSON.parse(filterKey), asOf)
         .then((h) => {
           setHits(h);
           setErr(null);
@@ -185,7 +185,7 @@ export default function NotesView() {
                 <button
                   onClick={() =>
                     api
-                      .loadSample()
+                      .loadSampleNotebook()
                       .then((n) => {
                         toast(t("notes.sampleLoaded", { count: n }));
                         bump();

@@ -90,21 +90,21 @@ function Supersession({ it, onDone }: { it: ReviewItemDto; onDone: (msg: string)
               className="primary"
               data-testid="review-replace"
               title={t("review.replaceTitle")}
-              onClick={() => void act(() => api.accept(it.id, null), t("review.replaced"))}
+              onClick={() => void act(() => api.reviewAccept(it.id, null), t("review.replaced"))}
             >
               {t("review.replace")}
             </button>
-            <button data-testid="review-both-true" title={t("review.bothTrueTitle")} onClick={() => void act(() => api.bothTrue(it.id), t("review.keptBoth"))}>
+            <button data-testid="review-both-true" title={t("review.bothTrueTitle")} onClick={() => void act(() => api.reviewBothTrue(it.id), t("review.keptBoth"))}>
               {t("review.bothTrue")}
             </button>
-            <button data-testid="review-reject" onClick={() => void act(() => api.reject(it.id), t("review.rejected"))}>
+            <button data-testid="review-reject" onClick={() => void act(() => api.reviewReject(it.id), t("review.rejected"))}>
               {t("review.reject")}
             </button>
           </div>
         )}
         {(it.status === "applied" || it.status === "accepted") && (
           <div className="row" style={{ marginTop: 6 }}>
-            <button data-testid="rollback" onClick={() => void act(() => api.rollback(it.id), t("review.rolledBack"))}>
+            <button data-testid="rollback" onClick={() => void act(() => api.reviewRollback(it.id), t("review.rolledBack"))}>
               {t("review.rollBack")}
             </button>
           </div>
@@ -197,7 +197,7 @@ function Item({ it, onDone }: { it: ReviewItemDto; onDone: (msg: string) => void
             onClick={() =>
               void act(
                 () =>
-                  api.accept(
+                  api.reviewAccept(
                     it.id,
                     editing ? { keywords: list(form.keywords), tags: list(form.tags), context: form.context } : null,
                   ),
@@ -209,7 +209,7 @@ function Item({ it, onDone }: { it: ReviewItemDto; onDone: (msg: string) => void
           </button>
         )}
         {waiting && (
-          <button data-testid="review-reject" onClick={() => void act(() => api.reject(it.id), t("review.rejected"))}>
+          <button data-testid="review-reject" onClick={() => void act(() => api.reviewReject(it.id), t("review.rejected"))}>
             {t("review.reject")}
           </button>
         )}
@@ -228,12 +228,12 @@ function Item({ it, onDone }: { it: ReviewItemDto; onDone: (msg: string) => void
           </button>
         )}
         {(it.status === "applied" || it.status === "accepted") && (
-          <button data-testid="rollback" onClick={() => void act(() => api.rollback(it.id), t("review.rolledBack"))}>
+          <button data-testid="rollback" onClick={() => void act(() => api.reviewRollback(it.id), t("review.rolledBack"))}>
             {t("review.rollBack")}
           </button>
         )}
         {it.event && (
-          <button className="small" title={t("review.wholeEventTitle")} onClick={() => void act(() => api.rollback(it.event ?? ""), t("review.wholeEventDone"))}>
+          <button className="small" title={t("review.wholeEventTitle")} onClick={() => void act(() => api.reviewRollback(it.event ?? ""), t("review.wholeEventDone"))}>
             {t("review.wholeEvent")}
           </button>
         )}
@@ -333,7 +333,7 @@ export default function ReviewView() {
               data-testid="bulk-accept"
               onClick={() =>
                 api
-                  .bulkAccept(minConf)
+                  .reviewBulkAccept(minConf)
                   .then((r) =>
                     done(t("review.bulkDone", { count: r.accepted }) + (r.failed.length ? t("review.bulkFailed", { count: r.failed.length }) : "")),
                   )
@@ -381,10 +381,10 @@ export default function ReviewView() {
                 {ev.note_preview}
               </button>
               <div className="row" style={{ marginTop: 4 }}>
-                <button onClick={() => api.rollback(ev.id).then(() => done(t("review.eventRolledBack"))).catch((e) => toast(errorText(e)))}>
+                <button onClick={() => api.reviewRollback(ev.id).then(() => done(t("review.eventRolledBack"))).catch((e) => toast(errorText(e)))}>
                   {t("review.eventRollBack")}
                 </button>
-                <button onClick={() => api.reapply(ev.id).then(() => done(t("review.eventReapplied"))).catch((e) => toast(errorText(e)))}>
+                <button onClick={() => api.reviewReapply(ev.id).then(() => done(t("review.eventReapplied"))).catch((e) => toast(errorText(e)))}>
                   {t("review.reapply")}
                 </button>
               </div>
