@@ -1,6 +1,7 @@
 import { useCallback, useEffect, useMemo, useState } from "react";
 import { Ctx, type AppCtx, type GraphFocus, type View } from "./app-context";
 import { onJob } from "./api";
+import { useChanged } from "./queries";
 import StatusBar from "./components/StatusBar";
 import Opening from "./components/Opening";
 import { memoryOpening, useStatusFeed } from "./components/useStatusFeed";
@@ -31,13 +32,11 @@ export default function App() {
   const [selected, setSelected] = useState<string | null>(null);
   const [highlight, setHighlight] = useState<string[]>([]);
   const [graphFocus, setGraphFocus] = useState<GraphFocus>({ center: null, depth: 1, boxId: null });
-  const [revision, setRevision] = useState(0);
-  const [jobs, setJobs] = useState(0);
   const [toastMsg, setToastMsg] = useState<string | null>(null);
   const [asOf, setAsOf] = useState<string | null>(null);
 
-  const bump = useCallback(() => setRevision((r) => r + 1), []);
-  const { status, statusError } = useStatusFeed(bump);
+  const changed = useChanged();
+  const { status, statusError } = useStatusFeed(changed);
   const opening = memoryOpening(status, statusError);
   // Settings holds the restore, which reopens the memory under it: it waits only for the
   // first open, and stays while a restore runs
@@ -56,14 +55,12 @@ export default function App() {
     setView("notes");
   }, []);
 
-  // Every finished job may change notes, links and the review queue.
+  // A finished job changed its note (and, when it linked or edited, its neighbours): the
+  // queries it touched are fetched again (see `staleAfter`).
   useEffect(() => {
     let off: (() => void) | undefined;
     let gone = false;
-    onJob(() => {
-      bump();
-      setJobs((j) => j + 1);
-    })
+    onJob((event) => changed({ kind: "job", event }))
       .then((f) => {
         if (gone) f();
         else off = f;
@@ -73,7 +70,7 @@ export default function App() {
       gone = true;
       off?.();
     };
-  }, [bump]);
+  }, [changed]);
 
   // Alt+1..8 switch views.
   useEffect(() => {
@@ -99,16 +96,13 @@ export default function App() {
       setHighlight,
       graphFocus,
       setGraphFocus,
-      revision,
-      jobs,
-      bump,
       toast,
       status,
       statusError,
       asOf,
       setAsOf,
     }),
-    [view, openNote, selected, highlight, graphFocus, revision, jobs, bump, toast, status, statusError, asOf],
+    [view, openNote, selected, highlight, graphFocus, toast, status, statusError, asOf],
   );
 
   return (

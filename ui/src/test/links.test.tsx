@@ -198,12 +198,14 @@ describe("NoteDetail: links and text by hand", () => {
     mocked.getNote.mockResolvedValue(detail);
     mocked.unlinkNotes.mockResolvedValue({ action: "unlink", target: "l1", notes: [], revisions: 0, links: 1 });
     mocked.editContent.mockResolvedValue({ action: "edit_content", target: "rev2", notes: [], revisions: 1, links: 0 });
-    const { ctx } = renderWith(<NoteDetail id={tea.id} />);
+    const { ctx, invalidated } = renderWith(<NoteDetail id={tea.id} />);
     await screen.findByTestId("note-detail");
     expect(screen.queryByTestId("link-remove-1")).toBeNull();
     await userEvent.click(screen.getByTestId("link-remove-0"));
     expect(mocked.unlinkNotes).toHaveBeenCalledWith(tea.id, chinese.id, "supports");
     expect(ctx.openNote).not.toHaveBeenCalled();
+    // both ends of the removed link are read again
+    await waitFor(() => expect(invalidated()).toEqual(expect.arrayContaining([["note", tea.id], ["note", chinese.id], ["graph"]])));
 
     const diff = screen.getByTestId("history-content-diff");
     const ops = Array.from(diff.children).map((c) => `${c.getAttribute("data-op")}${c.textContent?.slice(2)}`);
@@ -220,6 +222,7 @@ describe("NoteDetail: links and text by hand", () => {
     });
     expect(mocked.editContent).toHaveBeenCalledWith(tea.id, "Tea grows in 大吉岭");
     await waitFor(() => expect(screen.queryByTestId("note-edit-input")).toBeNull());
-    expect(ctx.bump).toHaveBeenCalled();
+    // the rewritten note, the lists and the graph are read again
+    expect(invalidated().slice(-4)).toEqual([["note", tea.id], ["notes"], ["search"], ["graph"]]);
   });
 });

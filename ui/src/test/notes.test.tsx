@@ -86,7 +86,7 @@ describe("NotesView", () => {
     });
     mocked.useLlm.mockResolvedValue({ label: "Ollama llama3.2", source: "settings", ready: true, problem: null, steps: "all", model_path: null });
     // the LLM as the status bar shows it
-    const { ctx } = renderWith(<NotesView />, context({ status: status({ llm_configured: true, llm_label: "built-in SmolLM2-135M" }) }));
+    const { ctx, invalidated } = renderWith(<NotesView />, context({ status: status({ llm_configured: true, llm_label: "built-in SmolLM2-135M" }) }));
     expect((await screen.findByTestId("first-run-llm")).textContent).toContain("built-in SmolLM2-135M");
     // the servers found on this machine are offered with one click
     await userEvent.selectOptions(await screen.findByTestId("llm-discovered-model-0"), "llama3.2");
@@ -96,7 +96,7 @@ describe("NotesView", () => {
     );
     expect(ctx.toast).toHaveBeenCalledWith("Now using Ollama llama3.2");
     await userEvent.click(await screen.findByText("Load the sample notebook"));
-    await waitFor(() => expect(ctx.bump).toHaveBeenCalled());
+    await waitFor(() => expect(invalidated()).toEqual(expect.arrayContaining([["notes"], ["search"], ["tags"], ["boxes"]])));
     expect(ctx.toast).toHaveBeenCalledWith("Loaded 12 sample notes");
   });
 

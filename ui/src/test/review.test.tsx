@@ -72,7 +72,7 @@ beforeEach(() => {
 
 describe("ReviewView", () => {
   it("shows reason, confidence and the edit's diff; accept and reject act on the item", async () => {
-    const { ctx } = renderWith(<ReviewView />);
+    const { invalidated } = renderWith(<ReviewView />);
     const items = await screen.findAllByTestId("review-item");
     expect(items).toHaveLength(2);
     expect(screen.getByText("why: both are about Pixel")).toBeTruthy();
@@ -86,7 +86,8 @@ describe("ReviewView", () => {
     expect(screen.queryByText("keywords")).toBeNull();
     await userEvent.click(screen.getAllByTestId("review-accept")[0]);
     await waitFor(() => expect(mocked.reviewAccept).toHaveBeenCalledWith("link1", null));
-    expect(ctx.bump).toHaveBeenCalled();
+    // the queue, the events, the notes and the graph are read again
+    await waitFor(() => expect(invalidated()).toEqual(expect.arrayContaining([["review"], ["events"], ["note"], ["notes"], ["graph"]])));
     await userEvent.click(screen.getAllByTestId("review-reject")[0]);
     await waitFor(() => expect(mocked.reviewReject).toHaveBeenCalledWith("link1"));
     // an applied edit can be rolled back; so can its whole event

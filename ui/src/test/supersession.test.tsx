@@ -1,7 +1,7 @@
 // Facts that change in the app: a supersession proposal in Review with its three choices,
 // the "as of" date control above Notes and Chat, a note's validity, and the graph's
 // `supersedes` edges.
-import { fireEvent, render, screen, waitFor, within } from "@testing-library/react";
+import { fireEvent, screen, waitFor, within } from "@testing-library/react";
 import userEvent from "@testing-library/user-event";
 import { useState, type ReactElement } from "react";
 import { beforeEach, describe, expect, it, vi } from "vitest";
@@ -110,14 +110,14 @@ describe("a supersession proposal in Review", () => {
   });
 
   it("newer replaces older accepts the link", async () => {
-    const { ctx } = renderWith(<ReviewView />);
+    const { ctx, invalidated } = renderWith(<ReviewView />);
     const card = await screen.findByTestId("supersession-proposal");
     await userEvent.click(within(card).getByTestId("review-replace"));
     await waitFor(() => expect(mocked.reviewAccept).toHaveBeenCalledWith("sup1", null));
     expect(mocked.reviewBothTrue).not.toHaveBeenCalled();
     expect(mocked.reviewReject).not.toHaveBeenCalled();
     expect(ctx.toast).toHaveBeenCalledWith("The newer note now replaces the older one");
-    expect(ctx.bump).toHaveBeenCalled();
+    await waitFor(() => expect(invalidated()).toEqual(expect.arrayContaining([["review"], ["note"], ["notes"], ["search"], ["graph"]])));
   });
 
   it("both stay true settles the pair, not a rejection", async () => {
@@ -171,7 +171,7 @@ describe("the as-of date control", () => {
       Promise.resolve(asOf === "2026-06-30" ? [{ ...oldHit(), superseded_by: null }] : [newHit(), oldHit()]),
     );
     const openNote = vi.fn();
-    render(<WithAsOf ui={<NotesView />} openNote={openNote} />);
+    renderWith(<WithAsOf ui={<NotesView />} openNote={openNote} />);
     await userEvent.type(screen.getByTestId("search-input"), "rent");
     await waitFor(() => expect(mocked.searchNotes).toHaveBeenLastCalledWith("rent", 20, { tag: null, enrich: null, box_id: null }, null));
     // today: the current value first, the old one below it saying what replaced it
@@ -201,7 +201,7 @@ describe("the as-of date control", () => {
 
   it("asks Chat as of the day chosen, and says so under the question", async () => {
     mocked.ask.mockResolvedValue({ answer: "The rent is 1,200 euros [1].", citations: [{ n: 1, id: OLD, preview: "Our rent is 1,200 euros a month." }], not_in_memory: false, skipped_retrieval: false });
-    render(<WithAsOf ui={<ChatView />} />);
+    renderWith(<WithAsOf ui={<ChatView />} />);
     fireEvent.change(screen.getByTestId("as-of-date"), { target: { value: "2026-06-30" } });
     await userEvent.type(screen.getByTestId("chat-input"), "what is our rent");
     await userEvent.click(screen.getByTestId("chat-send"));

@@ -1,6 +1,8 @@
-import { useCallback, useEffect, useId, useState } from "react";
-import { api, errorText, type EventDto, type ReviewItemDto } from "../../api";
+import { useId, useState } from "react";
+import { keepPreviousData, useQuery } from "@tanstack/react-query";
+import { abortable, api, errorText, type ReviewItemDto } from "../../api";
 import { useApp } from "../../app-context";
+import { keys, useChanged } from "../../queries";
 import Changes from "../../components/Changes";
 import Diff from "../../components/Diff";
 import Empty from "../../components/Empty";
@@ -245,41 +247,36 @@ function Item({ it, onDone }: { it: ReviewItemDto; onDone: (msg: string) => void
 
 /** The review queue and the event log. */
 export default function ReviewView() {
-  const { revision, bump, toast, openNote } = useApp();
+  const { toast, openNote } = useApp();
+  const changed = useChanged();
   const { t, date } = useT();
   const maker = useMaker();
   const [tab, setTab] = useState<"queue" | "events">("queue");
   const [status, setStatus] = useState("waiting");
   const [by, setBy] = useState("");
-  const [agents, setAgents] = useState<string[]>([]);
-  const [items, setItems] = useState<ReviewItemDto[] | null>(null);
-  const [more, setMore] = useState(false);
-  const [events, setEvents] = useState<EventDto[]>([]);
   const [minConf, setMinConf] = useState(0.8);
-  const [err, setErr] = useState<string | null>(null);
 
   const statuses = status === "waiting" ? [] : [status];
-  const key = JSON.stringify(statuses);
-  const load = useCallback(() => {
-    api
-      .reviewQueue(JSON.parse(key), 0, PAGE, by || null)
-      .then((p) => {
-        setItems(p.items);
-        setMore(p.more);
-        setAgents(p.agents);
-        setErr(null);
-      })
-      .catch((e) => setErr(errorText(e)));
-    api
-      .listEvents(50)
-      .then(setEvents)
-      .catch((e) => setErr(t("review.cannotListEvents", { error: errorText(e) })));
-  }, [key, by, t]);
-  useEffect(() => load(), [load, revision]);
+  const queue = useQuery({
+    queryKey: keys.review(statuses, by || null),
+    queryFn: ({ signal }) => abortable(api.reviewQueue(statuses, 0, PAGE, by || null), signal),
+    // the queue shown (and its makers in the filter) stays until another filter's arrives
+    placeholderData: keepPreviousData,
+  });
+  const eventsQ = useQuery({ queryKey: keys.events(50), queryFn: ({ signal }) => abortable(api.listEvents(50), signal) });
+  const items = queue.data?.items ?? null;
+  const more = queue.data?.more ?? false;
+  const agents = queue.data?.agents ?? [];
+  const events = eventsQ.data ?? [];
+  const err = queue.error
+    ? errorText(queue.error)
+    : eventsQ.error
+      ? t("review.cannotListEvents", { error: errorText(eventsQ.error) })
+      : null;
 
   const done = (msg: string) => {
     toast(msg);
-    bump();
+    changed({ kind: "reviewed" });
   };
 
   return (
