@@ -1,7 +1,6 @@
 import { useCallback, useEffect, useMemo, useState } from "react";
 import { Ctx, type AppCtx, type GraphFocus, type View } from "./app-context";
-import { onJob } from "./api";
-import { useChanged } from "./queries";
+import { useChanged, useJobChanges } from "./queries";
 import StatusBar from "./components/StatusBar";
 import Opening from "./components/Opening";
 import { memoryOpening, useStatusFeed } from "./components/useStatusFeed";
@@ -55,22 +54,8 @@ export default function App() {
     setView("notes");
   }, []);
 
-  // A finished job changed its note (and, when it linked or edited, its neighbours): the
-  // queries it touched are fetched again (see `staleAfter`).
-  useEffect(() => {
-    let off: (() => void) | undefined;
-    let gone = false;
-    onJob((event) => changed({ kind: "job", event }))
-      .then((f) => {
-        if (gone) f();
-        else off = f;
-      })
-      .catch(() => {});
-    return () => {
-      gone = true;
-      off?.();
-    };
-  }, [changed]);
+  // a finished job makes stale what it changed
+  useJobChanges();
 
   // Alt+1..8 switch views.
   useEffect(() => {

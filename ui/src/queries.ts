@@ -2,8 +2,8 @@
 // view asks with `useQuery(keys.x(...))`; whatever changed the memory (a user's action, a
 // finished job, another process) names the change, and `staleAfter` says what to fetch again.
 import { QueryClient, useQueryClient, type QueryKey } from "@tanstack/react-query";
-import { useCallback } from "react";
-import type { JobEvent, NoteFilterInput } from "./api";
+import { useCallback, useEffect } from "react";
+import { onJob, type JobEvent, type NoteFilterInput } from "./api";
 
 export function newQueryClient(): QueryClient {
   return new QueryClient({
@@ -154,4 +154,23 @@ export function invalidate(client: QueryClient, c: Change): Promise<void> {
 export function useChanged(): (c: Change) => void {
   const client = useQueryClient();
   return useCallback((c: Change) => void invalidate(client, c), [client]);
+}
+
+/** Every finished job makes stale what it changed (its note; its neighbours when it linked or edited them). */
+export function useJobChanges(): void {
+  const changed = useChanged();
+  useEffect(() => {
+    let off: (() => void) | undefined;
+    let gone = false;
+    onJob((event) => changed({ kind: "job", event }))
+      .then((f) => {
+        if (gone) f();
+        else off = f;
+      })
+      .catch(() => {});
+    return () => {
+      gone = true;
+      off?.();
+    };
+  }, [changed]);
 }
