@@ -143,10 +143,15 @@ export function staleAfter(c: Change): QueryKey[] | null {
   }
 }
 
-/** Marks what `c` changed as stale; the keys on screen are fetched again at once. */
-export function invalidate(client: QueryClient, c: Change): Promise<void> {
-  const stale = staleAfter(c);
-  if (stale === null) return client.invalidateQueries();
+/** Marks what the changes changed as stale (each key once); the keys on screen are fetched again at once. */
+export function invalidate(client: QueryClient, ...cs: Change[]): Promise<void> {
+  const all = cs.map(staleAfter);
+  if (all.some((s) => s === null)) return client.invalidateQueries();
+  const seen = new Set<string>();
+  const stale = all.flatMap((s) => s ?? []).filter((k) => {
+    const id = JSON.stringify(k);
+    return !seen.has(id) && !!seen.add(id);
+  });
   return Promise.all(stale.map((queryKey) => client.invalidateQueries({ queryKey }))).then(() => {});
 }
 
@@ -156,13 +161,31 @@ export function useChanged(): (c: Change) => void {
   return useCallback((c: Change) => void invalidate(client, c), [client]);
 }
 
+/**
+ * Jobs finishing within this many ms refresh the views together: a fetch made stale again
+ * while it runs is started over, so a steady stream of jobs must not restart it at each one.
+ */
+export const JOB_BATCH_MS = 200;
+
 /** Every finished job makes stale what it changed (its note; its neighbours when it linked or edited them). */
 export function useJobChanges(): void {
-  const changed = useChanged();
+  const client = useQueryClient();
   useEffect(() => {
     let off: (() => void) | undefined;
     let gone = false;
-    onJob((event) => changed({ kind: "job", event }))
+    let timer = 0;
+    let batch: Change[] = [];
+    const flush = () => {
+      timer = 0;
+      const cs = batch;
+      batch = [];
+      void invalidate(client, ...cs);
+    };
+    onJob((event) => {
+      batch.push({ kind: "job", event });
+      // the first job of a batch sets the time; later ones join it
+      if (!timer) timer = window.setTimeout(flush, JOB_BATCH_MS);
+    })
       .then((f) => {
         if (gone) f();
         else off = f;
@@ -170,7 +193,8 @@ export function useJobChanges(): void {
       .catch(() => {});
     return () => {
       gone = true;
+      window.clearTimeout(timer);
       off?.();
     };
-  }, [changed]);
+  }, [client]);
 }

@@ -141,6 +141,26 @@ describe("Notes search", () => {
   });
 });
 
+describe("Notes search, emptied", () => {
+  it("does not show the hits of a search from before the box was emptied", async () => {
+    const answer: Record<string, (h: HitDto[]) => void> = {};
+    mocked.searchNotes.mockImplementation((q: string) => new Promise((r) => (answer[q] = r)));
+    renderWith(<NotesView />);
+    const input = await screen.findByTestId("search-input");
+    await userEvent.type(input, "dog");
+    await waitFor(() => expect(answer.dog).toBeDefined());
+    await act(async () => answer.dog([hit("the answer to dog")]));
+    expect(await screen.findByText("the answer to dog")).toBeTruthy();
+    await userEvent.clear(input);
+    await waitFor(() => expect(screen.queryByText("the answer to dog")).toBeNull());
+    await userEvent.type(input, "cat");
+    await waitFor(() => expect(answer.cat).toBeDefined());
+    expect(screen.queryByText("the answer to dog")).toBeNull();
+    await act(async () => answer.cat([hit("the answer to cat")]));
+    expect(await screen.findByText("the answer to cat")).toBeTruthy();
+  });
+});
+
 describe("finished jobs", () => {
   it("refresh the Notes list and the open note when it was enriched, not Settings", async () => {
     await renderViews();
@@ -172,6 +192,17 @@ describe("finished jobs", () => {
     await waitFor(() => expect(calls("listNotes")).toBe(list + 1));
     expect(calls("getNote")).toBe(note0 + 2);
     expect(calls("reviewQueue")).toBe(3);
+  });
+
+  it("finishing together refresh the views once", async () => {
+    await renderViews();
+    const list = calls("listNotes");
+    act(() => {
+      for (let i = 0; i < 5; i++) job?.({ outcome: "done", note: `01JBATCH00000000000000000${i}`, links: 0, updates: 0, tokens: 10 });
+    });
+    await waitFor(() => expect(calls("listNotes")).toBe(list + 1));
+    await new Promise((r) => setTimeout(r, 400));
+    expect(calls("listNotes")).toBe(list + 1);
   });
 
   it("leave the graph to merge them itself (no reload)", () => {

@@ -1,5 +1,5 @@
 import { useEffect, useMemo, useRef, useState } from "react";
-import { keepPreviousData, useInfiniteQuery, useQuery } from "@tanstack/react-query";
+import { useInfiniteQuery, useQuery } from "@tanstack/react-query";
 import { abortable, api, ApiError, errorText, type HitDto, type NoteDto } from "../../api";
 import { useApp } from "../../app-context";
 import Empty from "../../components/Empty";
@@ -75,14 +75,17 @@ export default function NotesView() {
   // an earlier query never replaces the answer to a later one (it is cancelled).
   const typed = query.trim() !== "";
   const settled = useSettled(query, 200);
+  // when the search box was last empty: hits from before then are never shown again
+  const emptied = useRef(0);
+  if (!typed) emptied.current = Date.now();
   const search = useQuery({
     queryKey: keys.search(settled, 20, filter, asOf),
     queryFn: ({ signal }) => abortable(api.searchNotes(settled, 20, filter, asOf), signal),
     enabled: typed && settled.trim() !== "",
-    // the hits shown stay until the next query's arrive
-    placeholderData: keepPreviousData,
+    // the hits shown stay while the next query's are on their way
+    placeholderData: (prev, prevQuery) => (prevQuery && prevQuery.state.dataUpdatedAt > emptied.current ? prev : undefined),
   });
-  const hits: HitDto[] | null = typed ? (search.data ?? null) : null;
+  const hits: HitDto[] | null = typed && settled.trim() !== "" ? (search.data ?? null) : null;
 
   const err =
     shownError(list.error, errorText) ??
