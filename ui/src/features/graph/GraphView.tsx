@@ -158,7 +158,10 @@ export default function GraphView() {
     if (queued.current.size > 0) flush.current();
   }, [load.data]);
   useEffect(() => {
-    if (load.error) setErr(errorText(load.error));
+    if (!load.error) return;
+    setErr(errorText(load.error));
+    // jobs that waited for the load are merged into what is drawn
+    if (queued.current.size > 0) flush.current();
   }, [load.error]);
 
   // The drawn graph: aggregate Boxes, an opened Box's notes, or all loaded notes.
