@@ -143,15 +143,18 @@ export function staleAfter(c: Change): QueryKey[] | null {
   }
 }
 
-/** Marks what the changes changed as stale (each key once); the keys on screen are fetched again at once. */
+/** `a` begins with `b` (or is `b`). */
+const begins = (a: QueryKey, b: QueryKey) => b.length <= a.length && b.every((x, i) => JSON.stringify(x) === JSON.stringify(a[i]));
+
+/**
+ * Marks what the changes changed as stale, each key once (one a shorter key covers is left
+ * out: it would be fetched twice); the keys on screen are fetched again at once.
+ */
 export function invalidate(client: QueryClient, ...cs: Change[]): Promise<void> {
   const all = cs.map(staleAfter);
   if (all.some((s) => s === null)) return client.invalidateQueries();
-  const seen = new Set<string>();
-  const stale = all.flatMap((s) => s ?? []).filter((k) => {
-    const id = JSON.stringify(k);
-    return !seen.has(id) && !!seen.add(id);
-  });
+  const listed = all.flatMap((s) => s ?? []);
+  const stale = listed.filter((k, i) => !listed.some((o, j) => (j < i ? begins(k, o) : begins(k, o) && !begins(o, k))));
   return Promise.all(stale.map((queryKey) => client.invalidateQueries({ queryKey }))).then(() => {});
 }
 

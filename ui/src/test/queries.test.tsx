@@ -36,7 +36,7 @@ import { api } from "../api";
 import NotesView from "../features/notes/NotesView";
 import SettingsView from "../features/settings/SettingsView";
 import ReviewView from "../features/review/ReviewView";
-import { staleAfter, useJobChanges } from "../queries";
+import { invalidate, newQueryClient, staleAfter, useJobChanges } from "../queries";
 
 const mocked = api as unknown as Record<string, ReturnType<typeof vi.fn>>;
 const calls = (name: string) => mocked[name].mock.calls.length;
@@ -203,6 +203,18 @@ describe("finished jobs", () => {
     await waitFor(() => expect(calls("listNotes")).toBe(list + 1));
     await new Promise((r) => setTimeout(r, 400));
     expect(calls("listNotes")).toBe(list + 1);
+  });
+
+  it("make each key stale once, a note's key left out when all notes' are", async () => {
+    const client = newQueryClient();
+    const spy = vi.spyOn(client, "invalidateQueries");
+    await invalidate(
+      client,
+      { kind: "job", event: { outcome: "done", note: ID, links: 0, updates: 0, tokens: 1 } },
+      { kind: "job", event: { outcome: "done", note: "01JOTHER000000000000000001", links: 1, updates: 0, tokens: 1 } },
+      { kind: "job", event: { outcome: "failed", note: ID, error: "no answer" } },
+    );
+    expect(spy.mock.calls.map(([f]) => f?.queryKey)).toEqual([["notes"], ["search"], ["tags"], ["boxes"], ["review"], ["events"], ["insights"], ["note"]]);
   });
 
   it("leave the graph to merge them itself (no reload)", () => {
