@@ -1,6 +1,6 @@
 import { useCallback, useEffect, useMemo, useState } from "react";
 import { Ctx, type AppCtx, type GraphFocus, type View } from "./app-context";
-import { onJob } from "./api";
+import { useChanged, useJobChanges } from "./queries";
 import StatusBar from "./components/StatusBar";
 import Opening from "./components/Opening";
 import { memoryOpening, useStatusFeed } from "./components/useStatusFeed";
@@ -31,13 +31,11 @@ export default function App() {
   const [selected, setSelected] = useState<string | null>(null);
   const [highlight, setHighlight] = useState<string[]>([]);
   const [graphFocus, setGraphFocus] = useState<GraphFocus>({ center: null, depth: 1, boxId: null });
-  const [revision, setRevision] = useState(0);
-  const [jobs, setJobs] = useState(0);
   const [toastMsg, setToastMsg] = useState<string | null>(null);
   const [asOf, setAsOf] = useState<string | null>(null);
 
-  const bump = useCallback(() => setRevision((r) => r + 1), []);
-  const { status, statusError } = useStatusFeed(bump);
+  const changed = useChanged();
+  const { status, statusError } = useStatusFeed(changed);
   const opening = memoryOpening(status, statusError);
   // Settings holds the restore, which reopens the memory under it: it waits only for the
   // first open, and stays while a restore runs
@@ -56,24 +54,8 @@ export default function App() {
     setView("notes");
   }, []);
 
-  // Every finished job may change notes, links and the review queue.
-  useEffect(() => {
-    let off: (() => void) | undefined;
-    let gone = false;
-    onJob(() => {
-      bump();
-      setJobs((j) => j + 1);
-    })
-      .then((f) => {
-        if (gone) f();
-        else off = f;
-      })
-      .catch(() => {});
-    return () => {
-      gone = true;
-      off?.();
-    };
-  }, [bump]);
+  // a finished job makes stale what it changed
+  useJobChanges();
 
   // Alt+1..8 switch views.
   useEffect(() => {
@@ -99,16 +81,13 @@ export default function App() {
       setHighlight,
       graphFocus,
       setGraphFocus,
-      revision,
-      jobs,
-      bump,
       toast,
       status,
       statusError,
       asOf,
       setAsOf,
     }),
-    [view, openNote, selected, highlight, graphFocus, revision, jobs, bump, toast, status, statusError, asOf],
+    [view, openNote, selected, highlight, graphFocus, toast, status, statusError, asOf],
   );
 
   return (

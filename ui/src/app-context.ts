@@ -22,14 +22,6 @@ export interface AppCtx {
   setHighlight: (ids: string[]) => void;
   graphFocus: GraphFocus;
   setGraphFocus: (f: GraphFocus) => void;
-  /** Bumped whenever the memory changed (a job finished, a review action). */
-  revision: number;
-  /**
-   * How many of the `revision` bumps came from finished jobs (the Graph view merges those
-   * itself and reloads only for the others).
-   */
-  jobs: number;
-  bump: () => void;
   toast: (msg: string) => void;
   /** The status as the status bar shows it (`null` until the first reading). */
   status: StatusEvent | null;

@@ -1,10 +1,12 @@
 import { api, errorText } from "../api";
 import { useApp } from "../app-context";
+import { useChanged } from "../queries";
 import { useT } from "../i18n";
 
 /** The memory, the LLM connection and the job queue, live (the app's status feed). */
 export default function StatusBar() {
-  const { go, bump, toast, status: s, statusError: pollErr } = useApp();
+  const { go, toast, status: s, statusError: pollErr } = useApp();
+  const changed = useChanged();
   const { t } = useT();
 
   if (!s)
@@ -63,7 +65,7 @@ export default function StatusBar() {
           onClick={() =>
             api
               .retryFailed()
-              .then(bump)
+              .then(() => changed({ kind: "retried" }))
               .catch((e) => toast(t("status.retryError", { error: errorText(e) })))
           }
         >

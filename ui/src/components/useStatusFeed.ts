@@ -1,14 +1,15 @@
 import { useEffect, useRef, useState } from "react";
 import { api, errorText, onStatus, type StatusEvent } from "../api";
+import type { Change } from "../queries";
 
 /**
  * The app's one reading of the status (the memory, the LLM, the job queue): pushed by the
  * shell on every change, polled slowly for opening progress. The status bar and every view
- * read this same value, so they never contradict each other. `bump` is called when the
+ * read this same value, so they never contradict each other. `changed` is told when the
  * memory has opened or failed to (views asked for data before) and when another process added or
  * removed notes (an agent over `kasten mcp`, a `kasten` command going through the app).
  */
-export function useStatusFeed(bump: () => void): { status: StatusEvent | null; statusError: string | null } {
+export function useStatusFeed(changed: (c: Change) => void): { status: StatusEvent | null; statusError: string | null } {
   const [status, setStatus] = useState<StatusEvent | null>(null);
   const [statusError, setStatusError] = useState<string | null>(null);
 
@@ -16,23 +17,23 @@ export function useStatusFeed(bump: () => void): { status: StatusEvent | null; s
   const lastMemory = useRef<string | null>(null);
   useEffect(() => {
     const m = status?.memory ?? null;
-    if (m && m !== "opening" && m !== lastMemory.current) bump();
+    if (m && m !== "opening" && m !== lastMemory.current) changed({ kind: "memoryOpened" });
     lastMemory.current = m;
-  }, [status?.memory, bump]);
+  }, [status?.memory, changed]);
 
   const lastNotes = useRef<number | null>(null);
   useEffect(() => {
     if (status?.memory !== "ready") return;
-    if (lastNotes.current !== null && lastNotes.current !== status.notes) bump();
+    if (lastNotes.current !== null && lastNotes.current !== status.notes) changed({ kind: "notesCounted" });
     lastNotes.current = status.notes;
-  }, [status?.memory, status?.notes, bump]);
+  }, [status?.memory, status?.notes, changed]);
 
   useEffect(() => {
     let off: (() => void) | undefined;
     let gone = false;
     const poll = () =>
       api
-        .status()
+        .appStatus()
         .then((x) => {
           if (gone) return;
           setStatus(x);

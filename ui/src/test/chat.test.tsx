@@ -18,7 +18,7 @@ beforeEach(() => vi.clearAllMocks());
 describe("ChatView", () => {
   it("streams the answer, then makes [n] citations open the note and highlight it", async () => {
     let release: () => void = () => {};
-    ask.mockImplementation((_q: string, _h: unknown, onToken: (t: string) => void) => {
+    ask.mockImplementation((_q: string, _h: unknown, _asOf: string | null, onToken: (t: string) => void) => {
       onToken("Pixel is a ");
       onToken("border collie [1].");
       return new Promise((resolve) => {

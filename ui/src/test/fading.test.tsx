@@ -54,13 +54,15 @@ describe("NoteLifecycle", () => {
   it("shows strength and tier; a fading note can be kept or archived, an archived one restored", async () => {
     mocked.noteLifecycle.mockResolvedValue({ strength: 0.1, tier: "short_term", project: null, threshold: 0.2, fading: true, archived: false });
     mocked.keepNote.mockResolvedValue(0.6);
-    const { ctx } = renderWith(<NoteLifecycle id="n1" />);
+    const { invalidated } = renderWith(<NoteLifecycle id="n1" />);
     expect((await screen.findByTestId("note-strength")).getAttribute("data-fading")).toBe("true");
     expect(screen.getByTestId("note-tier").textContent).toBe("short-term");
     expect(screen.queryByTestId("note-restore")).toBeNull();
     await userEvent.click(screen.getByTestId("note-keep"));
     expect(mocked.keepNote).toHaveBeenCalledWith("n1");
-    await waitFor(() => expect(ctx.bump).toHaveBeenCalled());
+    // kept: the note's lifecycle and the Fading lists are read again
+    await waitFor(() => expect(invalidated()).toEqual(expect.arrayContaining([["lifecycle"], ["fading"], ["archived"], ["projects"], ["notes"]])));
+    expect(invalidated()).not.toContainEqual(["review"]);
   });
 
   it("offers restore for an archived note", async () => {
@@ -123,7 +125,7 @@ describe("FadingView", () => {
     mocked.archiveNote.mockResolvedValue(note());
     mocked.keepNote.mockResolvedValue(0.7);
     mocked.restoreNote.mockResolvedValue(note());
-    const { ctx } = renderWith(<FadingView />);
+    const { invalidated } = renderWith(<FadingView />);
     await screen.findByTestId("fading-view");
     const items = screen.getAllByTestId("fading-item");
     expect(items.map((i) => i.getAttribute("data-id"))).toEqual(["f1", "f2"]);
@@ -135,7 +137,7 @@ describe("FadingView", () => {
     expect(screen.getByTestId("archived-item").textContent).toContain("archived thought");
     await userEvent.click(screen.getByTestId("archived-restore-0"));
     expect(mocked.restoreNote).toHaveBeenCalledWith("a1");
-    await waitFor(() => expect(ctx.bump).toHaveBeenCalledTimes(3));
+    await waitFor(() => expect(invalidated().filter((k) => JSON.stringify(k) === '["fading"]')).toHaveLength(3));
   });
 
   it("cuts a long preview between characters, never inside an emoji", async () => {

@@ -97,6 +97,20 @@ describe("GraphView", () => {
     expect(attr("data-loads")).toBe(1);
   });
 
+  it("loads the memory again for a review decision, not for a job's change", async () => {
+    const { invalidate } = await import("../queries");
+    const { client } = renderWith(<GraphView />);
+    await waitFor(() => expect(attr("data-nodes")).toBe(6));
+    await act(() => invalidate(client, { kind: "job", event: { outcome: "done", note: "a1", links: 2, updates: 1, tokens: 5 } }));
+    expect(mocked.graphNodes).toHaveBeenCalledTimes(1);
+    expect(attr("data-loads")).toBe(1);
+    mocked.graphLinks.mockResolvedValue({ nodes: [], links: LINKS.slice(1), next: null });
+    await act(() => invalidate(client, { kind: "reviewed" }));
+    await waitFor(() => expect(attr("data-loads")).toBe(2));
+    expect(mocked.graphNodes).toHaveBeenCalledTimes(2);
+    expect(attr("data-edges")).toBe(3);
+  });
+
   it("merges during a steady stream of jobs, not only once it stops", async () => {
     renderWith(<GraphView />);
     await waitFor(() => expect(attr("data-nodes")).toBe(6));

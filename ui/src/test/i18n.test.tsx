@@ -100,7 +100,7 @@ const status = {
 };
 
 function mockMemory() {
-  mocked.status.mockResolvedValue(status);
+  mocked.appStatus.mockResolvedValue(status);
   mocked.listNotes.mockResolvedValue({ notes: [zhNote], total: 1 });
   mocked.listTags.mockResolvedValue([{ tag: "笔记", n: 1 }]);
   mocked.listBoxes.mockResolvedValue([{ id: "B1", label: "卡片盒", size: 2 }]);
@@ -228,7 +228,7 @@ describe("switching the language in Settings", () => {
 
 describe("a message on the screen", () => {
   it("goes when the language changes (it was written in the one just left)", async () => {
-    mocked.rollback.mockResolvedValue(undefined as never);
+    mocked.reviewRollback.mockResolvedValue(undefined as never);
     renderWith(<App />);
     await userEvent.click(await screen.findByTestId("note-item"));
     await userEvent.click(await screen.findByTestId("rollback"));

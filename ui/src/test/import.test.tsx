@@ -37,7 +37,7 @@ describe("ImportPanel", () => {
           });
       });
     });
-    const { ctx } = renderWith(<ImportPanel />);
+    const { invalidated } = renderWith(<ImportPanel />);
     await userEvent.type(screen.getByTestId("import-path"), "/home/me/Vault");
     await userEvent.click(screen.getByTestId("import-run"));
     expect(importPath).toHaveBeenCalledWith("/home/me/Vault", "markdown", expect.any(Function));
@@ -45,7 +45,8 @@ describe("ImportPanel", () => {
     release();
     await waitFor(() => expect(screen.getByTestId("import-result").textContent).toContain("9 new note(s)"));
     expect(screen.getByTestId("import-result").textContent).toContain("broken.md");
-    expect(ctx.bump).toHaveBeenCalled();
+    // the imported notes show in every view of the memory
+    expect(invalidated()).toEqual(expect.arrayContaining([["notes"], ["search"], ["tags"], ["boxes"], ["graph"], ["review"]]));
   });
 
   it("shows a path that cannot be read as an error, in words", async () => {

@@ -7,7 +7,7 @@ vi.mock("../api", async (orig) => {
   const real = await orig<typeof import("../api")>();
   return {
     ...real,
-    api: { listBoxes: vi.fn(), insights: vi.fn(), status: vi.fn(), ask: vi.fn() },
+    api: { listBoxes: vi.fn(), insights: vi.fn(), appStatus: vi.fn(), ask: vi.fn() },
   };
 });
 
@@ -32,7 +32,7 @@ describe("keyboard and screen readers", () => {
   });
 
   it("announces the streaming answer politely", async () => {
-    mocked.ask.mockImplementation((_q: string, _h: unknown, onToken: (t: string) => void) => {
+    mocked.ask.mockImplementation((_q: string, _h: unknown, _asOf: string | null, onToken: (t: string) => void) => {
       onToken("Pixel is a dog.");
       return new Promise(() => {});
     });
@@ -53,7 +53,7 @@ describe("keyboard and screen readers", () => {
       boxes: [],
       total_notes: 3,
     });
-    mocked.status.mockResolvedValue({ opened_ms: 1234 });
+    mocked.appStatus.mockResolvedValue({ opened_ms: 1234 });
     renderWith(<InsightsView />);
     expect((await screen.findByTestId("opened-ms")).textContent).toContain("1234 ms");
   });

@@ -10,14 +10,14 @@ vi.mock("../api", async (orig) => {
     api: {
       addNote: vi.fn(),
       listNotes: vi.fn(),
-      search: vi.fn(),
+      searchNotes: vi.fn(),
       getNote: vi.fn(),
       linkKinds: vi.fn(),
       linkNotes: vi.fn(),
       unlinkNotes: vi.fn(),
       editContent: vi.fn(),
-      rollback: vi.fn(),
-      reapply: vi.fn(),
+      reviewRollback: vi.fn(),
+      reviewReapply: vi.fn(),
       noteLifecycle: vi.fn(),
     },
   };
@@ -45,7 +45,7 @@ beforeEach(() => {
   mocked.linkKinds.mockResolvedValue(["relates", "supports", "contradicts"]);
   mocked.noteLifecycle.mockResolvedValue({ strength: 0.9, tier: "long-term", project: null, threshold: 0.2, fading: false, archived: false });
   mocked.listNotes.mockResolvedValue({ total: 2, offset: 0, notes: [tea, chinese] });
-  mocked.search.mockImplementation((q: string) =>
+  mocked.searchNotes.mockImplementation((q: string) =>
     Promise.resolve([tea, chinese].filter((n) => n.content.includes(q) || q === "tea").map((n) => ({ note: n, score: 1, via: [] }))),
   );
 });
@@ -93,7 +93,7 @@ describe("[[ autocomplete in the editor", () => {
     expect(await screen.findByTestId("wikilink-suggest")).toBeTruthy();
     expect(await screen.findByTestId("wikilink-option-1")).toBeTruthy(); // newest notes while empty
     typeAt(input, "Visited [[北京");
-    await waitFor(() => expect(mocked.search).toHaveBeenLastCalledWith("北京", 8, expect.anything()));
+    await waitFor(() => expect(mocked.searchNotes).toHaveBeenLastCalledWith("北京", 8, expect.anything(), null));
     await waitFor(() => expect(screen.queryByTestId("wikilink-option-1")).toBeNull());
     expect(screen.getByTestId("wikilink-option-0").getAttribute("data-id")).toBe(chinese.id);
     fireEvent.keyDown(input, { key: "Enter" });
@@ -149,7 +149,7 @@ describe("LinkEditor", () => {
     await userEvent.click(screen.getByTestId("link-add"));
     expect((screen.getByTestId("link-confirm") as HTMLButtonElement).disabled).toBe(true);
     await userEvent.type(screen.getByTestId("link-search"), "tea");
-    await waitFor(() => expect(mocked.search).toHaveBeenCalledWith("tea", 8, expect.anything()));
+    await waitFor(() => expect(mocked.searchNotes).toHaveBeenCalledWith("tea", 8, expect.anything(), null));
     // the note itself is never offered
     await waitFor(() => expect(screen.getByTestId("link-candidate-0").getAttribute("data-id")).toBe(chinese.id));
     expect(screen.queryByTestId("link-candidate-1")).toBeNull();
@@ -198,12 +198,14 @@ describe("NoteDetail: links and text by hand", () => {
     mocked.getNote.mockResolvedValue(detail);
     mocked.unlinkNotes.mockResolvedValue({ action: "unlink", target: "l1", notes: [], revisions: 0, links: 1 });
     mocked.editContent.mockResolvedValue({ action: "edit_content", target: "rev2", notes: [], revisions: 1, links: 0 });
-    const { ctx } = renderWith(<NoteDetail id={tea.id} />);
+    const { ctx, invalidated } = renderWith(<NoteDetail id={tea.id} />);
     await screen.findByTestId("note-detail");
     expect(screen.queryByTestId("link-remove-1")).toBeNull();
     await userEvent.click(screen.getByTestId("link-remove-0"));
     expect(mocked.unlinkNotes).toHaveBeenCalledWith(tea.id, chinese.id, "supports");
     expect(ctx.openNote).not.toHaveBeenCalled();
+    // both ends of the removed link are read again
+    await waitFor(() => expect(invalidated()).toEqual(expect.arrayContaining([["note", tea.id], ["note", chinese.id], ["graph"]])));
 
     const diff = screen.getByTestId("history-content-diff");
     const ops = Array.from(diff.children).map((c) => `${c.getAttribute("data-op")}${c.textContent?.slice(2)}`);
@@ -220,6 +222,7 @@ describe("NoteDetail: links and text by hand", () => {
     });
     expect(mocked.editContent).toHaveBeenCalledWith(tea.id, "Tea grows in 大吉岭");
     await waitFor(() => expect(screen.queryByTestId("note-edit-input")).toBeNull());
-    expect(ctx.bump).toHaveBeenCalled();
+    // the rewritten note, the lists and the graph are read again
+    expect(invalidated().slice(-4)).toEqual([["note", tea.id], ["notes"], ["search"], ["graph"]]);
   });
 });

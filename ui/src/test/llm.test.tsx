@@ -8,7 +8,7 @@ vi.mock("../api", async (orig) => {
   return { ...real, api: { llmOverview: vi.fn(), useLlm: vi.fn() } };
 });
 
-import { api, ApiError } from "../api";
+import { api, ApiError, type LlmInUseDto } from "../api";
 import LlmPanel from "../features/settings/LlmPanel";
 
 const mocked = api as unknown as Record<string, ReturnType<typeof vi.fn>>;
@@ -34,20 +34,19 @@ describe("LlmPanel", () => {
   });
 
   it("uses a discovered server with one click and goes back to the built-in model", async () => {
-    mocked.llmOverview.mockResolvedValue({
-      in_use: builtin,
-      discovered: [{ server: "llama-server", provider: "openai", base_url: "http://127.0.0.1:8080/v1", models: ["qwen2.5-3b"] }],
-      env_chooses: false,
-    });
     const server = { ...builtin, label: "qwen2.5-3b at http://127.0.0.1:8080/v1", source: "settings", model_path: null };
-    mocked.useLlm.mockResolvedValueOnce(server).mockResolvedValueOnce(builtin);
-    const onChanged = vi.fn();
-    const { ctx } = renderWith(<LlmPanel onChanged={onChanged} />);
+    // the shell: the overview names what was picked last
+    let inUse: LlmInUseDto = builtin;
+    const found = [{ server: "llama-server", provider: "openai", base_url: "http://127.0.0.1:8080/v1", models: ["qwen2.5-3b"] }];
+    mocked.llmOverview.mockImplementation(async () => ({ in_use: inUse, discovered: found, env_chooses: false }));
+    mocked.useLlm.mockImplementation(async (p: { kind: string }) => (inUse = p.kind === "builtin" ? builtin : server));
+    const { ctx, invalidated } = renderWith(<LlmPanel />);
     await userEvent.click(await screen.findByTestId("llm-use-0"));
     await waitFor(() => expect(screen.getByTestId("llm-in-use").textContent).toContain("qwen2.5-3b"));
     expect(mocked.useLlm).toHaveBeenCalledWith({ kind: "server", provider: "openai", base_url: "http://127.0.0.1:8080/v1", model: "qwen2.5-3b" });
     expect(ctx.toast).toHaveBeenCalledWith("Now using llama-server qwen2.5-3b");
-    expect(onChanged).toHaveBeenCalledTimes(1);
+    // the settings and the models list say which LLM is in use: they are read again
+    expect(invalidated()).toEqual([["settings"], ["llm"], ["models"]]);
     await userEvent.click(screen.getByTestId("llm-use-builtin"));
     await waitFor(() => expect(mocked.useLlm).toHaveBeenLastCalledWith({ kind: "builtin" }));
   });

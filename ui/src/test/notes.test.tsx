@@ -12,8 +12,8 @@ vi.mock("../api", async (orig) => {
       listNotes: vi.fn(),
       listTags: vi.fn().mockResolvedValue([]),
       listBoxes: vi.fn().mockResolvedValue([]),
-      search: vi.fn(),
-      loadSample: vi.fn(),
+      searchNotes: vi.fn(),
+      loadSampleNotebook: vi.fn(),
       getNote: vi.fn(),
       llmOverview: vi.fn(),
       useLlm: vi.fn(),
@@ -78,7 +78,7 @@ describe("NoteItem", () => {
 describe("NotesView", () => {
   it("teaches when the memory is empty and offers the sample notebook", async () => {
     mocked.listNotes.mockResolvedValue({ total: 0, offset: 0, notes: [] });
-    mocked.loadSample.mockResolvedValue(12);
+    mocked.loadSampleNotebook.mockResolvedValue(12);
     mocked.llmOverview.mockResolvedValue({
       in_use: { label: "built-in SmolLM2-135M", source: "built_in", ready: true, problem: null, steps: "construction", model_path: null },
       discovered: [{ server: "Ollama", provider: "ollama", base_url: "http://127.0.0.1:11434", models: ["qwen2.5:7b", "llama3.2"] }],
@@ -86,7 +86,7 @@ describe("NotesView", () => {
     });
     mocked.useLlm.mockResolvedValue({ label: "Ollama llama3.2", source: "settings", ready: true, problem: null, steps: "all", model_path: null });
     // the LLM as the status bar shows it
-    const { ctx } = renderWith(<NotesView />, context({ status: status({ llm_configured: true, llm_label: "built-in SmolLM2-135M" }) }));
+    const { ctx, invalidated } = renderWith(<NotesView />, context({ status: status({ llm_configured: true, llm_label: "built-in SmolLM2-135M" }) }));
     expect((await screen.findByTestId("first-run-llm")).textContent).toContain("built-in SmolLM2-135M");
     // the servers found on this machine are offered with one click
     await userEvent.selectOptions(await screen.findByTestId("llm-discovered-model-0"), "llama3.2");
@@ -96,7 +96,7 @@ describe("NotesView", () => {
     );
     expect(ctx.toast).toHaveBeenCalledWith("Now using Ollama llama3.2");
     await userEvent.click(await screen.findByText("Load the sample notebook"));
-    await waitFor(() => expect(ctx.bump).toHaveBeenCalled());
+    await waitFor(() => expect(invalidated()).toEqual(expect.arrayContaining([["notes"], ["search"], ["tags"], ["boxes"]])));
     expect(ctx.toast).toHaveBeenCalledWith("Loaded 12 sample notes");
   });
 
@@ -122,22 +122,22 @@ describe("NotesView", () => {
 
   it("searches as you type and shows how each hit was found", async () => {
     mocked.listNotes.mockResolvedValue({ total: 1, offset: 0, notes: [note()] });
-    mocked.search.mockResolvedValue([{ note: note({ content: "found it" }), score: 0.91, via: ["vector", "keyword"] }]);
+    mocked.searchNotes.mockResolvedValue([{ note: note({ content: "found it" }), score: 0.91, via: ["vector", "keyword"] }]);
     renderWith(<NotesView />);
     await userEvent.type(screen.getByTestId("search-input"), "dog");
     expect(await screen.findByText("found it")).toBeTruthy();
     expect(screen.getByText(/vector \+ keyword · 0.91/)).toBeTruthy();
-    expect(mocked.search).toHaveBeenCalledWith("dog", 20, { tag: null, enrich: null, box_id: null }, null);
+    expect(mocked.searchNotes).toHaveBeenCalledWith("dog", 20, { tag: null, enrich: null, box_id: null }, null);
   });
 
   it("searches within the chosen Box", async () => {
     mocked.listNotes.mockResolvedValue({ total: 1, offset: 0, notes: [note()] });
     mocked.listBoxes.mockResolvedValue([{ id: "BOX1", label: "pets", size: 2 }]);
-    mocked.search.mockResolvedValue([]);
+    mocked.searchNotes.mockResolvedValue([]);
     renderWith(<NotesView />);
     await screen.findByRole("option", { name: "pets (2)" });
     await userEvent.selectOptions(screen.getByLabelText("Filter by Box"), "BOX1");
     await userEvent.type(screen.getByTestId("search-input"), "dog");
-    await waitFor(() => expect(mocked.search).toHaveBeenCalledWith("dog", 20, { tag: null, enrich: null, box_id: "BOX1" }, null));
+    await waitFor(() => expect(mocked.searchNotes).toHaveBeenCalledWith("dog", 20, { tag: null, enrich: null, box_id: "BOX1" }, null));
   });
 });

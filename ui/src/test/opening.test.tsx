@@ -65,7 +65,7 @@ const readyEmpty = status({ notes: 0, llm_configured: true, llm_label: "Ollama q
 beforeEach(() => {
   push = null;
   for (const f of Object.values(mocked)) f.mockReset().mockImplementation(notReady);
-  mocked.status.mockResolvedValue(opening);
+  mocked.appStatus.mockResolvedValue(opening);
 });
 
 afterEach(() => act(() => i18n.setLangChoice("en")));

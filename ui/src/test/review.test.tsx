@@ -11,10 +11,10 @@ vi.mock("../api", async (orig) => {
     api: {
       reviewQueue: vi.fn(),
       listEvents: vi.fn(),
-      accept: vi.fn(),
-      reject: vi.fn(),
-      rollback: vi.fn(),
-      bulkAccept: vi.fn(),
+      reviewAccept: vi.fn(),
+      reviewReject: vi.fn(),
+      reviewRollback: vi.fn(),
+      reviewBulkAccept: vi.fn(),
     },
   };
 });
@@ -64,15 +64,15 @@ beforeEach(() => {
   vi.clearAllMocks();
   mocked.reviewQueue.mockResolvedValue({ items: [link, edit], more: false, agents: [] });
   mocked.listEvents.mockResolvedValue([]);
-  mocked.accept.mockResolvedValue({ action: "accept", target: "link1", notes: [], revisions: 0, links: 1 });
-  mocked.reject.mockResolvedValue({ action: "reject", target: "link1", notes: [], revisions: 0, links: 1 });
-  mocked.rollback.mockResolvedValue({ action: "rollback", target: "rev1", notes: [], revisions: 1, links: 0 });
-  mocked.bulkAccept.mockResolvedValue({ accepted: 3, failed: [] });
+  mocked.reviewAccept.mockResolvedValue({ action: "accept", target: "link1", notes: [], revisions: 0, links: 1 });
+  mocked.reviewReject.mockResolvedValue({ action: "reject", target: "link1", notes: [], revisions: 0, links: 1 });
+  mocked.reviewRollback.mockResolvedValue({ action: "rollback", target: "rev1", notes: [], revisions: 1, links: 0 });
+  mocked.reviewBulkAccept.mockResolvedValue({ accepted: 3, failed: [] });
 });
 
 describe("ReviewView", () => {
   it("shows reason, confidence and the edit's diff; accept and reject act on the item", async () => {
-    const { ctx } = renderWith(<ReviewView />);
+    const { invalidated } = renderWith(<ReviewView />);
     const items = await screen.findAllByTestId("review-item");
     expect(items).toHaveLength(2);
     expect(screen.getByText("why: both are about Pixel")).toBeTruthy();
@@ -85,15 +85,16 @@ describe("ReviewView", () => {
     expect(screen.getByText("pets, beach")).toBeTruthy();
     expect(screen.queryByText("keywords")).toBeNull();
     await userEvent.click(screen.getAllByTestId("review-accept")[0]);
-    await waitFor(() => expect(mocked.accept).toHaveBeenCalledWith("link1", null));
-    expect(ctx.bump).toHaveBeenCalled();
+    await waitFor(() => expect(mocked.reviewAccept).toHaveBeenCalledWith("link1", null));
+    // the queue, the events, the notes and the graph are read again
+    await waitFor(() => expect(invalidated()).toEqual(expect.arrayContaining([["review"], ["events"], ["note"], ["notes"], ["graph"]])));
     await userEvent.click(screen.getAllByTestId("review-reject")[0]);
-    await waitFor(() => expect(mocked.reject).toHaveBeenCalledWith("link1"));
+    await waitFor(() => expect(mocked.reviewReject).toHaveBeenCalledWith("link1"));
     // an applied edit can be rolled back; so can its whole event
     await userEvent.click(screen.getByTestId("rollback"));
-    await waitFor(() => expect(mocked.rollback).toHaveBeenCalledWith("rev1"));
+    await waitFor(() => expect(mocked.reviewRollback).toHaveBeenCalledWith("rev1"));
     await userEvent.click(screen.getAllByText("Roll back the whole event")[0]);
-    await waitFor(() => expect(mocked.rollback).toHaveBeenCalledWith("ev1"));
+    await waitFor(() => expect(mocked.reviewRollback).toHaveBeenCalledWith("ev1"));
   });
 
   it("ties the edit fields to their labels", async () => {
@@ -119,7 +120,7 @@ describe("ReviewView", () => {
     await userEvent.clear(box);
     await userEvent.type(box, "0.9");
     await userEvent.click(screen.getByTestId("bulk-accept"));
-    await waitFor(() => expect(mocked.bulkAccept).toHaveBeenCalledWith(0.9));
+    await waitFor(() => expect(mocked.reviewBulkAccept).toHaveBeenCalledWith(0.9));
     expect(ctx.toast).toHaveBeenCalledWith("Accepted 3 link(s)");
   });
 

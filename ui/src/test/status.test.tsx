@@ -8,7 +8,7 @@ vi.mock("../api", async (orig) => {
   const real = await orig<typeof import("../api")>();
   return {
     ...real,
-    api: { status: vi.fn(), retryFailed: vi.fn() },
+    api: { appStatus: vi.fn(), retryFailed: vi.fn() },
     onStatus: vi.fn((cb: (s: StatusEvent) => void) => {
       push = cb;
       return Promise.resolve(() => {});
@@ -17,14 +17,16 @@ vi.mock("../api", async (orig) => {
 });
 
 import { act } from "react";
+import { QueryClientProvider } from "@tanstack/react-query";
 import { api } from "../api";
 import { Ctx, type AppCtx } from "../app-context";
 import StatusBar from "../components/StatusBar";
 import { useStatusFeed } from "../components/useStatusFeed";
+import { newQueryClient, type Change } from "../queries";
 
 /** The status bar fed as the app feeds it (App.tsx: useStatusFeed into the context). */
-function Fed({ c }: { c: AppCtx }) {
-  const feed = useStatusFeed(c.bump);
+function Fed({ c, changed }: { c: AppCtx; changed: (ch: Change) => void }) {
+  const feed = useStatusFeed(changed);
   return (
     <Ctx.Provider value={{ ...c, ...feed }}>
       <StatusBar />
@@ -34,15 +36,20 @@ function Fed({ c }: { c: AppCtx }) {
 
 function renderBar() {
   const c = ctx();
-  render(<Fed c={c} />);
-  return { ctx: c };
+  const changed = vi.fn<(ch: Change) => void>();
+  render(
+    <QueryClientProvider client={newQueryClient()}>
+      <Fed c={c} changed={changed} />
+    </QueryClientProvider>,
+  );
+  return { ctx: c, changed };
 }
 
 beforeEach(() => vi.clearAllMocks());
 
 describe("StatusBar", () => {
   it("shows the memory, the LLM and the job queue, and offers to retry failures", async () => {
-    (api.status as ReturnType<typeof vi.fn>).mockResolvedValue(status());
+    (api.appStatus as ReturnType<typeof vi.fn>).mockResolvedValue(status());
     renderBar();
     expect(await screen.findByText("12 notes")).toBeTruthy();
     expect(screen.getByTestId("llm-status").textContent).toBe("LLM connected · built-in SmolLM2-135M");
@@ -51,7 +58,7 @@ describe("StatusBar", () => {
   });
 
   it("shows a failed retry instead of swallowing it, and no debug timing", async () => {
-    (api.status as ReturnType<typeof vi.fn>).mockResolvedValue(status());
+    (api.appStatus as ReturnType<typeof vi.fn>).mockResolvedValue(status());
     (api.retryFailed as ReturnType<typeof vi.fn>).mockRejectedValue(new Error("the memory is busy"));
     const { ctx } = renderBar();
     (await screen.findByText("retry failed")).click();
@@ -60,13 +67,13 @@ describe("StatusBar", () => {
   });
 
   it("says when the status cannot be read", async () => {
-    (api.status as ReturnType<typeof vi.fn>).mockRejectedValue(new Error("no connection to the app"));
+    (api.appStatus as ReturnType<typeof vi.fn>).mockRejectedValue(new Error("no connection to the app"));
     renderBar();
     expect(await screen.findByText("status unavailable: no connection to the app")).toBeTruthy();
   });
 
   it("does not say enriching while no job waits or runs", async () => {
-    (api.status as ReturnType<typeof vi.fn>).mockResolvedValue(
+    (api.appStatus as ReturnType<typeof vi.fn>).mockResolvedValue(
       status({ jobs_queued: 0, jobs_running: 0, jobs_failed: 0, enriching: true }),
     );
     renderBar();
@@ -75,30 +82,32 @@ describe("StatusBar", () => {
   });
 
   it("refreshes the views once the memory has opened", async () => {
-    (api.status as ReturnType<typeof vi.fn>).mockResolvedValue(status({ memory: "opening", memory_message: "reading notes: 10 of 100", opening_done: 10, opening_total: 100 }));
-    const { ctx } = renderBar();
+    (api.appStatus as ReturnType<typeof vi.fn>).mockResolvedValue(status({ memory: "opening", memory_message: "reading notes: 10 of 100", opening_done: 10, opening_total: 100 }));
+    const { changed } = renderBar();
     expect(await screen.findByText(/opening memory… 10 of 100 notes read/)).toBeTruthy();
-    expect(ctx.bump).not.toHaveBeenCalled();
+    expect(changed).not.toHaveBeenCalled();
     await waitFor(() => expect(push).not.toBeNull());
     act(() => push?.(status({ llm_ok: false, llm_message: "connection refused" })));
-    await waitFor(() => expect(ctx.bump).toHaveBeenCalledTimes(1));
+    await waitFor(() => expect(changed).toHaveBeenCalledTimes(1));
+    expect(changed).toHaveBeenCalledWith({ kind: "memoryOpened" });
     expect(screen.getByTestId("llm-status").textContent).toBe(
       "LLM error: connection refused · built-in SmolLM2-135M",
     );
   });
 
   it("says how many agents use the memory through the app, and shows notes they add", async () => {
-    (api.status as ReturnType<typeof vi.fn>).mockResolvedValue(status({ clients: 2 }));
-    const { ctx } = renderBar();
+    (api.appStatus as ReturnType<typeof vi.fn>).mockResolvedValue(status({ clients: 2 }));
+    const { changed } = renderBar();
     expect((await screen.findByTestId("clients")).textContent).toBe("2 agents connected");
     await waitFor(() => expect(push).not.toBeNull());
-    const bumps = (ctx.bump as ReturnType<typeof vi.fn>).mock.calls.length;
+    const before = changed.mock.calls.length;
     // an agent added a note: the views are told to reload
     act(() => push?.(status({ clients: 1, notes: 13 })));
-    await waitFor(() => expect((ctx.bump as ReturnType<typeof vi.fn>).mock.calls.length).toBe(bumps + 1));
+    await waitFor(() => expect(changed.mock.calls.length).toBe(before + 1));
+    expect(changed).toHaveBeenLastCalledWith({ kind: "notesCounted" });
     expect(screen.getByTestId("clients").textContent).toBe("1 agent connected");
     act(() => push?.(status({ clients: 0, notes: 13 })));
     await waitFor(() => expect(screen.queryByTestId("clients")).toBeNull());
-    expect((ctx.bump as ReturnType<typeof vi.fn>).mock.calls.length).toBe(bumps + 1);
+    expect(changed.mock.calls.length).toBe(before + 1);
   });
 });

@@ -1,7 +1,7 @@
 // Facts that change in the app: a supersession proposal in Review with its three choices,
 // the "as of" date control above Notes and Chat, a note's validity, and the graph's
 // `supersedes` edges.
-import { fireEvent, render, screen, waitFor, within } from "@testing-library/react";
+import { fireEvent, screen, waitFor, within } from "@testing-library/react";
 import userEvent from "@testing-library/user-event";
 import { useState, type ReactElement } from "react";
 import { beforeEach, describe, expect, it, vi } from "vitest";
@@ -16,15 +16,15 @@ vi.mock("../api", async (orig) => {
     api: {
       reviewQueue: vi.fn(),
       listEvents: vi.fn(),
-      accept: vi.fn(),
-      reject: vi.fn(),
-      bothTrue: vi.fn(),
-      rollback: vi.fn(),
-      bulkAccept: vi.fn(),
+      reviewAccept: vi.fn(),
+      reviewReject: vi.fn(),
+      reviewBothTrue: vi.fn(),
+      reviewRollback: vi.fn(),
+      reviewBulkAccept: vi.fn(),
       listNotes: vi.fn(),
       listTags: vi.fn(),
       listBoxes: vi.fn(),
-      search: vi.fn(),
+      searchNotes: vi.fn(),
       getNote: vi.fn(),
       noteLifecycle: vi.fn(),
       linkKinds: vi.fn(),
@@ -76,9 +76,9 @@ beforeEach(() => {
   vi.clearAllMocks();
   mocked.reviewQueue.mockResolvedValue({ items: [proposal, plainLink], more: false, agents: [] });
   mocked.listEvents.mockResolvedValue([]);
-  mocked.accept.mockResolvedValue(outcome);
-  mocked.reject.mockResolvedValue(outcome);
-  mocked.bothTrue.mockResolvedValue(outcome);
+  mocked.reviewAccept.mockResolvedValue(outcome);
+  mocked.reviewReject.mockResolvedValue(outcome);
+  mocked.reviewBothTrue.mockResolvedValue(outcome);
   mocked.listNotes.mockResolvedValue({ total: 1, offset: 0, notes: [note()] });
   mocked.listTags.mockResolvedValue([]);
   mocked.listBoxes.mockResolvedValue([]);
@@ -110,34 +110,34 @@ describe("a supersession proposal in Review", () => {
   });
 
   it("newer replaces older accepts the link", async () => {
-    const { ctx } = renderWith(<ReviewView />);
+    const { ctx, invalidated } = renderWith(<ReviewView />);
     const card = await screen.findByTestId("supersession-proposal");
     await userEvent.click(within(card).getByTestId("review-replace"));
-    await waitFor(() => expect(mocked.accept).toHaveBeenCalledWith("sup1", null));
-    expect(mocked.bothTrue).not.toHaveBeenCalled();
-    expect(mocked.reject).not.toHaveBeenCalled();
+    await waitFor(() => expect(mocked.reviewAccept).toHaveBeenCalledWith("sup1", null));
+    expect(mocked.reviewBothTrue).not.toHaveBeenCalled();
+    expect(mocked.reviewReject).not.toHaveBeenCalled();
     expect(ctx.toast).toHaveBeenCalledWith("The newer note now replaces the older one");
-    expect(ctx.bump).toHaveBeenCalled();
+    await waitFor(() => expect(invalidated()).toEqual(expect.arrayContaining([["review"], ["note"], ["notes"], ["search"], ["graph"]])));
   });
 
   it("both stay true settles the pair, not a rejection", async () => {
     const { ctx } = renderWith(<ReviewView />);
     const card = await screen.findByTestId("supersession-proposal");
     await userEvent.click(within(card).getByTestId("review-both-true"));
-    await waitFor(() => expect(mocked.bothTrue).toHaveBeenCalledWith("sup1"));
-    expect(mocked.accept).not.toHaveBeenCalled();
-    expect(mocked.reject).not.toHaveBeenCalled();
+    await waitFor(() => expect(mocked.reviewBothTrue).toHaveBeenCalledWith("sup1"));
+    expect(mocked.reviewAccept).not.toHaveBeenCalled();
+    expect(mocked.reviewReject).not.toHaveBeenCalled();
     expect(ctx.toast).toHaveBeenCalledWith("Both notes stay true; this pair will not be proposed again");
   });
 
   it("reject rejects the link; a failure is shown on the card", async () => {
-    mocked.reject.mockRejectedValueOnce(new Error("link sup1 is already Rejected"));
+    mocked.reviewReject.mockRejectedValueOnce(new Error("link sup1 is already Rejected"));
     renderWith(<ReviewView />);
     const card = await screen.findByTestId("supersession-proposal");
     await userEvent.click(within(card).getByTestId("review-reject"));
     expect(await within(card.closest("li") as HTMLElement).findByText("link sup1 is already Rejected")).toBeTruthy();
-    expect(mocked.reject).toHaveBeenCalledWith("sup1");
-    expect(mocked.bothTrue).not.toHaveBeenCalled();
+    expect(mocked.reviewReject).toHaveBeenCalledWith("sup1");
+    expect(mocked.reviewBothTrue).not.toHaveBeenCalled();
   });
 
   it("an accepted supersession offers roll back, not the three choices", async () => {
@@ -167,13 +167,13 @@ const newHit = (): HitDto => ({ note: note({ id: NEW, content: "From September t
 
 describe("the as-of date control", () => {
   it("searches Notes as of the day chosen, and as of today again once cleared", async () => {
-    mocked.search.mockImplementation((_q: string, _k: number, _f: unknown, asOf: string | null) =>
+    mocked.searchNotes.mockImplementation((_q: string, _k: number, _f: unknown, asOf: string | null) =>
       Promise.resolve(asOf === "2026-06-30" ? [{ ...oldHit(), superseded_by: null }] : [newHit(), oldHit()]),
     );
     const openNote = vi.fn();
-    render(<WithAsOf ui={<NotesView />} openNote={openNote} />);
+    renderWith(<WithAsOf ui={<NotesView />} openNote={openNote} />);
     await userEvent.type(screen.getByTestId("search-input"), "rent");
-    await waitFor(() => expect(mocked.search).toHaveBeenLastCalledWith("rent", 20, { tag: null, enrich: null, box_id: null }, null));
+    await waitFor(() => expect(mocked.searchNotes).toHaveBeenLastCalledWith("rent", 20, { tag: null, enrich: null, box_id: null }, null));
     // today: the current value first, the old one below it saying what replaced it
     await waitFor(() => expect(screen.getAllByTestId("note-item").map((n) => n.getAttribute("data-id"))).toEqual([NEW, OLD]));
     const marks = screen.getAllByTestId("hit-superseded-by");
@@ -187,34 +187,34 @@ describe("the as-of date control", () => {
     // as of the last day of June: asked again with the day
     expect(screen.queryByTestId("as-of-clear")).toBeNull();
     fireEvent.change(screen.getByTestId("as-of-date"), { target: { value: "2026-06-30" } });
-    await waitFor(() => expect(mocked.search).toHaveBeenLastCalledWith("rent", 20, { tag: null, enrich: null, box_id: null }, "2026-06-30"));
+    await waitFor(() => expect(mocked.searchNotes).toHaveBeenLastCalledWith("rent", 20, { tag: null, enrich: null, box_id: null }, "2026-06-30"));
     await waitFor(() => expect(screen.getAllByTestId("note-item").map((n) => n.getAttribute("data-id"))).toEqual([OLD]));
     expect(screen.queryByTestId("hit-superseded-by")).toBeNull();
     expect(screen.getByTestId("as-of-active").getAttribute("data-day")).toBe("2026-06-30");
 
     // back to today
     await userEvent.click(screen.getByTestId("as-of-clear"));
-    await waitFor(() => expect(mocked.search).toHaveBeenLastCalledWith("rent", 20, { tag: null, enrich: null, box_id: null }, null));
+    await waitFor(() => expect(mocked.searchNotes).toHaveBeenLastCalledWith("rent", 20, { tag: null, enrich: null, box_id: null }, null));
     expect((screen.getByTestId("as-of-date") as HTMLInputElement).value).toBe("");
     expect(screen.queryByTestId("as-of-active")).toBeNull();
   });
 
   it("asks Chat as of the day chosen, and says so under the question", async () => {
     mocked.ask.mockResolvedValue({ answer: "The rent is 1,200 euros [1].", citations: [{ n: 1, id: OLD, preview: "Our rent is 1,200 euros a month." }], not_in_memory: false, skipped_retrieval: false });
-    render(<WithAsOf ui={<ChatView />} />);
+    renderWith(<WithAsOf ui={<ChatView />} />);
     fireEvent.change(screen.getByTestId("as-of-date"), { target: { value: "2026-06-30" } });
     await userEvent.type(screen.getByTestId("chat-input"), "what is our rent");
     await userEvent.click(screen.getByTestId("chat-send"));
     await waitFor(() => expect(mocked.ask).toHaveBeenCalledTimes(1));
     expect(mocked.ask.mock.calls[0][0]).toBe("what is our rent");
-    expect(mocked.ask.mock.calls[0][3]).toBe("2026-06-30");
+    expect(mocked.ask.mock.calls[0][2]).toBe("2026-06-30");
     expect((await screen.findByTestId("chat-as-of")).getAttribute("data-day")).toBe("2026-06-30");
     // cleared: the next question is about today
     await userEvent.click(screen.getByTestId("as-of-clear"));
     await userEvent.type(screen.getByTestId("chat-input"), "and now");
     await userEvent.click(screen.getByTestId("chat-send"));
     await waitFor(() => expect(mocked.ask).toHaveBeenCalledTimes(2));
-    expect(mocked.ask.mock.calls[1][3]).toBeNull();
+    expect(mocked.ask.mock.calls[1][2]).toBeNull();
     expect(screen.getAllByTestId("chat-as-of")).toHaveLength(1);
   });
 });

@@ -84,7 +84,7 @@ describe("TransferPanel", () => {
       tables: [{ table: "note", rows: 3 }],
       previous: "/home/me/.local/share/kasten/db.before-restore-20261202-031700",
     });
-    const { ctx } = renderWith(<TransferPanel />);
+    const { invalidated } = renderWith(<TransferPanel />);
     await userEvent.click(screen.getByTestId("restore-run"));
     const confirm = await screen.findByTestId("restore-confirm");
     expect(confirm.textContent).toContain("Replace this memory with the backup?");
@@ -100,7 +100,8 @@ describe("TransferPanel", () => {
     await userEvent.click(await screen.findByTestId("restore-confirm-yes"));
     await waitFor(() => expect(screen.getByTestId("transfer-result").textContent).toContain("db.before-restore-20261202-031700"));
     expect(mocked.restoreMemory).toHaveBeenCalledWith("/home/me/kasten.json", expect.any(Function));
-    expect(ctx.bump).toHaveBeenCalled();
+    // the memory was replaced: every query is read again
+    expect(invalidated()).toEqual(["all"]);
   });
 
   it("shows a damaged backup's refusal in words", async () => {
@@ -111,12 +112,12 @@ describe("TransferPanel", () => {
         message: "/home/me/cut.json cannot be restored: the backup ends early; nothing was changed: your memory is as it was",
       } as never),
     );
-    const { ctx } = renderWith(<TransferPanel />);
+    const { invalidated } = renderWith(<TransferPanel />);
     await userEvent.click(screen.getByTestId("restore-run"));
     await userEvent.click(await screen.findByTestId("restore-confirm-yes"));
     await waitFor(() => expect(screen.getByTestId("transfer-error").textContent).toContain("your memory is as it was"));
     expect(screen.queryByTestId("transfer-result")).toBeNull();
-    expect(ctx.bump).not.toHaveBeenCalled();
+    expect(invalidated()).toEqual([]);
   });
 
   it("answers from window.__kastenPick before opening a dialog (how the e2e suite picks)", async () => {

@@ -1,8 +1,10 @@
 import { render } from "@testing-library/react";
+import { QueryClientProvider, type QueryClient, type QueryKey } from "@tanstack/react-query";
 import type { ReactElement } from "react";
 import { vi } from "vitest";
 import { Ctx, type AppCtx } from "../app-context";
 import type { NoteDto, StatusEvent } from "../api";
+import { newQueryClient } from "../queries";
 
 export function ctx(over: Partial<AppCtx> = {}): AppCtx {
   return {
@@ -14,9 +16,6 @@ export function ctx(over: Partial<AppCtx> = {}): AppCtx {
     setHighlight: vi.fn(),
     graphFocus: { center: null, depth: 1, boxId: null },
     setGraphFocus: vi.fn(),
-    revision: 0,
-    jobs: 0,
-    bump: vi.fn(),
     toast: vi.fn(),
     status: status(),
     statusError: null,
@@ -26,8 +25,23 @@ export function ctx(over: Partial<AppCtx> = {}): AppCtx {
   };
 }
 
-export function renderWith(ui: ReactElement, c: AppCtx = ctx()) {
-  return { ...render(<Ctx.Provider value={c}>{ui}</Ctx.Provider>), ctx: c };
+/**
+ * Renders `ui` as the app does: in the app context `c` and a query cache of its own.
+ * `invalidated()` lists the keys the cache was told are stale (`"all"`: every key), in order.
+ */
+export function renderWith(ui: ReactElement, c: AppCtx = ctx(), client: QueryClient = newQueryClient()) {
+  const spy = vi.spyOn(client, "invalidateQueries");
+  const invalidated = (): (QueryKey | "all")[] => spy.mock.calls.map(([f]) => f?.queryKey ?? "all");
+  return {
+    ...render(
+      <QueryClientProvider client={client}>
+        <Ctx.Provider value={c}>{ui}</Ctx.Provider>
+      </QueryClientProvider>,
+    ),
+    ctx: c,
+    client,
+    invalidated,
+  };
 }
 
 export function note(over: Partial<NoteDto> = {}): NoteDto {

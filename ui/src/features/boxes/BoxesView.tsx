@@ -1,5 +1,6 @@
-import { useEffect, useState } from "react";
-import { api, errorText, type BoxDto } from "../../api";
+import { useQuery } from "@tanstack/react-query";
+import { abortable, api, errorText } from "../../api";
+import { keys } from "../../queries";
 import { useApp } from "../../app-context";
 import Empty from "../../components/Empty";
 import { PALETTE } from "../graph/graphData";
@@ -7,24 +8,15 @@ import { useT } from "../../i18n";
 
 /** Boxes (clusters of linked notes): choosing one focuses the graph on it. */
 export default function BoxesView() {
-  const { setGraphFocus, go, revision } = useApp();
+  const { setGraphFocus, go } = useApp();
   const { t } = useT();
   const open = (boxId: string) => {
     setGraphFocus({ center: null, depth: 1, boxId });
     go("graph");
   };
-  const [boxes, setBoxes] = useState<BoxDto[] | null>(null);
-  const [err, setErr] = useState<string | null>(null);
-
-  useEffect(() => {
-    api
-      .listBoxes(200)
-      .then((b) => {
-        setBoxes(b);
-        setErr(null);
-      })
-      .catch((e) => setErr(errorText(e)));
-  }, [revision]);
+  const q = useQuery({ queryKey: keys.boxes(200), queryFn: ({ signal }) => abortable(api.listBoxes(200), signal) });
+  const boxes = q.data ?? null;
+  const err = q.error ? errorText(q.error) : null;
 
   return (
     <div className="view">

@@ -57,7 +57,7 @@ export default function ChatView() {
     setTurns((ts) => [...ts, { question, text: "", answer: null, error: null, asOf }]);
     const update = (f: (t: Turn) => Turn) => setTurns((ts) => ts.map((t, i) => (i === idx ? f(t) : t)));
     try {
-      const answer = await api.ask(question, history, (tok) => update((t) => ({ ...t, text: t.text + tok })), asOf);
+      const answer = await api.ask(question, history, asOf, (tok) => update((t) => ({ ...t, text: t.text + tok })));
       update((t) => ({ ...t, text: answer.answer, answer }));
       setHighlight(answer.citations.map((c) => c.id));
     } catch (e) {

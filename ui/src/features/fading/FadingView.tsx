@@ -1,6 +1,7 @@
-import { useCallback, useEffect, useState } from "react";
-import { api, errorText, type FadingDto, type NoteDto, type ProjectDto } from "../../api";
+import { useQuery } from "@tanstack/react-query";
+import { abortable, api, errorText } from "../../api";
 import { useApp } from "../../app-context";
+import { keys, useChanged } from "../../queries";
 import { Strength, tierLabel } from "./StrengthBar";
 import { useT } from "../../i18n";
 import { preview } from "../../preview";
@@ -8,37 +9,29 @@ import { preview } from "../../preview";
 /** Notes fading below the archive threshold (archive or keep each), and the archived
  * notes (restore each). Nothing is archived without the user. */
 export default function FadingView() {
-  const { revision, bump, toast, openNote } = useApp();
+  const { toast, openNote } = useApp();
+  const changed = useChanged();
   const { t, w, num } = useT();
-  const [fading, setFading] = useState<FadingDto | null>(null);
-  const [archived, setArchived] = useState<{ total: number; notes: NoteDto[] } | null>(null);
-  const [projects, setProjects] = useState<ProjectDto[]>([]);
-  const [err, setErr] = useState<string | null>(null);
-
-  const load = useCallback(() => {
-    Promise.all([api.fadingNotes(100), api.archivedNotes(0, 100), api.listProjects()])
-      .then(([f, a, p]) => {
-        setFading(f);
-        setArchived({ total: a.total, notes: a.notes });
-        setProjects(p);
-        setErr(null);
-      })
-      .catch((e) => setErr(errorText(e)));
-  }, []);
-  useEffect(() => load(), [load, revision]);
+  const fadingQ = useQuery({ queryKey: keys.fading(100), queryFn: ({ signal }) => abortable(api.fadingNotes(100), signal) });
+  const archivedQ = useQuery({ queryKey: keys.archived(0, 100), queryFn: ({ signal }) => abortable(api.archivedNotes(0, 100), signal) });
+  const projectsQ = useQuery({ queryKey: keys.projects(), queryFn: ({ signal }) => abortable(api.listProjects(), signal) });
+  const fading = fadingQ.data;
+  const archived = archivedQ.data;
+  const projects = projectsQ.data ?? [];
+  const failed = fadingQ.error ?? archivedQ.error ?? projectsQ.error;
 
   const act = async (f: () => Promise<unknown>, done: string) => {
     try {
       await f();
       toast(done);
-      bump();
+      changed({ kind: "lifecycle" });
     } catch (e) {
       toast(errorText(e));
     }
   };
 
-  if (err) return <div className="view card error">{err}</div>;
-  if (!fading || !archived) return <div className="view muted">{t("common.loading")}</div>;
+  if (failed) return <div className="view card error">{errorText(failed)}</div>;
+  if (!fading || !archived || !projectsQ.data) return <div className="view muted">{t("common.loading")}</div>;
   return (
     <div className="view" data-testid="fading-view">
       <h2>{t("fading.title")}</h2>

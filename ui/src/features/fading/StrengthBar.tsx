@@ -1,6 +1,8 @@
-import { useEffect, useState } from "react";
-import { api, errorText, type LifecycleDto } from "../../api";
+import { useState } from "react";
+import { useQuery } from "@tanstack/react-query";
+import { abortable, api, errorText } from "../../api";
 import { useApp } from "../../app-context";
+import { keys, useChanged } from "../../queries";
 import { useT, type I18n } from "../../i18n";
 
 /** A tier as people write it: `long_term` → "long-term" (in the UI's language). */
@@ -32,28 +34,20 @@ export function Strength({ strength, threshold, testid = "note-strength" }: { st
 
 /** A note's lifecycle in its detail: strength, tier, and archive / restore / keep. */
 export default function NoteLifecycle({ id }: { id: string }) {
-  const { revision, bump, toast } = useApp();
-  const [l, setL] = useState<LifecycleDto | null>(null);
+  const { toast } = useApp();
+  const changed = useChanged();
   const [project, setProject] = useState<string | null>(null);
   const { t, w } = useT();
-
-  useEffect(() => {
-    let live = true;
-    api
-      .noteLifecycle(id)
-      .then((x) => live && setL(x))
-      .catch(() => live && setL(null));
-    return () => {
-      live = false;
-    };
-  }, [id, revision]);
+  const q = useQuery({ queryKey: keys.lifecycle(id), queryFn: ({ signal }) => abortable(api.noteLifecycle(id), signal) });
+  // nothing shown when it cannot be read (the note's detail says what went wrong)
+  const l = q.error ? null : q.data;
 
   if (!l) return null;
   const act = async (f: () => Promise<unknown>, done: string) => {
     try {
       await f();
       toast(done);
-      bump();
+      changed({ kind: "lifecycle" });
     } catch (e) {
       toast(errorText(e));
     }

@@ -1,7 +1,9 @@
 import { useCallback, useEffect, useMemo, useRef, useState } from "react";
 import type Graph from "graphology";
-import { api, errorText, onJob, type BoxDto, type GraphNodeDto } from "../../api";
+import { useQuery } from "@tanstack/react-query";
+import { abortable, api, errorText, onJob, type BoxDto, type GraphNodeDto } from "../../api";
 import { useApp } from "../../app-context";
+import { keys } from "../../queries";
 import { useT } from "../../i18n";
 import Empty from "../../components/Empty";
 import { boxIndex, buildGraph, loadNodes, loadWhole, nodeColour, PALETTE, type GraphData } from "./graphData";
@@ -32,13 +34,49 @@ const batchWait = (costMs: number) => Math.min(Math.max(JOB_BATCH_MS, costMs * 1
 
 const sameIds = (a: BoxDto[], b: BoxDto[]) => a.length === b.length && a.every((x, i) => x.id === b[i].id);
 
+interface Loaded {
+  data: GraphData;
+  boxes: BoxDto[];
+  stats: Stats;
+}
+
+/** The whole memory (a page at a time) or a note's neighbourhood, with the Boxes. */
+async function loadGraph(
+  center: string | null,
+  depth: number,
+  signal: AbortSignal,
+  onProgress: (p: { notes: number; links: number }) => void,
+): Promise<Loaded> {
+  const t0 = performance.now();
+  let pages = 0;
+  const counting = {
+    ...api,
+    graphNodes: (a: string | null, l: number) => {
+      pages++;
+      return abortable(api.graphNodes(a, l), signal);
+    },
+    graphLinks: (a: string | null, l: number) => {
+      pages++;
+      return abortable(api.graphLinks(a, l), signal);
+    },
+  };
+  const load: Promise<GraphData> = center
+    ? api.localGraph(center, depth).then((g) => {
+        pages = 1;
+        return { nodes: g.nodes, links: g.links, truncated: g.truncated };
+      })
+    : loadWhole(counting, (n, l) => !signal.aborted && onProgress({ notes: n, links: l }));
+  const [data, boxes] = await Promise.all([load, api.listBoxes(200).catch(() => [] as BoxDto[])]);
+  return { data, boxes, stats: { nodes: data.nodes.length, edges: data.links.length, loadMs: Math.round(performance.now() - t0), pages } };
+}
+
 /**
  * The link graph: whole memory or a note's neighbourhood, coloured by Box. Above the Box
  * threshold the whole memory is drawn as Boxes (aggregate nodes); a click opens one into its
  * notes. Finished jobs are merged into the drawn graph in place (no reload, no new layout).
  */
 export default function GraphView() {
-  const { graphFocus, setGraphFocus, openNote, highlight, revision, jobs } = useApp();
+  const { graphFocus, setGraphFocus, openNote, highlight } = useApp();
   const { t } = useT();
   const container = useRef<HTMLDivElement>(null);
   const overlay = useRef<HTMLCanvasElement>(null);
@@ -95,50 +133,36 @@ export default function GraphView() {
   const loading = useRef(false);
   const flush = useRef<() => void>(() => {});
 
-  // Load (paged) whenever the focus changes or the memory changed other than by a job.
-  const changes = revision - jobs;
+  // Loaded (paged) for the focus, and again when the memory changed other than by a job
+  // (the key is made stale then; finished jobs are merged below instead).
+  const center = graphFocus.center;
+  const depth = graphFocus.depth;
+  const load = useQuery({
+    queryKey: keys.graph(center, depth),
+    queryFn: ({ signal }) => abortable(loadGraph(center, depth, signal, setProgress), signal),
+    // a graph left is not kept: opening the view again loads the memory as it is then
+    gcTime: 0,
+    // every load is a new graph (100k notes are not compared with the last load)
+    structuralSharing: false,
+  });
+  loading.current = load.isFetching;
   useEffect(() => {
-    let gone = false;
-    const t0 = performance.now();
-    let pages = 0;
-    const counting = {
-      ...api,
-      graphNodes: (a: string | null, l: number) => {
-        pages++;
-        return api.graphNodes(a, l);
-      },
-      graphLinks: (a: string | null, l: number) => {
-        pages++;
-        return api.graphLinks(a, l);
-      },
-    };
-    loading.current = true;
-    const load: Promise<GraphData> = graphFocus.center
-      ? api.localGraph(graphFocus.center, graphFocus.depth).then((g) => {
-          pages = 1;
-          return { nodes: g.nodes, links: g.links, truncated: g.truncated };
-        })
-      : loadWhole(counting, (n, l) => !gone && setProgress({ notes: n, links: l }));
-    Promise.all([load, api.listBoxes(200).catch(() => [] as BoxDto[])])
-      .then(([d, b]) => {
-        if (gone) return;
-        setData(d);
-        setBoxes(b);
-        setLoads((n) => n + 1);
-        setErr(null);
-        setProgress(null);
-        setStats({ nodes: d.nodes.length, edges: d.links.length, loadMs: Math.round(performance.now() - t0), pages });
-      })
-      .catch((e) => !gone && setErr(errorText(e)))
-      .finally(() => {
-        if (gone) return;
-        loading.current = false;
-        if (queued.current.size > 0) flush.current();
-      });
-    return () => {
-      gone = true;
-    };
-  }, [graphFocus.center, graphFocus.depth, changes]);
+    const l = load.data;
+    if (!l) return;
+    setData(l.data);
+    setBoxes(l.boxes);
+    setLoads((n) => n + 1);
+    setErr(null);
+    setProgress(null);
+    setStats(l.stats);
+    if (queued.current.size > 0) flush.current();
+  }, [load.data]);
+  useEffect(() => {
+    if (!load.error) return;
+    setErr(errorText(load.error));
+    // jobs that waited for the load are merged into what is drawn
+    if (queued.current.size > 0) flush.current();
+  }, [load.error]);
 
   // The drawn graph: aggregate Boxes, an opened Box's notes, or all loaded notes.
   const filters = useRef({ search: "", tag: "", showProposed: true, highlightSet: new Set<string>(), boxMembers: null as Set<string> | null, center: graphFocus.center });

@@ -1,6 +1,6 @@
-import { useEffect, useState } from "react";
-import { api, errorText, type DayDto, type InsightsDto } from "../../api";
-import { useApp } from "../../app-context";
+import { useQuery } from "@tanstack/react-query";
+import { abortable, api, errorText, type DayDto } from "../../api";
+import { keys } from "../../queries";
 import { useT } from "../../i18n";
 
 function Bars({ title, days, value }: { title: string; days: DayDto[]; value: (d: DayDto) => number }) {
@@ -30,22 +30,13 @@ function Bars({ title, days, value }: { title: string; days: DayDto[]; value: (d
 
 /** Tokens spent, notes and links per day, Box sizes, top tags. */
 export default function InsightsView() {
-  const { revision } = useApp();
   const { t, num } = useT();
-  const [d, setD] = useState<InsightsDto | null>(null);
-  const [err, setErr] = useState<string | null>(null);
-  const [openedMs, setOpenedMs] = useState<number | null>(null);
-  useEffect(() => {
-    api
-      .insights()
-      .then(setD)
-      .catch((e) => setErr(errorText(e)));
-    api
-      .status()
-      .then((s) => setOpenedMs(s.opened_ms))
-      .catch((e) => setErr(errorText(e)));
-  }, [revision]);
-  if (err) return <div className="view error">{err}</div>;
+  const insights = useQuery({ queryKey: keys.insights(), queryFn: ({ signal }) => abortable(api.insights(), signal) });
+  const status = useQuery({ queryKey: keys.status(), queryFn: ({ signal }) => abortable(api.appStatus(), signal) });
+  const d = insights.data;
+  const openedMs = status.data?.opened_ms ?? null;
+  const failed = insights.error ?? status.error;
+  if (failed) return <div className="view error">{errorText(failed)}</div>;
   if (!d) return <div className="view">{t("common.loading")}</div>;
   const maxBox = Math.max(1, ...d.boxes.map((b) => b.size));
   return (

@@ -7,7 +7,7 @@ import { useT } from "../../i18n";
 import { preview } from "../../preview";
 
 /** Adds a link from `noteId` by hand: search a note, pick a kind, an optional reason. */
-export default function LinkEditor({ noteId, onLinked }: { noteId: string; onLinked: () => void }) {
+export default function LinkEditor({ noteId, onLinked }: { noteId: string; onLinked: (to: string) => void }) {
   const [open, setOpen] = useState(false);
   const [query, setQuery] = useState("");
   const [target, setTarget] = useState<NoteDto | null>(null);
@@ -41,7 +41,7 @@ export default function LinkEditor({ noteId, onLinked }: { noteId: string; onLin
     try {
       await api.linkNotes(noteId, target.id, kind, reason.trim());
       reset();
-      onLinked();
+      onLinked(target.id);
     } catch (e) {
       setErr(errorText(e));
     } finally {

@@ -1,10 +1,9 @@
-import { useEffect, useState } from "react";
-import { api } from "../../api";
+import { useQuery } from "@tanstack/react-query";
+import { abortable, api } from "../../api";
+import { keys } from "../../queries";
 import { useT } from "../../i18n";
 
 /** The kinds a link may have, as the engine lists them (`relates` until they arrive). */
-let cached: string[] | null = null;
-
 export default function LinkKindSelect({
   value,
   onChange,
@@ -14,22 +13,10 @@ export default function LinkKindSelect({
   onChange: (k: string) => void;
   testid?: string;
 }) {
-  const [kinds, setKinds] = useState<string[]>(cached ?? ["relates"]);
   const { t, w } = useT();
-  useEffect(() => {
-    if (cached) return;
-    let live = true;
-    api
-      .linkKinds()
-      .then((k) => {
-        cached = k;
-        if (live) setKinds(k);
-      })
-      .catch(() => {});
-    return () => {
-      live = false;
-    };
-  }, []);
+  // the engine's list does not change while the app runs: asked once
+  const q = useQuery({ queryKey: keys.linkKinds(), queryFn: ({ signal }) => abortable(api.linkKinds(), signal), staleTime: Infinity });
+  const kinds = q.data ?? ["relates"];
   return (
     <select aria-label={t("link.kind")} data-testid={testid} value={value} onChange={(e) => onChange(e.target.value)}>
       {kinds.map((k) => (

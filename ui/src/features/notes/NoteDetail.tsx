@@ -1,6 +1,8 @@
-import { useCallback, useEffect, useState } from "react";
-import { api, errorText, type HistoryDto, type NoteDetailDto } from "../../api";
+import { useState } from "react";
+import { useQuery } from "@tanstack/react-query";
+import { abortable, api, errorText, type HistoryDto, type NoteDetailDto } from "../../api";
 import { useApp } from "../../app-context";
+import { keys, useChanged, type Change } from "../../queries";
 import Changes from "../../components/Changes";
 import Diff from "../../components/Diff";
 import { EnrichBadge } from "./NoteItem";
@@ -23,36 +25,27 @@ function canRollBack(h: HistoryDto): boolean {
 
 /** A note: content (as text), annotations, links, and its history with rollback. */
 export default function NoteDetail({ id }: { id: string }) {
-  const { openNote, revision, bump, go, setGraphFocus, toast } = useApp();
+  const { openNote, go, setGraphFocus, toast } = useApp();
+  const changed = useChanged();
   const { t, w, num, date } = useT();
   const day = useDay();
-  const [d, setD] = useState<NoteDetailDto | null>(null);
-  const [err, setErr] = useState<string | null>(null);
   const [editing, setEditing] = useState(false);
   const [form, setForm] = useState({ keywords: "", tags: "", context: "" });
   const [draft, setDraft] = useState<string | null>(null);
 
-  const load = useCallback(() => {
-    api
-      .getNote(id)
-      .then((x) => {
-        setD(x);
-        setErr(null);
-      })
-      .catch((e) => setErr(errorText(e)));
-  }, [id]);
+  const q = useQuery({ queryKey: keys.note(id), queryFn: ({ signal }) => abortable(api.getNote(id), signal) });
+  const d = q.data;
 
-  useEffect(() => load(), [load, revision]);
-
-  if (err) return <div className="card error">{err}</div>;
+  // an error (the note was deleted) replaces the note until it can be read again
+  if (q.error) return <div className="card error">{errorText(q.error)}</div>;
   if (!d) return <div className="card muted">{t("common.loading")}</div>;
   const n = d.note;
 
-  const act = async (f: () => Promise<unknown>, done: string) => {
+  const act = async (f: () => Promise<unknown>, done: string, change: Change) => {
     try {
       await f();
       toast(done);
-      bump();
+      changed(change);
     } catch (e) {
       toast(errorText(e));
     }
@@ -77,7 +70,7 @@ export default function NoteDetail({ id }: { id: string }) {
         >
           {t("detail.showInGraph")}
         </button>
-        <button className="danger" onClick={() => void act(() => api.deleteNote(n.id), t("detail.deleted"))}>
+        <button className="danger" onClick={() => void act(() => api.deleteNote(n.id), t("detail.deleted"), { kind: "noteDeleted", id: n.id })}>
           {t("common.delete")}
         </button>
       </div>
@@ -106,7 +99,7 @@ export default function NoteDetail({ id }: { id: string }) {
               data-testid="note-edit-save"
               disabled={!draft.trim() || draft === n.content}
               onClick={() =>
-                void act(() => api.editContent(n.id, draft), t("detail.textSaved")).then(() =>
+                void act(() => api.editContent(n.id, draft), t("detail.textSaved"), { kind: "noteText", id: n.id }).then(() =>
                   setDraft(null),
                 )
               }
@@ -167,6 +160,7 @@ export default function NoteDetail({ id }: { id: string }) {
                 void act(
                   () => api.editNote(n.id, { keywords: list(form.keywords), tags: list(form.tags), context: form.context }),
                   t("detail.annotationsSaved"),
+                  { kind: "noteFields", id: n.id },
                 ).then(() => setEditing(false))
               }
             >
@@ -181,7 +175,7 @@ export default function NoteDetail({ id }: { id: string }) {
         <h3 className="grow" style={{ fontSize: 14, marginBottom: 4 }}>
           {t("detail.links", { count: d.links.length })}
         </h3>
-        <LinkEditor noteId={n.id} onLinked={() => { toast(t("detail.linked")); bump(); }} />
+        <LinkEditor noteId={n.id} onLinked={(to) => { toast(t("detail.linked")); changed({ kind: "linked", notes: [n.id, to] }); }} />
       </div>
       {d.links.length === 0 ? (
         <div className="small muted">
@@ -210,7 +204,7 @@ export default function NoteDetail({ id }: { id: string }) {
                       title={t("detail.removeLinkTitle")}
                       onClick={(e) => {
                         e.stopPropagation();
-                        void act(() => api.unlinkNotes(l.from, l.to, l.kind), t("detail.linkRemoved"));
+                        void act(() => api.unlinkNotes(l.from, l.to, l.kind), t("detail.linkRemoved"), { kind: "linked", notes: [l.from, l.to] });
                       }}
                     >
                       {t("detail.remove")}
@@ -234,12 +228,12 @@ export default function NoteDetail({ id }: { id: string }) {
               {h.status && <span className={`badge ${h.status}`}>{w("status", h.status)}</span>}
               <span className="grow" />
               {h.action === "unlink" && h.id && (
-                <button data-testid="reapply-link" onClick={() => void act(() => api.reapply(h.id ?? ""), t("detail.linkRestored"))}>
+                <button data-testid="reapply-link" onClick={() => void act(() => api.reviewReapply(h.id ?? ""), t("detail.linkRestored"), { kind: "reviewed" })}>
                   {t("detail.restoreLink")}
                 </button>
               )}
               {canRollBack(h) && (
-                <button data-testid="rollback" onClick={() => void act(() => api.rollback(h.id ?? ""), t("detail.rolledBack"))}>
+                <button data-testid="rollback" onClick={() => void act(() => api.reviewRollback(h.id ?? ""), t("detail.rolledBack"), { kind: "reviewed" })}>
                   {t("detail.rollBackChange")}
                 </button>
               )}

@@ -1,9 +1,11 @@
-import { useCallback, useEffect, useState } from "react";
-import { api, ApiError, errorText, type BoxDto, type HitDto, type NoteDto, type TagCount } from "../../api";
+import { useEffect, useMemo, useRef, useState } from "react";
+import { useInfiniteQuery, useQuery } from "@tanstack/react-query";
+import { abortable, api, ApiError, errorText, type HitDto, type NoteDto } from "../../api";
 import { useApp } from "../../app-context";
 import Empty from "../../components/Empty";
 import Opening from "../../components/Opening";
 import { memoryOpening } from "../../components/useStatusFeed";
+import { keys, useChanged } from "../../queries";
 import { FoundServers, useLlmOverview } from "../settings/LlmPanel";
 import NoteDetail from "./NoteDetail";
 import NoteEditor from "./NoteEditor";
@@ -15,96 +17,81 @@ const PAGE = 50;
 
 /**
  * The shell's answer while the memory is still opening: a state the view waits out (the
- * status feed refreshes it once the memory is open), not an error to show.
+ * status feed has every query asked again once the memory is open), not an error to show.
  */
 const notReady = (e: unknown) => e instanceof ApiError && e.kind === "not_ready";
 
+/** A query's error as the view shows it: none while the memory opens. */
+const shownError = (e: unknown, msg: (e: unknown) => string) => (e && !notReady(e) ? msg(e) : null);
+
+/** `value`, once it has stayed the same for `ms`. */
+function useSettled<T>(value: T, ms: number): T {
+  const [settled, setSettled] = useState(value);
+  useEffect(() => {
+    const t = window.setTimeout(() => setSettled(value), ms);
+    return () => window.clearTimeout(t);
+  }, [value, ms]);
+  return settled;
+}
+
 /** Notes: write, search, filter, open. */
 export default function NotesView() {
-  const { selected, openNote, revision, bump, toast, status, statusError, asOf } = useApp();
+  const { selected, openNote, toast, status, statusError, asOf } = useApp();
+  const changed = useChanged();
   const { t, num, w } = useT();
   const day = useDay();
   const [query, setQuery] = useState("");
   const [tag, setTag] = useState("");
   const [enrich, setEnrich] = useState("");
   const [boxId, setBoxId] = useState("");
-  const [notes, setNotes] = useState<NoteDto[]>([]);
-  const [total, setTotal] = useState(0);
-  const [hits, setHits] = useState<HitDto[] | null>(null);
-  const [tags, setTags] = useState<TagCount[]>([]);
-  const [boxes, setBoxes] = useState<BoxDto[]>([]);
-  const [err, setErr] = useState<string | null>(null);
-  // a page has arrived: until then the view does not know whether the memory is empty
-  const [loaded, setLoaded] = useState(false);
   const opening = memoryOpening(status, statusError);
-  const fail = useCallback((msg: (e: unknown) => string) => (e: unknown) => !notReady(e) && setErr(msg(e)), []);
 
   const filtered = !!(tag || enrich || boxId);
+  const filter = useMemo(() => ({ tag: tag || null, enrich: enrich || null, box_id: boxId || null }), [tag, enrich, boxId]);
 
-  const filter = { tag: tag || null, enrich: enrich || null, box_id: boxId || null };
-  const filterKey = JSON.stringify(filter);
+  // A page at a time (each call carries at most one page); a refresh asks again for the
+  // pages shown.
+  const list = useInfiniteQuery({
+    queryKey: keys.notes(filter, PAGE),
+    queryFn: ({ pageParam, signal }) => abortable(api.listNotes(filter, pageParam, PAGE), signal),
+    initialPageParam: 0,
+    getNextPageParam: (last) => (last.offset + last.notes.length < last.total ? last.offset + last.notes.length : undefined),
+  });
+  const notes = useMemo(() => {
+    const seen = new Set<string>();
+    return (list.data?.pages ?? []).flatMap((p) => p.notes).filter((n) => !seen.has(n.id) && !!seen.add(n.id));
+  }, [list.data]);
+  const pages = list.data?.pages;
+  const total = pages && pages.length > 0 ? pages[pages.length - 1].total : 0;
+  // a page has arrived: until then the view does not know whether the memory is empty
+  const everLoaded = useRef(false);
+  if (list.data) everLoaded.current = true;
+  const loaded = everLoaded.current;
 
-  // The first page is refreshed on every change; pages further down are fetched on demand
-  // and kept (each call carries at most one page).
-  const loadList = useCallback(() => {
-    api
-      .listNotes(JSON.parse(filterKey), 0, PAGE)
-      .then((p) => {
-        setNotes((cur) => {
-          const first = new Set(p.notes.map((n) => n.id));
-          return [...p.notes, ...cur.slice(PAGE).filter((n) => !first.has(n.id))];
-        });
-        setTotal(p.total);
-        setLoaded(true);
-        setErr(null);
-      })
-      .catch(fail(errorText));
-  }, [filterKey, fail]);
+  const tags = useQuery({ queryKey: keys.tags(50), queryFn: ({ signal }) => abortable(api.listTags(50), signal) });
+  const boxes = useQuery({ queryKey: keys.boxes(50), queryFn: ({ signal }) => abortable(api.listBoxes(50), signal) });
 
-  useEffect(() => setNotes([]), [filterKey]);
+  // Search as you type (once the typing pauses). Each query has its own key: the answer to
+  // an earlier query never replaces the answer to a later one (it is cancelled).
+  const typed = query.trim() !== "";
+  const settled = useSettled(query, 200);
+  // when the search box was last empty: hits from before then are never shown again
+  const emptied = useRef(0);
+  if (!typed) emptied.current = Date.now();
+  const search = useQuery({
+    queryKey: keys.search(settled, 20, filter, asOf),
+    queryFn: ({ signal }) => abortable(api.searchNotes(settled, 20, filter, asOf), signal),
+    enabled: typed && settled.trim() !== "",
+    // the hits shown stay while the next query's are on their way
+    placeholderData: (prev, prevQuery) => (prevQuery && prevQuery.state.dataUpdatedAt > emptied.current ? prev : undefined),
+  });
+  const hits: HitDto[] | null = typed && settled.trim() !== "" ? (search.data ?? null) : null;
 
-  const more = () =>
-    api
-      .listNotes(filter, notes.length, PAGE)
-      .then((p) => {
-        setNotes((cur) => {
-          const have = new Set(cur.map((n) => n.id));
-          return [...cur, ...p.notes.filter((n) => !have.has(n.id))];
-        });
-        setTotal(p.total);
-      })
-      .catch(fail(errorText));
-
-  useEffect(() => loadList(), [loadList, revision]);
-
-  useEffect(() => {
-    api
-      .listTags(50)
-      .then(setTags)
-      .catch(fail((e) => t("notes.cannotListTags", { error: errorText(e) })));
-    api
-      .listBoxes(50)
-      .then(setBoxes)
-      .catch(fail((e) => t("notes.cannotListBoxes", { error: errorText(e) })));
-  }, [revision, t, fail]);
-
-  // Search as you type (debounced).
-  useEffect(() => {
-    if (!query.trim()) {
-      setHits(null);
-      return;
-    }
-    const t = window.setTimeout(() => {
-      api
-        .search(query, 20, JSON.parse(filterKey), asOf)
-        .then((h) => {
-          setHits(h);
-          setErr(null);
-        })
-        .catch(fail(errorText));
-    }, 200);
-    return () => window.clearTimeout(t);
-  }, [query, revision, filterKey, fail, asOf]);
+  const err =
+    shownError(list.error, errorText) ??
+    (typed ? shownError(search.error, errorText) : null) ??
+    shownError(tags.error, (e) => t("notes.cannotListTags", { error: errorText(e) })) ??
+    shownError(boxes.error, (e) => t("notes.cannotListBoxes", { error: errorText(e) }));
 
   // "/" focuses search.
   useEffect(() => {
@@ -133,7 +120,7 @@ export default function NotesView() {
           <NoteEditor
             onSaved={(id) => {
               openNote(id);
-              bump();
+              changed({ kind: "noteAdded" });
             }}
           />
           <AsOf />
@@ -150,7 +137,7 @@ export default function NotesView() {
           <div className="row small" style={{ marginBottom: 8 }}>
             <select value={tag} onChange={(e) => setTag(e.target.value)} aria-label={t("notes.filterTag")}>
               <option value="">{t("notes.anyTag")}</option>
-              {tags.map((t) => (
+              {(tags.data ?? []).map((t) => (
                 <option key={t.tag} value={t.tag}>
                   #{t.tag} ({t.n})
                 </option>
@@ -164,7 +151,7 @@ export default function NotesView() {
             </select>
             <select value={boxId} onChange={(e) => setBoxId(e.target.value)} aria-label={t("notes.filterBox")}>
               <option value="">{t("notes.anyBox")}</option>
-              {boxes.map((b) => (
+              {(boxes.data ?? []).map((b) => (
                 <option key={b.id} value={b.id}>
                   {b.label} ({b.size})
                 </option>
@@ -179,16 +166,16 @@ export default function NotesView() {
             <Empty title={t("notes.emptyTitle")}>
               {t("notes.emptyBody")}
               <FirstRunLlm />
-              {/* asked again once the memory is open (the status feed bumps the revision) */}
-              <FirstRunServers key={`servers-${revision}`} />
+              {/* asked again once the memory is open (the status feed says so) */}
+              <FirstRunServers />
               <div style={{ marginTop: 8 }}>
                 <button
                   onClick={() =>
                     api
-                      .loadSample()
+                      .loadSampleNotebook()
                       .then((n) => {
                         toast(t("notes.sampleLoaded", { count: n }));
-                        bump();
+                        changed({ kind: "imported" });
                       })
                       .catch((e) => toast(errorText(e)))
                   }
@@ -226,7 +213,7 @@ export default function NotesView() {
             </ul>
           )}
           {!hits && notes.length < total && (
-            <button style={{ marginTop: 8 }} onClick={() => void more()}>
+            <button style={{ marginTop: 8 }} onClick={() => void list.fetchNextPage()}>
               {t("notes.showMore", { count: total - notes.length })}
             </button>
           )}

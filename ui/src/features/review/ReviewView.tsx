@@ -1,6 +1,8 @@
-import { useCallback, useEffect, useId, useState } from "react";
-import { api, errorText, type EventDto, type ReviewItemDto } from "../../api";
+import { useId, useState } from "react";
+import { keepPreviousData, useQuery } from "@tanstack/react-query";
+import { abortable, api, errorText, type ReviewItemDto } from "../../api";
 import { useApp } from "../../app-context";
+import { keys, useChanged } from "../../queries";
 import Changes from "../../components/Changes";
 import Diff from "../../components/Diff";
 import Empty from "../../components/Empty";
@@ -90,21 +92,21 @@ function Supersession({ it, onDone }: { it: ReviewItemDto; onDone: (msg: string)
               className="primary"
               data-testid="review-replace"
               title={t("review.replaceTitle")}
-              onClick={() => void act(() => api.accept(it.id, null), t("review.replaced"))}
+              onClick={() => void act(() => api.reviewAccept(it.id, null), t("review.replaced"))}
             >
               {t("review.replace")}
             </button>
-            <button data-testid="review-both-true" title={t("review.bothTrueTitle")} onClick={() => void act(() => api.bothTrue(it.id), t("review.keptBoth"))}>
+            <button data-testid="review-both-true" title={t("review.bothTrueTitle")} onClick={() => void act(() => api.reviewBothTrue(it.id), t("review.keptBoth"))}>
               {t("review.bothTrue")}
             </button>
-            <button data-testid="review-reject" onClick={() => void act(() => api.reject(it.id), t("review.rejected"))}>
+            <button data-testid="review-reject" onClick={() => void act(() => api.reviewReject(it.id), t("review.rejected"))}>
               {t("review.reject")}
             </button>
           </div>
         )}
         {(it.status === "applied" || it.status === "accepted") && (
           <div className="row" style={{ marginTop: 6 }}>
-            <button data-testid="rollback" onClick={() => void act(() => api.rollback(it.id), t("review.rolledBack"))}>
+            <button data-testid="rollback" onClick={() => void act(() => api.reviewRollback(it.id), t("review.rolledBack"))}>
               {t("review.rollBack")}
             </button>
           </div>
@@ -197,7 +199,7 @@ function Item({ it, onDone }: { it: ReviewItemDto; onDone: (msg: string) => void
             onClick={() =>
               void act(
                 () =>
-                  api.accept(
+                  api.reviewAccept(
                     it.id,
                     editing ? { keywords: list(form.keywords), tags: list(form.tags), context: form.context } : null,
                   ),
@@ -209,7 +211,7 @@ function Item({ it, onDone }: { it: ReviewItemDto; onDone: (msg: string) => void
           </button>
         )}
         {waiting && (
-          <button data-testid="review-reject" onClick={() => void act(() => api.reject(it.id), t("review.rejected"))}>
+          <button data-testid="review-reject" onClick={() => void act(() => api.reviewReject(it.id), t("review.rejected"))}>
             {t("review.reject")}
           </button>
         )}
@@ -228,12 +230,12 @@ function Item({ it, onDone }: { it: ReviewItemDto; onDone: (msg: string) => void
           </button>
         )}
         {(it.status === "applied" || it.status === "accepted") && (
-          <button data-testid="rollback" onClick={() => void act(() => api.rollback(it.id), t("review.rolledBack"))}>
+          <button data-testid="rollback" onClick={() => void act(() => api.reviewRollback(it.id), t("review.rolledBack"))}>
             {t("review.rollBack")}
           </button>
         )}
         {it.event && (
-          <button className="small" title={t("review.wholeEventTitle")} onClick={() => void act(() => api.rollback(it.event ?? ""), t("review.wholeEventDone"))}>
+          <button className="small" title={t("review.wholeEventTitle")} onClick={() => void act(() => api.reviewRollback(it.event ?? ""), t("review.wholeEventDone"))}>
             {t("review.wholeEvent")}
           </button>
         )}
@@ -245,41 +247,36 @@ function Item({ it, onDone }: { it: ReviewItemDto; onDone: (msg: string) => void
 
 /** The review queue and the event log. */
 export default function ReviewView() {
-  const { revision, bump, toast, openNote } = useApp();
+  const { toast, openNote } = useApp();
+  const changed = useChanged();
   const { t, date } = useT();
   const maker = useMaker();
   const [tab, setTab] = useState<"queue" | "events">("queue");
   const [status, setStatus] = useState("waiting");
   const [by, setBy] = useState("");
-  const [agents, setAgents] = useState<string[]>([]);
-  const [items, setItems] = useState<ReviewItemDto[] | null>(null);
-  const [more, setMore] = useState(false);
-  const [events, setEvents] = useState<EventDto[]>([]);
   const [minConf, setMinConf] = useState(0.8);
-  const [err, setErr] = useState<string | null>(null);
 
   const statuses = status === "waiting" ? [] : [status];
-  const key = JSON.stringify(statuses);
-  const load = useCallback(() => {
-    api
-      .reviewQueue(JSON.parse(key), 0, PAGE, by || null)
-      .then((p) => {
-        setItems(p.items);
-        setMore(p.more);
-        setAgents(p.agents);
-        setErr(null);
-      })
-      .catch((e) => setErr(errorText(e)));
-    api
-      .listEvents(50)
-      .then(setEvents)
-      .catch((e) => setErr(t("review.cannotListEvents", { error: errorText(e) })));
-  }, [key, by, t]);
-  useEffect(() => load(), [load, revision]);
+  const queue = useQuery({
+    queryKey: keys.review(statuses, by || null),
+    queryFn: ({ signal }) => abortable(api.reviewQueue(statuses, 0, PAGE, by || null), signal),
+    // the queue shown (and its makers in the filter) stays until another filter's arrives
+    placeholderData: keepPreviousData,
+  });
+  const eventsQ = useQuery({ queryKey: keys.events(50), queryFn: ({ signal }) => abortable(api.listEvents(50), signal) });
+  const items = queue.data?.items ?? null;
+  const more = queue.data?.more ?? false;
+  const agents = queue.data?.agents ?? [];
+  const events = eventsQ.data ?? [];
+  const err = queue.error
+    ? errorText(queue.error)
+    : eventsQ.error
+      ? t("review.cannotListEvents", { error: errorText(eventsQ.error) })
+      : null;
 
   const done = (msg: string) => {
     toast(msg);
-    bump();
+    changed({ kind: "reviewed" });
   };
 
   return (
@@ -333,7 +330,7 @@ export default function ReviewView() {
               data-testid="bulk-accept"
               onClick={() =>
                 api
-                  .bulkAccept(minConf)
+                  .reviewBulkAccept(minConf)
                   .then((r) =>
                     done(t("review.bulkDone", { count: r.accepted }) + (r.failed.length ? t("review.bulkFailed", { count: r.failed.length }) : "")),
                   )
@@ -381,10 +378,10 @@ export default function ReviewView() {
                 {ev.note_preview}
               </button>
               <div className="row" style={{ marginTop: 4 }}>
-                <button onClick={() => api.rollback(ev.id).then(() => done(t("review.eventRolledBack"))).catch((e) => toast(errorText(e)))}>
+                <button onClick={() => api.reviewRollback(ev.id).then(() => done(t("review.eventRolledBack"))).catch((e) => toast(errorText(e)))}>
                   {t("review.eventRollBack")}
                 </button>
-                <button onClick={() => api.reapply(ev.id).then(() => done(t("review.eventReapplied"))).catch((e) => toast(errorText(e)))}>
+                <button onClick={() => api.reviewReapply(ev.id).then(() => done(t("review.eventReapplied"))).catch((e) => toast(errorText(e)))}>
                   {t("review.reapply")}
                 </button>
               </div>

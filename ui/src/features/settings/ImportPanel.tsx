@@ -1,6 +1,7 @@
 import { useState } from "react";
 import { api, errorText, type ImportProgressDto, type ImportResultDto } from "../../api";
 import { useApp } from "../../app-context";
+import { useChanged } from "../../queries";
 import { pickOpen } from "../../dialogs";
 import { useT, type Key } from "../../i18n";
 
@@ -15,7 +16,8 @@ const FORMATS: { value: string; label: Key; hint: Key }[] = [
  *  The folder or file is picked with the native Open dialog (a vault is a folder, a chat
  *  transcript or JSON Lines a file); a typed path runs the same import. */
 export default function ImportPanel() {
-  const { toast, bump } = useApp();
+  const { toast } = useApp();
+  const changed = useChanged();
   const [path, setPath] = useState("");
   const [format, setFormat] = useState("markdown");
   const [progress, setProgress] = useState<ImportProgressDto | null>(null);
@@ -34,7 +36,7 @@ export default function ImportPanel() {
       .importPath(path, format, setProgress)
       .then((r) => {
         setResult(r);
-        bump();
+        changed({ kind: "imported" });
         toast(t("import.done", { count: r.created }));
       })
       .catch((e) => setError(errorText(e)))

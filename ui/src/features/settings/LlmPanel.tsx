@@ -1,6 +1,8 @@
-import { useCallback, useEffect, useState } from "react";
-import { api, errorText, type DiscoveredDto, type LlmOverviewDto, type LlmPick } from "../../api";
+import { useState } from "react";
+import { useQuery, useQueryClient } from "@tanstack/react-query";
+import { abortable, api, errorText, type DiscoveredDto, type LlmOverviewDto, type LlmPick } from "../../api";
 import { useApp } from "../../app-context";
+import { keys, useChanged } from "../../queries";
 import { useT } from "../../i18n";
 import { en } from "../../i18n/en";
 
@@ -63,45 +65,41 @@ export function FoundServers({
 }
 
 /** Loads the LLM in use and the servers on this machine; `pick` stores a choice. */
-export function useLlmOverview(onChanged?: () => void) {
-  const { toast, bump } = useApp();
+export function useLlmOverview() {
+  const { toast } = useApp();
+  const changed = useChanged();
+  const client = useQueryClient();
   const { t } = useT();
-  const [o, setO] = useState<LlmOverviewDto | null>(null);
+  const q = useQuery({ queryKey: keys.llm(), queryFn: ({ signal }) => abortable(api.llmOverview(), signal) });
   const [error, setError] = useState<string | null>(null);
-  const [busy, setBusy] = useState(false);
-  const reload = useCallback(() => {
-    setBusy(true);
-    api
-      .llmOverview()
-      .then((v) => {
-        setO(v);
-        setError(null);
-      })
-      .catch((e) => setError(errorText(e)))
-      .finally(() => setBusy(false));
-  }, []);
-  useEffect(reload, [reload]);
+  const [picking, setPicking] = useState(false);
+  const [rescanning, setRescanning] = useState(false);
+  const reload = () => {
+    setRescanning(true);
+    setError(null);
+    void q.refetch().finally(() => setRescanning(false));
+  };
   const pick = (p: LlmPick, label: string) => {
-    setBusy(true);
+    setPicking(true);
     setError(null);
     api
       .useLlm(p)
       .then((inUse) => {
-        setO((prev) => (prev ? { ...prev, in_use: inUse } : prev));
+        client.setQueryData<LlmOverviewDto>(keys.llm(), (prev) => (prev ? { ...prev, in_use: inUse } : prev));
         toast(t("llm.nowUsing", { label }));
-        bump();
-        onChanged?.();
+        changed({ kind: "llmChosen" });
       })
       .catch((e) => setError(errorText(e)))
-      .finally(() => setBusy(false));
+      .finally(() => setPicking(false));
   };
-  return { o, error, busy, reload, pick };
+  const o = q.data ?? null;
+  return { o, error: error ?? (q.error ? errorText(q.error) : null), busy: picking || rescanning || q.isLoading, reload, pick };
 }
 
 /** Settings → LLM in use: what annotates the notes, the servers found, the built-in
  * model and any GGUF file on disk — each one click away. */
-export default function LlmPanel({ onChanged }: { onChanged?: () => void }) {
-  const { o, error, busy, reload, pick } = useLlmOverview(onChanged);
+export default function LlmPanel() {
+  const { o, error, busy, reload, pick } = useLlmOverview();
   const [path, setPath] = useState("");
   const { t } = useT();
   // the engine words its profile's steps in English: the two it has are in the dictionary

@@ -1,6 +1,8 @@
-import { useCallback, useEffect, useState } from "react";
-import { api, errorText, type BuiltinModelDto, type ModelProgressDto } from "../../api";
+import { useState } from "react";
+import { useQuery, useQueryClient } from "@tanstack/react-query";
+import { abortable, api, errorText, type BuiltinModelDto, type ModelProgressDto } from "../../api";
 import { useApp } from "../../app-context";
+import { keys, useChanged } from "../../queries";
 import { useT, type Key } from "../../i18n";
 
 /** Bytes in words, as `kasten llm models` writes them. */
@@ -19,24 +21,20 @@ const STAGE: Record<string, Key> = {
 };
 
 /** Settings → Models: the built-in models (as `kasten llm models`), each downloaded with
- * progress and cancel, used, or removed. `version` changes when the LLM in use changed
- * elsewhere. */
-export default function ModelsPanel({ onChanged, version = 0 }: { onChanged?: () => void; version?: number }) {
-  const { toast, bump } = useApp();
+ * progress and cancel, used, or removed (asked again when the LLM in use changed). */
+export default function ModelsPanel() {
+  const { toast } = useApp();
+  const changed = useChanged();
+  const client = useQueryClient();
   const { t, w } = useT();
-  const [models, setModels] = useState<BuiltinModelDto[] | null>(null);
+  const q = useQuery({ queryKey: keys.models(), queryFn: ({ signal }) => abortable(api.builtinModels(), signal) });
+  const models = q.data ?? null;
+  const setModels = (f: (prev: BuiltinModelDto[] | undefined) => BuiltinModelDto[] | undefined) => client.setQueryData(keys.models(), f);
   const [progress, setProgress] = useState<Record<string, ModelProgressDto>>({});
-  const [error, setError] = useState<string | null>(null);
+  const [actionError, setError] = useState<string | null>(null);
+  const error = actionError ?? (q.error ? errorText(q.error) : null);
   const [busy, setBusy] = useState(false);
-
-  const reload = useCallback(() => {
-    api
-      .builtinModels()
-      .then((m) => setModels(m))
-      .catch((e) => setError(errorText(e)));
-  }, []);
-  // again when another panel changed the LLM in use
-  useEffect(reload, [reload, version]);
+  const reload = () => void q.refetch();
 
   const download = (m: BuiltinModelDto) => {
     setError(null);
@@ -44,7 +42,7 @@ export default function ModelsPanel({ onChanged, version = 0 }: { onChanged?: ()
     api
       .installModel(m.name, (p) => setProgress((prev) => ({ ...prev, [m.name]: p })))
       .then((list) => {
-        setModels(list);
+        setModels(() => list);
         toast(t("models.installedToast", { title: m.title }));
       })
       .catch((e) => {
@@ -69,9 +67,7 @@ export default function ModelsPanel({ onChanged, version = 0 }: { onChanged?: ()
       .useLlm({ kind: "installed", name: m.name })
       .then(() => {
         toast(t("llm.nowUsing", { label: m.title }));
-        bump();
-        onChanged?.();
-        reload();
+        changed({ kind: "llmChosen" });
       })
       .catch((e) => setError(errorText(e)))
       .finally(() => setBusy(false));
@@ -82,7 +78,7 @@ export default function ModelsPanel({ onChanged, version = 0 }: { onChanged?: ()
     api
       .removeModel(m.name)
       .then((list) => {
-        setModels(list);
+        setModels(() => list);
         toast(t("models.removed", { title: m.title }));
       })
       .catch((e) => setError(errorText(e)))

@@ -1,6 +1,8 @@
 import { useEffect, useState } from "react";
-import { api, errorText, type SettingsDto, type SettingsInput } from "../../api";
+import { useQuery, useQueryClient } from "@tanstack/react-query";
+import { abortable, api, errorText, type SettingsDto, type SettingsInput } from "../../api";
 import { useApp } from "../../app-context";
+import { keys, useChanged } from "../../queries";
 import ImportPanel from "./ImportPanel";
 import TransferPanel from "./TransferPanel";
 import LlmPanel from "./LlmPanel";
@@ -17,24 +19,24 @@ const KEY_TEXT: Record<SettingsDto["api_key_storage"], Key> = {
 
 /** LLM server, model, key, k and review policy; "test connection" tries them unsaved. */
 export default function SettingsView() {
-  const { toast, bump } = useApp();
+  const { toast } = useApp();
+  const changed = useChanged();
+  const client = useQueryClient();
+  // the form edits a copy of the settings; it is replaced when the settings are read again
+  // (saved here, or the LLM in use chosen in a panel above)
+  const q = useQuery({ queryKey: keys.settings(), queryFn: ({ signal }) => abortable(api.getSettings(), signal) });
   const [s, setS] = useState<SettingsDto | null>(null);
   const [key, setKey] = useState("");
   const [msg, setMsg] = useState<{ text: string; bad: boolean } | null>(null);
   const [warning, setWarning] = useState<string | null>(null);
   const [busy, setBusy] = useState(false);
-  // the LLM in use changed in one panel: the other shows it again
-  const [llmVersion, setLlmVersion] = useState(0);
-  const [modelsVersion, setModelsVersion] = useState(0);
   const { t } = useT();
-
-  const loadSettings = () => {
-    api
-      .getSettings()
-      .then(setS)
-      .catch((e) => setMsg({ text: errorText(e), bad: true }));
-  };
-  useEffect(loadSettings, []);
+  useEffect(() => {
+    if (q.data) setS(q.data);
+  }, [q.data]);
+  useEffect(() => {
+    if (q.error) setMsg({ text: errorText(q.error), bad: true });
+  }, [q.error]);
 
   if (!s)
     return (
@@ -61,20 +63,8 @@ export default function SettingsView() {
     <div className="view" data-testid="settings">
       <h2>{t("settings.title")}</h2>
       <LanguagePanel />
-      <LlmPanel
-        key={`llm-${modelsVersion}`}
-        onChanged={() => {
-          loadSettings();
-          setLlmVersion((v) => v + 1);
-        }}
-      />
-      <ModelsPanel
-        version={llmVersion}
-        onChanged={() => {
-          loadSettings();
-          setModelsVersion((v) => v + 1);
-        }}
-      />
+      <LlmPanel />
+      <ModelsPanel />
       <form
         className="card"
         style={{ maxWidth: 720 }}
@@ -84,12 +74,12 @@ export default function SettingsView() {
           api
             .saveSettings(input())
             .then((r) => {
-              setS(r.settings);
+              client.setQueryData(keys.settings(), r.settings);
               setKey("");
               setWarning(r.warning);
               setMsg({ text: t("settings.saved"), bad: false });
               toast(t("settings.savedToast"));
-              bump();
+              changed({ kind: "settingsSaved" });
             })
             .catch((e) => setMsg({ text: errorText(e), bad: true }))
             .finally(() => setBusy(false));

@@ -1,6 +1,7 @@
 import { useState } from "react";
 import { api, errorText, type TableCountDto, type TransferProgressDto } from "../../api";
 import { useApp } from "../../app-context";
+import { useChanged } from "../../queries";
 import { pickOpen, pickSave } from "../../dialogs";
 import { useT } from "../../i18n";
 
@@ -17,7 +18,8 @@ function rowsText(tables: TableCountDto[]): string {
  *  are picked with the native Open / Save dialogs; a restore asks first, in words, since
  *  it replaces the memory (the memory as it was is kept in a folder beside it). */
 export default function TransferPanel() {
-  const { toast, bump } = useApp();
+  const { toast } = useApp();
+  const changed = useChanged();
   const { t } = useT();
   const [busy, setBusy] = useState(false);
   const [progress, setProgress] = useState<TransferProgressDto | null>(null);
@@ -100,7 +102,7 @@ export default function TransferPanel() {
     setRestoring(null);
     runWith("restore", async () => {
       const r = await api.restoreMemory(file, setProgress);
-      bump();
+      changed({ kind: "restored" });
       return t("transfer.restored", { file: r.file, rows: rowsText(r.tables), previous: r.previous });
     });
   };

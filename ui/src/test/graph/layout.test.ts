@@ -1,6 +1,6 @@
 import Graph from "graphology";
 import { describe, expect, it } from "vitest";
-import { applyPositions, savePositions, startLayout, type Positions } from "./layout";
+import { applyPositions, savePositions, startLayout, type Positions } from "../../features/graph/layout";
 
 function path(n: number): Graph {
   const g = new Graph({ type: "undirected" });

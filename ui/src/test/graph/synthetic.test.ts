@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { buildGraph } from "./graphData";
-import { syntheticMemory } from "./synthetic";
+import { buildGraph } from "../../features/graph/graphData";
+import { syntheticMemory } from "../../features/graph/synthetic";
 
 describe("syntheticMemory", () => {
   it("makes n notes with 3 links each (after the first three), some proposed, one Box per topic", () => {

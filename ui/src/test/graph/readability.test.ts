@@ -1,6 +1,6 @@
 import Graph from "graphology";
 import { describe, expect, it } from "vitest";
-import { readability } from "./readability";
+import { readability } from "../../features/graph/readability";
 
 describe("readability", () => {
   it("counts the pixels under edges and the nodes that overlap, in the fitted view", () => {

@@ -1,7 +1,7 @@
 import Graph from "graphology";
 import type { Attributes } from "graphology-types";
 import { describe, expect, it, vi } from "vitest";
-import { coloursFor, DASHED_MAX } from "./graphStyle";
+import { coloursFor, DASHED_MAX } from "../../features/graph/graphStyle";
 
 // sigma needs WebGL, which jsdom lacks: a stand-in that runs the reducers as sigma does
 // (on a shallow copy, at construction and at every refresh)
@@ -43,7 +43,7 @@ vi.mock("graphology-layout-forceatlas2/worker", () => ({
   },
 }));
 
-const { mountGraph } = await import("./mountGraph");
+const { mountGraph } = await import("../../features/graph/mountGraph");
 
 function graph(proposed: number): Graph {
   const g = new Graph({ type: "undirected" });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { BIG, coloursFor, edgeReducer, nodeReducer, sigmaSettings, type Filters } from "./graphStyle";
+import { BIG, coloursFor, edgeReducer, nodeReducer, sigmaSettings, type Filters } from "../../features/graph/graphStyle";
 
 const colours = coloursFor(false);
 const none: Filters = { search: "", tag: "", showProposed: true, highlightSet: new Set(), boxMembers: null, center: null, dashed: true };

@@ -1,7 +1,7 @@
 import { describe, expect, it, vi } from "vitest";
 import { ApiError, type Api, type BoxDto, type GraphLinkDto, type GraphNodeDto } from "../../api";
-import { buildGraph, PALETTE, PENDING, sizeFor, type GraphData } from "./graphData";
-import { fetchPatches, patchData, patchGraph, placeNear, type Patch } from "./incremental";
+import { buildGraph, PALETTE, PENDING, sizeFor, type GraphData } from "../../features/graph/graphData";
+import { fetchPatches, patchData, patchGraph, placeNear, type Patch } from "../../features/graph/incremental";
 
 const node = (id: string, boxes: string[] = [], enrich = "done"): GraphNodeDto => ({ id, label: id, tags: [], enrich, boxes, strength: 1 });
 const link = (id: string, from: string, to: string, status = "accepted"): GraphLinkDto => ({ id, from, to, kind: "relates", status, confidence: 0.8 });

@@ -3,10 +3,10 @@
 // history diffs) and the notes list. Nothing of it becomes an element, and no script runs.
 import { screen, waitFor } from "@testing-library/react";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { note, renderWith } from "./test/util";
+import { note, renderWith } from "./util";
 
-vi.mock("./api", async (orig) => {
-  const real = await orig<typeof import("./api")>();
+vi.mock("../api", async (orig) => {
+  const real = await orig<typeof import("../api")>();
   return {
     ...real,
     api: {
@@ -15,18 +15,18 @@ vi.mock("./api", async (orig) => {
       listNotes: vi.fn(),
       listTags: vi.fn().mockResolvedValue([]),
       listBoxes: vi.fn().mockResolvedValue([]),
-      search: vi.fn(),
-      loadSample: vi.fn(),
+      searchNotes: vi.fn(),
+      loadSampleNotebook: vi.fn(),
       addNote: vi.fn(),
-      status: vi.fn().mockResolvedValue({ llm_configured: false, llm_label: "no LLM" }),
+      appStatus: vi.fn().mockResolvedValue({ llm_configured: false, llm_label: "no LLM" }),
       llmOverview: vi.fn().mockResolvedValue({ in_use: {}, discovered: [], env_chooses: false }),
     },
   };
 });
 
-import { api } from "./api";
-import NoteDetail from "./features/notes/NoteDetail";
-import NotesView from "./features/notes/NotesView";
+import { api } from "../api";
+import NoteDetail from "../features/notes/NoteDetail";
+import NotesView from "../features/notes/NotesView";
 
 const mocked = api as unknown as Record<string, ReturnType<typeof vi.fn>>;
 
