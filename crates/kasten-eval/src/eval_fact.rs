@@ -32,7 +32,7 @@ use kasten_engine::{Engine, JobOutcome, MergeOptions, Policy, PolicyMode, Search
 use serde_json::{Value, json};
 
 use crate::Shell;
-use crate::eval::{default_cache_dir, fnv1a64, safe_name};
+use crate::cache::{default_cache_dir, fnv1a64, safe_name};
 
 /// Bumped whenever the notes made from a file change, so old caches are not reused.
 const NOTE_FORMAT: u32 = 1;

@@ -15,6 +15,7 @@
 //! shown, through [`Shell`], so both stay written once, in the CLI.
 
 pub mod bench;
+mod cache;
 pub mod eval;
 pub mod eval_fact;
 pub mod factconsolidation;

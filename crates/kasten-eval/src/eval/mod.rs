@@ -1,0 +1,409 @@
+//! `kasten eval locomo`: Kasten on the LoCoMo benchmark.
+//!
+//! One fresh memory per conversation (a normal embedded memory under the cache
+//! directory), one note per dialogue turn (`Speaker: text`, image turns with their
+//! caption, the session date as the note's time, `<sample>:<dia_id>` as its source). With
+//! an LLM each note is enriched as it arrives, in conversation order (A-Mem's note
+//! construction, links and evolution), so a note only ever sees the notes before it. The
+//! memories are cached on disk, keyed by the file's content hash, the sample id and the
+//! LLM (or none), so a sweep over `-k` ingests once.
+//!
+//! For every question of categories 1-4 it measures evidence recall@k of Kasten's default
+//! search (expansions count toward k) and, in the same run, of the simple baselines
+//! (dense top-k, BM25 top-k, their plain reciprocal-rank fusion) and of Kasten with parts
+//! of its ranking turned off. With `--answer` the LLM answers every question from the k
+//! notes Kasten retrieves, scored with A-Mem's token F1 and BLEU-1 and the official
+//! LoCoMo F1.
+
+mod model;
+mod report;
+mod sample;
+mod score;
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use crate::Shell;
+use crate::locomo::{self, Sample};
+use anyhow::{Context, Result, bail};
+use clap::Subcommand;
+use kasten_engine::{LlmConfig, SearchOptions};
+use serde_json::{Value, json};
+
+use crate::cache::{default_cache_dir, fnv1a64, safe_name};
+use model::*;
+use report::*;
+use sample::*;
+
+#[derive(Subcommand, Debug)]
+pub enum EvalCommand {
+    /// Evidence recall@k (and, with --answer, answer quality) on a LoCoMo file.
+    Locomo {
+        /// A LoCoMo JSON file (the format of the public locomo10.json).
+        file: PathBuf,
+        /// Only these samples (comma-separated sample ids, e.g. conv-26,conv-30).
+        #[arg(long, value_delimiter = ',')]
+        samples: Vec<String>,
+        /// Notes retrieved per question.
+        #[arg(short, default_value_t = 10)]
+        k: usize,
+        /// Without an LLM: notes are not enriched, questions are not answered.
+        #[arg(long)]
+        no_llm: bool,
+        /// Answer every question with the LLM from the notes retrieved and score the
+        /// answers (A-Mem's F1 and BLEU-1, the official LoCoMo F1).
+        #[arg(long, conflicts_with = "no_llm")]
+        answer: bool,
+        /// Ablation: the LLM writes no keywords, tags or context (links and evolution still
+        /// run). Cached apart from the full system.
+        #[arg(long, conflicts_with = "no_llm")]
+        no_construction: bool,
+        /// Ablation: the LLM proposes no links.
+        #[arg(long, conflicts_with = "no_llm")]
+        no_links: bool,
+        /// Ablation: the LLM never edits older notes.
+        #[arg(long, conflicts_with = "no_llm")]
+        no_evolution: bool,
+        /// Where the ingested memories are cached (default: $KASTEN_HOME/eval).
+        #[arg(long)]
+        cache: Option<PathBuf>,
+        /// Ingest again even if a cached memory exists.
+        #[arg(long)]
+        fresh: bool,
+        /// Include every question's result in the --json report.
+        #[arg(long)]
+        per_question: bool,
+        /// Ranking settings measured out of sample: for each conversation, the grid setting
+        /// (vector, context and date weights) with the best recall on the other
+        /// conversations, and its recall on this one (needs two or more conversations).
+        #[arg(long)]
+        held_out: bool,
+        /// Also run each ablation (no construction, no links, no evolution) and the memory
+        /// without an LLM, each in a cached memory of its own, and report them side by side
+        /// with the full system.
+        #[arg(long, conflicts_with_all = ["no_llm", "no_construction", "no_links", "no_evolution"])]
+        ablations: bool,
+    },
+    /// Current facts when facts change (MemoryAgentBench FactConsolidation): whether the
+    /// newest fact asked about is in the top 1 / 5 of the search (and, with --answer, the
+    /// answer's accuracy), per item and overall.
+    Factconsolidation {
+        /// A FactConsolidation JSON file ({"items": [{"source", "facts", "questions"}]}).
+        file: PathBuf,
+        /// Only these items (comma-separated sources, e.g. factconsolidation_sh_6k).
+        #[arg(long, value_delimiter = ',')]
+        samples: Vec<String>,
+        /// Without an LLM: notes are not enriched, questions are not answered.
+        #[arg(long)]
+        no_llm: bool,
+        /// Answer every question with `ask` and the LLM in use, scored by the benchmark's
+        /// rule.
+        #[arg(long, conflicts_with = "no_llm")]
+        answer: bool,
+        /// Where the ingested memories are cached (default: $KASTEN_HOME/eval).
+        #[arg(long)]
+        cache: Option<PathBuf>,
+        /// Ingest again even if a cached memory exists.
+        #[arg(long)]
+        fresh: bool,
+        /// Include every question's result in the --json report.
+        #[arg(long)]
+        per_question: bool,
+        /// Write the facts without enriching them (no LLM at ingest: the memory is the one
+        /// --no-llm builds, cached and shared with it); the LLM in use only answers.
+        #[arg(long, requires = "answer")]
+        no_enrich: bool,
+        /// Ask only the first N questions of each item.
+        #[arg(long)]
+        questions: Option<usize>,
+    },
+}
+
+pub async fn run(cmd: &EvalCommand, json_out: bool, shell: &dyn Shell) -> Result<()> {
+    if let EvalCommand::Factconsolidation {
+        file,
+        samples,
+        no_llm,
+        answer,
+        cache,
+        fresh,
+        per_question,
+        no_enrich,
+        questions,
+    } = cmd
+    {
+        let args = crate::eval_fact::Args {
+            file,
+            samples,
+            no_llm: *no_llm,
+            answer: *answer,
+            cache: cache.as_deref(),
+            fresh: *fresh,
+            per_question: *per_question,
+            no_enrich: *no_enrich,
+            questions: *questions,
+        };
+        return crate::eval_fact::run(&args, json_out, shell).await;
+    }
+    let EvalCommand::Locomo {
+        file,
+        samples: only,
+        k,
+        no_llm,
+        answer,
+        no_construction,
+        no_links,
+        no_evolution,
+        cache,
+        fresh,
+        per_question,
+        held_out,
+        ablations,
+    } = cmd
+    else {
+        bail!("no such benchmark")
+    };
+    let k = (*k).max(1);
+    // the LLM every other command would use: the environment, else the built-in model
+    // (each sample is a memory of its own, with no stored settings)
+    let mut prompt_version = kasten_core::prompts::PROMPT_VERSION;
+    let llm = if *no_llm {
+        None
+    } else {
+        let env = |k: &str| std::env::var(k).ok();
+        let choice = kasten_engine::LlmSettings::combine(&env, &json!({})).choose(&env);
+        match (&choice.client, &choice.problem) {
+            (Some(c), _) => {
+                if choice.profile == kasten_engine::ModelProfile::Small {
+                    prompt_version = kasten_core::prompts::GUIDED_PROMPT_VERSION;
+                }
+                Some(c.config().clone())
+            }
+            (None, problem) => bail!(
+                "{}; or pass --no-llm to evaluate retrieval on plain notes",
+                problem
+                    .clone()
+                    .unwrap_or_else(|| LlmConfig::missing_reason().to_owned())
+            ),
+        }
+    };
+    let mode = Mode {
+        llm,
+        prompt_version,
+        steps: kasten_engine::Steps {
+            construction: !no_construction,
+            links: !no_links,
+            evolution: !no_evolution,
+        },
+        answer: *answer,
+        held_out: *held_out,
+    };
+    let t_run = Instant::now();
+    let bytes = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
+    let hash = fnv1a64(&bytes);
+    let mut samples =
+        locomo::parse(&bytes).with_context(|| format!("cannot read {}", file.display()))?;
+    if !only.is_empty() {
+        let missing: Vec<&str> = only
+            .iter()
+            .filter(|id| !samples.iter().any(|s| &s.sample_id == *id))
+            .map(String::as_str)
+            .collect();
+        if !missing.is_empty() {
+            let known: Vec<&str> = samples.iter().map(|s| s.sample_id.as_str()).collect();
+            bail!(
+                "no sample {} in {}; it has {}",
+                missing.join(", "),
+                file.display(),
+                known.join(", ")
+            );
+        }
+        samples.retain(|s| only.contains(&s.sample_id));
+    }
+    if samples.is_empty() {
+        bail!("{} holds no conversations", file.display());
+    }
+    let cache_dir = match cache {
+        Some(d) => d.clone(),
+        None => default_cache_dir()?,
+    };
+    let log = |s: String| {
+        if !json_out {
+            eprintln!("{s}");
+        }
+    };
+    let options = SearchOptions::default();
+    let sink = Sink {
+        samples: &samples,
+        cache: &cache_dir,
+        hash,
+        fresh: *fresh,
+        k,
+        options: &options,
+        log: &log,
+        shell,
+    };
+    let (reports, totals) = sink.run(&mode).await?;
+    fn header<'a>(
+        file: &'a Path,
+        hash: u64,
+        cache: &'a Path,
+        k: usize,
+        options: &'a SearchOptions,
+        mode: &'a Mode,
+    ) -> Header<'a> {
+        Header {
+            file,
+            hash,
+            cache,
+            k,
+            options,
+            mode,
+        }
+    }
+    let mut report = build_report(
+        &header(file, hash, &cache_dir, k, &options, &mode),
+        &reports,
+        &totals,
+        *per_question,
+        t_run.elapsed(),
+    );
+    if *ablations {
+        let mut rows = vec![ablation_row("full", &report)];
+        for (label, m) in ablation_modes(&mode) {
+            log(format!("ablation: {label}"));
+            let t = Instant::now();
+            let (r, tot) = sink.run(&m).await?;
+            rows.push(ablation_row(
+                label,
+                &build_report(
+                    &header(file, hash, &cache_dir, k, &options, &m),
+                    &r,
+                    &tot,
+                    false,
+                    t.elapsed(),
+                ),
+            ));
+        }
+        report["ablations"] = json!(rows);
+    }
+    if json_out {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_report(&report);
+    }
+    Ok(())
+}
+
+/// What every configuration of one run shares: the conversations and where they are cached.
+struct Sink<'a> {
+    samples: &'a [Sample],
+    cache: &'a Path,
+    hash: u64,
+    fresh: bool,
+    k: usize,
+    options: &'a SearchOptions,
+    log: &'a dyn Fn(String),
+    shell: &'a dyn Shell,
+}
+
+impl Sink<'_> {
+    /// Ingests (or reuses) and scores every conversation under `mode`, each in a cached
+    /// memory keyed by the file, the conversation, the model, the prompt version and steps.
+    async fn run(&self, mode: &Mode) -> Result<(Vec<SampleReport>, Totals)> {
+        let variant = match &mode.llm {
+            None => "plain".to_owned(),
+            Some(c) => format!(
+                "llm-{}-{}-{}",
+                safe_name(&c.model),
+                safe_name(mode.prompt_version),
+                mode.steps.label()
+            ),
+        };
+        let mut totals = Totals::default();
+        let mut reports = Vec::new();
+        for sample in self.samples {
+            let dir = self.cache.join(format!(
+                "{:016x}-{}-{variant}-v{NOTE_FORMAT}",
+                self.hash,
+                safe_name(&sample.sample_id)
+            ));
+            let run = eval_sample(
+                sample,
+                &dir,
+                self.fresh,
+                self.k,
+                self.options,
+                mode,
+                &mut totals,
+                self.log,
+                self.shell,
+            );
+            let report = tokio::select! {
+                r = run => r.with_context(|| format!("sample {}", sample.sample_id))?,
+                _ = tokio::signal::ctrl_c() => bail!("interrupted; memories fully ingested so far stay cached (an enriching ingest resumes)"),
+            };
+            reports.push(report);
+        }
+        Ok((reports, totals))
+    }
+}
+
+/// The configurations `--ablations` runs besides the full system: each A-Mem step off,
+/// and no LLM at all. A small model's guided prompts make no evolution, so for it
+/// "no evolution" is the full system and is not run again.
+fn ablation_modes(full: &Mode) -> Vec<(&'static str, Mode)> {
+    let with = |construction, links, evolution| Mode {
+        llm: full.llm.clone(),
+        prompt_version: full.prompt_version,
+        steps: kasten_engine::Steps {
+            construction,
+            links,
+            evolution,
+        },
+        answer: full.answer,
+        held_out: false,
+    };
+    let mut out = vec![
+        ("no-construction", with(false, true, true)),
+        ("no-links", with(true, false, true)),
+    ];
+    if full.prompt_version != kasten_core::prompts::GUIDED_PROMPT_VERSION {
+        out.push(("no-evolution", with(true, true, false)));
+    }
+    out.push((
+        "no-llm",
+        Mode {
+            llm: None,
+            prompt_version: full.prompt_version,
+            steps: kasten_engine::Steps::default(),
+            answer: false,
+            held_out: false,
+        },
+    ));
+    out
+}
+
+/// One row of the side-by-side table: recall, answer scores, tokens and time per note.
+fn ablation_row(label: &str, r: &Value) -> Value {
+    let notes: f64 = r["samples"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|s| s["notes"].as_f64()).sum())
+        .unwrap_or(0.0);
+    let seconds: f64 = r["samples"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|s| s["ingest"]["seconds"].as_f64())
+                .sum()
+        })
+        .unwrap_or(0.0);
+    json!({
+        "configuration": label,
+        "steps": r["llm"]["steps"],
+        "recall_at_k": r["recall_at_k"],
+        "answers": r["answers"],
+        "tokens_per_note": r["tokens"]["ingest_llm"]["per_note"],
+        "ingest_seconds_per_note": seconds / notes.max(1.0),
+    })
+}

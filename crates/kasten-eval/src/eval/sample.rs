@@ -1,0 +1,238 @@
+//! One conversation: its notes, its cached memory, the ingest (resumable), its scoring.
+
+use std::path::Path;
+use std::time::Instant;
+
+use crate::Shell;
+use crate::locomo::Sample;
+use anyhow::{Context, Result, bail};
+use kasten_core::NewNote;
+use kasten_engine::{Engine, JobOutcome, SearchOptions};
+use serde_json::{Value, json};
+
+use super::model::*;
+use super::score::*;
+
+/// The notes a sample becomes, in conversation order.
+pub(crate) fn sample_notes(sample: &Sample) -> Vec<NewNote> {
+    sample
+        .turns()
+        .filter_map(|(session, turn)| {
+            NewNote::new(&turn.note_content()).ok().map(|n| {
+                n.at(session.date)
+                    .with_source(Some(sample.source_of(&turn.dia_id)))
+            })
+        })
+        .collect()
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn eval_sample(
+    sample: &Sample,
+    dir: &Path,
+    fresh: bool,
+    k: usize,
+    options: &SearchOptions,
+    mode: &Mode,
+    totals: &mut Totals,
+    log: &dyn Fn(String),
+    shell: &dyn Shell,
+) -> Result<SampleReport> {
+    let marker = dir.join(COMPLETE);
+    let partial = dir.join(PARTIAL);
+    let cached = !fresh && marker.is_file();
+    let resume = !fresh && !cached && mode.llm.is_some() && partial.is_file();
+    if !cached && !resume && dir.exists() {
+        // a partial ingest without an LLM (quick to redo) or --fresh: start over
+        std::fs::remove_dir_all(dir)
+            .with_context(|| format!("cannot clear the cached memory {}", dir.display()))?;
+    }
+    let notes = sample_notes(sample);
+    let endpoint = format!("surrealkv://{}", dir.display());
+    let mut engine = shell.open_engine(Some(endpoint)).await?;
+    if mode.llm.is_some() {
+        if let Err(e) = crate::configure_llm(&mut engine).await {
+            engine.close().await;
+            return Err(e);
+        }
+        engine.set_steps(mode.steps);
+    }
+    let result = async {
+        let ingest = if cached {
+            log(format!(
+                "{}: cached memory at {}",
+                sample.sample_id,
+                dir.display()
+            ));
+            let info = std::fs::read_to_string(&marker).unwrap_or_default();
+            let mut v: Value = serde_json::from_str(&info).unwrap_or(json!({}));
+            v["cached"] = json!(true);
+            v
+        } else {
+            log(format!(
+                "{}: ingesting {} turns into {}",
+                sample.sample_id,
+                notes.len(),
+                dir.display()
+            ));
+            let progress = Progress {
+                path: &partial,
+                resume,
+                log,
+                shell,
+            };
+            let mut v = ingest(&engine, &notes, mode.llm.is_some(), &progress).await?;
+            totals.ingest_seconds += v["seconds"].as_f64().unwrap_or(0.0);
+            totals.ingested_notes += notes.len();
+            std::fs::write(&marker, serde_json::to_string_pretty(&v)?)
+                .with_context(|| format!("cannot write {}", marker.display()))?;
+            // the complete marker supersedes it; a leftover one is harmless
+            let _ = std::fs::remove_file(&partial);
+            v["cached"] = json!(false);
+            v
+        };
+        totals.ingest_tokens.0 += ingest["llm_tokens_in"].as_u64().unwrap_or(0);
+        totals.ingest_tokens.1 += ingest["llm_tokens_out"].as_u64().unwrap_or(0);
+        totals.enriched += ingest["enriched"].as_u64().unwrap_or(0);
+        totals.enrich_failed += ingest["enrichment_failed"].as_u64().unwrap_or(0);
+        let count = engine.count().await? as usize;
+        if count != notes.len() {
+            bail!(
+                "the cached memory at {} holds {count} notes, expected {}; run again with --fresh",
+                dir.display(),
+                notes.len()
+            );
+        }
+        score_questions(&engine, sample, k, options, mode, totals, log).await?;
+        Ok(SampleReport {
+            sample_id: sample.sample_id.clone(),
+            notes: notes.len(),
+            sessions: sample.sessions.len(),
+            questions: sample.questions.len(),
+            ingest,
+        })
+    }
+    .await;
+    engine.close().await;
+    result
+}
+
+/// Where an enriching ingest records its progress, and whether it resumes from it.
+pub(crate) struct Progress<'a> {
+    pub(crate) path: &'a Path,
+    pub(crate) resume: bool,
+    pub(crate) log: &'a dyn Fn(String),
+    pub(crate) shell: &'a dyn Shell,
+}
+
+impl Progress<'_> {
+    /// (notes enriched, failed, seconds spent) by the runs before this one.
+    fn before(&self) -> (u64, u64, f64) {
+        if !self.resume {
+            return (0, 0, 0.0);
+        }
+        let v: Value = std::fs::read_to_string(self.path)
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or(json!({}));
+        (
+            v["enriched"].as_u64().unwrap_or(0),
+            v["enrichment_failed"].as_u64().unwrap_or(0),
+            v["seconds"].as_f64().unwrap_or(0.0),
+        )
+    }
+
+    fn save(&self, added: usize, enriched: u64, failed: u64, seconds: f64) -> Result<()> {
+        let v = json!({"added": added, "enriched": enriched, "enrichment_failed": failed, "seconds": seconds});
+        let tmp = self.path.with_extension("tmp");
+        std::fs::write(&tmp, v.to_string())
+            .and_then(|()| std::fs::rename(&tmp, self.path))
+            .with_context(|| format!("cannot write {}", self.path.display()))
+    }
+}
+
+/// Writes the notes into the (empty) memory. With an LLM each note is enriched before
+/// the next is added, so its links and evolution only see the conversation so far; the
+/// progress is saved as it goes, and a run that finds it resumes after the last note added
+/// (finishing that note's enrichment first).
+pub(crate) async fn ingest(
+    engine: &Engine,
+    notes: &[NewNote],
+    enrich: bool,
+    progress: &Progress<'_>,
+) -> Result<Value> {
+    // one note per turn, as in the A-Mem protocol: a repeated turn ("Thanks!") stays a
+    // note of its own instead of being merged into the earlier one
+    engine
+        .set_merge_options(&kasten_engine::MergeOptions {
+            enabled: false,
+            supersede: false,
+            ..Default::default()
+        })
+        .await?;
+    let t0 = Instant::now();
+    let (mut enriched, mut failed, secs_before) = progress.before();
+    if enrich {
+        let start = if progress.resume {
+            let added = (engine.count().await? as usize).min(notes.len());
+            (progress.log)(format!(
+                "resuming after note {added} of {} (saved progress in {})",
+                notes.len(),
+                progress.path.display()
+            ));
+            let s = engine.run_pending(&|_| {}).await?;
+            enriched += s.done as u64;
+            failed += (s.failed + s.retrying) as u64;
+            added
+        } else {
+            0
+        };
+        progress.save(start, enriched, failed, secs_before)?;
+        let pb = progress.shell.progress_bar();
+        pb.set_message("enriching");
+        pb.set_length(notes.len() as u64);
+        pb.set_position(start as u64);
+        for (i, n) in notes.iter().enumerate().skip(start) {
+            let note = engine.add(n.clone()).await?;
+            match engine.enrich_note(&note.id).await? {
+                Some(JobOutcome::Done { .. }) => enriched += 1,
+                Some(JobOutcome::Retrying { error, .. } | JobOutcome::Failed { error, .. }) => {
+                    failed += 1;
+                    if i + 1 == EARLY_FAILURES && failed as usize == EARLY_FAILURES {
+                        bail!("the first {EARLY_FAILURES} notes could not be enriched: {error}");
+                    }
+                }
+                Some(JobOutcome::Gone { .. }) | None => failed += 1,
+            }
+            pb.inc(1);
+            progress.save(
+                i + 1,
+                enriched,
+                failed,
+                secs_before + t0.elapsed().as_secs_f64(),
+            )?;
+        }
+        pb.finish_and_clear();
+    } else {
+        engine
+            .add_batches(notes.chunks(BATCH).map(<[NewNote]>::to_vec), |_| {})
+            .await?;
+    }
+    let secs = secs_before + t0.elapsed().as_secs_f64();
+    let (mut tin, mut tout) = (0i64, 0i64);
+    if enrich {
+        for u in engine.usage_by_model().await? {
+            tin += u.tokens_in;
+            tout += u.tokens_out;
+        }
+    }
+    Ok(json!({
+        "notes": notes.len(),
+        "seconds": secs,
+        "notes_per_s": notes.len() as f64 / secs.max(1e-9),
+        "enriched": enriched,
+        "enrichment_failed": failed,
+        "llm_tokens_in": tin.max(0),
+        "llm_tokens_out": tout.max(0),
+    }))
+}

@@ -1,0 +1,297 @@
+//! Recall@k of each system for every question, and the answers with --answer.
+
+use std::collections::{HashMap, HashSet};
+use std::time::Instant;
+
+use crate::locomo::{self, Category, Question, Sample};
+use anyhow::{Context, Result, bail};
+use kasten_engine::{Engine, LlmClient, LlmConfig, SearchOptions};
+use kasten_llm::{ChatRequest, Message};
+
+use super::model::*;
+
+pub(crate) async fn score_questions(
+    engine: &Engine,
+    sample: &Sample,
+    k: usize,
+    options: &SearchOptions,
+    mode: &Mode,
+    totals: &mut Totals,
+    log: &dyn Fn(String),
+) -> Result<()> {
+    // Kasten's default search follows links or not as the memory's setting and LLM say
+    let options = &SearchOptions {
+        links: engine.follows_links(),
+        ..options.clone()
+    };
+    totals.follows_links = Some(engine.follows_links());
+    // note id → turn id, for the rankings that return ids without reading notes
+    let count = engine.count().await? as usize;
+    let all = engine.list(count, 0).await?;
+    let dia_of: HashMap<String, String> = all
+        .iter()
+        .filter_map(|n| {
+            let src = n.source.as_deref()?;
+            Some((n.id.to_string(), sample.dia_id_of(src)?.to_owned()))
+        })
+        .collect();
+    let to_dia = |ids: Vec<String>| -> Vec<String> {
+        ids.into_iter()
+            .map(|id| dia_of.get(&id).cloned().unwrap_or(id))
+            .collect()
+    };
+    let turns: HashSet<&str> = sample.turns().map(|(_, t)| t.dia_id.as_str()).collect();
+    // the Boxes, for the Box-signal variant (computed once if the memory has none)
+    if engine.boxes().await?.is_empty() {
+        engine.recompute_boxes().await?;
+    }
+    let box_of: HashMap<kasten_core::NoteId, usize> = engine
+        .boxes()
+        .await?
+        .into_iter()
+        .enumerate()
+        .flat_map(|(i, b)| b.members.into_iter().map(move |m| (m, i)))
+        .collect();
+    let client = if mode.answer {
+        match engine.llm_client() {
+            Some(c) => Some(c.clone()),
+            None => bail!("{}", LlmConfig::missing_reason()),
+        }
+    } else {
+        None
+    };
+    let mut scored = 0usize;
+    for (index, q) in sample.questions.iter().enumerate() {
+        let known: Vec<String> = q
+            .evidence
+            .iter()
+            .filter(|e| turns.contains(e.as_str()))
+            .cloned()
+            .collect();
+        totals.unknown_evidence += q.evidence.len() - known.len();
+        let adversarial = q.category == Category::Adversarial;
+        if adversarial {
+            totals.adversarial += 1;
+        } else if known.is_empty() {
+            totals.skipped_no_evidence += 1;
+        }
+        let score_retrieval = !adversarial && !known.is_empty();
+        if !score_retrieval && client.is_none() {
+            continue;
+        }
+
+        let t0 = Instant::now();
+        let out = engine.search_with(&q.question, k, options).await?;
+        totals.search_latency.push(t0.elapsed());
+        totals.context_chars.push(
+            out.hits
+                .iter()
+                .map(|h| h.note.content.chars().count())
+                .sum(),
+        );
+        let answer = match &client {
+            Some(c) => {
+                let t = Instant::now();
+                let a = answer_question(c, q, index, &out.hits, totals).await?;
+                totals.answer_latency.push(t.elapsed());
+                Some(a)
+            }
+            None => None,
+        };
+        let mut retrieved: HashMap<System, Vec<String>> = HashMap::new();
+        retrieved.insert(
+            System::Kasten,
+            to_dia(out.hits.iter().map(|h| h.note.id.to_string()).collect()),
+        );
+        let mut recall = HashMap::new();
+        if score_retrieval {
+            let qv = engine.embed_query(&q.question).await?;
+            let ids = |v: Vec<(kasten_core::NoteId, f32)>| -> Vec<String> {
+                v.into_iter().map(|(id, _)| id.to_string()).collect()
+            };
+            retrieved.insert(System::Dense, to_dia(ids(engine.rank_vector(&qv, k)?)));
+            retrieved.insert(
+                System::Bm25,
+                to_dia(ids(engine.rank_keyword(&q.question, k)?)),
+            );
+            let rrf = engine.rank_hybrid(&q.question, &qv, k)?;
+            retrieved.insert(
+                System::Rrf,
+                to_dia(rrf.into_iter().map(|h| h.id.to_string()).collect()),
+            );
+            let ablations = [
+                (System::FusionOnly, SearchOptions::fusion_only()),
+                (
+                    System::NoContext,
+                    SearchOptions {
+                        context_weight: 0.0,
+                        ..options.clone()
+                    },
+                ),
+                (
+                    System::NoDates,
+                    SearchOptions {
+                        date_weight: 0.0,
+                        ..options.clone()
+                    },
+                ),
+                (
+                    System::NoLinks,
+                    SearchOptions {
+                        links: false,
+                        ..options.clone()
+                    },
+                ),
+                (
+                    System::WithLinks,
+                    SearchOptions {
+                        links: true,
+                        ..options.clone()
+                    },
+                ),
+                (
+                    System::TwoHops,
+                    SearchOptions {
+                        links: true,
+                        link_hops: 2,
+                        ..options.clone()
+                    },
+                ),
+            ];
+            {
+                let mut pool = engine.rank_expanded(&q.question, &qv, 3 * k, options)?;
+                let top: HashSet<usize> = pool
+                    .iter()
+                    .take(3)
+                    .filter_map(|h| box_of.get(&h.id).copied())
+                    .collect();
+                for h in &mut pool {
+                    if box_of.get(&h.id).is_some_and(|b| top.contains(b)) {
+                        h.score *= 1.0 + BOX_BOOST;
+                    }
+                }
+                pool.sort_by(|a, b| b.score.total_cmp(&a.score));
+                pool.truncate(k);
+                retrieved.insert(
+                    System::BoxBoost,
+                    to_dia(pool.into_iter().map(|h| h.id.to_string()).collect()),
+                );
+            }
+            for (sys, opts) in ablations {
+                let hits = engine.rank_expanded(&q.question, &qv, k, &opts)?;
+                retrieved.insert(
+                    sys,
+                    to_dia(hits.into_iter().map(|h| h.id.to_string()).collect()),
+                );
+            }
+            let chained = SearchOptions {
+                chain: true,
+                ..options.clone()
+            };
+            let hits = engine.search_with(&q.question, k, &chained).await?.hits;
+            retrieved.insert(
+                System::Chain,
+                to_dia(hits.into_iter().map(|h| h.note.id.to_string()).collect()),
+            );
+            if mode.held_out {
+                if totals
+                    .grid
+                    .last()
+                    .is_none_or(|(id, _)| *id != sample.sample_id)
+                {
+                    totals
+                        .grid
+                        .push((sample.sample_id.clone(), vec![Vec::new(); GRID.len()]));
+                }
+                for (i, &(v, c, d)) in GRID.iter().enumerate() {
+                    let opts = SearchOptions {
+                        vector_weight: v,
+                        context_weight: c,
+                        date_weight: d,
+                        ..options.clone()
+                    };
+                    let hits = engine.rank_expanded(&q.question, &qv, k, &opts)?;
+                    let got = to_dia(hits.into_iter().map(|h| h.id.to_string()).collect());
+                    let r = locomo::recall_at_k(&known, &got, k).unwrap_or(0.0);
+                    if let Some((_, per)) = totals.grid.last_mut() {
+                        per[i].push(r);
+                    }
+                }
+            }
+            for (sys, got) in &retrieved {
+                let r = locomo::recall_at_k(&known, got, k).unwrap_or(0.0);
+                totals.recall.entry(*sys).or_default().add(q.category, r);
+                recall.insert(*sys, r);
+            }
+            scored += 1;
+        }
+        if let Some(a) = &answer {
+            totals.f1.add(q.category, a.f1);
+            totals.bleu1.add(q.category, a.bleu1);
+            totals.locomo_f1.add(q.category, a.locomo_f1);
+        }
+        totals.results.push(QuestionResult {
+            sample: sample.sample_id.clone(),
+            question: q.question.clone(),
+            category: q.category,
+            evidence: known,
+            retrieved,
+            recall,
+            answer,
+        });
+    }
+    log(format!(
+        "{}: {scored} questions scored for retrieval{}",
+        sample.sample_id,
+        if client.is_some() {
+            ", every question answered"
+        } else {
+            ""
+        }
+    ));
+    Ok(())
+}
+
+/// Asks the LLM and scores its answer against the gold one.
+pub(crate) async fn answer_question(
+    client: &LlmClient,
+    q: &Question,
+    index: usize,
+    hits: &[kasten_engine::SearchHit],
+    totals: &mut Totals,
+) -> Result<Answered> {
+    let notes: Vec<kasten_core::chat::ShownNote> = hits
+        .iter()
+        .map(|h| kasten_core::chat::ShownNote {
+            time: h.note.created_at.format("%-d %B %Y").to_string(),
+            content: h.note.content.clone(),
+            context: h.note.context.clone(),
+            keywords: h.note.keywords.clone(),
+        })
+        .collect();
+    let prompt = locomo::answer_prompt(q, index, &notes);
+    let req = ChatRequest {
+        messages: vec![Message::system(prompt.system), Message::user(prompt.user)],
+        temperature: 0.0,
+        max_tokens: Some(64),
+        grammar: None,
+    };
+    let resp = client
+        .chat(&req)
+        .await
+        .context("the LLM could not answer")?;
+    totals.query_tokens.0 += u64::from(resp.usage.prompt_tokens);
+    totals.query_tokens.1 += u64::from(resp.usage.completion_tokens);
+    totals.query_tokens_estimated |= resp.usage.estimated;
+    let prediction = resp.text.trim().to_owned();
+    let gold = match q.category {
+        Category::Adversarial => locomo::NOT_MENTIONED.to_owned(),
+        _ => q.answer.clone().unwrap_or_default(),
+    };
+    Ok(Answered {
+        f1: locomo::token_f1(&prediction, &gold),
+        bleu1: locomo::bleu1(&prediction, &gold),
+        locomo_f1: locomo::locomo_f1(&prediction, &gold, q.category),
+        prediction,
+    })
+}
