@@ -16,7 +16,7 @@ use kasten_llm::catalog::{
 use kasten_llm::install::{InstallProgress, Installer, human};
 use serde_json::json;
 
-use crate::LlmAction;
+use crate::args::LlmAction;
 
 /// How long one discovery probe may take.
 const PROBE_TIMEOUT: Duration = Duration::from_millis(400);

@@ -11,7 +11,7 @@ use anyhow::Result;
 use kasten_share::Memory;
 use tokio::sync::Notify;
 
-use crate::configure;
+use crate::open::configure;
 use crate::share::{self, Opened};
 
 pub async fn run(db: Option<&str>, access: kasten_mcp::Access) -> Result<()> {

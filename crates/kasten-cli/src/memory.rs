@@ -161,7 +161,7 @@ async fn consolidate(
     options: &kasten_engine::ConsolidateOptions,
     json: bool,
 ) -> Result<()> {
-    let pb = crate::progress_bar();
+    let pb = crate::open::progress_bar();
     pb.set_message("consolidating");
     let progress = |p: &kasten_engine::ConsolidateProgress| {
         pb.set_length(p.total.max(p.done_before + p.scanned));

@@ -28,7 +28,7 @@ pub async fn open_or_connect(
     as_client: bool,
     storage: Option<StorageLimits>,
 ) -> Result<Opened> {
-    let ep = crate::endpoint(db)?;
+    let ep = crate::open::endpoint(db)?;
     let sharing = if as_client {
         Sharing::Client
     } else {
@@ -43,9 +43,9 @@ pub async fn open_or_connect(
         || {
             let loaded = match embedder {
                 Some(e) => Ok(Arc::clone(e)),
-                None => crate::load_embedder().inspect(|e| *embedder = Some(Arc::clone(e))),
+                None => crate::open::load_embedder().inspect(|e| *embedder = Some(Arc::clone(e))),
             };
-            async move { crate::open_engine_with(ep, loaded?, storage).await }
+            async move { crate::open::open_engine_with(ep, loaded?, storage).await }
         },
         is_locked,
     )
@@ -62,7 +62,7 @@ pub async fn serve(
     wake: Option<Arc<Notify>>,
 ) -> Option<Owner> {
     let on_write = wake.map(|w| -> kasten_share::OnWrite { Arc::new(move || w.notify_one()) });
-    let d = kasten_share::shared_dir(&crate::endpoint(db).ok()?)?;
+    let d = kasten_share::shared_dir(&crate::open::endpoint(db).ok()?)?;
     match Owner::start(
         Arc::clone(engine),
         &d,

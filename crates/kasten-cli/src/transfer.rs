@@ -16,7 +16,7 @@ use kasten_engine::{BackupFile, StagedRestore, StorageLimits, TableProgress};
 use kasten_engine::{Engine, ImportProgress, Progress};
 use serde_json::json;
 
-use crate::progress_bar;
+use crate::open::progress_bar;
 
 pub use kasten_engine::files::{ImportPlan, plan_chat, plan_markdown};
 
@@ -374,7 +374,7 @@ pub async fn restore(engine: &Engine, target: RestoreTarget, json: bool) -> Resu
 /// (kept, named in the output) and the restored folder put in its place. A failure before
 /// the swap changes nothing.
 pub async fn replace(db: Option<&str>, path: &Path, file: &BackupFile, json: bool) -> Result<()> {
-    let ep = crate::endpoint(db)?;
+    let ep = crate::open::endpoint(db)?;
     let Some(dir) = kasten_share::shared_dir(&ep) else {
         bail!(
             "--replace puts a restored folder in the place of the memory's, and {ep} is not a folder; restore into an empty memory there instead (nothing was restored)"
