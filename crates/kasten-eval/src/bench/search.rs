@@ -1,18 +1,11 @@
-//! `kasten bench search`: builds (or reuses) a memory of N synthetic notes with the real
-//! embedder and store, then measures ingest throughput, query embedding, vector search,
-//! hybrid search and note fetch latency, RSS and bytes on disk per note.
-//! `--export DIR` writes the corpus and query vectors for `bench/chroma_bench.py`, so
-//! ChromaDB can be measured on exactly the same vectors.
-//! `kasten bench share`: what going through the memory's owner (kasten-share) adds to a
-//! search: the same queries in the owning engine and through a client on its socket.
+//! `kasten bench search`: ingest, query embedding, vector, hybrid and date-aware search,
+//! note fetch, reopening, RSS and bytes per note.
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::{Shell, synthetic};
 use anyhow::{Context, Result, bail};
-use clap::Subcommand;
 use kasten_core::NewNote;
 use kasten_engine::Endpoint;
 use kasten_engine::{Engine, SearchOptions};
@@ -20,205 +13,19 @@ use rand::SeedableRng;
 use rand::rngs::StdRng;
 use serde_json::json;
 
+use super::stats::{rss_mib, stats, write_f32};
+
 /// Links per note in the bench memory (see `measure`).
-const LINKS_PER_NOTE: usize = 3;
+pub(crate) const LINKS_PER_NOTE: usize = 3;
 /// Notes per batch of the bench's ingest.
-const INGEST_BATCH: usize = 256;
+pub(crate) const INGEST_BATCH: usize = 256;
 /// How many of the corpus's notes the embedder embeds on its own first (its throughput is
 /// what the ingest's is compared with).
-const EMBED_ALONE_NOTES: usize = 5_120;
-
-#[derive(Subcommand, Debug)]
-pub enum BenchCommand {
-    /// Search latency and ingest throughput on a memory of N notes.
-    Search {
-        /// Size of the memory to measure.
-        #[arg(long)]
-        notes: usize,
-        /// Queries to time.
-        #[arg(long, default_value_t = 200)]
-        queries: usize,
-        #[arg(short, default_value_t = 10)]
-        k: usize,
-        /// Build the corpus again even if one of this size exists.
-        #[arg(long)]
-        fresh: bool,
-        /// Write corpus.f32, queries.f32 and meta.json here (for bench/chroma_bench.py).
-        #[arg(long)]
-        export: Option<PathBuf>,
-        /// Skip the full Box recompute (minutes at 100k notes) after the search figures.
-        #[arg(long)]
-        no_boxes: bool,
-        /// Scan every int8 vector (no sign-code prefilter), as before the prefilter existed.
-        #[arg(long)]
-        exact_scan: bool,
-        /// Afterwards, time reopening the memory: once rebuilding the indexes from the
-        /// store (the index snapshot removed first) and once from the snapshot the close
-        /// after that wrote. Embedded memories only.
-        #[arg(long)]
-        reopen: bool,
-    },
-    /// What a client round trip through the memory's owner adds to `search`: the same
-    /// queries on a new memory of N notes, in the owning engine and through a client
-    /// connected to its socket (the socket, token check and tarpc as between processes).
-    Share {
-        #[arg(long, default_value_t = 1000)]
-        notes: usize,
-        #[arg(long, default_value_t = 200)]
-        queries: usize,
-        #[arg(short, default_value_t = 10)]
-        k: usize,
-    },
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)].as_secs_f64() * 1e3
-}
-
-fn stats(mut v: Vec<Duration>) -> serde_json::Value {
-    v.sort();
-    let mean = v.iter().map(Duration::as_secs_f64).sum::<f64>() / v.len().max(1) as f64 * 1e3;
-    json!({ "p50_ms": percentile(&v, 0.5), "p95_ms": percentile(&v, 0.95), "mean_ms": mean, "n": v.len() })
-}
-
-/// (VmRSS, VmHWM) of this process in MiB.
-fn rss_mib() -> (f64, f64) {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find(|l| l.starts_with(name))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|kb| kb.parse::<f64>().ok())
-            .map_or(0.0, |kb| kb / 1024.0)
-    };
-    (field("VmRSS:"), field("VmHWM:"))
-}
-
-fn write_f32(path: &Path, rows: &[Vec<f32>]) -> Result<()> {
-    let mut f = std::io::BufWriter::new(
-        std::fs::File::create(path).with_context(|| format!("cannot write {}", path.display()))?,
-    );
-    for r in rows {
-        for x in r {
-            f.write_all(&x.to_le_bytes())?;
-        }
-    }
-    f.flush()?;
-    Ok(())
-}
-
-pub async fn run(
-    cmd: &BenchCommand,
-    db: Option<&str>,
-    json_out: bool,
-    shell: &dyn Shell,
-) -> Result<()> {
-    let BenchCommand::Search {
-        notes,
-        queries,
-        k,
-        fresh,
-        export,
-        no_boxes,
-        exact_scan,
-        reopen,
-    } = cmd
-    else {
-        let BenchCommand::Share { notes, queries, k } = cmd else {
-            bail!("unknown bench");
-        };
-        return share(*notes, (*queries).max(1), (*k).max(1), json_out, shell).await;
-    };
-    let (n, q, k) = (*notes, (*queries).max(1), (*k).max(1));
-    if n == 0 {
-        bail!("--notes must be at least 1");
-    }
-    let ep = match db {
-        Some(s) => Endpoint::parse(s)?,
-        None => {
-            let base = match Endpoint::default_from_env()? {
-                Endpoint::SurrealKv(p) => p.parent().map(Path::to_path_buf).unwrap_or(p),
-                _ => PathBuf::from("."),
-            };
-            Endpoint::SurrealKv(base.join("bench").join(format!("notes-{n}")))
-        }
-    };
-    if *fresh && let Endpoint::SurrealKv(dir) = &ep {
-        let _ = std::fs::remove_dir_all(dir);
-    }
-    let log = |s: String| {
-        if !json_out {
-            eprintln!("{s}");
-        }
-    };
-    log(format!("bench: memory at {ep}"));
-    let t_open = Instant::now();
-    let engine = shell
-        .open_engine(Some(db.map_or_else(|| ep.to_string(), str::to_owned)))
-        .await?;
-    let open_time = t_open.elapsed();
-    let opened_from_snapshot = engine.opened_from_snapshot();
-    let embedder = engine.shared_embedder();
-    if *exact_scan {
-        engine.set_vector_prefilter(None)?;
-    }
-    let result = measure(&engine, n, q, k, export.as_deref(), open_time, &log, shell).await;
-    // a full Box recompute (similarity graph for weakly linked notes + Louvain), which the
-    // app runs off its UI thread
-    let boxes = if !*no_boxes && result.is_ok() {
-        let t0 = Instant::now();
-        let b = match engine.recompute_boxes().await {
-            Ok(b) => b,
-            Err(e) => {
-                engine.close().await;
-                return Err(e.into());
-            }
-        };
-        let seconds = t0.elapsed().as_secs_f64();
-        log(format!(
-            "bench: {} Boxes in {seconds:.2} s (modularity {:.3})",
-            b.boxes, b.modularity
-        ));
-        json!({
-            "seconds": seconds,
-            "boxes": b.boxes,
-            "boxed_notes": b.boxed_notes,
-            "edges": b.edges,
-            "modularity": b.modularity,
-            "graph_ms": b.graph_ms,
-            "cluster_ms": b.cluster_ms,
-            "largest": b.sizes.first().copied().unwrap_or(0),
-        })
-    } else {
-        json!(null)
-    };
-    let t_close = Instant::now();
-    engine.close().await;
-    let close_seconds = t_close.elapsed().as_secs_f64();
-    let mut report = result?;
-    report["vector_prefilter"] = json!(!*exact_scan);
-    report["boxes"] = boxes;
-    report["opened_from_snapshot"] = json!(opened_from_snapshot);
-    report["close_seconds"] = json!(close_seconds);
-    if *reopen {
-        report["reopen"] = measure_reopen(&ep, embedder, &log).await?;
-    }
-    if json_out {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print_report(&report);
-    }
-    Ok(())
-}
+pub(crate) const EMBED_ALONE_NOTES: usize = 5_120;
 
 /// Opens the memory with `embedder` (loaded once, so model loading is not timed) and
 /// closes it again: (open seconds, close seconds, read from the snapshot).
-async fn time_open(
+pub(crate) async fn time_open(
     ep: &Endpoint,
     embedder: &std::sync::Arc<dyn kasten_embed::Embedder>,
 ) -> Result<(f64, f64, bool)> {
@@ -233,7 +40,7 @@ async fn time_open(
 
 /// `--reopen`: a rebuild from the store (snapshot removed), then an open from the snapshot
 /// the rebuild's close wrote.
-async fn measure_reopen(
+pub(crate) async fn measure_reopen(
     ep: &Endpoint,
     embedder: std::sync::Arc<dyn kasten_embed::Embedder>,
     log: &dyn Fn(String),
@@ -265,7 +72,7 @@ async fn measure_reopen(
 }
 
 #[allow(clippy::too_many_arguments)]
-async fn measure(
+pub(crate) async fn measure(
     engine: &Engine,
     n: usize,
     q: usize,
@@ -539,14 +346,14 @@ async fn measure(
 }
 
 /// Rounds of the many-periods measurement (each: one ranking of each query, one write).
-const HOSTILE_ROUNDS: usize = 20;
+pub(crate) const HOSTILE_ROUNDS: usize = 20;
 
 /// A query naming 2,000 periods ("since 1000 since 1001 … since 2999", which any agent can
 /// send) against one naming a single period and a plain query, ranked with everything on,
 /// and the latency of a write (a note added and deleted again, so the memory keeps its
 /// size) alone and while another thread ranks that query in a loop: the work the query does
 /// under the index lock is bounded, and a writer waits no longer than behind any search.
-async fn many_periods(
+pub(crate) async fn many_periods(
     engine: &Engine,
     texts: &[String],
     vectors: &[Vec<f32>],
@@ -641,7 +448,7 @@ async fn many_periods(
     }))
 }
 
-fn print_report(r: &serde_json::Value) {
+pub(crate) fn print_report(r: &serde_json::Value) {
     let ms = |path: &str, field: &str| r[path][field].as_f64().unwrap_or(f64::NAN);
     println!("notes:                {}", r["notes"]);
     println!(
@@ -721,101 +528,4 @@ fn print_report(r: &serde_json::Value) {
         r["db_bytes"],
         r["db_bytes_per_note"].as_f64().unwrap_or(0.0)
     );
-}
-
-/// See [`BenchCommand::Share`]. The memory is a new folder under the system's temporary
-/// directory, removed afterwards.
-async fn share(n: usize, q: usize, k: usize, json_out: bool, shell: &dyn Shell) -> Result<()> {
-    let dir = std::env::temp_dir().join(format!("kasten-bench-share-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let ep = Endpoint::SurrealKv(dir.clone());
-    let engine = std::sync::Arc::new(shell.open_engine(Some(ep.to_string())).await?);
-    let result = share_measure(&engine, &dir, n, q, k, json_out).await;
-    // work still holding the engine is asked to stop; the store is closed in any case
-    Engine::close_shared(engine).await;
-    let _ = std::fs::remove_dir_all(&dir);
-    result
-}
-
-async fn share_measure(
-    engine: &std::sync::Arc<Engine>,
-    dir: &Path,
-    n: usize,
-    q: usize,
-    k: usize,
-    json_out: bool,
-) -> Result<()> {
-    let mut rng = StdRng::seed_from_u64(7);
-    let notes: Vec<NewNote> = (0..n)
-        .filter_map(|_| NewNote::new(&synthetic::sentence(&mut rng)).ok())
-        .collect();
-    engine
-        .add_batches(notes.chunks(INGEST_BATCH).map(<[NewNote]>::to_vec), |_| {})
-        .await?;
-    let owner = kasten_share::Owner::start(
-        std::sync::Arc::clone(engine),
-        dir,
-        kasten_share::OwnerInfo::this_process("`kasten bench share`"),
-        None,
-    )
-    .await?;
-    let measured = async {
-        let client = kasten_share::Client::connect(dir)
-            .await?
-            .context("the owner did not answer on its socket")?;
-        let texts: Vec<String> = (0..q).map(|_| synthetic::sentence(&mut rng)).collect();
-        let (mut local, mut remote, mut added, mut ping) = (vec![], vec![], vec![], vec![]);
-        for (i, t) in texts.iter().enumerate() {
-            let t0 = Instant::now();
-            let a = engine.search(t, k).await?;
-            let l = t0.elapsed();
-            let t1 = Instant::now();
-            let b = client.search(t, k).await?;
-            let r = t1.elapsed();
-            let t2 = Instant::now();
-            client.ping().await?;
-            let p = t2.elapsed();
-            if a.hits.len() != b.hits.len() {
-                bail!(
-                    "the client got {} hits, the engine {}",
-                    b.hits.len(),
-                    a.hits.len()
-                );
-            }
-            if i >= 10 {
-                // the first few warm caches on both sides
-                local.push(l);
-                remote.push(r);
-                added.push(r.saturating_sub(l));
-                ping.push(p);
-            }
-        }
-        Ok::<_, anyhow::Error>(json!({
-            "notes": n,
-            "k": k,
-            "search_here": stats(local),
-            "search_through_owner": stats(remote),
-            "added_by_round_trip": stats(added),
-            "empty_round_trip": stats(ping),
-        }))
-    }
-    .await;
-    owner.stop().await;
-    let v = measured?;
-    if json_out {
-        crate::print_json(&v);
-    } else {
-        println!(
-            "search p50 {:.3} ms here, {:.3} ms through the owner: +{:.3} ms p50 (p95 +{:.3} ms); empty round trip p50 {:.3} ms ({} queries, {} notes, k {})",
-            v["search_here"]["p50_ms"].as_f64().unwrap_or(0.0),
-            v["search_through_owner"]["p50_ms"].as_f64().unwrap_or(0.0),
-            v["added_by_round_trip"]["p50_ms"].as_f64().unwrap_or(0.0),
-            v["added_by_round_trip"]["p95_ms"].as_f64().unwrap_or(0.0),
-            v["empty_round_trip"]["p50_ms"].as_f64().unwrap_or(0.0),
-            q.saturating_sub(10),
-            n,
-            k
-        );
-    }
-    Ok(())
 }
