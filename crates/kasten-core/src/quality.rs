@@ -86,6 +86,94 @@ pub const GENERAL_TAGS: &[&str] = &[
     "feelings",
 ];
 
+/// What each general tag covers, in the words notes use: the text a tag is embedded as
+/// when the tags nearest a note are shortlisted for a small model (a bare word such as
+/// "health" lies no nearer a note about a dentist than "shopping" does for the embedder).
+const GENERAL_TAG_MEANINGS: &[(&str, &str)] = &[
+    (
+        "work",
+        "work: job, office, colleagues, meetings, projects, team, manager, deadlines",
+    ),
+    (
+        "family",
+        "family: parents, children, partner, relatives, grandparents, family life",
+    ),
+    (
+        "friends",
+        "friends: a friend, meeting up, social life, catching up",
+    ),
+    (
+        "health",
+        "health: doctor, dentist, illness, pain, injury, medicine, sleep, the body",
+    ),
+    (
+        "money",
+        "money: bills, costs, prices, insurance, bank, savings, salary, payments",
+    ),
+    (
+        "home",
+        "home: house, flat, apartment, landlord, repairs, cleaning, moving house",
+    ),
+    (
+        "travel",
+        "travel: a trip, holiday, flights, trains, hotels, passport, another country",
+    ),
+    (
+        "food",
+        "food: cooking, recipes, baking, meals, restaurants, groceries",
+    ),
+    ("pets", "pets: a dog, a cat, animals kept at home, the vet"),
+    (
+        "learning",
+        "learning: studying, courses, lessons, school, new skills",
+    ),
+    (
+        "hobby",
+        "hobby: gardening, plants, crafts, games, climbing, painting, pastimes",
+    ),
+    (
+        "music",
+        "music: songs, instruments, concerts, playing or listening to music",
+    ),
+    (
+        "sports",
+        "sports: running, football, gym, training, matches, cycling, swimming",
+    ),
+    ("books", "books: reading, novels, authors, a book"),
+    (
+        "tech",
+        "tech: computers, software, phones, servers, apps, the internet",
+    ),
+    (
+        "plans",
+        "plans: schedules, appointments, things to do later, reminders",
+    ),
+    (
+        "events",
+        "events: birthdays, weddings, parties, celebrations, festivals",
+    ),
+    (
+        "shopping",
+        "shopping: buying things, shops, orders, purchases",
+    ),
+    (
+        "ideas",
+        "ideas: thoughts, inspiration, something new to make or try",
+    ),
+    (
+        "feelings",
+        "feelings: emotions, mood, stress, happiness, worries",
+    ),
+];
+
+/// The text `tag` is compared with a note as: what a general tag covers, else the tag.
+pub fn tag_meaning(tag: &str) -> &str {
+    GENERAL_TAG_MEANINGS
+        .iter()
+        .find(|(t, _)| *t == tag)
+        .map_or(tag, |(_, m)| m)
+}
+
 /// The most links a note may keep from one enrichment.
 pub const MAX_LINKS_PER_NOTE: usize = 5;
 
