@@ -29,6 +29,7 @@ use anyhow::{Context, Result, bail};
 use chrono::{DateTime, Duration as Minutes, Utc};
 use kasten_core::{NewNote, NoteId};
 use kasten_engine::{Engine, JobOutcome, MergeOptions, Policy, PolicyMode, SearchOptions};
+use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::Shell;
@@ -108,34 +109,87 @@ impl Tally {
         self.merged += o.merged;
     }
 
-    fn json(&self, llm: bool) -> Value {
-        let ratio = |a: usize, b: usize| {
-            if b == 0 {
-                Value::Null
-            } else {
-                json!(((a as f64 / b as f64) * 1e4).round() / 1e4)
-            }
-        };
-        json!({
-            "questions": self.questions,
-            "resolved": self.resolved,
-            "unresolved": self.questions - self.resolved,
-            "current_fact_at_1": ratio(self.at_1, self.resolved),
-            "current_fact_at_5": ratio(self.at_5, self.resolved),
-            "accuracy": if self.answered > 0 { ratio(self.correct, self.answered) } else { Value::Null },
-            "facts": self.facts,
-            "notes_superseded": self.superseded_notes,
-            "facts_replaced_in_data": self.superseded_true,
-            "replaced_facts_found_superseded": self.superseded_found_true,
-            "notes_merged": self.merged,
-            "tokens_per_fact": if llm && self.facts > 0 { json!(self.tokens as f64 / self.facts as f64) } else if self.facts > 0 { json!(0.0) } else { Value::Null },
-            "answer_tokens_per_question": if self.answered > 0 { json!(self.answer_tokens as f64 / self.answered as f64) } else { Value::Null },
-            "seconds_per_fact": if self.facts > 0 { json!(self.seconds / self.facts as f64) } else { Value::Null },
-            // ingest (merge on write, supersession) against the embedder alone on the same
-            // facts in the same run: 1.0 is the embedder's pace
-            "share_of_embedder": if self.embed_alone_seconds > 0.0 && self.seconds > 0.0 { json!(((self.embed_alone_seconds / self.seconds) * 1e3).round() / 1e3) } else { Value::Null },
-        })
+    fn figures(&self, llm: bool) -> Figures {
+        let ratio =
+            |a: usize, b: usize| (b > 0).then(|| ((a as f64 / b as f64) * 1e4).round() / 1e4);
+        let per = |x: f64, n: usize| (n > 0).then(|| x / n as f64);
+        Figures {
+            questions: self.questions,
+            resolved: self.resolved,
+            unresolved: self.questions - self.resolved,
+            current_fact_at_1: ratio(self.at_1, self.resolved),
+            current_fact_at_5: ratio(self.at_5, self.resolved),
+            accuracy: ratio(self.correct, self.answered),
+            facts: self.facts,
+            notes_superseded: self.superseded_notes,
+            facts_replaced_in_data: self.superseded_true,
+            replaced_facts_found_superseded: self.superseded_found_true,
+            notes_merged: self.merged,
+            tokens_per_fact: per(if llm { self.tokens as f64 } else { 0.0 }, self.facts),
+            answer_tokens_per_question: per(self.answer_tokens as f64, self.answered),
+            seconds_per_fact: per(self.seconds, self.facts),
+            share_of_embedder: (self.embed_alone_seconds > 0.0 && self.seconds > 0.0)
+                .then(|| ((self.embed_alone_seconds / self.seconds) * 1e3).round() / 1e3),
+        }
     }
+}
+
+/// The figures of one item, or of all items of a kind (the `--json` report's fields).
+#[derive(Serialize)]
+struct Figures {
+    questions: usize,
+    resolved: usize,
+    unresolved: usize,
+    current_fact_at_1: Option<f64>,
+    current_fact_at_5: Option<f64>,
+    /// With `--answer`: the share of answers the benchmark's rule accepts.
+    accuracy: Option<f64>,
+    facts: usize,
+    notes_superseded: usize,
+    facts_replaced_in_data: usize,
+    replaced_facts_found_superseded: usize,
+    notes_merged: usize,
+    tokens_per_fact: Option<f64>,
+    answer_tokens_per_question: Option<f64>,
+    seconds_per_fact: Option<f64>,
+    /// Ingest (merge on write, supersession) against the embedder alone on the same facts
+    /// in the same run: 1.0 is the embedder's pace.
+    share_of_embedder: Option<f64>,
+}
+
+#[derive(Serialize)]
+struct ItemReport {
+    source: String,
+    /// `single_hop` or `multi_hop`.
+    kind: &'static str,
+    cached: bool,
+    #[serde(flatten)]
+    figures: Figures,
+}
+
+#[derive(Serialize)]
+struct Overall {
+    single_hop: Figures,
+    multi_hop: Figures,
+    all: Figures,
+}
+
+/// What `kasten --json eval factconsolidation` prints.
+#[derive(Serialize)]
+struct Report {
+    benchmark: &'static str,
+    file: String,
+    file_hash: String,
+    cache: String,
+    llm: Option<String>,
+    enriched: bool,
+    k: usize,
+    items: Vec<ItemReport>,
+    overall: Overall,
+    seconds: f64,
+    /// With `--per-question`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    questions: Option<Vec<Value>>,
 }
 
 pub async fn run(args: &Args<'_>, json_out: bool, shell: &dyn Shell) -> Result<()> {
@@ -205,15 +259,16 @@ pub async fn run(args: &Args<'_>, json_out: bool, shell: &dyn Shell) -> Result<(
             r = run => r.with_context(|| format!("item {}", item.source))?,
             _ = tokio::signal::ctrl_c() => bail!("interrupted; memories fully ingested so far stay cached (an enriching ingest resumes)"),
         };
-        let mut v = tally.json(llm.is_some());
-        v["source"] = json!(item.source);
-        v["kind"] = json!(if item.multi_hop() {
-            "multi_hop"
-        } else {
-            "single_hop"
+        items.push(ItemReport {
+            source: item.source.clone(),
+            kind: if item.multi_hop() {
+                "multi_hop"
+            } else {
+                "single_hop"
+            },
+            cached,
+            figures: tally.figures(llm.is_some()),
         });
-        v["cached"] = json!(cached);
-        items.push(v);
         questions.extend(qs);
         if item.multi_hop() {
             multi.add(&tally);
@@ -223,25 +278,23 @@ pub async fn run(args: &Args<'_>, json_out: bool, shell: &dyn Shell) -> Result<(
     }
     let mut all = single.clone();
     all.add(&multi);
-    let mut report = json!({
-        "benchmark": "factconsolidation",
-        "file": args.file.display().to_string(),
-        "file_hash": format!("{hash:016x}"),
-        "cache": cache.display().to_string(),
-        "llm": llm.as_ref().map(|c| c.model.clone()),
-        "enriched": llm.is_some() && !args.no_enrich,
-        "k": K,
-        "items": items,
-        "overall": {
-            "single_hop": single.json(llm.is_some()),
-            "multi_hop": multi.json(llm.is_some()),
-            "all": all.json(llm.is_some()),
+    let report = Report {
+        benchmark: "factconsolidation",
+        file: args.file.display().to_string(),
+        file_hash: format!("{hash:016x}"),
+        cache: cache.display().to_string(),
+        llm: llm.as_ref().map(|c| c.model.clone()),
+        enriched: llm.is_some() && !args.no_enrich,
+        k: K,
+        items,
+        overall: Overall {
+            single_hop: single.figures(llm.is_some()),
+            multi_hop: multi.figures(llm.is_some()),
+            all: all.figures(llm.is_some()),
         },
-        "seconds": t_run.elapsed().as_secs_f64(),
-    });
-    if args.per_question {
-        report["questions"] = json!(questions);
-    }
+        seconds: t_run.elapsed().as_secs_f64(),
+        questions: args.per_question.then_some(questions),
+    };
     if json_out {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
@@ -250,38 +303,30 @@ pub async fn run(args: &Args<'_>, json_out: bool, shell: &dyn Shell) -> Result<(
     Ok(())
 }
 
-fn print_report(r: &Value) {
-    let f = |v: &Value| v.as_f64().map_or("-".to_owned(), |x| format!("{x:.3}"));
+fn print_report(r: &Report) {
+    let f = |v: Option<f64>| v.map_or("-".to_owned(), |x| format!("{x:.3}"));
+    let row = |name: &str, o: &Figures| {
+        println!(
+            "{:<34} {:>6} {:>9} {:>9} {:>8} {:>11} {:>10}",
+            name,
+            o.facts,
+            f(o.current_fact_at_1),
+            f(o.current_fact_at_5),
+            f(o.accuracy),
+            o.notes_superseded,
+            f(o.seconds_per_fact),
+        );
+    };
     println!(
         "{:<34} {:>6} {:>9} {:>9} {:>8} {:>11} {:>10}",
         "item", "facts", "fact@1", "fact@5", "accuracy", "superseded", "s/fact"
     );
-    let rows = r["items"].as_array().cloned().unwrap_or_default();
-    for i in &rows {
-        println!(
-            "{:<34} {:>6} {:>9} {:>9} {:>8} {:>11} {:>10}",
-            i["source"].as_str().unwrap_or(""),
-            i["facts"],
-            f(&i["current_fact_at_1"]),
-            f(&i["current_fact_at_5"]),
-            f(&i["accuracy"]),
-            i["notes_superseded"],
-            f(&i["seconds_per_fact"]),
-        );
+    for i in &r.items {
+        row(&i.source, &i.figures);
     }
-    for kind in ["single_hop", "multi_hop", "all"] {
-        let o = &r["overall"][kind];
-        println!(
-            "{:<34} {:>6} {:>9} {:>9} {:>8} {:>11} {:>10}",
-            kind,
-            o["facts"],
-            f(&o["current_fact_at_1"]),
-            f(&o["current_fact_at_5"]),
-            f(&o["accuracy"]),
-            o["notes_superseded"],
-            f(&o["seconds_per_fact"]),
-        );
-    }
+    row("single_hop", &r.overall.single_hop);
+    row("multi_hop", &r.overall.multi_hop);
+    row("all", &r.overall.all);
 }
 
 /// Ingests (or reuses) one item's memory and asks its questions.
