@@ -41,9 +41,6 @@ impl Prefilter {
     }
 }
 
-/// Reads the f32 rows of an index loaded from a snapshot, from where the snapshot keeps
-/// them (the engine: the snapshot file). Row `r` is the `dim` little-endian `f32`s at
-
 /// Codes whose distances are computed first, spread evenly over the memory, to guess a
 /// cut-off distance for the one full pass of [`nearest_codes_sampled`].
 const SAMPLE_CODES: usize = 4096;

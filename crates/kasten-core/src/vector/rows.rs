@@ -7,6 +7,9 @@ use std::sync::Arc;
 
 use crate::CoreError;
 
+/// Reads the f32 rows of an index loaded from a snapshot, from where the snapshot keeps
+/// them (the engine: the snapshot file). Row `r` is the `dim` little-endian `f32`s at
+/// byte `r * dim * 4`. The bytes must not change while the index uses them: the engine
 /// reads a file that is only ever replaced whole (written beside it, then renamed over
 /// it), never modified in place, so an open handle keeps seeing the bytes it checked.
 pub trait RowSource: std::fmt::Debug + Send + Sync {
