@@ -34,10 +34,9 @@ use crate::transfer::{
 use kasten_core::{Note, NoteId};
 
 use crate::notecache::{ReadTx, end_read};
-use crate::review::LINK_COLUMNS;
 use crate::{
-    BACKUP_FORMAT, BACKUP_VERSION, LinkRecord, NOTE_COLUMNS, NoteRow, RestoreSummary, Store,
-    StoreError,
+    BACKUP_FORMAT, BACKUP_VERSION, LINK_COLUMNS, LinkRecord, NOTE_COLUMNS, NoteRow, RestoreSummary,
+    Store, StoreError,
 };
 
 mod file;

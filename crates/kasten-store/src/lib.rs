@@ -52,9 +52,7 @@ pub use pipeline::{
     ApplyMode, CONFLICT_TRIES, Change, ClaimedJob, ConflictError, Enrichment, EventSummary, Fields,
     JobCounts, LinkWrite, ModelUsage, NeighbourWrite, NoteRead, RevisionSummary, retry_on_conflict,
 };
-pub use review::{
-    AuditEntry, FieldChange, LinkRecord, NewRevision, QueueStates, ReviewBatch, Revision,
-};
+pub use review::{AuditEntry, FieldChange, NewRevision, QueueStates, ReviewBatch, Revision};
 pub use supersede::{BOTH_TRUE, FlagOrigin, FlagWrite, MAY_BE_OUTDATED, SUPERSEDES, Successor};
 pub use transfer::{
     BACKUP_FORMAT, BACKUP_VERSION, ImportLinkWrite, RestoreSummary,

@@ -313,3 +313,23 @@ pub(crate) struct LinkRow {
     pub(crate) status: String,
     pub(crate) created_at: DateTime<Utc>,
 }
+
+/// A link with its record id.
+#[derive(Debug, Clone, PartialEq, SurrealValue, serde::Serialize)]
+#[surreal(crate = "surrealdb::types")]
+pub struct LinkRecord {
+    pub id: String,
+    pub from: String,
+    pub to: String,
+    pub kind: String,
+    pub reason: String,
+    pub confidence: f64,
+    pub created_by: String,
+    pub status: String,
+    pub reviewed: bool,
+    pub event: Option<String>,
+    pub created_at: DateTime<Utc>,
+}
+
+pub(crate) const LINK_COLUMNS: &str = "record::id(id) AS id, record::id(in) AS from, record::id(out) AS to, kind, reason,
+    confidence, created_by, status, reviewed, IF event != NONE { record::id(event) } ELSE { NONE } AS event, created_at";
