@@ -646,3 +646,6 @@ impl Store {
         self.events(limit).await
     }
 }
+
+#[cfg(test)]
+mod tests;
