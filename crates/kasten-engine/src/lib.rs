@@ -208,9 +208,15 @@ mod manual_tests;
 #[cfg(test)]
 mod memory_tests;
 #[cfg(test)]
+mod pipeline_person_tests;
+#[cfg(test)]
 mod pipeline_tests;
 #[cfg(test)]
+mod review_rollback_tests;
+#[cfg(test)]
 mod review_tests;
+#[cfg(test)]
+mod snapshot_review_tests;
 #[cfg(test)]
 mod snapshot_tests;
 #[cfg(test)]
