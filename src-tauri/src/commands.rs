@@ -5,9 +5,7 @@ use std::collections::HashMap;
 
 use kasten_core::{NewNote, NoteId};
 use kasten_engine::NoteFilter;
-use kasten_engine::{FieldEdit, ReviewStatus};
-use serde::{Deserialize, Serialize};
-use specta::Type;
+use kasten_engine::ReviewStatus;
 use tauri::{AppHandle, State};
 
 use crate::dto::*;
@@ -69,15 +67,6 @@ pub(crate) async fn add_note_to(state: &AppState, content: String) -> AppResult<
     let note = state.engine_when_open().await?.add(new).await?;
     state.kick.notify_one();
     Ok(note.into())
-}
-
-#[derive(Debug, Clone, Default, Serialize, Deserialize, Type)]
-pub struct NoteFilterInput {
-    pub tag: Option<String>,
-    /// `pending`, `done` or `failed`.
-    pub enrich: Option<String>,
-    /// Only the members of this Box.
-    pub box_id: Option<String>,
 }
 
 /// A page of notes, newest first, with filters.
@@ -226,31 +215,6 @@ pub async fn get_note(state: State<'_, AppState>, id: String) -> AppResult<NoteD
         history: history.into_iter().map(Into::into).collect(),
         validity,
     })
-}
-
-#[derive(Debug, Clone, Default, Serialize, Deserialize, Type)]
-pub struct FieldsInput {
-    pub keywords: Option<Vec<String>>,
-    pub tags: Option<Vec<String>>,
-    pub context: Option<String>,
-}
-
-impl From<FieldsInput> for FieldEdit {
-    fn from(f: FieldsInput) -> Self {
-        let clean = |v: Option<Vec<String>>| {
-            v.map(|v| {
-                v.into_iter()
-                    .map(|s| s.trim().to_owned())
-                    .filter(|s| !s.is_empty())
-                    .collect()
-            })
-        };
-        FieldEdit {
-            keywords: clean(f.keywords),
-            tags: clean(f.tags),
-            context: f.context,
-        }
-    }
 }
 
 /// Changes a note's keywords, tags or context (a versioned user edit; content never changes).
@@ -515,19 +479,6 @@ pub async fn review_bulk_accept(
     })
 }
 
-#[derive(Debug, Clone, Serialize, Type)]
-pub struct EventDto {
-    pub id: String,
-    pub note: String,
-    pub note_preview: String,
-    pub model: Option<String>,
-    pub tokens: u32,
-    pub links: u32,
-    pub revisions: u32,
-    pub dropped: u32,
-    pub created_at: String,
-}
-
 /// Recent enrichment events (one per enriched note), newest first.
 #[tauri::command]
 #[specta::specta]
@@ -561,27 +512,6 @@ pub async fn retry_failed(state: State<'_, AppState>) -> AppResult<u32> {
     let n = state.engine().await?.retry_failed().await?;
     state.kick.notify_one();
     Ok(clamp_u32(n))
-}
-
-/// Progress of an import, sent over its channel.
-#[derive(Debug, Clone, Serialize, Type)]
-pub struct ImportProgressDto {
-    /// `notes` while saving notes, `links` while creating links.
-    pub phase: String,
-    pub done: u32,
-    pub total: u32,
-}
-
-/// What an import did.
-#[derive(Debug, Clone, Serialize, Type)]
-pub struct ImportResultDto {
-    pub created: u32,
-    pub existing: u32,
-    pub links_created: u32,
-    pub attachments_skipped: u32,
-    /// Files or records not imported, each with why (`file: message`).
-    pub problems: Vec<String>,
-    pub warnings: Vec<String>,
 }
 
 /// Imports a Markdown folder or Obsidian vault, one Markdown file, a chat transcript

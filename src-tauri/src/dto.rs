@@ -2,7 +2,7 @@
 //! Times are RFC 3339 strings; counts are `u32`/`f64` so that TypeScript gets `number`.
 
 use kasten_core::{EnrichState, Link, LinkStatus, Note};
-use kasten_engine::Fields;
+use kasten_engine::{FieldEdit, Fields};
 use kasten_engine::{GraphLink, GraphNode};
 use kasten_engine::{HistoryEntry, ReviewItem, ReviewOutcome, ReviewStatus, SearchHit};
 use serde::{Deserialize, Serialize};
@@ -513,4 +513,72 @@ pub struct InsightsDto {
 pub struct TagCount {
     pub tag: String,
     pub n: u32,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, Type)]
+pub struct NoteFilterInput {
+    pub tag: Option<String>,
+    /// `pending`, `done` or `failed`.
+    pub enrich: Option<String>,
+    /// Only the members of this Box.
+    pub box_id: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, Type)]
+pub struct FieldsInput {
+    pub keywords: Option<Vec<String>>,
+    pub tags: Option<Vec<String>>,
+    pub context: Option<String>,
+}
+
+impl From<FieldsInput> for FieldEdit {
+    fn from(f: FieldsInput) -> Self {
+        let clean = |v: Option<Vec<String>>| {
+            v.map(|v| {
+                v.into_iter()
+                    .map(|s| s.trim().to_owned())
+                    .filter(|s| !s.is_empty())
+                    .collect()
+            })
+        };
+        FieldEdit {
+            keywords: clean(f.keywords),
+            tags: clean(f.tags),
+            context: f.context,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Type)]
+pub struct EventDto {
+    pub id: String,
+    pub note: String,
+    pub note_preview: String,
+    pub model: Option<String>,
+    pub tokens: u32,
+    pub links: u32,
+    pub revisions: u32,
+    pub dropped: u32,
+    pub created_at: String,
+}
+
+/// Progress of an import, sent over its channel.
+#[derive(Debug, Clone, Serialize, Type)]
+pub struct ImportProgressDto {
+    /// `notes` while saving notes, `links` while creating links.
+    pub phase: String,
+    pub done: u32,
+    pub total: u32,
+}
+
+/// What an import did.
+#[derive(Debug, Clone, Serialize, Type)]
+pub struct ImportResultDto {
+    pub created: u32,
+    pub existing: u32,
+    pub links_created: u32,
+    pub attachments_skipped: u32,
+    /// Files or records not imported, each with why (`file: message`).
+    pub problems: Vec<String>,
+    pub warnings: Vec<String>,
 }

@@ -11,7 +11,7 @@ use kasten_core::{JobId, NoteId};
 use surrealdb::types::{Bytes, SurrealValue};
 
 use crate::pipeline::Fields;
-use crate::review::{AuditEntry, LinkRecord};
+use crate::{AuditEntry, LinkRecord};
 use crate::{Store, StoreError, bytes_to_emb, emb_to_bytes, first_real_error};
 
 const CHANGED: &str = "kasten:content-changed";

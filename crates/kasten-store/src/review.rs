@@ -10,6 +10,7 @@ use kasten_core::NoteId;
 use surrealdb::types::{Bytes, SurrealValue};
 
 use crate::pipeline::{Change, Fields};
+use crate::{LINK_COLUMNS, LinkRecord};
 use crate::{Store, StoreError, bytes_to_emb, emb_to_bytes, first_real_error};
 
 /// A revision with everything rollback needs.
@@ -80,26 +81,6 @@ impl RevisionRow {
 const REVISION_COLUMNS: &str = "record::id(id) AS id, record::id(note) AS note,
     IF event != NONE { record::id(event) } ELSE { NONE } AS event, actor, reason, before, after,
     embedding_before, embedding_after, status, reviewed, created_at, changes ?? [] AS changes";
-
-/// A link with its record id.
-#[derive(Debug, Clone, PartialEq, SurrealValue, serde::Serialize)]
-#[surreal(crate = "surrealdb::types")]
-pub struct LinkRecord {
-    pub id: String,
-    pub from: String,
-    pub to: String,
-    pub kind: String,
-    pub reason: String,
-    pub confidence: f64,
-    pub created_by: String,
-    pub status: String,
-    pub reviewed: bool,
-    pub event: Option<String>,
-    pub created_at: DateTime<Utc>,
-}
-
-pub(crate) const LINK_COLUMNS: &str = "record::id(id) AS id, record::id(in) AS from, record::id(out) AS to, kind, reason,
-    confidence, created_by, status, reviewed, IF event != NONE { record::id(event) } ELSE { NONE } AS event, created_at";
 
 /// An entry of the audit log.
 #[derive(Debug, Clone, PartialEq, SurrealValue, serde::Serialize)]

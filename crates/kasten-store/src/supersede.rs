@@ -12,7 +12,7 @@ use chrono::{DateTime, Utc};
 use kasten_core::NoteId;
 use surrealdb::types::SurrealValue;
 
-use crate::review::{LINK_COLUMNS, LinkRecord};
+use crate::{LINK_COLUMNS, LinkRecord};
 use crate::{Store, StoreError};
 
 /// Link kind from a newer note to an older one whose value it replaces.

@@ -24,7 +24,7 @@ const TRAIN_SAMPLE: usize = 16_384;
 /// Rounds of k-modes (assign to the nearest centre, then majority per bit).
 const TRAIN_ROUNDS: usize = 5;
 
-use super::{hamming, hamming_slices};
+use super::kernels::{hamming, hamming_slices};
 
 /// The index of the centre (`words` words each) nearest to `code`; the first on ties.
 fn nearest_centre(centres: &[u64], words: usize, code: &[u64]) -> usize {
@@ -263,5 +263,85 @@ impl Lists {
                 assert_eq!(&lcodes[p * w..(p + 1) * w], &codes[s * w..(s + 1) * w]);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::NoteId;
+    use crate::vector::VectorIndex;
+    use crate::vector::test_util::*;
+    use rand::{SeedableRng, rngs::StdRng};
+
+    /// The index's lists hold every slot once, with its code, through inserts,
+    /// replacements and removals, across a retraining and after a snapshot load.
+    fn assert_lists_consistent(ix: &VectorIndex) {
+        match &ix.lists {
+            Some(l) => l.assert_consistent(&ix.codes),
+            None => panic!("no lists at {} vectors", ix.len()),
+        }
+    }
+
+    #[test]
+    fn the_lists_keep_every_code_through_churn() {
+        let mut rng = StdRng::seed_from_u64(21);
+        let d = 96;
+        let mut ix = VectorIndex::new(d);
+        ix.set_lists_min(1000);
+        for i in 0..999 {
+            assert!(ix.upsert(id(i), &rand_vec(&mut rng, d)).is_ok());
+        }
+        assert!(ix.lists.is_none(), "no lists below the threshold");
+        assert!(ix.upsert(id(999), &rand_vec(&mut rng, d)).is_ok());
+        assert_lists_consistent(&ix);
+        assert!(ix.lists.as_ref().is_some_and(|l| l.trained_at() == 1000));
+        for i in 1000..2100 {
+            assert!(ix.upsert(id(i), &rand_vec(&mut rng, d)).is_ok());
+        }
+        // the index doubled since the lists were built: trained again
+        assert!(ix.lists.as_ref().is_some_and(|l| l.trained_at() == 2000));
+        assert_lists_consistent(&ix);
+        for round in 0..3 {
+            // replacements, removals (the last slot moves) and inserts, interleaved
+            for i in (round..3000).step_by(7) {
+                assert!(ix.upsert(id(i), &rand_vec(&mut rng, d)).is_ok());
+            }
+            for i in (round..3000).step_by(5) {
+                ix.remove(&id(i));
+            }
+            assert_lists_consistent(&ix);
+        }
+        // a loaded index builds its lists again (they are not in the snapshot)
+        let (mut back, _) = reloaded(&ix);
+        back.set_lists_min(1000);
+        assert_lists_consistent(&back);
+        // below half the threshold the lists go
+        let ids: Vec<NoteId> = ix.ids().to_vec();
+        for i in &ids[..ids.len() - 400] {
+            ix.remove(i);
+        }
+        assert!(ix.lists.is_none());
+    }
+
+    #[test]
+    fn searching_the_nearest_lists_finds_the_nearest_vectors_of_clustered_data() {
+        let mut rng = StdRng::seed_from_u64(17);
+        let d = 384;
+        let centers: Vec<Vec<f32>> = (0..80).map(|_| rand_vec(&mut rng, d)).collect();
+        let ix = clustered_index(&mut rng, &centers, 8000, 4000);
+        assert!(ix.lists.is_some());
+        let recall = clustered_recall(&ix, &mut rng, &centers, 40);
+        assert!(recall >= 0.99, "recall {recall}");
+        // a stored vector is its own nearest neighbour (its list is read first)
+        for i in (0..8000).step_by(97) {
+            let v = row(&ix, &id(i));
+            let hits = ix.search(&v, 1).unwrap_or_default();
+            assert_eq!(hits[0].0, id(i));
+        }
+        // the lists read what a loaded index reads
+        let (mut back, _) = reloaded(&ix);
+        back.set_lists_min(4000);
+        let q = clustered(&mut rng, &centers, d);
+        assert_eq!(ix.search(&q, 10).ok(), back.search(&q, 10).ok());
     }
 }
