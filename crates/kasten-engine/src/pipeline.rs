@@ -309,8 +309,19 @@ impl Engine {
                     .pop()
                     .unwrap_or_default(),
             };
-            let tags = self.shortlist(&note_vec, tags, GUIDED_TAGS).await?;
-            let terms = self.shortlist(&note_vec, terms, GUIDED_TERMS).await?;
+            // a tag is compared as what it covers ("health: doctor, dentist, …"), a term as
+            // itself
+            let tags = self
+                .shortlist(
+                    &note_vec,
+                    tags,
+                    GUIDED_TAGS,
+                    kasten_core::quality::tag_meaning,
+                )
+                .await?;
+            let terms = self
+                .shortlist(&note_vec, terms, GUIDED_TERMS, |t| t)
+                .await?;
             prompts::construct_guided(
                 &note.content,
                 &note.created_at.format("%Y-%m-%d").to_string(),

@@ -4,8 +4,9 @@
 
 use super::*;
 
-/// Recorded on events enriched with the guided prompts (small models).
-pub const GUIDED_PROMPT_VERSION: &str = "amem-v5-guided";
+/// Recorded on events enriched with the guided prompts (small models); part of the eval
+/// cache key. v6: the tags offered are those whose meaning is nearest the note.
+pub const GUIDED_PROMPT_VERSION: &str = "amem-v6-guided";
 
 /// Links a small model may make per note with the guided prompt.
 const GUIDED_MAX_LINKS: usize = 3;

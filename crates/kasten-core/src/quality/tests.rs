@@ -267,3 +267,14 @@ fn tag_choices_put_the_memorys_tags_first_without_junk() {
     assert!(!t.contains(&"return".to_owned()));
     assert_eq!(t.iter().filter(|x| *x == "work").count(), 1);
 }
+
+#[test]
+fn every_general_tag_is_compared_as_what_it_covers() {
+    for t in GENERAL_TAGS {
+        let m = tag_meaning(t);
+        assert!(m.starts_with(&format!("{t}: ")), "{t} → {m}");
+        assert!(m.split(", ").count() >= 3, "{t} says too little: {m}");
+    }
+    // a memory's own tag is compared as itself
+    assert_eq!(tag_meaning("garden"), "garden");
+}

@@ -32,13 +32,15 @@ impl Engine {
             .collect())
     }
 
-    /// The `n` of `items` closest in meaning to `note_vec` (cosine of their embeddings),
-    /// closest first. Embeddings of short items are cached (tags recur on every note).
+    /// The `n` of `items` closest in meaning to `note_vec` (cosine of the embeddings of
+    /// `text(item)`), closest first. Embeddings are cached by that text (tags recur on
+    /// every note).
     pub(super) async fn shortlist(
         &self,
         note_vec: &[f32],
         items: Vec<String>,
         n: usize,
+        text: fn(&str) -> &str,
     ) -> Result<Vec<String>, EngineError> {
         if items.len() <= 1 || note_vec.is_empty() {
             return Ok(items.into_iter().take(n).collect());
@@ -50,8 +52,8 @@ impl Engine {
                 .map_err(|_| EngineError::Internal("term cache poisoned".into()))?;
             items
                 .iter()
-                .filter(|t| !cache.contains_key(*t))
-                .cloned()
+                .map(|t| text(t).to_owned())
+                .filter(|t| !cache.contains_key(t))
                 .collect()
         };
         let fresh = if missing.is_empty() {
@@ -73,7 +75,7 @@ impl Engine {
             .iter()
             .enumerate()
             .map(|(i, t)| {
-                let s = cache.get(t).map_or(f32::MIN, |v| {
+                let s = cache.get(text(t)).map_or(f32::MIN, |v| {
                     v.iter().zip(note_vec).map(|(a, b)| a * b).sum::<f32>()
                 });
                 (s, i)
