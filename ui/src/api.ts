@@ -77,3 +77,24 @@ export function onJob(cb: (e: JobEvent) => void): Promise<() => void> {
 export function onStatus(cb: (e: StatusEvent) => void): Promise<() => void> {
   return events.statusEvent.listen((e) => cb(e.payload));
 }
+
+/**
+ * Ends a subscription (`onJob`, `onStatus`) when the returned function is called, also
+ * when the listener is only registered after that (an effect cleaned up before it arrived).
+ */
+export function subscribe(listening: Promise<() => void>, onError?: (e: unknown) => void): () => void {
+  let off: (() => void) | undefined;
+  let gone = false;
+  listening
+    .then((f) => {
+      if (gone) f();
+      else off = f;
+    })
+    .catch((e) => {
+      if (!gone) onError?.(e);
+    });
+  return () => {
+    gone = true;
+    off?.();
+  };
+}

@@ -3,7 +3,7 @@
 // finished job, another process) names the change, and `staleAfter` says what to fetch again.
 import { QueryClient, useQueryClient, type QueryKey } from "@tanstack/react-query";
 import { useCallback, useEffect } from "react";
-import { onJob, type JobEvent, type NoteFilterInput } from "./api";
+import { onJob, subscribe, type JobEvent, type NoteFilterInput } from "./api";
 
 export function newQueryClient(): QueryClient {
   return new QueryClient({
@@ -174,8 +174,6 @@ export const JOB_BATCH_MS = 200;
 export function useJobChanges(): void {
   const client = useQueryClient();
   useEffect(() => {
-    let off: (() => void) | undefined;
-    let gone = false;
     let timer = 0;
     let batch: Change[] = [];
     const flush = () => {
@@ -184,20 +182,16 @@ export function useJobChanges(): void {
       batch = [];
       void invalidate(client, ...cs);
     };
-    onJob((event) => {
-      batch.push({ kind: "job", event });
-      // the first job of a batch sets the time; later ones join it
-      if (!timer) timer = window.setTimeout(flush, JOB_BATCH_MS);
-    })
-      .then((f) => {
-        if (gone) f();
-        else off = f;
-      })
-      .catch(() => {});
+    const off = subscribe(
+      onJob((event) => {
+        batch.push({ kind: "job", event });
+        // the first job of a batch sets the time; later ones join it
+        if (!timer) timer = window.setTimeout(flush, JOB_BATCH_MS);
+      }),
+    );
     return () => {
-      gone = true;
       window.clearTimeout(timer);
-      off?.();
+      off();
     };
   }, [client]);
 }

@@ -1,5 +1,5 @@
 import { useEffect, useRef, useState } from "react";
-import { api, errorText, onStatus, type StatusEvent } from "../api";
+import { api, errorText, onStatus, subscribe, type StatusEvent } from "../api";
 import type { Change } from "../queries";
 
 /**
@@ -29,7 +29,6 @@ export function useStatusFeed(changed: (c: Change) => void): { status: StatusEve
   }, [status?.memory, status?.notes, changed]);
 
   useEffect(() => {
-    let off: (() => void) | undefined;
     let gone = false;
     const poll = () =>
       api
@@ -41,17 +40,15 @@ export function useStatusFeed(changed: (c: Change) => void): { status: StatusEve
         })
         .catch((e) => !gone && setStatusError(errorText(e)));
     poll();
-    onStatus((x) => setStatus(x))
-      .then((f) => {
-        if (gone) f();
-        else off = f;
-      })
-      .catch((e) => !gone && setStatusError(errorText(e)));
+    const off = subscribe(
+      onStatus((x) => setStatus(x)),
+      (e) => setStatusError(errorText(e)),
+    );
     // The status is pushed on every change; a slow poll covers opening progress.
     const t = window.setInterval(poll, 3000);
     return () => {
       gone = true;
-      off?.();
+      off();
       window.clearInterval(t);
     };
   }, []);

@@ -1,7 +1,7 @@
 import { useCallback, useEffect, useMemo, useRef, useState } from "react";
 import type Graph from "graphology";
 import { useQuery } from "@tanstack/react-query";
-import { abortable, api, errorText, onJob, type BoxDto, type GraphNodeDto } from "../../api";
+import { abortable, api, errorText, onJob, subscribe, type BoxDto, type GraphNodeDto } from "../../api";
 import { useApp } from "../../app-context";
 import { keys } from "../../queries";
 import { useT } from "../../i18n";
@@ -326,26 +326,22 @@ export default function GraphView() {
       }
     };
     flush.current = () => void run();
-    let off: (() => void) | undefined;
-    onJob((e) => {
-      queued.current.add(e.note);
-      // the first job of a batch sets the time (later ones join it: a steady stream of jobs
-      // must not put the merge off for ever)
-      if (timer) return;
-      timer = window.setTimeout(() => {
-        timer = 0;
-        void run();
-      }, batchWait(cost));
-    })
-      .then((f) => {
-        if (gone) f();
-        else off = f;
-      })
-      .catch(() => {});
+    const off = subscribe(
+      onJob((e) => {
+        queued.current.add(e.note);
+        // the first job of a batch sets the time (later ones join it: a steady stream of
+        // jobs must not put the merge off for ever)
+        if (timer) return;
+        timer = window.setTimeout(() => {
+          timer = 0;
+          void run();
+        }, batchWait(cost));
+      }),
+    );
     return () => {
       gone = true;
       window.clearTimeout(timer);
-      off?.();
+      off();
     };
   }, [whole]);
 
