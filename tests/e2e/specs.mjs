@@ -128,6 +128,14 @@ export async function mainFlow({ llmUrl }) {
     const accepted = browser.$(`[data-testid="review-item"][data-id="${linkId}"][data-status="accepted"]`);
     await accepted.waitForDisplayed({ timeout: T });
     await accepted.$('[data-testid="rollback"]').click();
+    // as a person sees it: the link leaves the accepted list once rolled back (or says why not)
+    const stillAccepted = browser.$(`[data-testid="review-item"][data-id="${linkId}"][data-status="accepted"]`);
+    try {
+      await browser.waitUntil(async () => !(await stillAccepted.isExisting()), { timeout: T });
+    } catch {
+      const shown = (await stillAccepted.isExisting()) ? await stillAccepted.getText() : "(gone)";
+      throw new Error(`the rollback did not finish; the item shows: ${shown}`);
+    }
     await browser.$('select[aria-label="Status"]').selectByAttribute("value", "rolled_back");
     await browser.$(`[data-testid="review-item"][data-id="${linkId}"][data-status="rolled_back"]`).waitForDisplayed({
       timeout: T,
