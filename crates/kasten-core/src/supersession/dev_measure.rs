@@ -65,20 +65,27 @@ fn factconsolidation_pairs() {
         .unwrap_or_else(|_| panic!("set KASTEN_FACTCONSOLIDATION to the dev file"));
     let which = std::env::var("KASTEN_FC_ITEMS").unwrap_or_else(|_| "_sh_6k".into());
     let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    let data: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    let data: serde_json::Value =
+        serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("{path}: {e}"));
     let tokenizer = Tokenizer::default();
     let mut measured = 0;
-    for item in data["items"].as_array().unwrap() {
-        let source = item["source"].as_str().unwrap();
+    let items = data["items"].as_array();
+    for item in items.unwrap_or_else(|| panic!("{path}: no items")) {
+        let source = item["source"]
+            .as_str()
+            .unwrap_or_else(|| panic!("an item without a source"));
         if !source.contains(&which) {
             continue;
         }
         measured += 1;
         let facts: Vec<&str> = item["facts"]
             .as_array()
-            .unwrap()
+            .unwrap_or_else(|| panic!("{source}: no facts"))
             .iter()
-            .map(|f| f.as_str().unwrap())
+            .map(|f| {
+                f.as_str()
+                    .unwrap_or_else(|| panic!("{source}: a fact is not text"))
+            })
             .collect();
         let parsed: Vec<_> = facts
             .iter()

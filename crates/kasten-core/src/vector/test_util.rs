@@ -69,8 +69,10 @@ pub(super) fn reloaded(ix: &VectorIndex) -> (VectorIndex, Arc<Bytes>) {
     });
     let bytes = e.into_bytes();
     let mut dec = Decoder::new(&bytes);
-    let back = VectorIndex::decode(&mut dec, src.clone()).unwrap();
-    dec.finish().unwrap();
+    let back = VectorIndex::decode(&mut dec, src.clone())
+        .unwrap_or_else(|e| panic!("the snapshot does not decode: {e}"));
+    dec.finish()
+        .unwrap_or_else(|e| panic!("the snapshot has bytes left over: {e}"));
     (back, src)
 }
 
