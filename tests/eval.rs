@@ -344,6 +344,48 @@ fn with_an_llm_notes_are_enriched_and_questions_answered_and_scored() {
     );
 }
 
+/// `--no-enrich`: the LLM only answers, from the memory `--no-llm` builds (the same cached
+/// memory), so the answers of one model can be compared with and without its enrichment.
+#[test]
+fn with_no_enrich_the_llm_only_answers_from_the_plain_memory() {
+    let llm = FakeServer::start("normal");
+    let h = Home::with_llm(&llm.openai_url());
+    let (file, cache) = setup(&h);
+    let (f, c) = (file.display().to_string(), cache.display().to_string());
+    let r = h.json(&[
+        "eval",
+        "locomo",
+        &f,
+        "--answer",
+        "--no-enrich",
+        "--cache",
+        &c,
+        "-k",
+        "3",
+        "--samples",
+        "conv-a",
+    ]);
+    assert_eq!(r["llm"]["enriched"], false, "{r:#}");
+    assert_eq!(r["samples"][0]["ingest"]["enriched"], 0, "{r:#}");
+    assert_eq!(
+        r["tokens"]["ingest_llm"]["in"].as_u64().unwrap_or(0),
+        0,
+        "{r:#}"
+    );
+    assert_eq!(r["answers"]["questions"], 5, "{r:#}");
+    assert!(
+        r["tokens"]["query_llm"]["in"].as_u64().unwrap_or(0) > 0,
+        "{r:#}"
+    );
+    // the memory is the one --no-llm reads
+    let plain = eval(&h, &file, &cache, &["-k", "3", "--samples", "conv-a"]);
+    assert_eq!(plain["samples"][0]["ingest"]["cached"], true, "{plain:#}");
+    assert_eq!(plain["recall_at_k"], r["recall_at_k"], "{plain:#}");
+    // it needs --answer
+    let out = h.run(&["eval", "locomo", &f, "--cache", &c, "--no-enrich"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
 /// An enriching ingest killed part way resumes after the last note added on the next run,
 /// instead of starting over (a run with a real model takes hours).
 #[test]

@@ -83,6 +83,11 @@ pub enum EvalCommand {
         /// with the full system.
         #[arg(long, conflicts_with_all = ["no_llm", "no_construction", "no_links", "no_evolution"])]
         ablations: bool,
+        /// Write the turns without enriching them (the memory is the one --no-llm builds,
+        /// cached and shared with it); the LLM in use only answers. What the model's answers
+        /// are worth without the memory it organised.
+        #[arg(long, requires = "answer", conflicts_with = "ablations")]
+        no_enrich: bool,
     },
     /// Current facts when facts change (MemoryAgentBench FactConsolidation): whether the
     /// newest fact asked about is in the top 1 / 5 of the search (and, with --answer, the
@@ -159,6 +164,7 @@ pub async fn run(cmd: &EvalCommand, json_out: bool, shell: &dyn Shell) -> Result
         per_question,
         held_out,
         ablations,
+        no_enrich,
     } = cmd
     else {
         bail!("no such benchmark")
@@ -196,6 +202,7 @@ pub async fn run(cmd: &EvalCommand, json_out: bool, shell: &dyn Shell) -> Result
             evolution: !no_evolution,
         },
         answer: *answer,
+        enrich: !no_enrich,
         held_out: *held_out,
     };
     let t_run = Instant::now();
@@ -312,6 +319,7 @@ impl Sink<'_> {
     /// memory keyed by the file, the conversation, the model, the prompt version and steps.
     async fn run(&self, mode: &Mode) -> Result<(Vec<SampleReport>, Totals)> {
         let variant = match &mode.llm {
+            Some(_) if !mode.enrich => "plain".to_owned(),
             None => "plain".to_owned(),
             Some(c) => format!(
                 "llm-{}-{}-{}",
@@ -350,7 +358,7 @@ impl Sink<'_> {
 }
 
 /// The configurations `--ablations` runs besides the full system: each A-Mem step off,
-/// and no LLM at all. A small model's guided prompts make no evolution, so for it
+/// and no LLM at ingest. A small model's guided prompts make no evolution, so for it
 /// "no evolution" is the full system and is not run again.
 fn ablation_modes(full: &Mode) -> Vec<(&'static str, Mode)> {
     let with = |construction, links, evolution| Mode {
@@ -362,6 +370,7 @@ fn ablation_modes(full: &Mode) -> Vec<(&'static str, Mode)> {
             evolution,
         },
         answer: full.answer,
+        enrich: true,
         held_out: false,
     };
     let mut out = vec![
@@ -371,13 +380,16 @@ fn ablation_modes(full: &Mode) -> Vec<(&'static str, Mode)> {
     if full.prompt_version != kasten_core::prompts::GUIDED_PROMPT_VERSION {
         out.push(("no-evolution", with(true, true, false)));
     }
+    // the memory without an LLM; when answering, the same model answers from it, so the
+    // row shows what the organised memory adds to the model's answers
     out.push((
         "no-llm",
         Mode {
-            llm: None,
+            llm: if full.answer { full.llm.clone() } else { None },
             prompt_version: full.prompt_version,
             steps: kasten_engine::Steps::default(),
-            answer: false,
+            answer: full.answer,
+            enrich: false,
             held_out: false,
         },
     ));

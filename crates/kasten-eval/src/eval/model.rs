@@ -176,5 +176,8 @@ pub(crate) struct Mode {
     /// The A-Mem steps that run (the ablations switch them off).
     pub(crate) steps: kasten_engine::Steps,
     pub(crate) answer: bool,
+    /// Whether the LLM enriches the notes at ingest (false: it only answers, from the
+    /// memory `--no-llm` builds).
+    pub(crate) enrich: bool,
     pub(crate) held_out: bool,
 }

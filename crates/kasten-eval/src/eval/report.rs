@@ -97,6 +97,7 @@ pub(crate) fn build_report(
             "model": c.model,
             "prompt_version": h.mode.prompt_version,
             "steps": h.mode.steps.label(),
+            "enriched": h.mode.enrich,
         })),
         "search_options": h.options,
         // the default search's link expansion as the memory's setting and LLM resolved it

@@ -41,7 +41,8 @@ pub(crate) async fn eval_sample(
     let marker = dir.join(COMPLETE);
     let partial = dir.join(PARTIAL);
     let cached = !fresh && marker.is_file();
-    let resume = !fresh && !cached && mode.llm.is_some() && partial.is_file();
+    let enrich = mode.llm.is_some() && mode.enrich;
+    let resume = !fresh && !cached && enrich && partial.is_file();
     if !cached && !resume && dir.exists() {
         // a partial ingest without an LLM (quick to redo) or --fresh: start over
         std::fs::remove_dir_all(dir)
@@ -55,7 +56,9 @@ pub(crate) async fn eval_sample(
             engine.close().await;
             return Err(e);
         }
-        engine.set_steps(mode.steps);
+        if enrich {
+            engine.set_steps(mode.steps);
+        }
     }
     let result = async {
         let ingest = if cached {
@@ -81,7 +84,7 @@ pub(crate) async fn eval_sample(
                 log,
                 shell,
             };
-            let mut v = ingest(&engine, &notes, mode.llm.is_some(), &progress).await?;
+            let mut v = ingest(&engine, &notes, enrich, &progress).await?;
             totals.ingest_seconds += v["seconds"].as_f64().unwrap_or(0.0);
             totals.ingested_notes += notes.len();
             std::fs::write(&marker, serde_json::to_string_pretty(&v)?)
