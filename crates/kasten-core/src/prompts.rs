@@ -72,6 +72,10 @@ pub struct Prompt {
     pub messages: Vec<PromptMessage>,
     pub schema_name: &'static str,
     pub schema: Value,
+    /// The most tokens the longest answer the schema allows can take: the request's
+    /// `max_tokens`, so a grammar-bound answer is never cut off (a token is at least one
+    /// byte, so bytes bound tokens).
+    pub max_tokens: u32,
 }
 
 fn cut(s: &str, max: usize) -> String {

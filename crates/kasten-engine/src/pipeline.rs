@@ -47,13 +47,13 @@ fn messages(p: &Prompt) -> Vec<Message> {
         .collect()
 }
 
-fn request(p: &Prompt, max_tokens: u32) -> StructuredRequest {
+fn request(p: &Prompt) -> StructuredRequest {
     StructuredRequest {
         messages: messages(p),
         schema_name: p.schema_name.to_owned(),
         schema: p.schema.clone(),
         temperature: 0.0,
-        max_tokens: Some(max_tokens),
+        max_tokens: Some(p.max_tokens),
     }
 }
 
@@ -335,7 +335,7 @@ impl Engine {
         let mut c = if steps.construction {
             let validate = |v: &serde_json::Value| Construction::from_value(v).map(|_| ());
             let resp: StructuredResponse = self
-                .unless_closing(llm.structured(&request(&p, 300), &validate))
+                .unless_closing(llm.structured(&request(&p), &validate))
                 .await??;
             usage.add(&resp.usage);
             calls += resp.attempts;
@@ -412,24 +412,23 @@ impl Engine {
             };
             // small models: the guided prompt (None when no neighbour shares a term)
             type Parse = fn(&serde_json::Value, &Handles) -> Result<LinkEvolve, String>;
-            let call: Option<(Prompt, u32, Parse)> = if small {
+            let call: Option<(Prompt, Parse)> = if small {
                 let mut terms = me.keywords.clone();
                 terms.extend(prompts::guided_candidates(&me.content));
                 let common = self.common_terms(&terms)?;
                 let is_common = |t: &str| common.contains(&t.to_lowercase());
                 prompts::link_guided(&me, &shown, &handles, &is_common)
-                    .map(|p| (p, 200, LinkEvolve::from_guided as Parse))
+                    .map(|p| (p, LinkEvolve::from_guided as Parse))
             } else {
                 Some((
                     prompts::link_evolve(&me, &shown, &handles),
-                    700,
                     LinkEvolve::from_value as Parse,
                 ))
             };
-            if let Some((p, max_tokens, parse)) = call {
+            if let Some((p, parse)) = call {
                 let validate = |v: &serde_json::Value| parse(v, &handles).map(|_| ());
                 let resp = self
-                    .unless_closing(llm.structured(&request(&p, max_tokens), &validate))
+                    .unless_closing(llm.structured(&request(&p), &validate))
                     .await??;
                 usage.add(&resp.usage);
                 calls += resp.attempts;

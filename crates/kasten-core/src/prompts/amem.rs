@@ -8,6 +8,11 @@ use serde_json::{Value, json};
 
 use super::*;
 
+/// Tokens allowed for the full construction answer (free text within the schema's lengths).
+const CONSTRUCT_MAX_TOKENS: u32 = 300;
+/// Tokens allowed for the full link-and-evolve answer.
+const LINK_EVOLVE_MAX_TOKENS: u32 = 700;
+
 /// Prompt 1: keywords, tags and context for a new note.
 pub fn construct(content: &str, time: &str) -> Prompt {
     let user = format!(
@@ -40,6 +45,7 @@ pub fn construct(content: &str, time: &str) -> Prompt {
             "required": ["keywords", "tags", "context", "tier"],
             "additionalProperties": false
         }),
+        max_tokens: CONSTRUCT_MAX_TOKENS,
     }
 }
 
@@ -287,6 +293,7 @@ pub fn link_evolve(note: &Neighbour, neighbours: &[Neighbour], handles: &Handles
             "required": ["links", "updates", "note_tags"],
             "additionalProperties": false
         }),
+        max_tokens: LINK_EVOLVE_MAX_TOKENS,
     }
 }
 

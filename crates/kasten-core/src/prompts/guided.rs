@@ -40,6 +40,28 @@ const GUIDED_EXAMPLES: &[(&str, &str, &str, &str, &str)] = &[
 /// (the grammar forbids the `{{{{` a confused model produces, and the opening makes it
 /// say what the note is about instead of copying it).
 const GUIDED_CONTEXT_PATTERN: &str = "^About [A-Za-z0-9 ,.'’:;()/&-]{8,140}$";
+/// The most bytes a context the pattern allows can take ("About " and 140 characters of
+/// at most three bytes each).
+const GUIDED_CONTEXT_MAX_BYTES: usize = 6 + 140 * 3;
+/// Bytes of key names, punctuation and whitespace the grammar allows around the values.
+const JSON_SLACK: usize = 96;
+/// Bytes of one guided link besides its shared term: its keys, a handle, the longest kind
+/// and a number of up to 18 characters, with punctuation.
+const GUIDED_LINK_BYTES: usize = 120;
+/// The floor of a guided answer's token budget.
+const GUIDED_MIN_TOKENS: usize = 200;
+
+/// Bytes of the `n` longest strings, each quoted and followed by a comma and a space: what
+/// an array choosing `n` of them takes at most.
+fn longest_bytes(items: &[String], n: usize) -> usize {
+    let mut lens: Vec<usize> = items.iter().map(|s| s.len() + 4).collect();
+    lens.sort_unstable_by(|a, b| b.cmp(a));
+    lens.iter().take(n).sum()
+}
+
+fn tokens_for(bytes: usize) -> u32 {
+    u32::try_from(bytes.max(GUIDED_MIN_TOKENS)).unwrap_or(u32::MAX)
+}
 
 fn note_message(time: &str, content: &str, terms: &str, tags: &str) -> String {
     format!(
@@ -87,6 +109,12 @@ pub fn construct_guided(
             &tag_choices.join(", "),
         ),
     });
+    // the longest answer the schema allows, in bytes (long terms, a Chinese clause for
+    // one, take many tokens: a fixed budget cut such answers off)
+    let longest = GUIDED_CONTEXT_MAX_BYTES
+        + longest_bytes(candidates, candidates.len().min(5))
+        + longest_bytes(tag_choices, tag_choices.len().min(2))
+        + JSON_SLACK;
     let keywords = if candidates.is_empty() {
         json!({"type": "array", "maxItems": 0})
     } else {
@@ -113,6 +141,7 @@ pub fn construct_guided(
             "required": ["context", "keywords", "tags"],
             "additionalProperties": false
         }),
+        max_tokens: tokens_for(longest),
     }
 }
 
@@ -166,11 +195,14 @@ pub fn link_guided(
 ) -> Option<Prompt> {
     let mut shown = String::new();
     let mut options = Vec::new();
+    // per option, the most bytes its link can take
+    let mut link_bytes = Vec::new();
     for (i, n) in neighbours.iter().enumerate() {
         let shared = shared_terms(note, n, common);
         if shared.is_empty() {
             continue;
         }
+        link_bytes.push(GUIDED_LINK_BYTES + longest_bytes(&shared, 1));
         let h = Handles::handle(i);
         shown.push_str(&format!(
             "{h}{}: {}\n",
@@ -205,6 +237,8 @@ pub fn link_guided(
         fenced(&cut(&note.content, NOTE_CHARS)),
     );
     let max = options.len().min(GUIDED_MAX_LINKS);
+    link_bytes.sort_unstable_by(|a, b| b.cmp(a));
+    let longest = JSON_SLACK + link_bytes.iter().take(max).sum::<usize>();
     Some(Prompt {
         messages: vec![
             PromptMessage {
@@ -225,6 +259,7 @@ pub fn link_guided(
             "required": ["links"],
             "additionalProperties": false
         }),
+        max_tokens: tokens_for(longest),
     })
 }
 
@@ -309,6 +344,99 @@ mod tests {
         assert_eq!(p.messages.len(), 6);
         let empty = construct_guided("ok", "2024-05-02", &guided_candidates("ok"), &tags);
         assert_eq!(empty.schema["properties"]["keywords"]["maxItems"], json!(0));
+    }
+
+    /// The strings of an enum in the schema at `path`, longest first.
+    fn enum_longest_first(schema: &Value, path: &[&str]) -> Vec<String> {
+        let mut v = schema;
+        for p in path {
+            v = &v[*p];
+        }
+        let mut out: Vec<String> = v
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default();
+        out.sort_by_key(|s| std::cmp::Reverse(s.len()));
+        out
+    }
+
+    /// A Chinese note's terms are whole clauses of several bytes per character: the longest
+    /// answer the schema allows (the five longest terms, the two longest tags, the longest
+    /// context, with generous whitespace) must fit the request's budget, which a fixed 300
+    /// did not (an answer cut off inside a keyword, seen with the built-in model).
+    #[test]
+    fn the_guided_budgets_fit_the_longest_answer_the_schema_allows() {
+        let note = "卢曼用卡片盒笔记法积累了约九万张卡片，写出七十多本书；关键是每张卡片只写一个想法，并和其他卡片互相链接。";
+        let tags = crate::quality::tag_choices(&["知识管理与个人笔记方法".into()], 20);
+        let p = construct_guided(note, "2024-05-02", &guided_candidates(note), &tags);
+        let kw = enum_longest_first(&p.schema, &["properties", "keywords", "items", "enum"]);
+        let tg = enum_longest_first(&p.schema, &["properties", "tags", "items", "enum"]);
+        let context = format!("About {}", "’".repeat(140));
+        let longest = json!({
+            "context": context,
+            "keywords": kw.iter().take(5).collect::<Vec<_>>(),
+            "tags": tg.iter().take(2).collect::<Vec<_>>(),
+        });
+        let pretty = serde_json::to_string_pretty(&longest).unwrap_or_default();
+        assert!(
+            pretty.len() > 300,
+            "the case needs more than the old budget: {}",
+            pretty.len()
+        );
+        assert!(
+            pretty.len() <= p.max_tokens as usize,
+            "{} bytes, budget {}",
+            pretty.len(),
+            p.max_tokens
+        );
+        // an English note keeps at least the usual budget
+        let en = "Planted tomatoes and basil in the garden bed.";
+        assert!(
+            construct_guided(en, "2024-05-02", &guided_candidates(en), &tags).max_tokens >= 300
+        );
+
+        // links: three neighbours sharing long Chinese terms
+        let me = nb("m", note);
+        let ns = [
+            nb(
+                "a",
+                "卢曼用卡片盒笔记法积累了约九万张卡片，也写了很多文章。",
+            ),
+            nb("b", "写出七十多本书；这是卢曼的成果。"),
+            nb("c", "关键是每张卡片只写一个想法，不要混在一起。"),
+        ];
+        let h = Handles::new(ns.iter().map(|n| n.id.clone()));
+        let p = link_guided(&me, &ns, &h, &|_| false).unwrap();
+        let options = p.schema["properties"]["links"]["items"]["anyOf"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        assert!(!options.is_empty());
+        let links: Vec<Value> = options
+            .iter()
+            .take(GUIDED_MAX_LINKS)
+            .map(|o| {
+                let shared = enum_longest_first(o, &["properties", "shared", "enum"]);
+                json!({
+                    "target": "N10",
+                    "kind": "same-entity",
+                    "shared": shared.first().cloned().unwrap_or_default(),
+                    "confidence": 0.123_456_789_012_345_6,
+                })
+            })
+            .collect();
+        let pretty = serde_json::to_string_pretty(&json!({ "links": links })).unwrap_or_default();
+        assert!(
+            pretty.len() <= p.max_tokens as usize,
+            "{} bytes, budget {}",
+            pretty.len(),
+            p.max_tokens
+        );
     }
 
     #[test]
