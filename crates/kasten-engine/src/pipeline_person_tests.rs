@@ -188,13 +188,14 @@ async fn the_quality_check_reads_the_reasons_of_evolutions() {
         .unwrap()
         .id;
     e.run_pending(&|_| {}).await.unwrap();
-    // the model's reason for evolving the first note names a prompt handle
+    // the model's reason for evolving the first note uses a prompt's word (handles are
+    // rewritten when the answer is read, so they never reach the check)
     fake.set_responder(|v| {
         if v.schema_name() != Some("link_and_evolve") {
             return None;
         }
         let ops = serde_json::json!([
-            {"op": "set_context", "context": "A runtime that Cargo projects depend on", "reason": "N2 says it is a dependency"}
+            {"op": "set_context", "context": "A runtime that Cargo projects depend on", "reason": "the schema says it is a dependency"}
         ]);
         Some(
             serde_json::json!({"links": [], "updates": [{"target": "N1", "ops": ops}], "note_tags": []})
@@ -215,7 +216,7 @@ async fn the_quality_check_reads_the_reasons_of_evolutions() {
     assert_eq!(leak[0].note, first.to_string());
     assert_eq!(
         leak[0].detail,
-        "evolution reason \"N2 says it is a dependency\""
+        "evolution reason \"the schema says it is a dependency\""
     );
     // the evolution is checked against the note that led to it: "dependency" is a word
     // of both (the second note's "dependencies", the first's new context's "depend")

@@ -3,6 +3,146 @@
 
 use super::*;
 
+/// Where a reason is shown, which decides how its references to notes read.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Place<'a> {
+    /// On a link from the new note to the note behind this handle.
+    Link(&'a str),
+    /// On a change to the older note behind this handle.
+    Update(&'a str),
+    /// On a change to the new note itself.
+    NewNote,
+}
+
+/// Whether `w` is a prompt's handle for a note shown to the model (`N1` … `N999`).
+fn is_handle_word(w: &str) -> bool {
+    w.strip_prefix('N')
+        .is_some_and(|d| (1..=3).contains(&d.len()) && d.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// A reason as a person reads it once stored: a prompt's handles (`N3`) and framing ("the
+/// new note", "the related notes") mean nothing outside the prompt, so they become plain
+/// references — the note the reason is about "that note" (on a link) or "this note" (on a
+/// change), another shown note "an earlier note", a list of them "earlier notes", the new
+/// note "the newer note" (or "this note" on its own tags). Nothing else is changed.
+pub(crate) fn plain_reason(reason: &str, place: Place<'_>) -> String {
+    let words: Vec<&str> = reason.split_whitespace().collect();
+    let core = |w: &str| -> (String, String, String) {
+        let lead: String = w.chars().take_while(|c| *c == '(').collect();
+        let rest = &w[lead.len()..];
+        let mut body = rest.trim_end_matches(|c: char| !c.is_alphanumeric());
+        // a possessive ("N1's") keeps its ending
+        for s in ["'s", "’s"] {
+            if let Some(h) = body.strip_suffix(s).filter(|h| is_handle_word(h)) {
+                body = h;
+            }
+        }
+        (lead, body.to_owned(), rest[body.len()..].to_owned())
+    };
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < words.len() {
+        let (lead, body, tail) = core(words[i]);
+        if !is_handle_word(&body) {
+            out.push(words[i].to_owned());
+            i += 1;
+            continue;
+        }
+        // a run of handles: "N1, N2 and N3"
+        let (mut n, mut last_tail, mut j) = (1, tail, i + 1);
+        while j < words.len() {
+            let (l2, b2, t2) = core(words[j]);
+            let joiner = matches!(words[j], "and" | "&" | "or");
+            if joiner && j + 1 < words.len() && is_handle_word(&core(words[j + 1]).1) {
+                j += 1;
+                continue;
+            }
+            if l2.is_empty()
+                && is_handle_word(&b2)
+                && (last_tail == "," || joiner_before(&words, j))
+            {
+                n += 1;
+                last_tail = t2;
+                j += 1;
+            } else {
+                break;
+            }
+        }
+        let own = match place {
+            Place::Link(h) if n == 1 && body == h => Some("that note"),
+            Place::Update(h) if n == 1 && body == h => Some("this note"),
+            _ => None,
+        };
+        let words_for = own.unwrap_or(if n > 1 {
+            "earlier notes"
+        } else {
+            "an earlier note"
+        });
+        out.push(format!("{lead}{words_for}{last_tail}"));
+        i = j;
+    }
+    let mut text = out.join(" ");
+    let (the_newer, newer) = match place {
+        Place::NewNote => ("this note", "note"),
+        _ => ("the newer note", "newer note"),
+    };
+    for (from, to) in [
+        ("the new note", the_newer),
+        ("new note", newer),
+        ("the related notes", "the earlier notes"),
+        ("related notes", "earlier notes"),
+        ("the related note", "the earlier note"),
+        ("related note", "earlier note"),
+    ] {
+        text = replace_words(&text, from, to);
+    }
+    // a sentence that now starts with a lower-case reference
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(c) if c.is_lowercase() && !reason.starts_with(c) => {
+            c.to_uppercase().chain(chars).collect()
+        }
+        _ => text,
+    }
+}
+
+/// Whether the word before `j` joined it to a list ("and", "&", "or").
+fn joiner_before(words: &[&str], j: usize) -> bool {
+    j > 0 && matches!(words[j - 1], "and" | "&" | "or")
+}
+
+/// Replaces `from` where it stands as whole words, in either case of its first letter
+/// (keeping that case).
+fn replace_words(text: &str, from: &str, to: &str) -> String {
+    let mut out = text.to_owned();
+    for (f, t) in [
+        (from.to_owned(), to.to_owned()),
+        (capitalise(from), capitalise(to)),
+    ] {
+        let mut result = String::new();
+        let mut rest = out.as_str();
+        while let Some(pos) = rest.find(&f) {
+            let before = rest[..pos].chars().next_back();
+            let after = rest[pos + f.len()..].chars().next();
+            let bounded = !before.is_some_and(char::is_alphanumeric)
+                && !after.is_some_and(char::is_alphanumeric);
+            result.push_str(&rest[..pos]);
+            result.push_str(if bounded { &t } else { &f });
+            rest = &rest[pos + f.len()..];
+        }
+        result.push_str(rest);
+        out = result;
+    }
+    out
+}
+
+fn capitalise(s: &str) -> String {
+    let mut c = s.chars();
+    c.next()
+        .map(|f| f.to_uppercase().chain(c).collect())
+        .unwrap_or_default()
+}
+
 /// A link the LLM proposed, resolved to a note id.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProposedLink {
@@ -60,7 +200,7 @@ pub struct FieldOp {
 
 impl FieldOp {
     /// Reads `{op, tag|keyword|context, reason}`; `None` for an unknown op or an empty value.
-    fn from_value(v: &Value) -> Option<Self> {
+    fn from_value(v: &Value, place: Place<'_>) -> Option<Self> {
         let op = OpKind::parse(v.get("op")?.as_str()?)?;
         let key = match op {
             OpKind::AddTag | OpKind::RemoveTag => "tag",
@@ -78,10 +218,7 @@ impl FieldOp {
             return None;
         }
         let reason = v.get("reason").and_then(Value::as_str).unwrap_or("");
-        let reason = cut(
-            &reason.split_whitespace().collect::<Vec<_>>().join(" "),
-            MAX_OP_REASON_CHARS,
-        );
+        let reason = cut(&plain_reason(reason, place), MAX_OP_REASON_CHARS);
         Some(Self { op, value, reason })
     }
 
@@ -137,8 +274,9 @@ impl FieldOp {
 fn read_ops(
     v: Option<&Value>,
     max: usize,
-    tags_only: bool,
+    place: Place<'_>,
 ) -> Result<(Vec<FieldOp>, usize), String> {
+    let tags_only = matches!(place, Place::NewNote);
     let items = match v {
         None | Some(Value::Null) => return Ok((Vec::new(), 0)),
         Some(v) => v.as_array().ok_or("'ops' and 'note_tags' must be arrays")?,
@@ -146,7 +284,7 @@ fn read_ops(
     let mut ops = Vec::new();
     let mut dropped = 0;
     for item in items {
-        match FieldOp::from_value(item) {
+        match FieldOp::from_value(item, place) {
             Some(op) if (!tags_only || op.op.is_tag()) && ops.len() < max && !ops.contains(&op) => {
                 ops.push(op)
             }
@@ -214,7 +352,10 @@ impl LinkEvolve {
                 continue;
             }
             let reason = cut(
-                l.get("reason").and_then(Value::as_str).unwrap_or("").trim(),
+                &plain_reason(
+                    l.get("reason").and_then(Value::as_str).unwrap_or(""),
+                    Place::Link(target.trim()),
+                ),
                 MAX_REASON_CHARS,
             );
             let confidence = l.get("confidence").and_then(Value::as_f64).unwrap_or(0.5);
@@ -252,7 +393,7 @@ impl LinkEvolve {
                 out.dropped += 1;
                 continue;
             }
-            let (ops, dropped) = read_ops(u.get("ops"), MAX_OPS, false)?;
+            let (ops, dropped) = read_ops(u.get("ops"), MAX_OPS, Place::Update(target.trim()))?;
             out.dropped += dropped;
             if ops.is_empty() {
                 continue; // nothing to change
@@ -262,7 +403,8 @@ impl LinkEvolve {
                 ops,
             });
         }
-        let (note_tags, dropped) = read_ops(obj.get("note_tags"), MAX_NOTE_TAG_OPS, true)?;
+        let (note_tags, dropped) =
+            read_ops(obj.get("note_tags"), MAX_NOTE_TAG_OPS, Place::NewNote)?;
         out.note_tags = note_tags;
         out.dropped += dropped;
         Ok(out)
@@ -273,6 +415,71 @@ impl LinkEvolve {
 mod tests {
     use super::*;
     use crate::prompts::testing::id;
+
+    #[test]
+    fn reasons_are_stored_without_the_prompts_handles_and_framing() {
+        // reasons Qwen2.5-Coder-1.5B wrote on LoCoMo conv-30
+        let cases = [
+            (
+                Place::Link("N1"),
+                "Jon's one-on-one mentoring and training are mentioned in N1 and N2, which are related notes to the new note.",
+                "Jon's one-on-one mentoring and training are mentioned in earlier notes, which are earlier notes to the newer note.",
+            ),
+            (
+                Place::Link("N2"),
+                "N1 and N2 both mention Gina's passion for dance and fashion, which is reflected in the new note.",
+                "Earlier notes both mention Gina's passion for dance and fashion, which is reflected in the newer note.",
+            ),
+            (
+                Place::Link("N3"),
+                "Jon's excitement about the opening aligns with the excitement in N3 (Jon:",
+                "Jon's excitement about the opening aligns with the excitement in that note (Jon:",
+            ),
+            (
+                Place::Link("N4"),
+                "Jon is mentioned in multiple notes, including N1, N2, N3, N4, N5, N6, N7, N8, N9, and N10, which all relate",
+                "Jon is mentioned in multiple notes, including earlier notes, which all relate",
+            ),
+            (
+                Place::Link("N5"),
+                "Gina mentions that she likes contemporary dance, which is mentioned in N4 and N5.",
+                "Gina mentions that she likes contemporary dance, which is mentioned in earlier notes.",
+            ),
+            (
+                Place::Update("N2"),
+                "Gina's support in N1 is better supported by the related notes about N2 (2023-03-23).",
+                "Gina's support in an earlier note is better supported by the earlier notes about this note (2023-03-23).",
+            ),
+            (
+                Place::NewNote,
+                "Gina's new note mentions Shia Labeouf, and The new note quotes him.",
+                "Gina's note mentions Shia Labeouf, and This note quotes him.",
+            ),
+            // nothing to change
+            (
+                Place::Link("N1"),
+                "both plan the Lisbon trip; NN1 and N12x stay",
+                "both plan the Lisbon trip; NN1 and N12x stay",
+            ),
+        ];
+        for (place, reason, want) in cases {
+            let got = plain_reason(reason, place);
+            assert_eq!(got, want, "{place:?}");
+            assert!(!crate::quality::contains_prompt_text(&got, ""), "{got}");
+        }
+        // the answer is read with them
+        let handles = Handles::new([id("a"), id("b")]);
+        let v = json!({
+            "links": [{"target": "N2", "kind": "supports", "reason": "N1 and N2 both plan the trip", "confidence": 0.9}],
+            "updates": [{"target": "N1", "ops": [{"op": "add_tag", "tag": "trip", "reason": "the new note plans N1's trip"}]}]
+        });
+        let le = LinkEvolve::from_value(&v, &handles).unwrap();
+        assert_eq!(le.links[0].reason, "Earlier notes both plan the trip");
+        assert_eq!(
+            le.updates[0].ops[0].reason,
+            "the newer note plans this note's trip"
+        );
+    }
 
     #[test]
     fn handles_map_back_and_unknown_ones_are_dropped_and_counted() {
