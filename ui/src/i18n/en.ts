@@ -402,7 +402,7 @@ export const en = {
   "models.intro": "Built-in models run on this computer. A larger one writes better keywords, contexts and links, more slowly.",
   "models.default": "default",
   "models.about.smollm2-135m": "tiny and quick; simple keywords, tags and contexts in English; not trusted with evolution",
-  "models.about.qwen2.5-coder-0.5b": "better keywords and contexts, English and Chinese; about 3 times slower than SmolLM2",
+  "models.about.qwen2.5-coder-0.5b": "better keywords and contexts, English and Chinese; about twice as slow as SmolLM2",
   "models.about.qwen2.5-coder-1.5b": "the strongest built-in choice: better keywords, contexts and links; runs without evolution (its evolution reasons fail the quality check); slow on 2 cores",
   "models.inUse": "in use",
   "models.installed": "installed",

@@ -376,7 +376,7 @@ export const zh: Dict = {
   "models.intro": "内置模型在这台电脑上运行。更大的模型写出的关键词、上下文和链接更好，但更慢。",
   "models.default": "默认",
   "models.about.smollm2-135m": "小而快；用英文写简单的关键词、标签和上下文；不用于演化旧笔记",
-  "models.about.qwen2.5-coder-0.5b": "关键词和上下文更好，支持英文和中文；比 SmolLM2 慢约 3 倍",
+  "models.about.qwen2.5-coder-0.5b": "关键词和上下文更好，支持英文和中文；速度约为 SmolLM2 的一半",
   "models.about.qwen2.5-coder-1.5b": "最强的内置选择：更好的关键词、上下文和链接；不运行演化（其演化理由未通过质量检查）；在 2 核上较慢",
   "models.inUse": "使用中",
   "models.installed": "已安装",
