@@ -24,7 +24,7 @@ use chrono::{DateTime, Utc};
 use kasten_core::NoteId;
 use serde::{Deserialize, Serialize};
 
-use crate::supersede::Peers;
+use crate::supersede::{Peers, SUPERSEDE_CANDIDATES};
 use crate::{Engine, EngineError};
 
 /// Where a consolidation run keeps its cursor.
@@ -182,8 +182,10 @@ impl Engine {
                 })
                 .collect::<Result<_, EngineError>>()?
         };
+        // an indexed note finds itself first: one more, so it still gets as many others
+        let near = self.nearest(&notes, &vectors, SUPERSEDE_CANDIDATES + 1, true)?;
         let found = self
-            .supersessions_among(&notes, &vectors, Peers::Indexed, false, Utc::now())
+            .supersessions_among(&notes, &vectors, &near, Peers::Indexed, false, Utc::now())
             .await?;
         if found.is_empty() {
             return Ok((0, 0));

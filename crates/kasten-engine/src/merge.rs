@@ -26,13 +26,13 @@ use kasten_core::{JobId, Note, NoteId, NoteStatus};
 use kasten_store::{DifferWrite, LinkRecord, MergeWrite, NoteWrite};
 use serde::{Deserialize, Serialize};
 
-use crate::pipeline::PolicyMode;
+use crate::indexes::Ranked;
 use crate::{Engine, EngineError};
 
 /// Setting key of [`MergeOptions`].
 pub const MERGE_SETTING: &str = "merge";
 /// Nearest indexed notes considered per new note.
-const MERGE_CANDIDATES: usize = 3;
+pub(crate) const MERGE_CANDIDATES: usize = 3;
 /// See the module docs.
 pub const SAME_EVENT_WINDOW_HOURS: i64 = 24;
 /// Link kind of a merge.
@@ -119,7 +119,11 @@ impl Engine {
     }
 
     /// Marks the notes of a batch that repeat an existing note (or an earlier note of the
-    /// same batch) and prepares their merge records.
+    /// same batch) and prepares their merge records. `near` holds each note's nearest
+    /// indexed notes by embedding, best first (at least [`MERGE_CANDIDATES`] searched:
+    /// the first of a longer list are the same, see `VectorIndex::search`); `accepted`
+    /// whether the policy for links applies merges at once.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) async fn find_merges(
         &self,
         mut notes: Vec<Note>,
@@ -127,8 +131,10 @@ impl Engine {
         vectors: &[Vec<f32>],
         dated: &[bool],
         now: DateTime<Utc>,
+        opts: &MergeOptions,
+        accepted: bool,
+        near: &[Ranked],
     ) -> Result<Found, EngineError> {
-        let opts = self.merge_options().await?;
         let unmerged = |notes, writes| Found {
             notes,
             writes,
@@ -142,22 +148,19 @@ impl Engine {
         // candidates: the nearest indexed notes and the earlier notes of this batch at or
         // above the cosine threshold, best first
         let mut cands: Vec<(usize, NoteId, f32, Option<usize>)> = Vec::new();
-        {
-            let ix = self.read_indexes()?;
-            for (i, v) in vectors.iter().enumerate() {
-                let mut mine: Vec<(usize, NoteId, f32, Option<usize>)> = ix
-                    .vector
-                    .search(v, MERGE_CANDIDATES)?
-                    .into_iter()
-                    .map(|(id, c)| (i, id, c, None))
-                    .collect();
-                for (j, w) in vectors.iter().enumerate().take(i) {
-                    mine.push((i, notes[j].id.clone(), dot(v, w), Some(j)));
-                }
-                mine.retain(|c| c.2 >= opts.min_cosine);
-                mine.sort_by(|a, b| b.2.partial_cmp(&a.2).unwrap_or(std::cmp::Ordering::Equal));
-                cands.extend(mine);
+        for (i, v) in vectors.iter().enumerate() {
+            let nearest = near.get(i).map(Vec::as_slice).unwrap_or_default();
+            let mut mine: Vec<(usize, NoteId, f32, Option<usize>)> = nearest
+                .iter()
+                .take(MERGE_CANDIDATES)
+                .map(|(id, c)| (i, id.clone(), *c, None))
+                .collect();
+            for (j, w) in vectors.iter().enumerate().take(i) {
+                mine.push((i, notes[j].id.clone(), dot(v, w), Some(j)));
             }
+            mine.retain(|c| c.2 >= opts.min_cosine);
+            mine.sort_by(|a, b| b.2.partial_cmp(&a.2).unwrap_or(std::cmp::Ordering::Equal));
+            cands.extend(mine);
         }
         if cands.is_empty() {
             return Ok(unmerged(notes, writes));
@@ -181,7 +184,6 @@ impl Engine {
             .into_iter()
             .map(|r| (r.id, r.state.reinforced(Reinforce::Repeated, now).strength))
             .collect();
-        let accepted = self.policy().await?.links == PolicyMode::Auto;
         let tokenizer = Tokenizer::default();
         let mut merge_writes = Vec::new();
         let mut infos = Vec::new();

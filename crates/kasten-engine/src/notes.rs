@@ -2,6 +2,11 @@
 //! before), read, listed, counted and deleted.
 
 use super::*;
+use crate::merge::MERGE_CANDIDATES;
+use crate::supersede::{Peers, SUPERSEDE_CANDIDATES};
+
+// merge on write takes the first of the lists searched for supersession
+const _: () = assert!(MERGE_CANDIDATES <= SUPERSEDE_CANDIDATES);
 
 /// A note with its links, as `show` presents it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -76,6 +81,33 @@ impl Engine {
     pub async fn add_batches<I>(
         &self,
         batches: I,
+        saved: impl FnMut(AddedBatch),
+    ) -> Result<(), EngineError>
+    where
+        I: IntoIterator<Item = Vec<NewNote>>,
+    {
+        self.write_batches(batches, false, saved).await
+    }
+
+    /// [`Engine::add_batches`] with merge on write and supersession, each batch as
+    /// [`Engine::add_batch_merging`] saves it: the next batch is embedded while the
+    /// current one is compared with the memory and written (its notes are compared with
+    /// the batches before it, which are indexed by then, as with one call per batch).
+    pub async fn add_batches_merging<I>(
+        &self,
+        batches: I,
+        saved: impl FnMut(AddedBatch),
+    ) -> Result<(), EngineError>
+    where
+        I: IntoIterator<Item = Vec<NewNote>>,
+    {
+        self.write_batches(batches, true, saved).await
+    }
+
+    async fn write_batches<I>(
+        &self,
+        batches: I,
+        merge: bool,
         mut saved: impl FnMut(AddedBatch),
     ) -> Result<(), EngineError>
     where
@@ -86,7 +118,7 @@ impl Engine {
         while let Some(pending) = next.take() {
             let embedded = pending.embedded().await?;
             next = batches.next().map(|b| self.begin_batch(b));
-            saved(self.store_batch(embedded, false).await?);
+            saved(self.store_batch(embedded, merge).await?);
         }
         Ok(())
     }
@@ -161,18 +193,43 @@ impl Engine {
                 job: Some(JobId::generate()),
             })
             .collect();
-        let (notes, writes, merge_writes, merges, mut differs) = if merge {
-            let f = self
-                .find_merges(notes, writes, &vectors, &dated, now)
-                .await?;
-            (f.notes, f.writes, f.merges, f.infos, f.differs)
-        } else {
-            (notes, writes, Vec::new(), Vec::new(), Vec::new())
-        };
-        if merge && self.merge_options().await?.supersede {
+        // the settings read once a batch, and each note's nearest notes searched once for
+        // both merge on write and supersession (the indexes do not change in between)
+        let (opts, accepted, near) = if merge {
+            let opts = self.merge_options().await?;
             let accepted = self.policy().await?.links == PolicyMode::Auto;
+            let near = if (opts.enabled || opts.supersede) && !notes.is_empty() {
+                Some(self.nearest(&notes, &vectors, SUPERSEDE_CANDIDATES, opts.supersede)?)
+            } else {
+                None
+            };
+            (Some(opts), accepted, near)
+        } else {
+            (None, false, None)
+        };
+        let (notes, writes, merge_writes, merges, mut differs) = match (&opts, &near) {
+            (Some(opts), Some(near)) => {
+                let f = self
+                    .find_merges(
+                        notes,
+                        writes,
+                        &vectors,
+                        &dated,
+                        now,
+                        opts,
+                        accepted,
+                        &near.vector,
+                    )
+                    .await?;
+                (f.notes, f.writes, f.merges, f.infos, f.differs)
+            }
+            _ => (notes, writes, Vec::new(), Vec::new(), Vec::new()),
+        };
+        if let (Some(opts), Some(near)) = (&opts, &near)
+            && opts.supersede
+        {
             let found = self
-                .find_supersessions(&notes, &vectors, accepted, now)
+                .supersessions_among(&notes, &vectors, near, Peers::Batch, accepted, now)
                 .await?;
             // a supersession says more than "contradicts" about the same two notes
             differs.retain(|d| {

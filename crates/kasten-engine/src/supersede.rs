@@ -25,7 +25,7 @@ mod flags;
 #[cfg(test)]
 pub(crate) mod tests;
 
-pub(crate) use detect::Peers;
+pub(crate) use detect::{Peers, SUPERSEDE_CANDIDATES};
 
 /// How far a chain of successors is followed to the current note (A → B → C …).
 const MAX_CHAIN: usize = 8;

@@ -450,9 +450,10 @@ async fn ingest(
         }
         pb.finish_and_clear();
     } else {
-        for chunk in notes.chunks(BATCH) {
-            engine.add_batch_merging(chunk.to_vec()).await?;
-        }
+        // the next batch embedded while one is compared and written
+        engine
+            .add_batches_merging(notes.chunks(BATCH).map(<[NewNote]>::to_vec), |_| {})
+            .await?;
     }
     let seconds = secs_before + t0.elapsed().as_secs_f64();
     // the embedder alone on the same facts, in the same batches, nothing stored (the

@@ -331,6 +331,29 @@ mod tests {
         assert!(after < before, "{after} of {before} candidates rescored");
     }
 
+    /// Up to 16 the int8 pass keeps the same 64 candidates whatever `k`, so a shorter list
+    /// is the start of a longer one (merge on write takes its 3 from the 10 that
+    /// supersession searches), on an exact scan and through the prefilter alike.
+    #[test]
+    fn a_shorter_list_is_the_start_of_a_longer_one() {
+        let mut rng = StdRng::seed_from_u64(41);
+        let d = 64;
+        let centers: Vec<Vec<f32>> = (0..8).map(|_| rand_vec(&mut rng, d)).collect();
+        // an exact scan, the prefilter, the prefilter reading lists
+        for (n, lists_min) in [(900, usize::MAX), (3000, usize::MAX), (3000, 2000)] {
+            let ix = clustered_index(&mut rng, &centers, n, lists_min);
+            for _ in 0..30 {
+                let q = clustered(&mut rng, &centers, d);
+                let long = ix.search(&q, 10).unwrap_or_default();
+                assert_eq!(long.len(), 10);
+                for k in [1, 3, 9] {
+                    let short = ix.search(&q, k).unwrap_or_default();
+                    assert_eq!(short, long[..k], "n {n}, k {k}");
+                }
+            }
+        }
+    }
+
     #[test]
     fn a_vector_finds_itself_first() {
         let mut rng = StdRng::seed_from_u64(3);

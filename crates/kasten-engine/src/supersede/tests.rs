@@ -152,6 +152,61 @@ async fn an_old_fact_written_later_is_superseded_by_the_newer_one() {
     e.close().await;
 }
 
+/// Batches written one after another while the next is embedded find what one call per
+/// batch finds: a supersession across two batches, one inside a batch, a repeat of an
+/// earlier batch's note merged into it.
+#[tokio::test]
+async fn batches_written_while_the_next_embeds_find_supersessions_and_repeats() {
+    let e = engine(PolicyMode::Auto).await;
+    let note = |text: &str, day: &str| NewNote::new(text).unwrap().at(at(day));
+    let batches = vec![
+        vec![
+            note("The chairperson of Fatah is Mahmoud Abbas.", "2026-01-01"),
+            note(NOISE[1], "2026-01-01"),
+        ],
+        vec![
+            note("The chairperson of Fatah is Yasser Arafat.", "2026-02-01"),
+            note("Our rent is 1,200 euros a month.", "2026-03-01"),
+            note(NOISE[0], "2026-03-01"),
+            note("Our rent is 1,300 euros a month.", "2026-09-01"),
+        ],
+        vec![note(
+            "The chairperson of Fatah is Yasser Arafat.",
+            "2026-02-01",
+        )],
+    ];
+    let mut saved = Vec::new();
+    e.add_batches_merging(batches, |b| saved.push(b))
+        .await
+        .unwrap();
+    assert_eq!(
+        saved.iter().map(|b| b.notes.len()).collect::<Vec<_>>(),
+        [2, 4, 1]
+    );
+    let (abbas, arafat) = (&saved[0].notes[0].id, &saved[1].notes[0].id);
+    let (rent_old, rent_new) = (&saved[1].notes[1].id, &saved[1].notes[3].id);
+    // across batches
+    let links = supersedes_links(&e, abbas).await;
+    assert_eq!(links.len(), 1, "{links:?}");
+    assert_eq!((&links[0].from, &links[0].to), (arafat, abbas));
+    assert_eq!(
+        links[0].reason,
+        "chairperson: Mahmoud Abbas → Yasser Arafat"
+    );
+    // inside one batch
+    let links = supersedes_links(&e, rent_old).await;
+    assert_eq!(links.len(), 1, "{links:?}");
+    assert_eq!((&links[0].from, &links[0].to), (rent_new, rent_old));
+    assert_eq!(links[0].reason, "rent: 1,200 → 1,300");
+    // the last batch repeats a note of the one before: merged into it, nothing else
+    assert!(saved[0].merges.is_empty() && saved[1].merges.is_empty());
+    assert_eq!(saved[2].merges.len(), 1);
+    assert_eq!(&saved[2].merges[0].duplicate_of, arafat);
+    assert_eq!(saved[2].notes[0].status, kasten_core::NoteStatus::Merged);
+    assert!(supersedes_links(&e, &saved[2].notes[0].id).await.is_empty());
+    e.close().await;
+}
+
 #[tokio::test]
 async fn under_review_a_supersession_is_a_proposal_accepted_and_rolled_back_exactly() {
     let e = engine(PolicyMode::Review).await;
