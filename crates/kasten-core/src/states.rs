@@ -245,6 +245,12 @@ impl PartialEq<str> for LinkKind {
     }
 }
 
+impl PartialEq<&str> for LinkKind {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
 impl Serialize for LinkKind {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(self.as_str())
@@ -307,9 +313,11 @@ mod tests {
         let e = LinkStatus::parse("acepted");
         assert_eq!(
             e.as_ref().map_err(ToString::to_string),
-            Err("'acepted' is not a link status (one of proposed, accepted, rejected, \
+            Err(
+                "'acepted' is not a link status (one of proposed, accepted, rejected, \
                  rolled_back)"
-                .to_owned())
+                    .to_owned()
+            )
         );
         assert!(RevisionStatus::parse("accepted").is_err());
         assert!(ReviewStatus::parse("").is_err());
@@ -347,7 +355,11 @@ mod tests {
             assert_eq!(k.as_str(), w);
             assert_eq!(serde_word(&k), w);
         }
-        assert!(LinkKind::FOR_LLM.iter().all(|k| LinkKind::KNOWN.contains(k)));
+        assert!(
+            LinkKind::FOR_LLM
+                .iter()
+                .all(|k| LinkKind::KNOWN.contains(k))
+        );
     }
 
     #[test]
