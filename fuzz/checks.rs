@@ -18,7 +18,7 @@ use kasten_core::markdown::{
     render_note,
 };
 use kasten_core::prompts::{
-    Construction, Handles, LINK_KINDS, LinkEvolve, Neighbour, OpKind, construct, link_evolve,
+    Construction, Handles, LinkEvolve, Neighbour, OpKind, construct, is_llm_kind, link_evolve,
 };
 use kasten_core::supersession::supersedes;
 use kasten_core::transfer::parse_chat;
@@ -103,7 +103,7 @@ pub fn llm_answers(data: &[u8]) {
             let mut seen = HashSet::new();
             for l in &le.links {
                 assert!(ids.contains(&l.to), "link to a note not shown: {le:?}");
-                assert!(LINK_KINDS.contains(&l.kind.as_str()), "{le:?}");
+                assert!(is_llm_kind(&l.kind), "{le:?}");
                 assert!((0.0..=1.0).contains(&l.confidence), "{le:?}");
                 assert!(seen.insert((l.to.clone(), l.kind.clone())), "{le:?}");
             }

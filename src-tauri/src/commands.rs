@@ -346,19 +346,13 @@ pub async fn local_graph(
 #[specta::specta]
 pub async fn review_queue(
     state: State<'_, AppState>,
-    statuses: Vec<String>,
+    statuses: Vec<ReviewStatus>,
     offset: u32,
     limit: u32,
     by: Option<String>,
 ) -> AppResult<ReviewPage> {
     let engine = state.engine().await?;
-    let wanted = statuses
-        .iter()
-        .map(|s| {
-            ReviewStatus::parse(s)
-                .ok_or_else(|| AppError::Invalid(format!("unknown review status '{s}'")))
-        })
-        .collect::<AppResult<Vec<_>>>()?;
+    let wanted = statuses;
     let limit = page(limit, MAX_PAGE);
     let mut items = engine
         .proposals_by(&wanted, by.as_deref(), offset as usize + limit + 1)

@@ -1,7 +1,7 @@
 //! What crosses IPC: plain, typed (specta) shapes, converted from the engine's types.
 //! Times are RFC 3339 strings; counts are `u32`/`f64` so that TypeScript gets `number`.
 
-use kasten_core::{EnrichState, Link, LinkStatus, Note};
+use kasten_core::{EnrichState, Link, LinkKind, LinkStatus, Note, NoteStatus};
 use kasten_engine::{FieldEdit, Fields};
 use kasten_engine::{GraphLink, GraphNode};
 use kasten_engine::{HistoryEntry, ReviewItem, ReviewOutcome, ReviewStatus, SearchHit};
@@ -51,7 +51,7 @@ pub struct NoteDto {
     /// Why a note is still pending or failed, in words.
     pub enrich_error: Option<String>,
     pub source: Option<String>,
-    pub status: String,
+    pub status: NoteStatus,
 }
 
 impl From<Note> for NoteDto {
@@ -72,7 +72,7 @@ impl From<Note> for NoteDto {
             enrich,
             enrich_error,
             source: n.source,
-            status: n.status.as_str().to_owned(),
+            status: n.status,
         }
     }
 }
@@ -81,11 +81,13 @@ impl From<Note> for NoteDto {
 pub struct LinkDto {
     pub from: String,
     pub to: String,
-    pub kind: String,
+    /// Any word: the kinds Kasten knows and those an import brought.
+    #[specta(type = String)]
+    pub kind: LinkKind,
     pub reason: String,
     pub confidence: f64,
     pub created_by: String,
-    pub status: String,
+    pub status: LinkStatus,
     pub created_at: String,
     /// A preview of the note at the other end.
     pub other_preview: String,
@@ -99,13 +101,7 @@ pub fn link_dto(l: Link, other_preview: String) -> LinkDto {
         reason: l.reason,
         confidence: l.confidence,
         created_by: l.created_by,
-        status: match l.status {
-            LinkStatus::Proposed => "proposed",
-            LinkStatus::Accepted => "accepted",
-            LinkStatus::Rejected => "rejected",
-            LinkStatus::RolledBack => "rolled_back",
-        }
-        .into(),
+        status: l.status,
         created_at: time(l.created_at),
         other_preview,
     }
@@ -192,17 +188,6 @@ impl From<Fields> for FieldsDto {
     }
 }
 
-fn status(s: ReviewStatus) -> String {
-    match s {
-        ReviewStatus::Proposed => "proposed",
-        ReviewStatus::Applied => "applied",
-        ReviewStatus::Accepted => "accepted",
-        ReviewStatus::Rejected => "rejected",
-        ReviewStatus::RolledBack => "rolled_back",
-    }
-    .into()
-}
-
 #[derive(Debug, Clone, Serialize, Type)]
 pub struct HistoryDto {
     pub at: String,
@@ -210,7 +195,7 @@ pub struct HistoryDto {
     pub action: String,
     /// The revision, link or event the entry is about (what "roll back" acts on).
     pub id: Option<String>,
-    pub status: Option<String>,
+    pub status: Option<ReviewStatus>,
     pub reason: String,
     pub before: Option<FieldsDto>,
     pub after: Option<FieldsDto>,
@@ -247,7 +232,7 @@ impl From<HistoryEntry> for HistoryDto {
             actor: h.actor,
             action: h.action,
             id: h.id,
-            status: h.status.map(status),
+            status: h.status,
             reason: h.reason,
             before: h.before.map(Into::into),
             after: h.after.map(Into::into),
@@ -273,7 +258,7 @@ pub struct ReviewItemDto {
     pub confidence: Option<f64>,
     pub before: Option<FieldsDto>,
     pub after: Option<FieldsDto>,
-    pub status: String,
+    pub status: ReviewStatus,
     pub created_at: String,
     pub changes: Vec<ChangeDto>,
     /// Who made it: `llm`, `merge`, `agent:<name>` or `agent`.
@@ -302,7 +287,7 @@ pub fn review_dto(
         confidence: r.confidence,
         before: r.before.map(Into::into),
         after: r.after.map(Into::into),
-        status: status(r.status),
+        status: r.status,
         created_at: time(r.created_at),
         changes: changes(r.changes),
         by: r.by,
@@ -451,8 +436,10 @@ pub struct GraphLinkDto {
     pub id: String,
     pub from: String,
     pub to: String,
-    pub kind: String,
-    pub status: String,
+    /// Any word: the kinds Kasten knows and those an import brought.
+    #[specta(type = String)]
+    pub kind: LinkKind,
+    pub status: LinkStatus,
     pub confidence: f64,
 }
 

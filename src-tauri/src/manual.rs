@@ -20,7 +20,7 @@ fn note_id(s: &str) -> AppResult<kasten_core::NoteId> {
 pub async fn link_kinds() -> AppResult<Vec<String>> {
     Ok(kasten_engine::link_kinds()
         .iter()
-        .map(|k| (*k).to_owned())
+        .map(|k| k.as_str().to_owned())
         .collect())
 }
 

@@ -41,7 +41,7 @@ export const commands = {
 	 *  with `by`, only what one maker made (`llm`, `merge`, `agent` for every agent,
 	 *  `agent:<name>`).
 	 */
-	reviewQueue: (statuses: string[], offset: number, limit: number, by: string | null) => typedError<ReviewPage, AppError>(__TAURI_INVOKE("review_queue", { statuses, offset, limit, by })),
+	reviewQueue: (statuses: ReviewStatus[], offset: number, limit: number, by: string | null) => typedError<ReviewPage, AppError>(__TAURI_INVOKE("review_queue", { statuses, offset, limit, by })),
 	/**  Accepts a link or edit (an edit optionally adjusted first). */
 	reviewAccept: (id: string, edit: FieldsInput | null) => typedError<OutcomeDto, AppError>(__TAURI_INVOKE("review_accept", { id, edit })),
 	/**  Rejects a link or edit (an applied one is rolled back). */
@@ -341,8 +341,9 @@ export type GraphLinkDto = {
 	id: string,
 	from: string,
 	to: string,
+	/**  Any word: the kinds Kasten knows and those an import brought. */
 	kind: string,
-	status: string,
+	status: LinkStatus,
 	confidence: number | null,
 };
 
@@ -371,7 +372,7 @@ export type HistoryDto = {
 	action: string,
 	/**  The revision, link or event the entry is about (what "roll back" acts on). */
 	id: string | null,
-	status: string | null,
+	status: ReviewStatus | null,
 	reason: string,
 	before: FieldsDto | null,
 	after: FieldsDto | null,
@@ -457,15 +458,23 @@ export type LifecycleDto = {
 export type LinkDto = {
 	from: string,
 	to: string,
+	/**  Any word: the kinds Kasten knows and those an import brought. */
 	kind: string,
 	reason: string,
 	confidence: number | null,
 	created_by: string,
-	status: string,
+	status: LinkStatus,
 	created_at: string,
 	/**  A preview of the note at the other end. */
 	other_preview: string,
 };
+
+/**  Review status of a link as stored. */
+export type LinkStatus = 
+/**  Held for review: neither followed by search nor in the graph. */
+"proposed" | 
+/**  In force (applied at once or accepted by a person; `reviewed` tells which). */
+"accepted" | "rejected" | "rolled_back";
 
 /**  The LLM in use, in words. */
 export type LlmInUseDto = {
@@ -540,7 +549,7 @@ export type NoteDto = {
 	/**  Why a note is still pending or failed, in words. */
 	enrich_error: string | null,
 	source: string | null,
-	status: string,
+	status: NoteStatus,
 };
 
 export type NoteFilterInput = {
@@ -550,6 +559,14 @@ export type NoteFilterInput = {
 	/**  Only the members of this Box. */
 	box_id: string | null,
 };
+
+/**  Whether a note is in the active memory or was archived by the user. */
+export type NoteStatus = "active" | "archived" | 
+/**
+ *  A near-duplicate held under a `same-entity` link to the note it repeats: not a
+ *  second note in lists and retrieval until the merge is rejected or rolled back.
+ */
+"merged";
 
 export type NotesPage = {
 	total: number,
@@ -600,7 +617,7 @@ export type ReviewItemDto = {
 	confidence: number | null,
 	before: FieldsDto | null,
 	after: FieldsDto | null,
-	status: string,
+	status: ReviewStatus,
 	created_at: string,
 	changes: ChangeDto[],
 	/**  Who made it: `llm`, `merge`, `agent:<name>` or `agent`. */
@@ -620,6 +637,18 @@ export type ReviewPage = {
 	/**  The agents whose links are in the queue (`agent:<name>`, `agent`), for the filter. */
 	agents: string[],
 };
+
+/**
+ *  Review status of a proposal as the review queue and history show it: a link's or a
+ *  revision's stored status with whether a person reviewed it.
+ */
+export type ReviewStatus = 
+/**  Held for review. */
+"proposed" | 
+/**  In force, not reviewed yet. */
+"applied" | 
+/**  In force and accepted by a person. */
+"accepted" | "rejected" | "rolled_back";
 
 /**  What saving did with the key, for the UI to say plainly. */
 export type SaveOutcome = {

@@ -3,7 +3,7 @@
 // finished job, another process) names the change, and `staleAfter` says what to fetch again.
 import { QueryClient, useQueryClient, type QueryKey } from "@tanstack/react-query";
 import { useCallback, useEffect } from "react";
-import { onJob, subscribe, type JobEvent, type NoteFilterInput } from "./api";
+import { onJob, subscribe, type JobEvent, type NoteFilterInput, type ReviewStatus } from "./api";
 
 export function newQueryClient(): QueryClient {
   return new QueryClient({
@@ -31,7 +31,7 @@ export const keys = {
   search: (query: string, k: number, filter: NoteFilterInput, asOf: string | null) => ["search", query, k, filter, asOf] as const,
   tags: (limit: number) => ["tags", limit] as const,
   boxes: (limit: number) => ["boxes", limit] as const,
-  review: (statuses: string[], by: string | null) => ["review", statuses, by] as const,
+  review: (statuses: ReviewStatus[], by: string | null) => ["review", statuses, by] as const,
   events: (limit: number) => ["events", limit] as const,
   /** The graph as loaded (the whole memory, or a note's neighbourhood). */
   graph: (center: string | null, depth: number) => ["graph", center, depth] as const,

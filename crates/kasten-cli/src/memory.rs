@@ -355,7 +355,7 @@ pub fn merged(json: bool, m: &MergeInfo) {
             "repeats note {} (similarity {:.2}): merged into it, not added as a second note ({}); `kasten rollback {}` keeps it separate",
             m.duplicate_of,
             m.similarity,
-            if m.status == "accepted" {
+            if m.status == kasten_core::LinkStatus::Accepted {
                 "applied"
             } else {
                 "waiting for review"

@@ -190,9 +190,11 @@ pub(crate) fn prepare(cmd: &Command) -> Result<Prepared> {
         Command::Proposals { status, by, limit } => {
             let statuses = match status.as_deref() {
                 None => vec![],
-                Some(s) => vec![ReviewStatus::parse(s).ok_or_else(|| {
-                    anyhow!("--status is one of proposed, applied, accepted, rejected, rolled_back (not '{s}')")
-                })?],
+                // `rolled-back` is taken too
+                Some(s) => vec![
+                    ReviewStatus::parse(&s.replace('-', "_"))
+                        .map_err(|e| anyhow!("--status: {e}"))?,
+                ],
             };
             let by = by.as_deref().map(str::trim).filter(|b| !b.is_empty());
             if let Some(b) = by

@@ -21,4 +21,11 @@ pub enum CoreError {
     /// The vector rows left in the index snapshot file could not be read.
     #[error("could not read the vectors from the index snapshot file: {0}")]
     RowRead(String),
+    /// A stored or typed word that names no state of its kind.
+    #[error("'{word}' is not a {what} (one of {expected})")]
+    UnknownState {
+        what: &'static str,
+        word: String,
+        expected: String,
+    },
 }

@@ -30,6 +30,7 @@ use serde::{Deserialize, Serialize};
 
 /// How fast a note fades.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
 #[serde(rename_all = "snake_case")]
 pub enum Tier {
     /// Facts, preferences, people: decays slowly.
@@ -42,7 +43,7 @@ pub enum Tier {
 }
 
 impl Tier {
-    pub fn as_str(self) -> &'static str {
+    pub const fn as_str(self) -> &'static str {
         match self {
             Tier::LongTerm => "long_term",
             Tier::ShortTerm => "short_term",

@@ -54,7 +54,7 @@ const MAX_EXPANDED: usize = 1024 * 1024;
 /// The link kind of a plain `[[wikilink]]`: the user wrote it, the kind is not said. It is
 /// not one of the kinds the LLM uses, so a note's enrichment never proposes a link that
 /// collides with one its file already had (links are unique per ends and kind).
-pub const WIKILINK_KIND: &str = "wikilink";
+pub const WIKILINK_KIND: &str = crate::LinkKind::Wikilink.as_str();
 
 /// Whether a path names a Markdown file.
 pub fn is_markdown(path: &str) -> bool {

@@ -4,10 +4,12 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::lifecycle::Tier;
+pub use crate::states::{LinkKind, LinkStatus};
 use crate::{CoreError, NoteId};
 
 /// Whether a note is in the active memory or was archived by the user.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
 #[serde(rename_all = "snake_case")]
 pub enum NoteStatus {
     #[default]
@@ -185,22 +187,12 @@ impl NewNote {
     }
 }
 
-/// Review status of a link.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum LinkStatus {
-    Proposed,
-    Accepted,
-    Rejected,
-    RolledBack,
-}
-
 /// A typed edge between two existing notes.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Link {
     pub from: NoteId,
     pub to: NoteId,
-    pub kind: String,
+    pub kind: LinkKind,
     pub reason: String,
     pub confidence: f64,
     pub created_by: String,

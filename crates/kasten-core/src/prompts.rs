@@ -20,20 +20,27 @@ use std::collections::BTreeSet;
 use serde_json::{Value, json};
 
 use crate::NoteId;
+use crate::states::LinkKind;
 
 /// Changes whenever a template or schema changes; recorded on every event.
 pub const PROMPT_VERSION: &str = "amem-v5";
 
 /// Link kinds the LLM may choose from.
-pub const LINK_KINDS: &[&str] = &[
-    "relates",
-    "supports",
-    "contradicts",
-    "elaborates",
-    "causes",
-    "follows",
-    "same-entity",
-];
+pub const LINK_KINDS: &[LinkKind] = LinkKind::FOR_LLM;
+
+/// Whether the LLM may choose this kind.
+pub fn is_llm_kind(kind: &str) -> bool {
+    LINK_KINDS.iter().any(|k| k.as_str() == kind)
+}
+
+/// The kinds the LLM may choose from, as a list for a prompt or a message.
+pub fn link_kind_list() -> String {
+    LINK_KINDS
+        .iter()
+        .map(LinkKind::as_str)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
 
 const MAX_KEYWORDS: usize = 8;
 const MAX_TAGS: usize = 6;

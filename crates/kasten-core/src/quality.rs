@@ -19,6 +19,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use serde::Serialize;
 
+use crate::lifecycle::Tier;
 use crate::text::{STOP_WORDS, Tokenizer};
 
 /// Words of the prompts' instructions and field names. An annotation that uses one of these
@@ -30,8 +31,8 @@ pub const PROMPT_WORDS: &[&str] = &[
     "tags",
     "context",
     "tier",
-    "long_term",
-    "short_term",
+    Tier::LongTerm.as_str(),
+    Tier::ShortTerm.as_str(),
     "return",
     "specific terms",
     "broad categories",

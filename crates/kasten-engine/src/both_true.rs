@@ -26,13 +26,7 @@ impl Engine {
                 l.kind
             )));
         }
-        let status = match (l.status.as_str(), l.reviewed) {
-            ("proposed", _) => ReviewStatus::Proposed,
-            ("accepted", false) => ReviewStatus::Applied,
-            ("accepted", true) => ReviewStatus::Accepted,
-            ("rejected", _) => ReviewStatus::Rejected,
-            _ => ReviewStatus::RolledBack,
-        };
+        let status = ReviewStatus::of_link(l.status, l.reviewed);
         if !matches!(status, ReviewStatus::Proposed | ReviewStatus::Applied) {
             return Err(invalid(format!(
                 "link {id} is {status:?}; only a waiting supersession can be kept as both true"
@@ -40,7 +34,7 @@ impl Engine {
         }
         let (newer, older) = (NoteId::parse(&l.from)?, NoteId::parse(&l.to)?);
         self.commit_review(&ReviewBatch {
-            link_status: vec![(l.id.clone(), "rejected".into(), true)],
+            link_status: vec![(l.id.clone(), kasten_core::LinkStatus::Rejected, true)],
             audit: vec![audit(
                 BOTH_TRUE,
                 &l.id,

@@ -313,7 +313,7 @@ impl Engine {
                         ShownLink {
                             from,
                             to,
-                            kind: l.kind,
+                            kind: l.kind.to_string(),
                             reason: l.reason,
                         },
                     ));

@@ -11,22 +11,22 @@
 //!   `rollback REVISION` restores the earlier text exactly (and, when nothing else
 //!   touched the note since, its exact embedding).
 
-use kasten_core::prompts::LINK_KINDS;
-use kasten_core::{JobId, NewNote, NoteId};
+use kasten_core::prompts::{LINK_KINDS, is_llm_kind, link_kind_list};
+use kasten_core::{JobId, LinkKind, LinkStatus, NewNote, NoteId, RevisionStatus};
 use kasten_store::{ContentChange, ContentRevision, ReviewBatch, StoreError, UserLink};
 
 use crate::review::{HistoryEntry, ReviewOutcome, audit, fields_of};
 use crate::{Engine, EngineError};
 
 /// The kind a link made by hand gets when none is chosen.
-pub const DEFAULT_LINK_KIND: &str = "relates";
+pub const DEFAULT_LINK_KIND: &str = kasten_core::LinkKind::Relates.as_str();
 
 fn invalid(msg: String) -> EngineError {
     EngineError::Invalid(kasten_core::CoreError::Invalid(msg))
 }
 
 /// The link kinds a person may choose (those the LLM uses too).
-pub fn link_kinds() -> &'static [&'static str] {
+pub fn link_kinds() -> &'static [LinkKind] {
     LINK_KINDS
 }
 
@@ -86,9 +86,9 @@ impl Engine {
             .into_iter()
             .find(|l| l.from == from.as_str())
         {
-            return match l.status.as_str() {
-                "proposed" => Ok(outcome(l.id)),
-                "accepted" => Err(invalid(format!(
+            return match l.status {
+                LinkStatus::Proposed => Ok(outcome(l.id)),
+                LinkStatus::Accepted => Err(invalid(format!(
                     "{from} is already linked to {to} as '{kind}' (link {})",
                     l.id
                 ))),
@@ -138,10 +138,10 @@ impl Engine {
     ) -> Result<&'a str, EngineError> {
         let kind = kind.map(str::trim).filter(|k| !k.is_empty());
         let kind = kind.unwrap_or(DEFAULT_LINK_KIND);
-        if !LINK_KINDS.contains(&kind) {
+        if !is_llm_kind(kind) {
             return Err(invalid(format!(
                 "'{kind}' is not a link kind; use one of {}",
-                LINK_KINDS.join(", ")
+                link_kind_list()
             )));
         }
         if from == to {
@@ -169,7 +169,7 @@ impl Engine {
             .links_between(from, to, Some(kind))
             .await?
             .into_iter()
-            .find(|l| l.from == from.as_str() && l.status == "accepted")
+            .find(|l| l.from == from.as_str() && l.status == LinkStatus::Accepted)
         {
             return Err(invalid(format!(
                 "{from} is already linked to {to} as '{kind}' (link {})",
@@ -238,7 +238,7 @@ impl Engine {
             .links_between(a, b, kind)
             .await?
             .into_iter()
-            .filter(|l| l.status == "accepted")
+            .filter(|l| l.status == LinkStatus::Accepted)
             .collect();
         if links.is_empty() {
             return Err(invalid(match kind {
@@ -249,7 +249,7 @@ impl Engine {
         let batch = ReviewBatch {
             link_status: links
                 .iter()
-                .map(|l| (l.id.clone(), "rolled_back".to_owned(), true))
+                .map(|l| (l.id.clone(), LinkStatus::RolledBack, true))
                 .collect(),
             audit: links
                 .iter()
@@ -319,11 +319,11 @@ impl Engine {
     pub(crate) async fn undo_content(
         &self,
         r: ContentRevision,
-        status: &str,
+        status: RevisionStatus,
         action: &str,
         actor: &str,
     ) -> Result<ReviewOutcome, EngineError> {
-        if r.status != "applied" {
+        if r.status != RevisionStatus::Applied {
             return Err(invalid(format!(
                 "edit {} is not in force ({}); nothing to roll back",
                 r.id, r.status
@@ -337,7 +337,11 @@ impl Engine {
                 .await?
                 .into_iter()
                 .rev()
-                .find(|x| x.id != r.id && x.status == "applied" && x.created_at >= r.created_at);
+                .find(|x| {
+                    x.id != r.id
+                        && x.status == RevisionStatus::Applied
+                        && x.created_at >= r.created_at
+                });
             return Err(EngineError::Conflict(match later {
                 Some(x) => format!(
                     "{} cannot be rolled back: the later edit {} changed the text of note {} again; roll back {} first",
@@ -360,7 +364,7 @@ impl Engine {
             embedding_before: None,
             embed_model: self.embedder.model_id().to_owned(),
             new_revision: None,
-            revision_status: Some((r.id.clone(), status.to_owned())),
+            revision_status: Some((r.id.clone(), status)),
             enrich_job: None,
             audit: audit(
                 action,

@@ -150,7 +150,7 @@ async fn unlink_removes_both_directions_and_reapply_brings_a_link_back() {
     e.link(&a, &b, None, "", "user").await.unwrap();
     e.unlink(&a, &b, Some("relates"), "user").await.unwrap();
     assert!(adjacent(&e, &a, &b), "the elaborates link stays");
-    assert!(e.store.link(&ab).await.unwrap().unwrap().status == "rolled_back");
+    assert!(e.store.link(&ab).await.unwrap().unwrap().status == LinkStatus::RolledBack);
     e.close().await;
 }
 

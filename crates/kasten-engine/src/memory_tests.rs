@@ -165,9 +165,9 @@ async fn near_duplicates_become_merge_proposals_under_both_policies() {
         assert_eq!(
             m.status,
             if mode == PolicyMode::Auto {
-                "accepted"
+                kasten_core::LinkStatus::Accepted
             } else {
-                "proposed"
+                kasten_core::LinkStatus::Proposed
             }
         );
         // not a second note: not listed, not retrieved

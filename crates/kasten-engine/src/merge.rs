@@ -22,7 +22,7 @@ use kasten_core::facts;
 use kasten_core::lifecycle::Reinforce;
 use kasten_core::supersession::supersedes_with;
 use kasten_core::text::Tokenizer;
-use kasten_core::{JobId, Note, NoteId, NoteStatus};
+use kasten_core::{JobId, LinkStatus, Note, NoteId, NoteStatus};
 use kasten_store::{DifferWrite, LinkRecord, MergeWrite, NoteWrite};
 use serde::{Deserialize, Serialize};
 
@@ -36,9 +36,9 @@ pub(crate) const MERGE_CANDIDATES: usize = 3;
 /// See the module docs.
 pub const SAME_EVENT_WINDOW_HOURS: i64 = 24;
 /// Link kind of a merge.
-pub const SAME_ENTITY: &str = "same-entity";
+pub const SAME_ENTITY: &str = kasten_core::LinkKind::SameEntity.as_str();
 /// Link kind between a new note and one it reads like but whose facts differ.
-pub const CONTRADICTS: &str = "contradicts";
+pub const CONTRADICTS: &str = kasten_core::LinkKind::Contradicts.as_str();
 
 /// When a new note counts as a near-duplicate.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -75,7 +75,7 @@ pub struct MergeInfo {
     pub similarity: f32,
     pub jaccard: f64,
     /// `accepted` (policy auto) or `proposed` (policy review).
-    pub status: String,
+    pub status: LinkStatus,
 }
 
 /// The merge rule's word overlap of two texts: the Jaccard index of their token sets
@@ -262,7 +262,11 @@ impl Engine {
                 event,
                 similarity: cos,
                 jaccard: jac,
-                status: if accepted { "accepted" } else { "proposed" }.into(),
+                status: if accepted {
+                    LinkStatus::Accepted
+                } else {
+                    LinkStatus::Proposed
+                },
             });
         }
         // a note merged into another after all is hidden: no link of its own
@@ -291,7 +295,7 @@ impl Engine {
         let Some(note) = self.store.get_note(&dup).await? else {
             return Ok(());
         };
-        let in_force = matches!(link.status.as_str(), "proposed" | "accepted");
+        let in_force = link.status.is_live();
         match (in_force, note.status) {
             (false, NoteStatus::Merged) => {
                 let _order = self.index_order().await;

@@ -42,7 +42,7 @@ async fn proposed(e: &Engine, note: &NoteId) -> usize {
         .await
         .unwrap()
         .into_iter()
-        .filter(|r| r.reason == "evolution" && r.status == "proposed")
+        .filter(|r| r.reason == "evolution" && r.status == kasten_core::RevisionStatus::Proposed)
         .count()
 }
 

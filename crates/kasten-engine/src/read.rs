@@ -40,8 +40,8 @@ pub struct GraphLink {
     pub id: String,
     pub from: String,
     pub to: String,
-    pub kind: String,
-    pub status: String,
+    pub kind: kasten_core::LinkKind,
+    pub status: LinkStatus,
     pub confidence: f64,
 }
 

@@ -22,7 +22,7 @@ use std::collections::HashSet;
 
 use chrono::{DateTime, Utc};
 use kasten_core::provenance::{self, SetBy};
-use kasten_core::{NoteId, NoteStatus, note::index_text};
+use kasten_core::{LinkStatus, NoteId, NoteStatus, RevisionStatus, note::index_text};
 use kasten_store::{
     AuditEntry, FieldChange, Fields, LinkRecord, MAY_BE_OUTDATED, NewRevision, QueueStates,
     ReviewBatch, Revision, SUPERSEDES, StoreError,
@@ -36,48 +36,7 @@ mod edits;
 use crate::{Engine, EngineError};
 
 /// Review status of a proposal (see the module docs).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ReviewStatus {
-    Proposed,
-    Applied,
-    Accepted,
-    Rejected,
-    RolledBack,
-}
-
-impl ReviewStatus {
-    pub fn parse(s: &str) -> Option<Self> {
-        Some(match s {
-            "proposed" => Self::Proposed,
-            "applied" => Self::Applied,
-            "accepted" => Self::Accepted,
-            "rejected" => Self::Rejected,
-            "rolled_back" | "rolled-back" => Self::RolledBack,
-            _ => return None,
-        })
-    }
-
-    fn of_link(status: &str, reviewed: bool) -> Self {
-        match (status, reviewed) {
-            ("proposed", _) => Self::Proposed,
-            ("accepted", false) => Self::Applied,
-            ("accepted", true) => Self::Accepted,
-            ("rejected", _) => Self::Rejected,
-            _ => Self::RolledBack,
-        }
-    }
-
-    fn of_revision(status: &str, reviewed: bool) -> Self {
-        match (status, reviewed) {
-            ("proposed", _) => Self::Proposed,
-            ("applied", false) => Self::Applied,
-            ("applied", true) => Self::Accepted,
-            ("rejected", _) => Self::Rejected,
-            _ => Self::RolledBack,
-        }
-    }
-}
+pub use kasten_core::ReviewStatus;
 
 /// One entry of the review queue.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -281,14 +240,14 @@ impl Engine {
         // Each table gives its newest `limit`; the newest `limit` of both are among them.
         let mut items = Vec::new();
         for l in self.store.queue_links(states, by, limit).await? {
-            let status = ReviewStatus::of_link(&l.status, l.reviewed);
+            let status = ReviewStatus::of_link(l.status, l.reviewed);
             items.push(ReviewItem {
                 kind: "link".into(),
                 id: l.id,
                 note: l.from,
                 target: Some(l.to),
                 event: l.event,
-                label: l.kind,
+                label: l.kind.to_string(),
                 reason: l.reason,
                 confidence: Some(l.confidence),
                 before: None,
@@ -316,7 +275,7 @@ impl Engine {
             }
         }
         for r in self.store.queue_revisions(states, by, limit).await? {
-            let status = ReviewStatus::of_revision(&r.status, r.reviewed);
+            let status = ReviewStatus::of_revision(r.status, r.reviewed);
             let reason = explanation(&r);
             items.push(ReviewItem {
                 kind: "edit".into(),

@@ -517,7 +517,7 @@ impl Engine {
                     .or_default()
                     .push(RenderLink {
                         target: target.clone(),
-                        kind: l.kind,
+                        kind: l.kind.to_string(),
                         reason: l.reason,
                         confidence: l.confidence,
                         status: LinkStatus::Accepted,

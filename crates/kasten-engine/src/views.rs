@@ -272,7 +272,13 @@ mod tests {
             links.extend(p);
         }
         assert_eq!(links.len(), 4);
-        assert_eq!(links.iter().filter(|l| l.status == "proposed").count(), 1);
+        assert_eq!(
+            links
+                .iter()
+                .filter(|l| l.status == kasten_core::LinkStatus::Proposed)
+                .count(),
+            1
+        );
 
         // depth 1 around b: a, b, c; depth 2: + d; depth 3: + e (over the proposed link)
         let ids_of = |g: &LocalGraph| {
@@ -302,7 +308,7 @@ mod tests {
         // a rejected link leaves the graph
         let proposed = links
             .iter()
-            .find(|l| l.status == "proposed")
+            .find(|l| l.status == kasten_core::LinkStatus::Proposed)
             .map(|l| l.id.clone())
             .unwrap_or_default();
         e.reject(&proposed, "user").await?;

@@ -398,11 +398,11 @@ impl KastenMcp {
             from: from.to_string(),
             to: to.to_string(),
             status: if out.action == "propose_link" {
-                "proposed"
+                kasten_core::LinkStatus::Proposed
             } else {
-                "accepted"
+                kasten_core::LinkStatus::Accepted
             }
-            .into(),
+            .to_string(),
         }))
     }
 

@@ -216,17 +216,13 @@ pub(crate) fn note_out(n: &Note) -> NoteOut {
 }
 
 pub(crate) fn link_out(l: &Link) -> LinkOut {
-    let status = serde_json::to_value(l.status)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_owned))
-        .unwrap_or_default();
     LinkOut {
         from: l.from.to_string(),
         to: l.to.to_string(),
-        kind: l.kind.clone(),
+        kind: l.kind.to_string(),
         reason: l.reason.clone(),
         confidence: l.confidence,
         created_by: l.created_by.clone(),
-        status,
+        status: l.status.to_string(),
     }
 }

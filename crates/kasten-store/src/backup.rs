@@ -315,7 +315,8 @@ impl Store {
             .bind(("ids", keys))
             .await
             .map_err(StoreError::from_db)?;
-        let mut links: Vec<LinkRecord> = resp.take(0).map_err(StoreError::from_db)?;
+        let rows: Vec<crate::LinkRecordRow> = resp.take(0).map_err(StoreError::from_db)?;
+        let mut links = crate::link_records(rows)?;
         links.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
         Ok(links)
     }

@@ -38,7 +38,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use kasten_core::lifecycle::Tier;
 use kasten_core::provenance::{self, Origin};
-use kasten_core::{EnrichState, JobId, Link, LinkStatus, Note, NoteId, NoteStatus};
+use kasten_core::{EnrichState, JobId, Link, LinkKind, LinkStatus, Note, NoteId, NoteStatus};
 use surrealdb::engine::any;
 use surrealdb::types::{Bytes, QueryError, RecordId, RecordIdKey, SurrealValue};
 use thiserror::Error;

@@ -19,21 +19,12 @@ impl Store {
         let rows: Vec<LinkRow> = resp.take(1).map_err(StoreError::from_db)?;
         rows.into_iter()
             .map(|r| {
-                let status = match r.status.as_str() {
-                    "proposed" => LinkStatus::Proposed,
-                    "accepted" => LinkStatus::Accepted,
-                    "rejected" => LinkStatus::Rejected,
-                    "rolled_back" => LinkStatus::RolledBack,
-                    other => {
-                        return Err(StoreError::Corrupt(format!(
-                            "link with unknown status '{other}'"
-                        )));
-                    }
-                };
+                let status = LinkStatus::parse(&r.status)
+                    .map_err(|e| StoreError::Corrupt(format!("a link from {}: {e}", r.from)))?;
                 Ok(Link {
                     from: NoteId::parse(&r.from).map_err(|e| StoreError::Corrupt(e.to_string()))?,
                     to: NoteId::parse(&r.to).map_err(|e| StoreError::Corrupt(e.to_string()))?,
-                    kind: r.kind,
+                    kind: LinkKind::parse(&r.kind),
                     reason: r.reason,
                     confidence: r.confidence,
                     created_by: r.created_by,

@@ -7,7 +7,7 @@
 //! so the LLM re-annotates and re-links the new text.
 
 use chrono::{DateTime, Utc};
-use kasten_core::{JobId, NoteId};
+use kasten_core::{JobId, NoteId, RevisionStatus};
 use surrealdb::types::{Bytes, SurrealValue};
 
 use crate::pipeline::Fields;
@@ -40,7 +40,7 @@ pub struct ContentRevision {
     pub content_before: String,
     pub content_after: String,
     pub embedding_before: Option<Vec<f32>>,
-    pub status: String,
+    pub status: RevisionStatus,
     pub created_at: DateTime<Utc>,
 }
 
@@ -59,7 +59,7 @@ pub struct ContentChange {
     /// `Some(actor)`: record a new revision by this actor with `reason`.
     pub new_revision: Option<(String, String)>,
     /// `Some((revision, status))`: set an existing revision's status.
-    pub revision_status: Option<(String, String)>,
+    pub revision_status: Option<(String, RevisionStatus)>,
     /// Queue an enrichment job with this id unless one is already queued for the note.
     pub enrich_job: Option<JobId>,
     pub audit: AuditEntry,
@@ -88,6 +88,7 @@ struct ContentRow {
 
 impl ContentRow {
     fn into_revision(self) -> Result<ContentRevision, StoreError> {
+        let status = crate::review::revision_status(&self.id, &self.status)?;
         Ok(ContentRevision {
             id: self.id,
             note: NoteId::parse(&self.note).map_err(|e| StoreError::Corrupt(e.to_string()))?,
@@ -98,7 +99,7 @@ impl ContentRow {
                 .as_ref()
                 .map(|b| bytes_to_emb(b))
                 .transpose()?,
-            status: self.status,
+            status,
             created_at: self.created_at,
         })
     }
@@ -130,7 +131,7 @@ impl Store {
             .bind(("kind", kind.map(str::to_owned)))
             .await
             .map_err(StoreError::from_db)?;
-        resp.take(2).map_err(StoreError::from_db)
+        crate::link_records(resp.take(2).map_err(StoreError::from_db)?)
     }
 
     /// Creates an accepted link `from -> to` of `kind` made by hand, or brings back the one
@@ -346,7 +347,7 @@ impl Store {
                 "status",
                 c.revision_status.as_ref().map(|(id, s)| StatusParam {
                     id: id.clone(),
-                    status: s.clone(),
+                    status: s.to_string(),
                 }),
             ))
             .bind(("job", c.enrich_job.as_ref().map(ToString::to_string)))

@@ -138,7 +138,7 @@ impl Store {
                 event: m.event.clone(),
                 reason: m.reason.clone(),
                 similarity: m.similarity,
-                status: if m.accepted { "accepted" } else { "proposed" }.to_owned(),
+                status: held_or_accepted(m.accepted).to_string(),
                 strength: m.strength,
                 at: m.at,
             })
@@ -151,7 +151,7 @@ impl Store {
                 kind: d.kind.clone(),
                 reason: d.reason.clone(),
                 confidence: d.confidence,
-                status: if d.accepted { "accepted" } else { "proposed" }.to_owned(),
+                status: held_or_accepted(d.accepted).to_string(),
                 at: d.at,
             })
             .collect();
@@ -479,5 +479,14 @@ impl Store {
             .await
             .map_err(StoreError::from_db)?;
         first_real_error(&mut resp)
+    }
+}
+
+/// The status of a link applied at once or held for review.
+fn held_or_accepted(accepted: bool) -> LinkStatus {
+    if accepted {
+        LinkStatus::Accepted
+    } else {
+        LinkStatus::Proposed
     }
 }

@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use kasten_core::{JobId, NoteId};
+use kasten_core::{JobId, LinkStatus, NoteId};
 use surrealdb::types::{Bytes, RecordId, SurrealValue, Value};
 
 use crate::{LinkCursor, Store, StoreError, emb_to_bytes, first_real_error};
@@ -360,9 +360,10 @@ impl Store {
                 reason: l.reason.clone(),
                 confidence: l.confidence,
                 status: match l.mode {
-                    ApplyMode::Apply => "accepted".into(),
-                    ApplyMode::Hold => "proposed".into(),
-                },
+                    ApplyMode::Apply => LinkStatus::Accepted,
+                    ApplyMode::Hold => LinkStatus::Proposed,
+                }
+                .to_string(),
             })
             .collect();
         let updates: Vec<UpdateParam> = e

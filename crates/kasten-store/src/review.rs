@@ -6,7 +6,7 @@
 //! new revisions (user edits) and audit entries — all in one transaction or none of it.
 
 use chrono::{DateTime, Utc};
-use kasten_core::NoteId;
+use kasten_core::{LinkStatus, NoteId, RevisionStatus};
 use surrealdb::types::{Bytes, SurrealValue};
 
 use crate::pipeline::{Change, Fields};
@@ -25,7 +25,7 @@ pub struct Revision {
     pub after: Fields,
     pub embedding_before: Option<Vec<f32>>,
     pub embedding_after: Option<Vec<f32>>,
-    pub status: String,
+    pub status: RevisionStatus,
     pub reviewed: bool,
     pub created_at: DateTime<Utc>,
     /// Each change with its own reason (LLM revisions since evolution became operations).
@@ -52,6 +52,7 @@ struct RevisionRow {
 
 impl RevisionRow {
     fn into_revision(self) -> Result<Revision, StoreError> {
+        let status = revision_status(&self.id, &self.status)?;
         Ok(Revision {
             id: self.id,
             note: NoteId::parse(&self.note).map_err(|e| StoreError::Corrupt(e.to_string()))?,
@@ -70,12 +71,18 @@ impl RevisionRow {
                 .as_ref()
                 .map(|b| bytes_to_emb(b))
                 .transpose()?,
-            status: self.status,
+            status,
             reviewed: self.reviewed,
             created_at: self.created_at,
             changes: self.changes,
         })
     }
+}
+
+/// A stored revision status; an unknown word is a damaged record.
+pub(crate) fn revision_status(revision: &str, word: &str) -> Result<RevisionStatus, StoreError> {
+    RevisionStatus::parse(word)
+        .map_err(|e| StoreError::Corrupt(format!("revision {revision}: {e}")))
 }
 
 const REVISION_COLUMNS: &str = "record::id(id) AS id, record::id(note) AS note,
@@ -98,8 +105,8 @@ pub struct AuditEntry {
 #[derive(Debug, Clone, Default)]
 pub struct ReviewBatch {
     pub field_changes: Vec<FieldChange>,
-    pub revision_status: Vec<(String, String, bool)>,
-    pub link_status: Vec<(String, String, bool)>,
+    pub revision_status: Vec<(String, RevisionStatus, bool)>,
+    pub link_status: Vec<(String, LinkStatus, bool)>,
     pub new_revisions: Vec<NewRevision>,
     pub audit: Vec<AuditEntry>,
     /// "May be outdated" flags a supersession put in force raises (see `supersede.rs`).
@@ -192,12 +199,13 @@ pub struct QueueStates {
 }
 
 impl QueueStates {
-    /// The WHERE fragment selecting these states; `in_effect` is the stored status of a
-    /// change in effect. Only fixed text: nothing from the caller reaches the query.
-    fn filter(self, in_effect: &str) -> Option<String> {
+    /// The WHERE fragment selecting these states, given the stored words of a record
+    /// held, in effect and rejected. Only the states' own words: nothing from the caller
+    /// reaches the query.
+    fn filter(self, [proposed, in_effect, rejected]: [&'static str; 3]) -> Option<String> {
         let mut parts = Vec::new();
         if self.proposed {
-            parts.push("status = 'proposed'".to_owned());
+            parts.push(format!("status = '{proposed}'"));
         }
         if self.applied {
             parts.push(format!("(status = '{in_effect}' AND reviewed = false)"));
@@ -206,11 +214,11 @@ impl QueueStates {
             parts.push(format!("(status = '{in_effect}' AND reviewed = true)"));
         }
         if self.rejected {
-            parts.push("status = 'rejected'".to_owned());
+            parts.push(format!("status = '{rejected}'"));
         }
         if self.rolled_back {
             parts.push(format!(
-                "status NOT IN ['proposed', '{in_effect}', 'rejected']"
+                "status NOT IN ['{proposed}', '{in_effect}', '{rejected}']"
             ));
         }
         (!parts.is_empty()).then(|| parts.join(" OR "))
@@ -325,7 +333,11 @@ impl Store {
         by: Option<&str>,
         limit: usize,
     ) -> Result<Vec<LinkRecord>, StoreError> {
-        let Some(filter) = states.filter("accepted") else {
+        let Some(filter) = states.filter([
+            LinkStatus::Proposed.as_str(),
+            LinkStatus::Accepted.as_str(),
+            LinkStatus::Rejected.as_str(),
+        ]) else {
             return Ok(Vec::new());
         };
         let maker = match by {
@@ -346,7 +358,7 @@ impl Store {
             .bind(("limit", i64::try_from(limit).unwrap_or(i64::MAX)))
             .await
             .map_err(StoreError::from_db)?;
-        resp.take(0).map_err(StoreError::from_db)
+        crate::link_records(resp.take(0).map_err(StoreError::from_db)?)
     }
 
     /// The agents whose links are in the review queue (`agent`, `agent:<name>`), sorted.
@@ -376,7 +388,11 @@ impl Store {
         by: Option<&str>,
         limit: usize,
     ) -> Result<Vec<Revision>, StoreError> {
-        let Some(filter) = states.filter("applied") else {
+        let Some(filter) = states.filter([
+            RevisionStatus::Proposed.as_str(),
+            RevisionStatus::Applied.as_str(),
+            RevisionStatus::Rejected.as_str(),
+        ]) else {
             return Ok(Vec::new());
         };
         if by.is_some_and(|b| b != "llm") {
@@ -428,7 +444,8 @@ impl Store {
             .bind(("id", id.to_owned()))
             .await
             .map_err(StoreError::from_db)?;
-        resp.take(0).map_err(StoreError::from_db)
+        let row: Option<crate::LinkRecordRow> = resp.take(0).map_err(StoreError::from_db)?;
+        row.map(crate::LinkRecordRow::into_record).transpose()
     }
 
     /// Links of an event, or all links (any status), oldest first.
@@ -446,7 +463,7 @@ impl Store {
             .bind(("event", event.unwrap_or_default().to_owned()))
             .await
             .map_err(StoreError::from_db)?;
-        resp.take(0).map_err(StoreError::from_db)
+        crate::link_records(resp.take(0).map_err(StoreError::from_db)?)
     }
 
     /// Whether an event with this id exists.
@@ -497,15 +514,15 @@ impl Store {
                 set_by: crate::origin_rows(&c.set_by),
             })
             .collect();
-        let status = |v: &[(String, String, bool)]| -> Vec<StatusParam> {
+        fn status<S: Copy + std::fmt::Display>(v: &[(String, S, bool)]) -> Vec<StatusParam> {
             v.iter()
                 .map(|(id, s, r)| StatusParam {
                     id: id.clone(),
-                    status: s.clone(),
+                    status: s.to_string(),
                     reviewed: *r,
                 })
                 .collect()
-        };
+        }
         let revs: Vec<NewRevisionParam> = b
             .new_revisions
             .iter()

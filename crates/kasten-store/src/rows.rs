@@ -315,20 +315,64 @@ pub(crate) struct LinkRow {
 }
 
 /// A link with its record id.
-#[derive(Debug, Clone, PartialEq, SurrealValue, serde::Serialize)]
-#[surreal(crate = "surrealdb::types")]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct LinkRecord {
     pub id: String,
     pub from: String,
     pub to: String,
-    pub kind: String,
+    pub kind: LinkKind,
     pub reason: String,
     pub confidence: f64,
     pub created_by: String,
-    pub status: String,
+    pub status: LinkStatus,
     pub reviewed: bool,
     pub event: Option<String>,
     pub created_at: DateTime<Utc>,
+}
+
+/// A [`LinkRecord`] as read ([`LINK_COLUMNS`]), its status and kind still words.
+#[derive(Debug, SurrealValue)]
+#[surreal(crate = "surrealdb::types")]
+pub(crate) struct LinkRecordRow {
+    pub(crate) id: String,
+    pub(crate) from: String,
+    pub(crate) to: String,
+    pub(crate) kind: String,
+    pub(crate) reason: String,
+    pub(crate) confidence: f64,
+    pub(crate) created_by: String,
+    pub(crate) status: String,
+    pub(crate) reviewed: bool,
+    pub(crate) event: Option<String>,
+    pub(crate) created_at: DateTime<Utc>,
+}
+
+impl LinkRecordRow {
+    pub(crate) fn into_record(self) -> Result<LinkRecord, StoreError> {
+        Ok(LinkRecord {
+            status: link_status(&self.id, &self.status)?,
+            kind: LinkKind::parse(&self.kind),
+            id: self.id,
+            from: self.from,
+            to: self.to,
+            reason: self.reason,
+            confidence: self.confidence,
+            created_by: self.created_by,
+            reviewed: self.reviewed,
+            event: self.event,
+            created_at: self.created_at,
+        })
+    }
+}
+
+/// The typed links of rows read with [`LINK_COLUMNS`].
+pub(crate) fn link_records(rows: Vec<LinkRecordRow>) -> Result<Vec<LinkRecord>, StoreError> {
+    rows.into_iter().map(LinkRecordRow::into_record).collect()
+}
+
+/// A stored link status; an unknown word is a damaged record.
+pub(crate) fn link_status(link: &str, word: &str) -> Result<LinkStatus, StoreError> {
+    LinkStatus::parse(word).map_err(|e| StoreError::Corrupt(format!("link {link}: {e}")))
 }
 
 pub(crate) const LINK_COLUMNS: &str = "record::id(id) AS id, record::id(in) AS from, record::id(out) AS to, kind, reason,

@@ -16,10 +16,10 @@ use crate::{LINK_COLUMNS, LinkRecord};
 use crate::{Store, StoreError};
 
 /// Link kind from a newer note to an older one whose value it replaces.
-pub const SUPERSEDES: &str = "supersedes";
+pub const SUPERSEDES: &str = kasten_core::LinkKind::Supersedes.as_str();
 
 /// Link kind of a flag: from the note that replaced a value to a note that used it.
-pub const MAY_BE_OUTDATED: &str = "may_be_outdated";
+pub const MAY_BE_OUTDATED: &str = kasten_core::LinkKind::MayBeOutdated.as_str();
 
 /// A "may be outdated" flag to raise: `note` (linked to `superseded`) uses the value that
 /// `successor` replaced. Always a proposal.
@@ -181,7 +181,7 @@ impl Store {
             .bind(("id", note.to_string()))
             .await
             .map_err(StoreError::from_db)?;
-        resp.take(1).map_err(StoreError::from_db)
+        crate::link_records(resp.take(1).map_err(StoreError::from_db)?)
     }
 
     /// The flags still waiting (proposed) that the supersession `successor` → `superseded`

@@ -180,11 +180,12 @@ impl Store {
                 kind: l.kind.clone(),
                 reason: l.reason.clone(),
                 confidence: l.confidence,
+                // imported links are held or in force; nothing arrives rejected
                 status: match l.status {
-                    LinkStatus::Proposed => "proposed",
-                    _ => "accepted",
+                    LinkStatus::Proposed => LinkStatus::Proposed,
+                    _ => LinkStatus::Accepted,
                 }
-                .to_owned(),
+                .to_string(),
                 created_at: l.created_at,
             })
             .collect();

@@ -19,15 +19,51 @@ pub struct GraphNodeRow {
 }
 
 /// One edge of the graph (links whose status is proposed or accepted).
-#[derive(Debug, Clone, SurrealValue)]
-#[surreal(crate = "surrealdb::types")]
+#[derive(Debug, Clone)]
 pub struct GraphLinkRow {
     pub id: String,
     pub from: String,
     pub to: String,
-    pub kind: String,
-    pub status: String,
+    pub kind: kasten_core::LinkKind,
+    pub status: kasten_core::LinkStatus,
     pub confidence: f64,
+}
+
+/// The stored words of a link the graph shows: held for review or in force.
+fn live() -> Vec<String> {
+    kasten_core::LinkStatus::ALL
+        .iter()
+        .filter(|s| s.is_live())
+        .map(ToString::to_string)
+        .collect()
+}
+
+/// A [`GraphLinkRow`] as read ([`LINK_COLUMNS`]).
+#[derive(Debug, SurrealValue)]
+#[surreal(crate = "surrealdb::types")]
+struct GraphLinkRaw {
+    id: String,
+    from: String,
+    to: String,
+    kind: String,
+    status: String,
+    confidence: f64,
+}
+
+/// The typed edges of rows read with [`LINK_COLUMNS`].
+fn graph_links(rows: Vec<GraphLinkRaw>) -> Result<Vec<GraphLinkRow>, StoreError> {
+    rows.into_iter()
+        .map(|r| {
+            Ok(GraphLinkRow {
+                status: crate::link_status(&r.id, &r.status)?,
+                kind: kasten_core::LinkKind::parse(&r.kind),
+                id: r.id,
+                from: r.from,
+                to: r.to,
+                confidence: r.confidence,
+            })
+        })
+        .collect()
 }
 
 /// A count (and token sum, where it applies) for one day.
@@ -92,14 +128,15 @@ impl Store {
         let mut resp = self
             .db
             .query(format!(
-                "SELECT {LINK_COLUMNS} FROM link WHERE status IN ['proposed', 'accepted'] {filter} \
+                "SELECT {LINK_COLUMNS} FROM link WHERE status IN $live {filter} \
                  ORDER BY id LIMIT $limit"
             ))
             .bind(("after", after.unwrap_or_default().to_owned()))
+            .bind(("live", live()))
             .bind(("limit", limit as i64))
             .await
             .map_err(StoreError::from_db)?;
-        resp.take(0).map_err(StoreError::from_db)
+        graph_links(resp.take(0).map_err(StoreError::from_db)?)
     }
 
     /// Proposed and accepted links touching any of `ids` (one hop of a local graph).
@@ -113,12 +150,13 @@ impl Store {
             .query(format!(
                 "LET $rs = array::map($ids, |$k| type::record('note', $k));
                  SELECT {LINK_COLUMNS} FROM link
-                 WHERE status IN ['proposed', 'accepted'] AND (in IN $rs OR out IN $rs)"
+                 WHERE status IN $live AND (in IN $rs OR out IN $rs)"
             ))
             .bind(("ids", keys))
+            .bind(("live", live()))
             .await
             .map_err(StoreError::from_db)?;
-        resp.take(1).map_err(StoreError::from_db)
+        graph_links(resp.take(1).map_err(StoreError::from_db)?)
     }
 
     /// Graph nodes for these ids (those that exist).

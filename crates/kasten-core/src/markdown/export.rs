@@ -199,8 +199,8 @@ pub fn render_note(note: NoteView<'_>, boxes: &[String], links: &[RenderLink]) -
             s.push_str(&format!("    reason: {}\n", q(&l.reason)));
             s.push_str(&format!("    confidence: {}\n", yaml_float(l.confidence)));
             let status = match l.status {
-                LinkStatus::Proposed => "proposed",
-                _ => "accepted",
+                LinkStatus::Proposed => LinkStatus::Proposed,
+                _ => LinkStatus::Accepted,
             };
             s.push_str(&format!("    status: {status}\n"));
         }

@@ -180,8 +180,13 @@ pub(super) fn read_links(v: &Yaml, p: &mut ParsedFile) {
                     })
                     .filter(|c| c.is_finite())
                     .map_or(1.0, |c| c.clamp(0.0, 1.0));
-                let status = match get("status").and_then(scalar).as_deref() {
-                    Some("proposed") => LinkStatus::Proposed,
+                // a link held for review stays held; any other status is taken as accepted
+                let status = match get("status")
+                    .and_then(scalar)
+                    .as_deref()
+                    .map(LinkStatus::parse)
+                {
+                    Some(Ok(LinkStatus::Proposed)) => LinkStatus::Proposed,
                     _ => LinkStatus::Accepted,
                 };
                 p.links.push(FrontMatterLink {

@@ -7,6 +7,7 @@ use std::collections::{BTreeSet, HashMap};
 use serde_json::{Value, json};
 
 use super::*;
+use crate::lifecycle::Tier;
 
 /// Tokens allowed for the full construction answer (free text within the schema's lengths).
 const CONSTRUCT_MAX_TOKENS: u32 = 300;
@@ -40,7 +41,7 @@ pub fn construct(content: &str, time: &str) -> Prompt {
                 "keywords": {"type": "array", "items": {"type": "string", "maxLength": MAX_TERM_CHARS}, "minItems": 1, "maxItems": MAX_KEYWORDS},
                 "tags": {"type": "array", "items": {"type": "string", "maxLength": MAX_TERM_CHARS}, "minItems": 1, "maxItems": MAX_TAGS},
                 "context": {"type": "string", "maxLength": MAX_CONTEXT_CHARS},
-                "tier": {"type": "string", "enum": ["long_term", "short_term"]}
+                "tier": {"type": "string", "enum": [Tier::LongTerm.as_str(), Tier::ShortTerm.as_str()]}
             },
             "required": ["keywords", "tags", "context", "tier"],
             "additionalProperties": false
@@ -197,7 +198,7 @@ pub fn link_evolve(note: &Neighbour, neighbours: &[Neighbour], handles: &Handles
         note.keywords.join(", "),
         note.tags.join(", "),
         note.context,
-        LINK_KINDS.join(", ")
+        link_kind_list()
     );
     let hs = handles.all();
     let reason = json!({"type": "string", "maxLength": MAX_OP_REASON_CHARS});

@@ -344,10 +344,10 @@ impl LinkEvolve {
             let kind = l
                 .get("kind")
                 .and_then(Value::as_str)
-                .unwrap_or("relates")
+                .unwrap_or(LinkKind::Relates.as_str())
                 .trim()
                 .to_lowercase();
-            if !LINK_KINDS.contains(&kind.as_str()) || !seen.insert((to.clone(), kind.clone())) {
+            if !is_llm_kind(&kind) || !seen.insert((to.clone(), kind.clone())) {
                 out.dropped += 1;
                 continue;
             }

@@ -15,7 +15,7 @@ impl Engine {
         if let Some(r) = self.store.revision(id).await? {
             // the accept, and the user's adjustment on top of it: one transaction
             let (mut batch, fields, embedding, content) = match ReviewStatus::of_revision(
-                &r.status, r.reviewed,
+                r.status, r.reviewed,
             ) {
                 ReviewStatus::Proposed => {
                     let note = self.current(&r.note).await?;
@@ -36,7 +36,7 @@ impl Engine {
                             to.clone(),
                             embedding.clone(),
                         )],
-                        revision_status: vec![(r.id.clone(), "applied".into(), true)],
+                        revision_status: vec![(r.id.clone(), RevisionStatus::Applied, true)],
                         audit: vec![audit(
                             "accept",
                             id,
@@ -50,7 +50,7 @@ impl Engine {
                 }
                 ReviewStatus::Applied => {
                     let batch = ReviewBatch {
-                        revision_status: vec![(r.id.clone(), "applied".into(), true)],
+                        revision_status: vec![(r.id.clone(), RevisionStatus::Applied, true)],
                         audit: vec![audit(
                             "accept",
                             id,
@@ -111,14 +111,20 @@ impl Engine {
                     "a link has no fields to edit".into(),
                 )));
             }
-            let status = ReviewStatus::of_link(&l.status, l.reviewed);
+            let status = ReviewStatus::of_link(l.status, l.reviewed);
             if !matches!(status, ReviewStatus::Proposed | ReviewStatus::Applied) {
                 return Err(EngineError::Invalid(invalid(format!(
                     "link {id} is {status:?} and cannot be accepted"
                 ))));
             }
             return self
-                .set_link_status(&l, "accepted", "accept", "accepted the link", actor)
+                .set_link_status(
+                    &l,
+                    LinkStatus::Accepted,
+                    "accept",
+                    "accepted the link",
+                    actor,
+                )
                 .await;
         }
         Err(EngineError::UnknownItem(id.to_owned()))
@@ -174,13 +180,15 @@ impl Engine {
     /// Rejects a link or edit. An applied edit is rolled back (same conflict rule).
     pub async fn reject(&self, id: &str, actor: &str) -> Result<ReviewOutcome, EngineError> {
         if let Some(c) = self.store.content_revision(id).await? {
-            return self.undo_content(c, "rejected", "reject", actor).await;
+            return self
+                .undo_content(c, RevisionStatus::Rejected, "reject", actor)
+                .await;
         }
         if let Some(r) = self.store.revision(id).await? {
-            return match ReviewStatus::of_revision(&r.status, r.reviewed) {
+            return match ReviewStatus::of_revision(r.status, r.reviewed) {
                 ReviewStatus::Proposed => {
                     self.commit_review(&ReviewBatch {
-                        revision_status: vec![(r.id.clone(), "rejected".into(), true)],
+                        revision_status: vec![(r.id.clone(), RevisionStatus::Rejected, true)],
                         audit: vec![audit(
                             "reject",
                             id,
@@ -200,8 +208,15 @@ impl Engine {
                     })
                 }
                 ReviewStatus::Applied | ReviewStatus::Accepted => {
-                    self.undo_revisions(&[r], &HashSet::new(), "rejected", "reject", id, actor)
-                        .await
+                    self.undo_revisions(
+                        &[r],
+                        &HashSet::new(),
+                        RevisionStatus::Rejected,
+                        "reject",
+                        id,
+                        actor,
+                    )
+                    .await
                 }
                 s => Err(EngineError::Invalid(invalid(format!(
                     "edit {id} is already {s:?}"
@@ -209,14 +224,20 @@ impl Engine {
             };
         }
         if let Some(l) = self.store.link(id).await? {
-            let status = ReviewStatus::of_link(&l.status, l.reviewed);
+            let status = ReviewStatus::of_link(l.status, l.reviewed);
             if matches!(status, ReviewStatus::Rejected | ReviewStatus::RolledBack) {
                 return Err(EngineError::Invalid(invalid(format!(
                     "link {id} is already {status:?}"
                 ))));
             }
             return self
-                .set_link_status(&l, "rejected", "reject", "rejected the link", actor)
+                .set_link_status(
+                    &l,
+                    LinkStatus::Rejected,
+                    "reject",
+                    "rejected the link",
+                    actor,
+                )
                 .await;
         }
         Err(EngineError::UnknownItem(id.to_owned()))
@@ -226,11 +247,13 @@ impl Engine {
     /// made, in one transaction).
     pub async fn rollback(&self, id: &str, actor: &str) -> Result<ReviewOutcome, EngineError> {
         if let Some(c) = self.store.content_revision(id).await? {
-            return self.undo_content(c, "rolled_back", "rollback", actor).await;
+            return self
+                .undo_content(c, RevisionStatus::RolledBack, "rollback", actor)
+                .await;
         }
         if let Some(r) = self.store.revision(id).await? {
             if !matches!(
-                ReviewStatus::of_revision(&r.status, r.reviewed),
+                ReviewStatus::of_revision(r.status, r.reviewed),
                 ReviewStatus::Applied | ReviewStatus::Accepted
             ) {
                 return Err(EngineError::Invalid(invalid(format!(
@@ -239,18 +262,31 @@ impl Engine {
                 ))));
             }
             return self
-                .undo_revisions(&[r], &HashSet::new(), "rolled_back", "rollback", id, actor)
+                .undo_revisions(
+                    &[r],
+                    &HashSet::new(),
+                    RevisionStatus::RolledBack,
+                    "rollback",
+                    id,
+                    actor,
+                )
                 .await;
         }
         if let Some(l) = self.store.link(id).await? {
-            if l.status != "accepted" {
+            if l.status != LinkStatus::Accepted {
                 return Err(EngineError::Invalid(invalid(format!(
                     "link {id} is not in force ({})",
                     l.status
                 ))));
             }
             return self
-                .set_link_status(&l, "rolled_back", "rollback", "rolled back the link", actor)
+                .set_link_status(
+                    &l,
+                    LinkStatus::RolledBack,
+                    "rollback",
+                    "rolled back the link",
+                    actor,
+                )
                 .await;
         }
         if self.store.event_exists(id).await? {
@@ -260,28 +296,35 @@ impl Engine {
             let revs = self.of_existing_notes(revs).await?;
             let in_force: Vec<Revision> = revs
                 .iter()
-                .filter(|r| r.status == "applied")
+                .filter(|r| r.status == RevisionStatus::Applied)
                 .cloned()
                 .collect();
-            let held: Vec<&Revision> = revs.iter().filter(|r| r.status == "proposed").collect();
+            let held: Vec<&Revision> = revs
+                .iter()
+                .filter(|r| r.status == RevisionStatus::Proposed)
+                .collect();
             let links = self.store.links_where(Some(id)).await?;
             let own: HashSet<String> = revs.iter().map(|r| r.id.clone()).collect();
-            let mut batch = self.undo_batch(&in_force, &own, "rolled_back").await?;
+            let mut batch = self
+                .undo_batch(&in_force, &own, RevisionStatus::RolledBack)
+                .await?;
             batch.revision_status.extend(
                 held.iter()
-                    .map(|r| (r.id.clone(), "rejected".to_owned(), true)),
+                    .map(|r| (r.id.clone(), RevisionStatus::Rejected, true)),
             );
             for l in &links {
-                match l.status.as_str() {
-                    "accepted" => {
+                match l.status {
+                    LinkStatus::Accepted => {
                         batch
                             .link_status
-                            .push((l.id.clone(), "rolled_back".into(), true))
+                            .push((l.id.clone(), LinkStatus::RolledBack, true))
                     }
-                    "proposed" => batch
-                        .link_status
-                        .push((l.id.clone(), "rejected".into(), true)),
-                    _ => {}
+                    LinkStatus::Proposed => {
+                        batch
+                            .link_status
+                            .push((l.id.clone(), LinkStatus::Rejected, true))
+                    }
+                    LinkStatus::Rejected | LinkStatus::RolledBack => {}
                 }
             }
             let mut notes: Vec<NoteId> = revs.iter().map(|r| r.note.clone()).collect();
@@ -314,10 +357,16 @@ impl Engine {
         if !self.store.event_exists(event).await? {
             // a link removed by hand (or rolled back) comes back on its own
             if let Some(l) = self.store.link(event).await?
-                && l.status == "rolled_back"
+                && l.status == LinkStatus::RolledBack
             {
                 return self
-                    .set_link_status(&l, "accepted", "reapply", "re-applied the link", actor)
+                    .set_link_status(
+                        &l,
+                        LinkStatus::Accepted,
+                        "reapply",
+                        "re-applied the link",
+                        actor,
+                    )
                     .await;
             }
             return Err(EngineError::UnknownItem(event.to_owned()));
@@ -326,14 +375,14 @@ impl Engine {
             .of_existing_notes(self.store.revisions_where(None, Some(event)).await?)
             .await?
             .into_iter()
-            .filter(|r| r.status == "rolled_back")
+            .filter(|r| r.status == RevisionStatus::RolledBack)
             .collect();
         let links: Vec<LinkRecord> = self
             .store
             .links_where(Some(event))
             .await?
             .into_iter()
-            .filter(|l| l.status == "rolled_back")
+            .filter(|l| l.status == LinkStatus::RolledBack)
             .collect();
         if revs.is_empty() && links.is_empty() {
             return Err(EngineError::Invalid(invalid(format!(
@@ -359,13 +408,13 @@ impl Engine {
                 .push(self.change(&r.note, cur, to, embedding));
             batch
                 .revision_status
-                .push((r.id.clone(), "applied".into(), true));
+                .push((r.id.clone(), RevisionStatus::Applied, true));
             notes.push(r.note.clone());
         }
         batch.link_status.extend(
             links
                 .iter()
-                .map(|l| (l.id.clone(), "accepted".to_owned(), true)),
+                .map(|l| (l.id.clone(), LinkStatus::Accepted, true)),
         );
         let note_refs: Vec<&NoteId> = notes.iter().collect();
         batch.audit.push(audit(

@@ -9,14 +9,14 @@ impl Engine {
     pub(super) async fn set_link_status(
         &self,
         l: &LinkRecord,
-        status: &str,
+        status: LinkStatus,
         action: &str,
         reason: &str,
         actor: &str,
     ) -> Result<ReviewOutcome, EngineError> {
         let (from, to) = link_notes(l)?;
         self.commit_review(&ReviewBatch {
-            link_status: vec![(l.id.clone(), status.into(), true)],
+            link_status: vec![(l.id.clone(), status, true)],
             audit: vec![audit(action, &l.id, &[&from, &to], actor, reason)],
             ..ReviewBatch::default()
         })
@@ -99,7 +99,7 @@ impl Engine {
         &self,
         revs: &[Revision],
         together: &HashSet<String>,
-        status: &str,
+        status: RevisionStatus,
     ) -> Result<ReviewBatch, EngineError> {
         let mut batch = ReviewBatch::default();
         let mut ordered: Vec<&Revision> = revs.iter().collect();
@@ -111,7 +111,7 @@ impl Engine {
                 .filter(|x| {
                     x.id != r.id
                         && x.created_at >= r.created_at
-                        && x.status == "applied"
+                        && x.status == RevisionStatus::Applied
                         && !together.contains(&x.id)
                 })
                 .filter(|x| x.created_at > r.created_at || x.id > r.id)
@@ -140,9 +140,7 @@ impl Engine {
             batch
                 .field_changes
                 .push(self.change(&r.note, cur, to, embedding));
-            batch
-                .revision_status
-                .push((r.id.clone(), status.to_owned(), true));
+            batch.revision_status.push((r.id.clone(), status, true));
         }
         Ok(batch)
     }
@@ -151,7 +149,7 @@ impl Engine {
         &self,
         revs: &[Revision],
         together: &HashSet<String>,
-        status: &str,
+        status: RevisionStatus,
         action: &str,
         target: &str,
         actor: &str,
@@ -253,15 +251,17 @@ impl Engine {
             }
             let (from, to) = link_notes(&l)?;
             let b = out.get_or_insert_with(|| batch.clone());
-            match status.as_str() {
-                "accepted" => b.flags.extend(
+            match status {
+                LinkStatus::Accepted => b.flags.extend(
                     self.outdated_flags(&from, &to, &l.reason, Utc::now())
                         .await?,
                 ),
-                "rejected" | "rolled_back" if l.status == "accepted" => {
+                LinkStatus::Rejected | LinkStatus::RolledBack
+                    if l.status == LinkStatus::Accepted =>
+                {
                     for flag in self.store.pending_flags_of(&from, &to).await? {
                         if !b.link_status.iter().any(|(x, _, _)| *x == flag) {
-                            b.link_status.push((flag, "rolled_back".into(), true));
+                            b.link_status.push((flag, LinkStatus::RolledBack, true));
                         }
                     }
                 }

@@ -126,7 +126,7 @@ impl Engine {
                     "edit".into()
                 },
                 id: Some(r.id.clone()),
-                status: Some(ReviewStatus::of_revision(&r.status, r.reviewed)),
+                status: Some(ReviewStatus::of_revision(r.status, r.reviewed)),
                 reason: explanation(&r),
                 before: Some(r.before.into()),
                 after: Some(r.after.into()),

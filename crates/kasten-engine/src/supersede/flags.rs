@@ -4,17 +4,22 @@ use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 use kasten_core::text::Tokenizer;
-use kasten_core::{JobId, Note, NoteId, NoteStatus};
+use kasten_core::{JobId, LinkKind, Note, NoteId, NoteStatus};
 use kasten_store::{DifferWrite, FlagWrite, MAY_BE_OUTDATED, SUPERSEDES};
 
 use crate::{Engine, EngineError};
 
 /// Link kinds through which a note builds on another's value.
-const DEPENDS: &[&str] = &["supports", "elaborates", "causes", "follows"];
+const DEPENDS: &[&str] = &[
+    LinkKind::Supports.as_str(),
+    LinkKind::Elaborates.as_str(),
+    LinkKind::Causes.as_str(),
+    LinkKind::Follows.as_str(),
+];
 
 /// Link kinds that say nothing about using a value: the supersession links themselves,
 /// flags, and a `contradicts` (the note states another value).
-const NOT_DEPENDING: &[&str] = &[SUPERSEDES, MAY_BE_OUTDATED, "contradicts"];
+const NOT_DEPENDING: &[&str] = &[SUPERSEDES, MAY_BE_OUTDATED, crate::merge::CONTRADICTS];
 
 /// What a supersession changed, read back from its reason ("rent: 1,200 euros → 1,300
 /// euros", as [`kasten_core::supersession::Supersession::reason`] writes it).

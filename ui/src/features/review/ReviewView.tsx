@@ -1,6 +1,6 @@
 import { useId, useState } from "react";
 import { keepPreviousData, useQuery } from "@tanstack/react-query";
-import { abortable, api, errorText, type ReviewItemDto } from "../../api";
+import { abortable, api, errorText, type ReviewItemDto, type ReviewStatus } from "../../api";
 import { useApp } from "../../app-context";
 import { keys, useChanged } from "../../queries";
 import Changes from "../../components/Changes";
@@ -252,11 +252,11 @@ export default function ReviewView() {
   const { t, date } = useT();
   const maker = useMaker();
   const [tab, setTab] = useState<"queue" | "events">("queue");
-  const [status, setStatus] = useState("waiting");
+  const [status, setStatus] = useState<ReviewStatus | "waiting">("waiting");
   const [by, setBy] = useState("");
   const [minConf, setMinConf] = useState(0.8);
 
-  const statuses = status === "waiting" ? [] : [status];
+  const statuses: ReviewStatus[] = status === "waiting" ? [] : [status];
   const queue = useQuery({
     queryKey: keys.review(statuses, by || null),
     queryFn: ({ signal }) => abortable(api.reviewQueue(statuses, 0, PAGE, by || null), signal),
@@ -292,7 +292,7 @@ export default function ReviewView() {
         <span className="grow" />
         {tab === "queue" && (
           <>
-            <select value={status} onChange={(e) => setStatus(e.target.value)} aria-label={t("review.status")}>
+            <select value={status} onChange={(e) => setStatus(e.target.value as ReviewStatus | "waiting")} aria-label={t("review.status")}>
               <option value="waiting">{t("review.waiting")}</option>
               <option value="proposed">{t("review.proposedHeld")}</option>
               <option value="applied">{t("review.appliedNotReviewed")}</option>

@@ -1,11 +1,11 @@
 import { describe, expect, it } from "vitest";
-import type { BoxDto, GraphLinkDto, GraphNodeDto } from "../../api";
+import type { BoxDto, GraphLinkDto, GraphNodeDto, LinkStatus } from "../../api";
 import { aggregate, boxEdgeSize, boxNodeSize, boxSubgraph, boxThreshold, BOX_THRESHOLD, buildBoxGraph, mainBox, setBoxThreshold, syncBoxGraph, UNBOXED } from "../../features/graph/boxGraph";
 import { NO_BOX, PALETTE, type GraphData } from "../../features/graph/graphData";
 import { syntheticMemory } from "../../features/graph/synthetic";
 
 const node = (id: string, boxes: string[] = [], tags: string[] = []): GraphNodeDto => ({ id, label: id, tags, enrich: "done", boxes, strength: 1 });
-const link = (id: string, from: string, to: string, status = "accepted"): GraphLinkDto => ({ id, from, to, kind: "relates", status, confidence: 0.8 });
+const link = (id: string, from: string, to: string, status: LinkStatus = "accepted"): GraphLinkDto => ({ id, from, to, kind: "relates", status, confidence: 0.8 });
 const BOXES: BoxDto[] = [
   { id: "A", label: "garden", size: 3 },
   { id: "B", label: "piano", size: 2 },

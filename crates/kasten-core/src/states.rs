@@ -1,0 +1,385 @@
+//! The states and kinds a memory's records carry, as types: a link's status and kind, a
+//! revision's status, the status the review queue shows, who acted. Each has one
+//! `as_str`/`parse` pair; the words are what the store keeps and what every JSON output
+//! (the CLI's `--json`, MCP, the share wire, the app) shows, so they never change.
+//!
+//! Closed sets serialise through serde's `snake_case` renaming (a test holds it equal to
+//! `as_str`), which also gives the app's TypeScript a union of the words. A link kind is
+//! open: a kind this build does not know (an import's, a newer version's) is kept as
+//! [`LinkKind::Other`] and written back as it came.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::CoreError;
+
+/// Defines a closed state enum: its variants with their words, `ALL`, `as_str`, `parse`
+/// (a [`CoreError::UnknownState`] naming the words it takes), `FromStr` and `Display`.
+macro_rules! states {
+    (
+        $(#[$meta:meta])*
+        $name:ident, $what:literal {
+            $( $(#[$vmeta:meta])* $variant:ident => $word:literal ),+ $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        #[cfg_attr(feature = "specta", derive(specta::Type))]
+        #[serde(rename_all = "snake_case")]
+        pub enum $name {
+            $( $(#[$vmeta])* $variant ),+
+        }
+
+        impl $name {
+            /// Every variant, in declaration order.
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+
+            /// The word stored and shown for this state.
+            pub const fn as_str(self) -> &'static str {
+                match self {
+                    $( $name::$variant => $word ),+
+                }
+            }
+
+            /// The state a stored or typed word names.
+            pub fn parse(s: &str) -> Result<Self, CoreError> {
+                match s {
+                    $( $word => Ok($name::$variant), )+
+                    _ => Err(CoreError::UnknownState {
+                        what: $what,
+                        word: s.to_owned(),
+                        expected: [$($word),+].join(", "),
+                    }),
+                }
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = CoreError;
+
+            fn from_str(s: &str) -> Result<Self, CoreError> {
+                Self::parse(s)
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+states! {
+    /// Review status of a link as stored.
+    LinkStatus, "link status" {
+        /// Held for review: neither followed by search nor in the graph.
+        Proposed => "proposed",
+        /// In force (applied at once or accepted by a person; `reviewed` tells which).
+        Accepted => "accepted",
+        Rejected => "rejected",
+        RolledBack => "rolled_back",
+    }
+}
+
+impl LinkStatus {
+    /// Whether the link is in force or waits for a decision (not rejected or rolled back).
+    pub fn is_live(self) -> bool {
+        matches!(self, LinkStatus::Proposed | LinkStatus::Accepted)
+    }
+}
+
+states! {
+    /// Status of a revision (a change of a note's annotations or text) as stored.
+    RevisionStatus, "revision status" {
+        Proposed => "proposed",
+        /// In force (applied at once or accepted; `reviewed` tells which).
+        Applied => "applied",
+        Rejected => "rejected",
+        RolledBack => "rolled_back",
+    }
+}
+
+states! {
+    /// Review status of a proposal as the review queue and history show it: a link's or a
+    /// revision's stored status with whether a person reviewed it.
+    ReviewStatus, "review status" {
+        /// Held for review.
+        Proposed => "proposed",
+        /// In force, not reviewed yet.
+        Applied => "applied",
+        /// In force and accepted by a person.
+        Accepted => "accepted",
+        Rejected => "rejected",
+        RolledBack => "rolled_back",
+    }
+}
+
+impl ReviewStatus {
+    /// How a link with this stored status shows.
+    pub fn of_link(status: LinkStatus, reviewed: bool) -> Self {
+        match (status, reviewed) {
+            (LinkStatus::Proposed, _) => Self::Proposed,
+            (LinkStatus::Accepted, false) => Self::Applied,
+            (LinkStatus::Accepted, true) => Self::Accepted,
+            (LinkStatus::Rejected, _) => Self::Rejected,
+            (LinkStatus::RolledBack, _) => Self::RolledBack,
+        }
+    }
+
+    /// How a revision with this stored status shows.
+    pub fn of_revision(status: RevisionStatus, reviewed: bool) -> Self {
+        match (status, reviewed) {
+            (RevisionStatus::Proposed, _) => Self::Proposed,
+            (RevisionStatus::Applied, false) => Self::Applied,
+            (RevisionStatus::Applied, true) => Self::Accepted,
+            (RevisionStatus::Rejected, _) => Self::Rejected,
+            (RevisionStatus::RolledBack, _) => Self::RolledBack,
+        }
+    }
+}
+
+/// What a link says about the two notes. The kinds Kasten writes or offers the LLM are
+/// closed variants; any other word (an import's, a person's) is [`LinkKind::Other`],
+/// serialised as the plain word.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub enum LinkKind {
+    /// The default kind of a link by hand.
+    #[default]
+    Relates,
+    Supports,
+    Contradicts,
+    Elaborates,
+    Causes,
+    Follows,
+    /// A near-duplicate merged on write (`same-entity`).
+    SameEntity,
+    /// The newer note states another value for what the older one said.
+    Supersedes,
+    /// A note that used a value a newer note replaced.
+    MayBeOutdated,
+    /// An Obsidian `[[wikilink]]`.
+    Wikilink,
+    /// Any other word, kept as it came.
+    Other(String),
+}
+
+impl LinkKind {
+    /// The kinds with a variant of their own, in declaration order.
+    pub const KNOWN: &'static [LinkKind] = &[
+        LinkKind::Relates,
+        LinkKind::Supports,
+        LinkKind::Contradicts,
+        LinkKind::Elaborates,
+        LinkKind::Causes,
+        LinkKind::Follows,
+        LinkKind::SameEntity,
+        LinkKind::Supersedes,
+        LinkKind::MayBeOutdated,
+        LinkKind::Wikilink,
+    ];
+
+    /// The kinds the LLM may choose from.
+    pub const FOR_LLM: &'static [LinkKind] = &[
+        LinkKind::Relates,
+        LinkKind::Supports,
+        LinkKind::Contradicts,
+        LinkKind::Elaborates,
+        LinkKind::Causes,
+        LinkKind::Follows,
+        LinkKind::SameEntity,
+    ];
+
+    /// The word stored and shown for this kind.
+    pub const fn as_str(&self) -> &str {
+        match self {
+            LinkKind::Relates => "relates",
+            LinkKind::Supports => "supports",
+            LinkKind::Contradicts => "contradicts",
+            LinkKind::Elaborates => "elaborates",
+            LinkKind::Causes => "causes",
+            LinkKind::Follows => "follows",
+            LinkKind::SameEntity => "same-entity",
+            LinkKind::Supersedes => "supersedes",
+            LinkKind::MayBeOutdated => "may_be_outdated",
+            LinkKind::Wikilink => "wikilink",
+            LinkKind::Other(s) => s.as_str(),
+        }
+    }
+
+    /// The kind a word names; any word not a known kind is [`LinkKind::Other`].
+    pub fn parse(s: &str) -> Self {
+        Self::KNOWN
+            .iter()
+            .find(|k| k.as_str() == s)
+            .cloned()
+            .unwrap_or_else(|| LinkKind::Other(s.to_owned()))
+    }
+}
+
+impl FromStr for LinkKind {
+    type Err = std::convert::Infallible;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(Self::parse(s))
+    }
+}
+
+impl From<&str> for LinkKind {
+    fn from(s: &str) -> Self {
+        Self::parse(s)
+    }
+}
+
+impl fmt::Display for LinkKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl PartialEq<str> for LinkKind {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for LinkKind {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl Serialize for LinkKind {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for LinkKind {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = std::borrow::Cow::<'de, str>::deserialize(d)?;
+        Ok(Self::parse(&s))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn serde_word<T: Serialize>(v: &T) -> String {
+        match serde_json::to_value(v) {
+            Ok(serde_json::Value::String(s)) => s,
+            other => format!("not a string: {other:?}"),
+        }
+    }
+
+    macro_rules! round_trips {
+        ($t:ty, $words:expr) => {{
+            let words: Vec<&str> = <$t>::ALL.iter().map(|v| v.as_str()).collect();
+            assert_eq!(words, $words);
+            for v in <$t>::ALL {
+                assert_eq!(<$t>::parse(v.as_str()), Ok(*v));
+                assert_eq!(v.as_str().parse::<$t>(), Ok(*v));
+                assert_eq!(v.to_string(), v.as_str());
+                // serde's words are the stored words
+                assert_eq!(serde_word(v), v.as_str());
+                let back: $t = serde_json::from_value(serde_json::json!(v.as_str()))
+                    .unwrap_or_else(|e| unreachable!("{e}"));
+                assert_eq!(back, *v);
+            }
+        }};
+    }
+
+    #[test]
+    fn every_status_round_trips_through_its_word() {
+        round_trips!(
+            LinkStatus,
+            ["proposed", "accepted", "rejected", "rolled_back"]
+        );
+        round_trips!(
+            RevisionStatus,
+            ["proposed", "applied", "rejected", "rolled_back"]
+        );
+        round_trips!(
+            ReviewStatus,
+            ["proposed", "applied", "accepted", "rejected", "rolled_back"]
+        );
+    }
+
+    #[test]
+    fn an_unknown_status_is_a_clear_error() {
+        let e = LinkStatus::parse("acepted");
+        assert_eq!(
+            e.as_ref().map_err(ToString::to_string),
+            Err(
+                "'acepted' is not a link status (one of proposed, accepted, rejected, \
+                 rolled_back)"
+                    .to_owned()
+            )
+        );
+        assert!(RevisionStatus::parse("accepted").is_err());
+        assert!(ReviewStatus::parse("").is_err());
+        assert!(serde_json::from_str::<LinkStatus>("\"Rolled_Back\"").is_err());
+    }
+
+    #[test]
+    fn every_link_kind_round_trips_and_unknown_words_stay_as_they_came() {
+        let words: Vec<&str> = LinkKind::KNOWN.iter().map(LinkKind::as_str).collect();
+        assert_eq!(
+            words,
+            [
+                "relates",
+                "supports",
+                "contradicts",
+                "elaborates",
+                "causes",
+                "follows",
+                "same-entity",
+                "supersedes",
+                "may_be_outdated",
+                "wikilink"
+            ]
+        );
+        for k in LinkKind::KNOWN {
+            assert_eq!(&LinkKind::parse(k.as_str()), k);
+            assert_eq!(serde_word(k), k.as_str());
+            let back: LinkKind = serde_json::from_value(serde_json::json!(k.as_str()))
+                .unwrap_or_else(|e| unreachable!("{e}"));
+            assert_eq!(&back, k);
+        }
+        for w in ["mentions", "Relates", "same_entity", ""] {
+            let k = LinkKind::parse(w);
+            assert_eq!(k, LinkKind::Other(w.to_owned()));
+            assert_eq!(k.as_str(), w);
+            assert_eq!(serde_word(&k), w);
+        }
+        assert!(
+            LinkKind::FOR_LLM
+                .iter()
+                .all(|k| LinkKind::KNOWN.contains(k))
+        );
+    }
+
+    #[test]
+    fn review_status_follows_stored_status_and_review() {
+        assert_eq!(
+            ReviewStatus::of_link(LinkStatus::Accepted, false),
+            ReviewStatus::Applied
+        );
+        assert_eq!(
+            ReviewStatus::of_link(LinkStatus::Accepted, true),
+            ReviewStatus::Accepted
+        );
+        assert_eq!(
+            ReviewStatus::of_revision(RevisionStatus::Applied, true),
+            ReviewStatus::Accepted
+        );
+        assert_eq!(
+            ReviewStatus::of_revision(RevisionStatus::RolledBack, true),
+            ReviewStatus::RolledBack
+        );
+        assert!(LinkStatus::Proposed.is_live() && !LinkStatus::RolledBack.is_live());
+    }
+}
