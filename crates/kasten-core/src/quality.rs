@@ -662,6 +662,16 @@ pub fn check(notes: &[CheckedNote<'_>]) -> QualityReport {
             format!("all {} link reasons are the same", r.links),
         ));
     }
+    if notes.is_empty() {
+        // a check of nothing is not a pass (a mistyped --db opens an empty memory)
+        findings.push(find(
+            "",
+            "nothing checked",
+            "this memory has no enriched notes, so there is nothing to check \
+             (is it the memory you meant, and has `kasten enrich` run?)"
+                .to_owned(),
+        ));
+    }
     r.passed = findings.is_empty();
     r.findings = findings;
     r

@@ -278,3 +278,12 @@ fn every_general_tag_is_compared_as_what_it_covers() {
     // a memory's own tag is compared as itself
     assert_eq!(tag_meaning("garden"), "garden");
 }
+
+#[test]
+fn a_memory_with_nothing_enriched_does_not_pass() {
+    let r = check(&[]);
+    assert!(!r.passed);
+    assert_eq!(r.findings.len(), 1);
+    assert_eq!(r.findings[0].rule, "nothing checked");
+    assert!(r.findings[0].detail.contains("no enriched notes"), "{r:?}");
+}
