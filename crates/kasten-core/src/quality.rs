@@ -378,7 +378,7 @@ pub fn contains_prompt_text(annotation: &str, note: &str) -> bool {
 
 /// A prompt's handle for a note shown to the model (`N1`, `N2`, …), as [`normalise`]
 /// leaves it: the model's words about "N2" mean nothing once stored.
-fn is_handle(word: &str) -> bool {
+pub(crate) fn is_handle(word: &str) -> bool {
     word.strip_prefix('n')
         .is_some_and(|d| (1..=3).contains(&d.len()) && d.bytes().all(|b| b.is_ascii_digit()))
 }

@@ -14,10 +14,10 @@ pub(crate) enum Place<'a> {
     NewNote,
 }
 
-/// Whether `w` is a prompt's handle for a note shown to the model (`N1` … `N999`).
+/// Whether `w` is a prompt's handle for a note shown to the model (`N1` … `N999`): the
+/// quality check's own rule, so what it would flag is what is rewritten.
 fn is_handle_word(w: &str) -> bool {
-    w.strip_prefix('N')
-        .is_some_and(|d| (1..=3).contains(&d.len()) && d.bytes().all(|b| b.is_ascii_digit()))
+    crate::quality::is_handle(&w.to_ascii_lowercase())
 }
 
 /// A reason as a person reads it once stored: a prompt's handles (`N3`) and framing ("the
@@ -48,25 +48,21 @@ pub(crate) fn plain_reason(reason: &str, place: Place<'_>) -> String {
             i += 1;
             continue;
         }
-        // a run of handles: "N1, N2 and N3"
+        // a list of handles: "N1, N2 and N3"
         let (mut n, mut last_tail, mut j) = (1, tail, i + 1);
-        while j < words.len() {
-            let (l2, b2, t2) = core(words[j]);
-            let joiner = matches!(words[j], "and" | "&" | "or");
-            if joiner && j + 1 < words.len() && is_handle_word(&core(words[j + 1]).1) {
-                j += 1;
-                continue;
-            }
-            if l2.is_empty()
-                && is_handle_word(&b2)
-                && (last_tail == "," || joiner_before(&words, j))
-            {
-                n += 1;
-                last_tail = t2;
-                j += 1;
-            } else {
+        loop {
+            let joiner = words
+                .get(j)
+                .is_some_and(|w| matches!(*w, "and" | "&" | "or"));
+            let Some((l2, b2, t2)) = words.get(j + usize::from(joiner)).map(|w| core(w)) else {
+                break;
+            };
+            if !(l2.is_empty() && is_handle_word(&b2) && (joiner || last_tail == ",")) {
                 break;
             }
+            n += 1;
+            last_tail = t2;
+            j += 1 + usize::from(joiner);
         }
         let own = match place {
             Place::Link(h) if n == 1 && body == h => Some("that note"),
@@ -104,11 +100,6 @@ pub(crate) fn plain_reason(reason: &str, place: Place<'_>) -> String {
         }
         _ => text,
     }
-}
-
-/// Whether the word before `j` joined it to a list ("and", "&", "or").
-fn joiner_before(words: &[&str], j: usize) -> bool {
-    j > 0 && matches!(words[j - 1], "and" | "&" | "or")
 }
 
 /// Replaces `from` where it stands as whole words, in either case of its first letter

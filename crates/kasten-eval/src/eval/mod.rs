@@ -319,14 +319,13 @@ impl Sink<'_> {
     /// memory keyed by the file, the conversation, the model, the prompt version and steps.
     async fn run(&self, mode: &Mode) -> Result<(Vec<SampleReport>, Totals)> {
         let variant = match &mode.llm {
-            Some(_) if !mode.enrich => "plain".to_owned(),
-            None => "plain".to_owned(),
-            Some(c) => format!(
+            Some(c) if mode.enrich => format!(
                 "llm-{}-{}-{}",
                 safe_name(&c.model),
                 safe_name(mode.prompt_version),
                 mode.steps.label()
             ),
+            _ => "plain".to_owned(),
         };
         let mut totals = Totals::default();
         let mut reports = Vec::new();
