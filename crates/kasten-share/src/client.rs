@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
+use async_trait::async_trait;
 use kasten_core::validity::NaiveDate;
 use kasten_core::{NewNote, Note, NoteId};
 use kasten_engine::{
@@ -15,6 +16,7 @@ use tarpc::client::RpcError;
 use crate::ReviewChange;
 use crate::error::{RemoteError, ShareError};
 use crate::handshake::OwnerInfo;
+use crate::ops::{MemoryOps, OnToken};
 use crate::wire::MemoryServiceClient;
 
 /// How long a read may take in the owner.
@@ -138,8 +140,13 @@ impl Client {
         )
         .await
     }
+}
 
-    pub async fn add(&self, notes: Vec<NewNote>) -> Result<AddedBatch, ShareError> {
+/// The memory through the process that has it open: each operation is one call, with
+/// the deadline of a read, a write or an answer.
+#[async_trait]
+impl MemoryOps for Client {
+    async fn add(&self, notes: Vec<NewNote>) -> Result<AddedBatch, ShareError> {
         self.call(true, WRITE, |c, ctx| {
             let notes = notes.clone();
             async move { c.add(ctx, notes).await }
@@ -147,7 +154,7 @@ impl Client {
         .await
     }
 
-    pub async fn link(
+    async fn link(
         &self,
         from: &NoteId,
         to: &NoteId,
@@ -162,7 +169,7 @@ impl Client {
         .await
     }
 
-    pub async fn agent_link(
+    async fn agent_link(
         &self,
         from: &NoteId,
         to: &NoteId,
@@ -183,7 +190,7 @@ impl Client {
         .await
     }
 
-    pub async fn proposals(
+    async fn proposals(
         &self,
         statuses: &[ReviewStatus],
         by: Option<&str>,
@@ -197,11 +204,7 @@ impl Client {
         .await
     }
 
-    pub async fn review(
-        &self,
-        change: ReviewChange,
-        actor: &str,
-    ) -> Result<ReviewOutcome, ShareError> {
+    async fn review(&self, change: ReviewChange, actor: &str) -> Result<ReviewOutcome, ShareError> {
         self.call(true, WRITE, |c, ctx| {
             let (change, actor) = (change.clone(), actor.to_owned());
             async move { c.review(ctx, change, actor).await }
@@ -209,7 +212,7 @@ impl Client {
         .await
     }
 
-    pub async fn history(&self, id: &NoteId) -> Result<Vec<HistoryEntry>, ShareError> {
+    async fn history(&self, id: &NoteId) -> Result<Vec<HistoryEntry>, ShareError> {
         self.call(false, READ, |c, ctx| {
             let id = id.clone();
             async move { c.history(ctx, id).await }
@@ -217,7 +220,7 @@ impl Client {
         .await
     }
 
-    pub async fn delete(&self, id: &NoteId) -> Result<(), ShareError> {
+    async fn delete(&self, id: &NoteId) -> Result<(), ShareError> {
         self.call(true, WRITE, |c, ctx| {
             let id = id.clone();
             async move { c.delete(ctx, id).await }
@@ -225,15 +228,7 @@ impl Client {
         .await
     }
 
-    pub async fn search(&self, query: &str, k: usize) -> Result<SearchOutput, ShareError> {
-        self.call(false, READ, |c, ctx| {
-            let query = query.to_owned();
-            async move { c.search(ctx, query, k).await }
-        })
-        .await
-    }
-
-    pub async fn search_as_of(
+    async fn search_as_of(
         &self,
         query: &str,
         k: usize,
@@ -246,7 +241,7 @@ impl Client {
         .await
     }
 
-    pub async fn get(&self, id: &NoteId) -> Result<NoteDetail, ShareError> {
+    async fn get(&self, id: &NoteId) -> Result<NoteDetail, ShareError> {
         self.call(false, READ, |c, ctx| {
             let id = id.clone();
             async move { c.get(ctx, id).await }
@@ -254,14 +249,14 @@ impl Client {
         .await
     }
 
-    pub async fn list(&self, limit: usize, offset: usize) -> Result<Vec<Note>, ShareError> {
+    async fn list(&self, limit: usize, offset: usize) -> Result<Vec<Note>, ShareError> {
         self.call(false, READ, |c, ctx| async move {
             c.list(ctx, limit, offset).await
         })
         .await
     }
 
-    pub async fn list_counts(&self) -> Result<ListCounts, ShareError> {
+    async fn list_counts(&self) -> Result<ListCounts, ShareError> {
         self.call(
             false,
             READ,
@@ -270,12 +265,20 @@ impl Client {
         .await
     }
 
-    pub async fn ask(&self, question: &str, options: &AskOptions) -> Result<Answer, ShareError> {
-        self.call(false, ASK, |c, ctx| {
-            let (question, options) = (question.to_owned(), options.clone());
-            async move { c.ask(ctx, question, options).await }
-        })
-        .await
+    async fn ask(
+        &self,
+        question: &str,
+        options: &AskOptions,
+        on_token: &OnToken<'_>,
+    ) -> Result<Answer, ShareError> {
+        let a = self
+            .call(false, ASK, |c, ctx| {
+                let (question, options) = (question.to_owned(), options.clone());
+                async move { c.ask(ctx, question, options).await }
+            })
+            .await?;
+        on_token(&a.answer);
+        Ok(a)
     }
 }
 

@@ -41,6 +41,21 @@ impl From<&EngineError> for RemoteError {
     }
 }
 
+/// A memory operation's error as the owner sends it back: the engine's own sentence and
+/// kind, or this error's.
+impl From<&ShareError> for RemoteError {
+    fn from(e: &ShareError) -> Self {
+        match e {
+            ShareError::Engine(e) => Self::from(e),
+            ShareError::Remote(r) => r.clone(),
+            other => Self {
+                kind: other.kind(),
+                message: other.to_string(),
+            },
+        }
+    }
+}
+
 /// Errors of sharing a memory; each reads as a sentence for the user.
 #[derive(Debug, Error)]
 pub enum ShareError {
@@ -70,6 +85,9 @@ pub enum ShareError {
     /// The socket or token could not be read.
     #[error("cannot connect to the Kasten process that has the memory open: {0}")]
     Connect(String),
+    /// A request outside what a memory operation takes (more results than it serves).
+    #[error("{0}")]
+    Invalid(String),
 }
 
 impl ShareError {
@@ -78,6 +96,7 @@ impl ShareError {
         match self {
             Self::Engine(e) => RemoteError::from(e).kind,
             Self::Remote(r) => r.kind,
+            Self::Invalid(_) => ErrorKind::Invalid,
             _ => ErrorKind::Other,
         }
     }

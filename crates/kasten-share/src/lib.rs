@@ -26,7 +26,8 @@
 //!   reads slowly cannot cut a write in half or hold up anyone else.
 //!
 //! [`Memory`] is what the CLI and the MCP server program against: the engine in this
-//! process, or a connection to the owner. [`open_or_connect`] and [`open_here`] are how
+//! process, or a connection to the owner; both offer the operations of [`MemoryOps`],
+//! defined once. [`open_or_connect`] and [`open_here`] are how
 //! every shell (the CLI, `kasten mcp`, the app) gets one, waiting through a handover
 //! between two owners instead of failing.
 
@@ -34,6 +35,7 @@ mod client;
 mod error;
 mod handshake;
 mod open;
+mod ops;
 pub mod owner;
 mod wire;
 
@@ -43,18 +45,15 @@ mod tests;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use kasten_core::validity::NaiveDate;
-use kasten_core::{NewNote, Note, NoteId};
-use kasten_engine::{
-    AddedBatch, Answer, AskOptions, Engine, EngineError, FieldEdit, HistoryEntry, ListCounts,
-    NoteDetail, ReviewItem, ReviewOutcome, ReviewStatus, SearchOutput,
-};
+use kasten_core::NoteId;
+use kasten_engine::{Engine, EngineError, FieldEdit, ReviewOutcome};
 use serde::{Deserialize, Serialize};
 
 pub use client::Client;
 pub use error::{ErrorKind, RemoteError, ShareError};
 pub use handshake::OwnerInfo;
 pub use open::{HANDOVER_WAIT, Opened, Sharing, is_locked, open_here, open_or_connect, shared_dir};
+pub use ops::{AGENT, MAX_RESULTS, MemoryOps, OnToken};
 pub use owner::{OnWrite, Owner};
 pub use wire::MemoryServiceRequest;
 
@@ -153,166 +152,27 @@ impl ReviewChange {
     }
 }
 
-/// Who links made through a shared memory's `link` are attributed to.
-pub const AGENT: &str = "agent";
-
-/// The memory as a command or the MCP server uses it: the engine in this process (this
-/// process is the owner, or the memory is not shareable), or the owner's engine through
-/// a connection.
+/// The memory as a command, the MCP server or the app uses it: the engine in this process
+/// (this process is the owner, or the memory is not shareable), or the owner's engine
+/// through a connection. Its operations are [`MemoryOps`]'s, reached through `Deref`.
 #[derive(Clone)]
 pub enum Memory {
     Local(Arc<Engine>),
     Remote(Client),
 }
 
+impl std::ops::Deref for Memory {
+    type Target = dyn MemoryOps;
+
+    fn deref(&self) -> &Self::Target {
+        match self {
+            Self::Local(e) => e.as_ref(),
+            Self::Remote(c) => c,
+        }
+    }
+}
+
 impl Memory {
-    /// Saves notes (merging near-duplicates as `add` does).
-    pub async fn add(&self, notes: Vec<NewNote>) -> Result<AddedBatch, ShareError> {
-        match self {
-            Self::Local(e) => Ok(e.add_batch_merging(notes).await?),
-            Self::Remote(c) => c.add(notes).await,
-        }
-    }
-
-    /// Links two notes as an agent (`created_by: agent`, accepted, in both notes' history;
-    /// the user removes it with a rollback). Returns the link's id.
-    pub async fn link(
-        &self,
-        from: &NoteId,
-        to: &NoteId,
-        kind: Option<&str>,
-        reason: &str,
-    ) -> Result<String, ShareError> {
-        match self {
-            Self::Local(e) => Ok(e.link(from, to, kind, reason, AGENT).await?.target),
-            Self::Remote(c) => c.link(from, to, kind, reason).await,
-        }
-    }
-
-    /// Links two notes as the agent `actor` (`agent:<name>`): accepted, or a proposal
-    /// waiting in Review when `propose` is set or the memory reviews links (see
-    /// `Engine::agent_link`).
-    pub async fn agent_link(
-        &self,
-        from: &NoteId,
-        to: &NoteId,
-        kind: Option<&str>,
-        reason: &str,
-        actor: &str,
-        propose: bool,
-    ) -> Result<ReviewOutcome, ShareError> {
-        match self {
-            Self::Local(e) => Ok(e.agent_link(from, to, kind, reason, actor, propose).await?),
-            Self::Remote(c) => c.agent_link(from, to, kind, reason, actor, propose).await,
-        }
-    }
-
-    /// Hybrid search.
-    pub async fn search(&self, query: &str, k: usize) -> Result<SearchOutput, ShareError> {
-        match self {
-            Self::Local(e) => Ok(e.search(query, k).await?),
-            Self::Remote(c) => c.search(query, k).await,
-        }
-    }
-
-    /// Search as of a day: what was current then (`Engine::search_as_of`); `None` is
-    /// today, as [`Memory::search`].
-    pub async fn search_as_of(
-        &self,
-        query: &str,
-        k: usize,
-        as_of: Option<NaiveDate>,
-    ) -> Result<SearchOutput, ShareError> {
-        match self {
-            Self::Local(e) => Ok(e.search_as_of(query, k, as_of).await?),
-            Self::Remote(c) => c.search_as_of(query, k, as_of).await,
-        }
-    }
-
-    /// A note with its links, opened (reinforced, see `Engine::open_note`).
-    pub async fn get(&self, id: &NoteId) -> Result<NoteDetail, ShareError> {
-        match self {
-            Self::Local(e) => Ok(e.open_note(id).await?),
-            Self::Remote(c) => c.get(id).await,
-        }
-    }
-
-    /// Notes, newest first.
-    pub async fn list(&self, limit: usize, offset: usize) -> Result<Vec<Note>, ShareError> {
-        match self {
-            Self::Local(e) => Ok(e.list(limit, offset).await?),
-            Self::Remote(c) => c.list(limit, offset).await,
-        }
-    }
-
-    /// How many notes `list` can show, and how many were merged away.
-    pub async fn list_counts(&self) -> Result<ListCounts, ShareError> {
-        match self {
-            Self::Local(e) => Ok(e.list_counts().await?),
-            Self::Remote(c) => c.list_counts().await,
-        }
-    }
-
-    /// An answer with citations, from the LLM of the process that has the memory open.
-    /// Locally, `on_token` sees the answer as it is written; through an owner it sees the
-    /// whole answer at once.
-    pub async fn ask(
-        &self,
-        question: &str,
-        options: &AskOptions,
-        on_token: &(dyn Fn(&str) + Send + Sync),
-    ) -> Result<Answer, ShareError> {
-        match self {
-            Self::Local(e) => Ok(e.ask_with(question, &[], options, on_token).await?),
-            Self::Remote(c) => {
-                let a = c.ask(question, options).await?;
-                on_token(&a.answer);
-                Ok(a)
-            }
-        }
-    }
-
-    /// The review queue, of one maker or all (see `Engine::proposals_by`).
-    pub async fn proposals(
-        &self,
-        statuses: &[ReviewStatus],
-        by: Option<&str>,
-        limit: usize,
-    ) -> Result<Vec<ReviewItem>, ShareError> {
-        match self {
-            Self::Local(e) => Ok(e.proposals_by(statuses, by, limit).await?),
-            Self::Remote(c) => c.proposals(statuses, by, limit).await,
-        }
-    }
-
-    /// Reviews a proposal or changes a note by hand, as `actor`.
-    pub async fn review(
-        &self,
-        change: ReviewChange,
-        actor: &str,
-    ) -> Result<ReviewOutcome, ShareError> {
-        match self {
-            Self::Local(e) => Ok(change.apply(e, actor).await?),
-            Self::Remote(c) => c.review(change, actor).await,
-        }
-    }
-
-    /// A note's history, newest first.
-    pub async fn history(&self, id: &NoteId) -> Result<Vec<HistoryEntry>, ShareError> {
-        match self {
-            Self::Local(e) => Ok(e.history(id).await?),
-            Self::Remote(c) => c.history(id).await,
-        }
-    }
-
-    /// Deletes a note (and its links).
-    pub async fn delete(&self, id: &NoteId) -> Result<(), ShareError> {
-        match self {
-            Self::Local(e) => Ok(e.delete(id).await?),
-            Self::Remote(c) => c.delete(id).await,
-        }
-    }
-
     /// Whether the memory is served by another process.
     pub fn is_remote(&self) -> bool {
         matches!(self, Self::Remote(_))

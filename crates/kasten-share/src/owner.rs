@@ -15,15 +15,17 @@ use std::time::Duration;
 use kasten_core::validity::NaiveDate;
 use kasten_core::{NewNote, Note, NoteId};
 use kasten_engine::{
-    AddedBatch, Answer, AskOptions, Engine, EngineError, HistoryEntry, ListCounts, NoteDetail,
-    ReviewItem, ReviewOutcome, ReviewStatus, SearchOutput,
+    AddedBatch, Answer, AskOptions, Engine, HistoryEntry, ListCounts, NoteDetail, ReviewItem,
+    ReviewOutcome, ReviewStatus, SearchOutput,
 };
+use tarpc::context::Context;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::ReviewChange;
-use crate::error::{ErrorKind, RemoteError, ShareError};
+use crate::error::{RemoteError, ShareError};
 use crate::handshake::OwnerInfo;
+use crate::ops::MemoryOps;
 use crate::wire::MemoryService;
 
 /// How long a new connection may take to present the token.
@@ -37,8 +39,6 @@ pub(crate) const ACCEPTED: u8 = 0x4b;
 const MAX_CLIENTS: usize = 64;
 /// Requests of one connection in progress at once; more are refused.
 const MAX_REQUESTS_PER_CLIENT: usize = 16;
-/// Largest `k` or `limit` served (the CLI and MCP ask for far less).
-const MAX_RESULTS: usize = 10_000;
 /// How long [`Owner::stop`] waits for requests in progress.
 const DRAIN: Duration = Duration::from_secs(30);
 
@@ -200,13 +200,14 @@ impl Handler {
     /// Runs `f` on the engine in a task of its own: a client that disconnects or whose
     /// request is cancelled cannot cut the engine's work in half (a write committed is
     /// also indexed), and the owner knows what is still running when it stops.
-    async fn run<T, Fut>(&self, f: impl FnOnce(Arc<Engine>) -> Fut) -> Result<T, RemoteError>
+    async fn run<T, Fut>(&self, f: impl FnOnce(Arc<dyn MemoryOps>) -> Fut) -> Result<T, RemoteError>
     where
         T: Send + 'static,
-        Fut: std::future::Future<Output = Result<T, EngineError>> + Send + 'static,
+        Fut: std::future::Future<Output = Result<T, ShareError>> + Send + 'static,
     {
         let guard = Count::enter(&self.0, |s| &s.in_flight);
-        let work = f(Arc::clone(&self.0.engine));
+        let ops: Arc<dyn MemoryOps> = Arc::clone(&self.0.engine) as Arc<dyn MemoryOps>;
+        let work = f(ops);
         let task = tokio::spawn(async move {
             let r = work.await;
             drop(guard);
@@ -221,53 +222,35 @@ impl Handler {
     }
 }
 
-fn too_many(what: &str, n: usize) -> RemoteError {
-    RemoteError {
-        kind: ErrorKind::Invalid,
-        message: format!("at most {MAX_RESULTS} {what} per request (not {n})"),
-    }
-}
-
+/// Every call runs the operation of the engine's [`MemoryOps`] implementation: the same
+/// code and limits as in the owner's own process.
 impl MemoryService for Handler {
     async fn hello(self, _: tarpc::context::Context) -> OwnerInfo {
         self.0.info.clone()
     }
 
-    async fn add(
-        self,
-        _: tarpc::context::Context,
-        notes: Vec<NewNote>,
-    ) -> Result<AddedBatch, RemoteError> {
-        if notes.len() > MAX_RESULTS {
-            return Err(too_many("notes", notes.len()));
-        }
-        let r = self
-            .run(|e| async move { e.add_batch_merging(notes).await })
-            .await;
+    async fn add(self, _: Context, notes: Vec<NewNote>) -> Result<AddedBatch, RemoteError> {
+        let r = self.run(|e| async move { e.add(notes).await }).await;
         self.wrote(r)
     }
 
     async fn link(
         self,
-        _: tarpc::context::Context,
+        _: Context,
         from: NoteId,
         to: NoteId,
         kind: Option<String>,
         reason: String,
     ) -> Result<String, RemoteError> {
         let r = self
-            .run(|e| async move {
-                e.link(&from, &to, kind.as_deref(), &reason, crate::AGENT)
-                    .await
-                    .map(|o| o.target)
-            })
+            .run(|e| async move { e.link(&from, &to, kind.as_deref(), &reason).await })
             .await;
         self.wrote(r)
     }
 
     async fn agent_link(
         self,
-        _: tarpc::context::Context,
+        _: Context,
         from: NoteId,
         to: NoteId,
         kind: Option<String>,
@@ -286,101 +269,67 @@ impl MemoryService for Handler {
 
     async fn proposals(
         self,
-        _: tarpc::context::Context,
+        _: Context,
         statuses: Vec<ReviewStatus>,
         by: Option<String>,
         limit: usize,
     ) -> Result<Vec<ReviewItem>, RemoteError> {
-        if limit > MAX_RESULTS {
-            return Err(too_many("proposals", limit));
-        }
-        self.run(|e| async move { e.proposals_by(&statuses, by.as_deref(), limit).await })
+        self.run(|e| async move { e.proposals(&statuses, by.as_deref(), limit).await })
             .await
     }
 
     async fn review(
         self,
-        _: tarpc::context::Context,
+        _: Context,
         change: ReviewChange,
         actor: String,
     ) -> Result<ReviewOutcome, RemoteError> {
         let r = self
-            .run(|e| async move { change.apply(&e, &actor).await })
+            .run(|e| async move { e.review(change, &actor).await })
             .await;
         self.wrote(r)
     }
 
-    async fn history(
-        self,
-        _: tarpc::context::Context,
-        id: NoteId,
-    ) -> Result<Vec<HistoryEntry>, RemoteError> {
+    async fn history(self, _: Context, id: NoteId) -> Result<Vec<HistoryEntry>, RemoteError> {
         self.run(|e| async move { e.history(&id).await }).await
     }
 
-    async fn delete(self, _: tarpc::context::Context, id: NoteId) -> Result<(), RemoteError> {
+    async fn delete(self, _: Context, id: NoteId) -> Result<(), RemoteError> {
         let r = self.run(|e| async move { e.delete(&id).await }).await;
         self.wrote(r)
     }
 
-    async fn search(
-        self,
-        _: tarpc::context::Context,
-        query: String,
-        k: usize,
-    ) -> Result<SearchOutput, RemoteError> {
-        if k > MAX_RESULTS {
-            return Err(too_many("results", k));
-        }
-        self.run(|e| async move { e.search(&query, k.max(1)).await })
-            .await
-    }
-
     async fn search_as_of(
         self,
-        _: tarpc::context::Context,
+        _: Context,
         query: String,
         k: usize,
         as_of: Option<NaiveDate>,
     ) -> Result<SearchOutput, RemoteError> {
-        if k > MAX_RESULTS {
-            return Err(too_many("results", k));
-        }
-        self.run(|e| async move { e.search_as_of(&query, k.max(1), as_of).await })
+        self.run(|e| async move { e.search_as_of(&query, k, as_of).await })
             .await
     }
 
-    async fn get(self, _: tarpc::context::Context, id: NoteId) -> Result<NoteDetail, RemoteError> {
-        self.run(|e| async move { e.open_note(&id).await }).await
+    async fn get(self, _: Context, id: NoteId) -> Result<NoteDetail, RemoteError> {
+        self.run(|e| async move { e.get(&id).await }).await
     }
 
-    async fn list(
-        self,
-        _: tarpc::context::Context,
-        limit: usize,
-        offset: usize,
-    ) -> Result<Vec<Note>, RemoteError> {
-        if limit > MAX_RESULTS {
-            return Err(too_many("notes", limit));
-        }
+    async fn list(self, _: Context, limit: usize, offset: usize) -> Result<Vec<Note>, RemoteError> {
         self.run(|e| async move { e.list(limit, offset).await })
             .await
     }
 
-    async fn list_counts(self, _: tarpc::context::Context) -> Result<ListCounts, RemoteError> {
+    async fn list_counts(self, _: Context) -> Result<ListCounts, RemoteError> {
         self.run(|e| async move { e.list_counts().await }).await
     }
 
     async fn ask(
         self,
-        _: tarpc::context::Context,
+        _: Context,
         question: String,
         options: AskOptions,
     ) -> Result<Answer, RemoteError> {
-        if options.k > MAX_RESULTS {
-            return Err(too_many("notes", options.k));
-        }
-        self.run(|e| async move { e.ask_with(&question, &[], &options, &|_| {}).await })
+        self.run(|e| async move { e.ask(&question, &options, &|_| {}).await })
             .await
     }
 }

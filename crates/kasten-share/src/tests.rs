@@ -14,7 +14,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
 
 use crate::owner::TOKEN_LEN;
-use crate::{Client, ErrorKind, MemoryServiceRequest, Owner, OwnerInfo, ShareError};
+use crate::{Client, ErrorKind, MemoryOps, MemoryServiceRequest, Owner, OwnerInfo, ShareError};
 
 /// Feature hashing of words: similar texts, similar vectors.
 struct HashEmbedder;
@@ -195,12 +195,64 @@ async fn errors_cross_in_the_engines_words_and_kind() {
     .await
     .unwrap_or_else(|e| panic!("add: {e}"));
     match c
-        .ask("when are invoices due in the month", &Default::default())
+        .ask(
+            "when are invoices due in the month",
+            &Default::default(),
+            &|_| {},
+        )
         .await
     {
         Err(e) => assert_eq!(e.kind(), ErrorKind::NoLlm, "{e}"),
         Ok(_) => panic!("answered without an LLM"),
     }
+    owner.stop().await;
+}
+
+/// One definition of each operation: a request beyond the limits is refused with the same
+/// sentence and kind in the owner's own process and through a connection, and an allowed
+/// one gets the same answer on both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_limits_and_answers_are_the_same_here_and_through_the_owner() {
+    let dir = tmp();
+    let (engine, owner) = serve(dir.path()).await;
+    let here = crate::Memory::Local(Arc::clone(&engine));
+    let there = crate::Memory::Remote(client(dir.path()).await);
+    here.add(vec![note("the heron fishes at the mill pond at dawn")])
+        .await
+        .unwrap_or_else(|e| panic!("add: {e}"));
+    let too_many = crate::MAX_RESULTS + 1;
+    for m in [&here, &there] {
+        for r in [
+            m.list(too_many, 0).await.map(|_| ()),
+            m.search("heron", too_many).await.map(|_| ()),
+            m.proposals(&[], None, too_many).await.map(|_| ()),
+        ] {
+            match r {
+                Err(e) => {
+                    assert_eq!(e.kind(), ErrorKind::Invalid, "{e}");
+                    assert!(e.to_string().starts_with("at most 10000 "), "{e}");
+                }
+                Ok(()) => panic!(
+                    "a request beyond the limit was served (remote: {})",
+                    m.is_remote()
+                ),
+            }
+        }
+    }
+    // k = 0 means one result on both sides
+    let a = here
+        .search("heron", 0)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let b = there
+        .search("heron", 0)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(a.hits.len(), 1);
+    assert_eq!(
+        a.hits.iter().map(|h| &h.note.id).collect::<Vec<_>>(),
+        b.hits.iter().map(|h| &h.note.id).collect::<Vec<_>>()
+    );
     owner.stop().await;
 }
 

@@ -1,5 +1,8 @@
-//! The service a memory's owner offers, in tarpc's terms. Arguments and results are the
-//! engine's own serde types.
+//! The service a memory's owner offers, in tarpc's terms: one call per [`MemoryOps`]
+//! operation (`crate::ops`), the same arguments owned. Results are the engine's own serde
+//! types.
+//!
+//! [`MemoryOps`]: crate::MemoryOps
 // `agent_link` carries the link, the agent and its access: tarpc's generated client function
 // then has eight arguments.
 #![allow(clippy::too_many_arguments)]
@@ -21,9 +24,7 @@ pub trait MemoryService {
     async fn hello() -> OwnerInfo;
     /// `Engine::add_batch_merging`.
     async fn add(notes: Vec<NewNote>) -> Result<AddedBatch, RemoteError>;
-    /// `Engine::search`.
-    async fn search(query: String, k: usize) -> Result<SearchOutput, RemoteError>;
-    /// `Engine::search_as_of`: what was current on a day.
+    /// What was current on a day (`None`: today).
     async fn search_as_of(
         query: String,
         k: usize,

@@ -8,6 +8,7 @@ use anyhow::{Context, Result, bail};
 use kasten_core::NewNote;
 use kasten_engine::Endpoint;
 use kasten_engine::Engine;
+use kasten_share::MemoryOps;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use serde_json::json;
