@@ -30,7 +30,7 @@ pub(crate) async fn execute_shared(memory: &Memory, cmd: Prepared, json: bool) -
         Prepared::Show(id) => output::show(json, &memory.get(&id).await?),
         Prepared::List(limit) => output::list(
             json,
-            &memory.list(limit, 0).await?,
+            &list(memory, limit).await?,
             memory.list_counts().await?,
         ),
         Prepared::Search(q, k, as_of) => {
@@ -43,6 +43,9 @@ pub(crate) async fn execute_shared(memory: &Memory, cmd: Prepared, json: bool) -
             k,
             as_of,
         }) => memory::ask(memory, &question, None, new, k, as_of, json).await?,
+        Prepared::Memory(memory::MemoryCmd::Consolidate(options)) => {
+            memory::consolidate(memory, &options, json).await?
+        }
         Prepared::Proposals(statuses, by, limit) => output::proposals(
             json,
             &memory.proposals(&statuses, by.as_deref(), limit).await?,
@@ -67,6 +70,22 @@ pub(crate) async fn execute_shared(memory: &Memory, cmd: Prepared, json: bool) -
         _ => bail!("internal error: this command cannot go through another process"),
     }
     Ok(())
+}
+
+/// Up to `limit` notes, newest first, in pages of the most one call serves (a note added
+/// between two pages may show twice or not at all; `list` is a look, not a snapshot).
+async fn list(memory: &Memory, limit: usize) -> Result<Vec<kasten_core::Note>> {
+    let mut notes = Vec::new();
+    while notes.len() < limit {
+        let page = (limit - notes.len()).min(kasten_share::MAX_RESULTS);
+        let got = memory.list(page, notes.len()).await?;
+        let full = got.len() == page;
+        notes.extend(got);
+        if !full {
+            break;
+        }
+    }
+    Ok(notes)
 }
 
 /// A review or a change by hand, as the user, here or in the owner's engine.

@@ -127,7 +127,9 @@ pub async fn execute(engine: &Arc<Engine>, cmd: MemoryCmd, json: bool) -> Result
             }
             Ok(())
         }
-        MemoryCmd::Consolidate(options) => consolidate(engine, &options, json).await,
+        MemoryCmd::Consolidate(options) => {
+            consolidate(&Memory::Local(Arc::clone(engine)), &options, json).await
+        }
         MemoryCmd::Project(action) => {
             match &action {
                 ProjectAction::List => {}
@@ -155,9 +157,10 @@ pub async fn execute(engine: &Arc<Engine>, cmd: MemoryCmd, json: bool) -> Result
 }
 
 /// `consolidate`: the supersessions among notes never compared on write, filed as
-/// proposals, with a progress bar on a terminal; resumes an unfinished run.
-async fn consolidate(
-    engine: &Engine,
+/// proposals, with a progress bar on a terminal; resumes an unfinished run. Runs in the
+/// process that has the memory open when another one has.
+pub(crate) async fn consolidate(
+    memory: &Memory,
     options: &kasten_engine::ConsolidateOptions,
     json: bool,
 ) -> Result<()> {
@@ -167,7 +170,7 @@ async fn consolidate(
         pb.set_length(p.total.max(p.done_before + p.scanned));
         pb.set_position(p.done_before + p.scanned);
     };
-    let s = engine.consolidate(options, &progress).await?;
+    let s = memory.consolidate(options, &progress).await?;
     pb.finish_and_clear();
     if json {
         print_json(&serde_json::to_value(&s)?);

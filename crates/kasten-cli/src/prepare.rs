@@ -203,6 +203,12 @@ pub(crate) fn prepare(cmd: &Command) -> Result<Prepared> {
             {
                 bail!("--by is llm, merge, agent (every agent) or agent:NAME (not '{b}')");
             }
+            if *limit > kasten_share::MAX_RESULTS {
+                bail!(
+                    "--limit is at most {} (not {limit})",
+                    kasten_share::MAX_RESULTS
+                );
+            }
             Prepared::Proposals(statuses, by.map(str::to_owned), *limit)
         }
         Command::Accept { id, fields } => Prepared::Accept(id.trim().to_owned(), fields.edit()),
@@ -261,6 +267,7 @@ pub(crate) fn served_by_owner(p: &Prepared) -> bool {
             | Prepared::List(_)
             | Prepared::Search(..)
             | Prepared::Memory(memory::MemoryCmd::Ask { session: None, .. })
+            | Prepared::Memory(memory::MemoryCmd::Consolidate(_))
             | Prepared::Proposals(..)
             | Prepared::Accept(..)
             | Prepared::Reject(_)

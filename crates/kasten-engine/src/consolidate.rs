@@ -72,6 +72,12 @@ pub struct ConsolidateSummary {
     /// Whether the walk reached the end (the cursor is cleared); false when it stopped at
     /// its limit (the next run continues).
     pub finished: bool,
+    /// Notes in memory (active) when the run began, as [`ConsolidateProgress::total`].
+    #[serde(default)]
+    pub total: u64,
+    /// Notes of this walk done by earlier runs, as [`ConsolidateProgress::done_before`].
+    #[serde(default)]
+    pub done_before: u64,
 }
 
 /// The stored cursor.
@@ -123,6 +129,8 @@ impl Engine {
             seconds: 0.0,
             resumed_from,
             finished: false,
+            total,
+            done_before,
         };
         loop {
             if options.limit.is_some_and(|l| summary.scanned >= l) {

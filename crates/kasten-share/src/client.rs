@@ -8,15 +8,15 @@ use async_trait::async_trait;
 use kasten_core::validity::NaiveDate;
 use kasten_core::{NewNote, Note, NoteId};
 use kasten_engine::{
-    AddedBatch, Answer, AskOptions, HistoryEntry, ListCounts, NoteDetail, ReviewItem,
-    ReviewOutcome, ReviewStatus, SearchOutput,
+    AddedBatch, Answer, AskOptions, ConsolidateOptions, ConsolidateProgress, ConsolidateSummary,
+    HistoryEntry, ListCounts, NoteDetail, ReviewItem, ReviewOutcome, ReviewStatus, SearchOutput,
 };
 use tarpc::client::RpcError;
 
 use crate::ReviewChange;
 use crate::error::{RemoteError, ShareError};
 use crate::handshake::OwnerInfo;
-use crate::ops::{MemoryOps, OnToken};
+use crate::ops::{MemoryOps, OnProgress, OnToken};
 use crate::wire::MemoryServiceClient;
 
 /// How long a read may take in the owner.
@@ -25,6 +25,11 @@ const READ: Duration = Duration::from_secs(60);
 const WRITE: Duration = Duration::from_secs(600);
 /// How long an answer may take (a local model on the CPU).
 const ASK: Duration = Duration::from_secs(1800);
+
+/// Notes one consolidation call walks at most: a part of the run that ends well within a
+/// write's deadline, so a client sees progress and a whole memory takes as long as it
+/// needs.
+const CONSOLIDATE_PART: u64 = 1_000;
 
 /// What a lost connection means for a read and for a write.
 const READ_LOST: &str = "nothing was changed; try again";
@@ -279,6 +284,57 @@ impl MemoryOps for Client {
             .await?;
         on_token(&a.answer);
         Ok(a)
+    }
+
+    /// A run in parts of [`CONSOLIDATE_PART`] notes, each resuming where the last stopped
+    /// (the owner keeps the cursor), told to `progress` after each part and summed.
+    async fn consolidate(
+        &self,
+        options: &ConsolidateOptions,
+        progress: &OnProgress<'_>,
+    ) -> Result<ConsolidateSummary, ShareError> {
+        let mut sum: Option<ConsolidateSummary> = None;
+        loop {
+            let done = sum.as_ref().map_or(0, |s| s.scanned);
+            let part = match options.limit {
+                Some(l) if sum.is_some() && l <= done => break,
+                Some(l) => l.saturating_sub(done).min(CONSOLIDATE_PART),
+                None => CONSOLIDATE_PART,
+            };
+            let ask = ConsolidateOptions {
+                batch: options.batch,
+                limit: Some(part),
+            };
+            let s = self
+                .call(true, WRITE, |c, ctx| {
+                    let ask = ask.clone();
+                    async move { c.consolidate(ctx, ask).await }
+                })
+                .await?;
+            let merged = match sum.take() {
+                None => s,
+                Some(m) => ConsolidateSummary {
+                    scanned: m.scanned + s.scanned,
+                    proposed: m.proposed + s.proposed,
+                    already_known: m.already_known + s.already_known,
+                    seconds: m.seconds + s.seconds,
+                    finished: s.finished,
+                    ..m
+                },
+            };
+            progress(&ConsolidateProgress {
+                scanned: merged.scanned,
+                total: merged.total,
+                done_before: merged.done_before,
+                proposed: merged.proposed,
+            });
+            let stop = merged.finished || merged.scanned == done;
+            sum = Some(merged);
+            if stop {
+                break;
+            }
+        }
+        sum.ok_or_else(|| ShareError::Protocol("no consolidation part was run".to_owned()))
     }
 }
 

@@ -53,7 +53,7 @@ pub use client::Client;
 pub use error::{ErrorKind, RemoteError, ShareError};
 pub use handshake::OwnerInfo;
 pub use open::{HANDOVER_WAIT, Opened, Sharing, is_locked, open_here, open_or_connect, shared_dir};
-pub use ops::{AGENT, MAX_RESULTS, MemoryOps, OnToken};
+pub use ops::{AGENT, MAX_RESULTS, MemoryOps, OnProgress, OnToken};
 pub use owner::{OnWrite, Owner};
 pub use wire::MemoryServiceRequest;
 

@@ -12,8 +12,9 @@ use async_trait::async_trait;
 use kasten_core::validity::NaiveDate;
 use kasten_core::{NewNote, Note, NoteId};
 use kasten_engine::{
-    AddedBatch, Answer, AskOptions, Engine, HistoryEntry, ListCounts, NoteDetail, ReviewItem,
-    ReviewOutcome, ReviewStatus, SearchOutput,
+    AddedBatch, Answer, AskOptions, ConsolidateOptions, ConsolidateProgress, ConsolidateSummary,
+    Engine, HistoryEntry, ListCounts, NoteDetail, ReviewItem, ReviewOutcome, ReviewStatus,
+    SearchOutput,
 };
 
 use crate::ReviewChange;
@@ -28,6 +29,9 @@ pub const AGENT: &str = "agent";
 
 /// What sees an answer's text as it is written.
 pub type OnToken<'a> = dyn Fn(&str) + Send + Sync + 'a;
+
+/// What is told where a consolidation run is.
+pub type OnProgress<'a> = dyn Fn(&ConsolidateProgress) + Send + Sync + 'a;
 
 /// What every shell (the CLI, `kasten mcp`, the app) can do with a memory, wherever its
 /// engine runs.
@@ -109,6 +113,14 @@ pub trait MemoryOps: Send + Sync {
 
     /// Deletes a note (and its links).
     async fn delete(&self, id: &NoteId) -> Result<(), ShareError>;
+
+    /// Files the supersessions among notes never compared on write as proposals, resuming
+    /// an unfinished run (`Engine::consolidate`); `progress` is told as it goes.
+    async fn consolidate(
+        &self,
+        options: &ConsolidateOptions,
+        progress: &OnProgress<'_>,
+    ) -> Result<ConsolidateSummary, ShareError>;
 }
 
 /// Refuses a count above [`MAX_RESULTS`].
@@ -206,5 +218,13 @@ impl MemoryOps for Engine {
 
     async fn delete(&self, id: &NoteId) -> Result<(), ShareError> {
         Ok(Engine::delete(self, id).await?)
+    }
+
+    async fn consolidate(
+        &self,
+        options: &ConsolidateOptions,
+        progress: &OnProgress<'_>,
+    ) -> Result<ConsolidateSummary, ShareError> {
+        Ok(Engine::consolidate(self, options, progress).await?)
     }
 }

@@ -15,8 +15,8 @@ use std::time::Duration;
 use kasten_core::validity::NaiveDate;
 use kasten_core::{NewNote, Note, NoteId};
 use kasten_engine::{
-    AddedBatch, Answer, AskOptions, Engine, HistoryEntry, ListCounts, NoteDetail, ReviewItem,
-    ReviewOutcome, ReviewStatus, SearchOutput,
+    AddedBatch, Answer, AskOptions, ConsolidateOptions, ConsolidateSummary, Engine, HistoryEntry,
+    ListCounts, NoteDetail, ReviewItem, ReviewOutcome, ReviewStatus, SearchOutput,
 };
 use tarpc::context::Context;
 use tokio::sync::watch;
@@ -331,6 +331,17 @@ impl MemoryService for Handler {
     ) -> Result<Answer, RemoteError> {
         self.run(|e| async move { e.ask(&question, &options, &|_| {}).await })
             .await
+    }
+
+    async fn consolidate(
+        self,
+        _: Context,
+        options: ConsolidateOptions,
+    ) -> Result<ConsolidateSummary, RemoteError> {
+        let r = self
+            .run(|e| async move { e.consolidate(&options, &|_| {}).await })
+            .await;
+        self.wrote(r)
     }
 }
 

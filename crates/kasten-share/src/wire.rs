@@ -10,8 +10,8 @@
 use kasten_core::validity::NaiveDate;
 use kasten_core::{NewNote, Note, NoteId};
 use kasten_engine::{
-    AddedBatch, Answer, AskOptions, HistoryEntry, ListCounts, NoteDetail, ReviewItem,
-    ReviewOutcome, ReviewStatus, SearchOutput,
+    AddedBatch, Answer, AskOptions, ConsolidateOptions, ConsolidateSummary, HistoryEntry,
+    ListCounts, NoteDetail, ReviewItem, ReviewOutcome, ReviewStatus, SearchOutput,
 };
 
 use crate::ReviewChange;
@@ -67,4 +67,6 @@ pub trait MemoryService {
     async fn history(id: NoteId) -> Result<Vec<HistoryEntry>, RemoteError>;
     /// `Engine::delete`.
     async fn delete(id: NoteId) -> Result<(), RemoteError>;
+    /// `Engine::consolidate`, a part at a time (the client sets `limit`).
+    async fn consolidate(options: ConsolidateOptions) -> Result<ConsolidateSummary, RemoteError>;
 }
