@@ -147,6 +147,7 @@ pub(crate) fn prepare(cmd: &Command) -> Result<Prepared> {
                 kasten_engine::ConsolidateOptions {
                     batch: (*batch).min(10_000),
                     limit: *limit,
+                    new_only: false,
                 },
             ))
         }

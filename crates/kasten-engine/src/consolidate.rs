@@ -29,6 +29,8 @@ use crate::{Engine, EngineError};
 
 /// Where a consolidation run keeps its cursor.
 pub const CONSOLIDATE_SETTING: &str = "consolidate";
+/// Where the runs over new notes only ([`ConsolidateOptions::new_only`]) keep theirs.
+pub const CONSOLIDATE_NEW_SETTING: &str = "consolidate_new";
 
 /// Notes per page unless told otherwise.
 const DEFAULT_BATCH: usize = 200;
@@ -41,6 +43,11 @@ pub struct ConsolidateOptions {
     /// Stop after this many notes (at the end of a page), leaving the cursor for the next
     /// run: the way an idle pass does a little at a time.
     pub limit: Option<u64>,
+    /// Walk only the notes added since the last such run reached the end (the first walks
+    /// them all): a cursor of its own that is kept at the end instead of cleared, so the
+    /// app's idle pass compares each note once however often it runs.
+    #[serde(default)]
+    pub new_only: bool,
 }
 
 /// Where a run is, after each page.
@@ -89,6 +96,10 @@ struct Cursor {
     started: Option<DateTime<Utc>>,
     /// Notes done by the runs of this walk.
     done: u64,
+    /// A walk over new notes only reached the end: the next run begins a walk of its own
+    /// after `after`.
+    #[serde(default)]
+    finished: bool,
 }
 
 impl Engine {
@@ -106,18 +117,29 @@ impl Engine {
         } else {
             options.batch
         };
-        let mut cursor: Cursor = match self.store.get_setting(CONSOLIDATE_SETTING).await? {
+        let key = if options.new_only {
+            CONSOLIDATE_NEW_SETTING
+        } else {
+            CONSOLIDATE_SETTING
+        };
+        let mut cursor: Cursor = match self.store.get_setting(key).await? {
             Some(v) => serde_json::from_value(v).unwrap_or_default(),
             None => Cursor::default(),
         };
         let mut after = cursor.after.as_deref().map(NoteId::parse).transpose()?;
-        let resumed_from = after.as_ref().map(ToString::to_string);
+        let resumed_from = after
+            .as_ref()
+            .filter(|_| !cursor.finished)
+            .map(ToString::to_string);
         if after.is_none() {
             cursor = Cursor {
-                after: None,
                 started: Some(Utc::now()),
-                done: 0,
+                ..Cursor::default()
             };
+        } else if cursor.finished {
+            // the notes added since the last walk over new notes ended
+            cursor.started = Some(Utc::now());
+            cursor.finished = false;
         }
         let started = cursor.started.unwrap_or_else(Utc::now);
         let done_before = cursor.done;
@@ -149,9 +171,7 @@ impl Engine {
             cursor.after = Some(last.to_string());
             cursor.started = Some(started);
             cursor.done = done_before + summary.scanned;
-            self.store
-                .set_setting(CONSOLIDATE_SETTING, &cursor_value(&cursor)?)
-                .await?;
+            self.store.set_setting(key, &cursor_value(&cursor)?).await?;
             after = Some(last);
             progress(&ConsolidateProgress {
                 scanned: summary.scanned,
@@ -161,9 +181,17 @@ impl Engine {
             });
         }
         if summary.finished {
-            self.store
-                .set_setting(CONSOLIDATE_SETTING, &cursor_value(&Cursor::default())?)
-                .await?;
+            // a whole walk starts over next time; a walk over new notes continues after
+            // the last note it saw
+            let end = if options.new_only {
+                Cursor {
+                    finished: true,
+                    ..cursor
+                }
+            } else {
+                Cursor::default()
+            };
+            self.store.set_setting(key, &cursor_value(&end)?).await?;
         }
         summary.seconds = t0.elapsed().as_secs_f64();
         Ok(summary)
@@ -359,6 +387,7 @@ mod tests {
                 &ConsolidateOptions {
                     batch: 3,
                     limit: Some(3),
+                    new_only: false,
                 },
                 &|_| {},
             )
@@ -372,6 +401,7 @@ mod tests {
                 &ConsolidateOptions {
                     batch: 3,
                     limit: None,
+                    new_only: false,
                 },
                 &|_| {},
             )
@@ -389,5 +419,59 @@ mod tests {
             .unwrap();
         assert_eq!((next.resumed_from, next.scanned), (None, 7));
         e.close().await;
+    }
+
+    /// The idle pass's walk over new notes: the first run walks every note, a run with
+    /// nothing new walks none, a note imported later is compared (its supersessions filed
+    /// once), and the whole walk of `kasten consolidate` keeps its own cursor.
+    #[tokio::test]
+    async fn a_walk_over_new_notes_compares_each_note_once_however_often_it_runs() {
+        let e = engine().await;
+        let ids = imported(&e).await;
+        let new_only = ConsolidateOptions {
+            batch: 2,
+            limit: None,
+            new_only: true,
+        };
+        let first = e.consolidate(&new_only, &|_| {}).await.unwrap();
+        assert_eq!(
+            (first.scanned, first.proposed, first.finished),
+            (ids.len() as u64, 2, true),
+            "{first:?}"
+        );
+        let idle = e.consolidate(&new_only, &|_| {}).await.unwrap();
+        assert_eq!((idle.scanned, idle.proposed), (0, 0), "{idle:?}");
+        assert_eq!(idle.resumed_from, None, "a finished walk is not resumed");
+        let later = e
+            .add_batch(vec![note(
+                "The rent is 1,450 euros from 2027.",
+                "2027-01-01",
+            )])
+            .await
+            .unwrap()
+            .notes[0]
+            .id
+            .clone();
+        let next = e.consolidate(&new_only, &|_| {}).await.unwrap();
+        assert_eq!((next.scanned, next.finished), (1, true), "{next:?}");
+        // the new rent replaces both earlier ones
+        assert_eq!(next.proposed, 2, "{next:?}");
+        let from_later = supersessions(&e)
+            .await
+            .into_iter()
+            .filter(|(from, _, _)| *from == later)
+            .count();
+        assert_eq!(from_later, 2);
+        assert_eq!(e.consolidate(&new_only, &|_| {}).await.unwrap().scanned, 0);
+        // `kasten consolidate` walks the whole memory all the same
+        let whole = e
+            .consolidate(&ConsolidateOptions::default(), &|_| {})
+            .await
+            .unwrap();
+        assert_eq!(
+            (whole.scanned, whole.proposed, whole.already_known),
+            (ids.len() as u64 + 1, 0, 4),
+            "{whole:?}"
+        );
     }
 }

@@ -302,8 +302,8 @@ impl MemoryOps for Client {
                 None => CONSOLIDATE_PART,
             };
             let ask = ConsolidateOptions {
-                batch: options.batch,
                 limit: Some(part),
+                ..options.clone()
             };
             let s = self
                 .call(true, WRITE, |c, ctx| {
