@@ -6,10 +6,20 @@ import { keys, useChanged } from "../../queries";
 import Changes from "../../components/Changes";
 import Diff from "../../components/Diff";
 import Empty from "../../components/Empty";
-import { useT } from "../../i18n";
+import { useT, type Key } from "../../i18n";
+import { REVIEW_STATUSES, wordOf } from "../../states";
 import { useDay } from "../../components/AsOf";
 
 const PAGE = 50;
+
+/** The status filter's words for each review status. */
+const STATUS_CHOICE = {
+  proposed: "review.proposedHeld",
+  applied: "review.appliedNotReviewed",
+  accepted: "status.accepted",
+  rejected: "status.rejected",
+  rolled_back: "status.rolled_back",
+} as const satisfies Record<ReviewStatus, Key>;
 
 /** Who made a queue item, in words: the LLM, merge on write, or an agent by its name. */
 function useMaker() {
@@ -292,13 +302,13 @@ export default function ReviewView() {
         <span className="grow" />
         {tab === "queue" && (
           <>
-            <select value={status} onChange={(e) => setStatus(e.target.value as ReviewStatus | "waiting")} aria-label={t("review.status")}>
+            <select value={status} onChange={(e) => setStatus(wordOf(REVIEW_STATUSES, e.target.value) ?? "waiting")} aria-label={t("review.status")}>
               <option value="waiting">{t("review.waiting")}</option>
-              <option value="proposed">{t("review.proposedHeld")}</option>
-              <option value="applied">{t("review.appliedNotReviewed")}</option>
-              <option value="accepted">{t("status.accepted")}</option>
-              <option value="rejected">{t("status.rejected")}</option>
-              <option value="rolled_back">{t("status.rolled_back")}</option>
+              {REVIEW_STATUSES.map((s) => (
+                <option key={s} value={s}>
+                  {t(STATUS_CHOICE[s])}
+                </option>
+              ))}
             </select>
             <select value={by} onChange={(e) => setBy(e.target.value)} aria-label={t("review.by")} data-testid="review-filter-by">
               <option value="">{t("review.byEveryone")}</option>
