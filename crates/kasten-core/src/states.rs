@@ -167,6 +167,26 @@ states! {
 }
 
 states! {
+    /// What an enrichment job does (the one kind there is).
+    JobKind, "job kind" {
+        /// Enrich a note: construction, links, evolution.
+        Enrich => "enrich",
+    }
+}
+
+states! {
+    /// What made an event (the group a batch of revisions and links hangs off).
+    EventKind, "event kind" {
+        /// An enrichment of a note by the LLM.
+        Enrich => "enrich",
+        /// Merge on write: a near-duplicate folded into the note it repeats.
+        Merge => "merge",
+        /// A supersession raised "may be outdated" flags on the notes that used the old value.
+        Outdated => "outdated",
+    }
+}
+
+states! {
     /// What a review item is: a proposed or applied link, or a change of a note's
     /// annotations (a revision).
     ReviewKind, "review item kind" {
@@ -543,6 +563,8 @@ mod tests {
         round_trips!(Enrich, ["pending", "done", "failed"]);
         round_trips!(ReviewKind, ["link", "edit"]);
         round_trips!(JobState, ["queued", "running", "done", "failed"]);
+        round_trips!(JobKind, ["enrich"]);
+        round_trips!(EventKind, ["enrich", "merge", "outdated"]);
     }
 
     #[test]

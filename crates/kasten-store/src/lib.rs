@@ -40,7 +40,7 @@ use chrono::{DateTime, Utc};
 use kasten_core::lifecycle::Tier;
 use kasten_core::provenance::{self, Origin};
 use kasten_core::{
-    Actor, Enrich, EnrichState, JobId, JobState, Link, LinkKind, LinkStatus, Note, NoteId,
+    Actor, Enrich, EnrichState, JobId, JobKind, JobState, Link, LinkKind, LinkStatus, Note, NoteId,
     NoteStatus,
 };
 use surrealdb::engine::any;

@@ -356,7 +356,7 @@ impl Store {
             LET $n = type::record('note', $note);
             LET $open = (SELECT VALUE id FROM job WHERE note = $n AND state IN [$job_queued, $job_running]);
             IF array::len($open) = 0 {
-                CREATE type::record('job', $job) CONTENT { note: $n, kind: 'enrich',
+                CREATE type::record('job', $job) CONTENT { note: $n, kind: $job_enrich,
                     state: $job_queued, attempts: 0, created_at: time::now(), updated_at: time::now() };
             };
             COMMIT TRANSACTION;";

@@ -298,7 +298,7 @@ impl Store {
                  UPDATE $n SET enrich_state = $enrich_pending, enrich_error = NONE;
                  IF array::len(SELECT VALUE id FROM job WHERE note = $n AND state = $job_queued) = 0 {{
                      CREATE type::record('job', $job) CONTENT {{
-                         note: $n, kind: 'enrich', state: $job_queued, attempts: 0,
+                         note: $n, kind: $job_enrich, state: $job_queued, attempts: 0,
                          created_at: $now, updated_at: $now
                      }};
                  }};

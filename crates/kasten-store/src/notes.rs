@@ -87,7 +87,7 @@ impl Store {
                 jobs.push(JobInsert {
                     id: RecordId::new("job", job.to_string()),
                     note: RecordId::new("note", n.id.to_string()),
-                    kind: "enrich".to_owned(),
+                    kind: JobKind::Enrich.as_str().to_owned(),
                     state: JobState::Queued.as_str().to_owned(),
                     attempts: 0,
                     created_at: n.updated_at,
@@ -106,7 +106,7 @@ impl Store {
                 LET $old = type::record('note', $m.duplicate_of);
                 LET $ev = type::record('event', $m.event);
                 IF (SELECT VALUE status FROM ONLY $old) != $note_active { THROW 'the note to merge into is gone' };
-                CREATE $ev CONTENT { note: $new, kind: 'merge', llm_calls: 0, created_at: $m.at };
+                CREATE $ev CONTENT { note: $new, kind: $event_merge, llm_calls: 0, created_at: $m.at };
                 RELATE $new->link->$old CONTENT {
                     kind: $same_entity, reason: $m.reason, confidence: $m.similarity,
                     created_by: $by_merge, status: $m.status, reviewed: false, event: $ev,
@@ -347,7 +347,7 @@ impl Store {
                     reason: 'the note it was merged into was deleted', at: time::now() };
                 IF (SELECT VALUE enrich_state FROM ONLY $d) != $enrich_done
                     AND array::len(SELECT VALUE id FROM job WHERE note = $d AND state IN [$job_queued, $job_running]) = 0 {
-                    CREATE type::record('job', $f.job) CONTENT { note: $d, kind: 'enrich',
+                    CREATE type::record('job', $f.job) CONTENT { note: $d, kind: $job_enrich,
                         state: $job_queued, attempts: 0, created_at: time::now(), updated_at: time::now() };
                 };
             };

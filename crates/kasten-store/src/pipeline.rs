@@ -414,7 +414,7 @@ impl Store {
                 OR $seen.set_by != $read.set_by {{ THROW '{CHANGED_SINCE}' }};
              LET $cur = (SELECT keywords, tags, context, embedding FROM ONLY $n);
              CREATE $ev CONTENT {{
-                 note: $n, kind: 'enrich', model: $event.model, prompt_version: $event.prompt_version,
+                 note: $n, kind: $event_enrich, model: $event.model, prompt_version: $event.prompt_version,
                  tokens_in: $event.tokens_in, tokens_out: $event.tokens_out,
                  tokens_estimated: $event.tokens_estimated, llm_calls: $event.llm_calls,
                  unknown_handles: $event.unknown_handles, dropped: $event.dropped,

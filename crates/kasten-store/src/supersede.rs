@@ -71,7 +71,7 @@ pub(crate) const FLAG_WRITES: &str = "
         LET $had = (SELECT id, status FROM link WHERE in = $from AND out = $to AND kind = $may_be_outdated);
         IF record::exists($to) AND (array::len($had) = 0 OR $had[0].status = $link_rolled_back) {
             IF !record::exists($ev) {
-                CREATE $ev CONTENT { note: type::record('note', $f.superseded), kind: 'outdated', llm_calls: 0, created_at: $f.at };
+                CREATE $ev CONTENT { note: type::record('note', $f.superseded), kind: $event_outdated, llm_calls: 0, created_at: $f.at };
             };
             IF array::len($had) = 0 {
                 RELATE $from->link->$to CONTENT {
@@ -201,7 +201,7 @@ impl Store {
                  LET $o = type::record('note', $o);
                  SELECT VALUE record::id(id) FROM $s->link
                  WHERE kind = $kind AND status = $link_proposed AND event != NONE
-                   AND event.note = $o AND event.kind = 'outdated';",
+                   AND event.note = $o AND event.kind = $event_outdated;",
             )
             .bind(("s", successor.to_string()))
             .bind(("o", superseded.to_string()))
@@ -225,11 +225,12 @@ impl Store {
                         (SELECT VALUE record::id(id) FROM link
                          WHERE in = $parent.in AND out = $parent.event.note AND kind = $sup)[0] AS supersession
                  FROM array::map($ids, |$k| type::record('link', $k))
-                 WHERE kind = $kind AND event != NONE AND event.kind = 'outdated'",
+                 WHERE kind = $kind AND event != NONE AND event.kind = $event_outdated",
             )
             .bind(("ids", flags.to_vec()))
             .bind(("kind", MAY_BE_OUTDATED))
             .bind(("sup", SUPERSEDES))
+            .bind(crate::words::words())
             .await
             .map_err(StoreError::from_db)?;
         resp.take(0).map_err(StoreError::from_db)

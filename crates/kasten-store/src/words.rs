@@ -4,7 +4,9 @@
 //! exception: a migration's text is fixed once it has run.
 
 use kasten_core::lifecycle::Tier;
-use kasten_core::{Actor, Enrich, JobState, LinkKind, LinkStatus, NoteStatus, RevisionStatus};
+use kasten_core::{
+    Actor, Enrich, EventKind, JobKind, JobState, LinkKind, LinkStatus, NoteStatus, RevisionStatus,
+};
 use surrealdb::types::SurrealValue;
 
 /// Every state word a query may name, one parameter each.
@@ -25,6 +27,10 @@ pub(crate) struct Words {
     job_running: String,
     job_done: String,
     job_failed: String,
+    job_enrich: String,
+    event_enrich: String,
+    event_merge: String,
+    event_outdated: String,
     tier_long_term: String,
     by_llm: String,
     by_user: String,
@@ -57,6 +63,10 @@ pub(crate) fn words() -> Words {
         job_running: s(JobState::Running.as_str()),
         job_done: s(JobState::Done.as_str()),
         job_failed: s(JobState::Failed.as_str()),
+        job_enrich: s(JobKind::Enrich.as_str()),
+        event_enrich: s(EventKind::Enrich.as_str()),
+        event_merge: s(EventKind::Merge.as_str()),
+        event_outdated: s(EventKind::Outdated.as_str()),
         tier_long_term: s(Tier::LongTerm.as_str()),
         by_llm: s(Actor::Llm.as_str()),
         by_user: s(Actor::User.as_str()),
