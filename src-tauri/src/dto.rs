@@ -31,6 +31,31 @@ pub fn preview(s: &str, n: usize) -> String {
     out
 }
 
+/// The actors with a fixed word, as a union for the UI: actor fields (`created_by`, `by`,
+/// `actor`) are open strings, as an agent's word carries its name (`agent:<name>`).
+#[derive(Debug, Clone, Copy, Serialize, Type, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ActorWord {
+    User,
+    Llm,
+    Import,
+    Merge,
+    Agent,
+}
+
+impl ActorWord {
+    /// The actor this word names.
+    pub fn actor(self) -> Actor {
+        match self {
+            ActorWord::User => Actor::User,
+            ActorWord::Llm => Actor::Llm,
+            ActorWord::Import => Actor::Import,
+            ActorWord::Merge => Actor::Merge,
+            ActorWord::Agent => Actor::Agent,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Type)]
 pub struct NoteDto {
     pub id: String,
@@ -573,4 +598,26 @@ pub struct ImportResultDto {
     /// Files or records not imported, each with why (`file: message`).
     pub problems: Vec<String>,
     pub warnings: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_ui_actor_words_are_the_actors_words() {
+        let all = [
+            ActorWord::User,
+            ActorWord::Llm,
+            ActorWord::Import,
+            ActorWord::Merge,
+            ActorWord::Agent,
+        ];
+        assert_eq!(all.len(), Actor::KNOWN.len());
+        for w in all {
+            let json = serde_json::to_value(w).unwrap_or_default();
+            assert_eq!(json.as_str(), Some(w.actor().as_str()));
+            assert!(Actor::KNOWN.contains(&w.actor()));
+        }
+    }
 }

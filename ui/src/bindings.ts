@@ -171,6 +171,12 @@ export const events = {
 };
 
 /* Types */
+/**
+ *  The actors with a fixed word, as a union for the UI: actor fields (`created_by`, `by`,
+ *  `actor`) are open strings, as an agent's word carries its name (`agent:<name>`).
+ */
+export type ActorWord = "user" | "llm" | "import" | "merge" | "agent";
+
 export type AnswerDto = {
 	answer: string,
 	/**  The notes the answer cites, in order of first citation, with their `[n]`. */

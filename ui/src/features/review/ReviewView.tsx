@@ -7,7 +7,8 @@ import Changes from "../../components/Changes";
 import Diff from "../../components/Diff";
 import Empty from "../../components/Empty";
 import { useT, type Key } from "../../i18n";
-import { REVIEW_STATUSES, wordOf } from "../../states";
+import { AGENT_PREFIX, BY, REVIEW_STATUSES, wordOf } from "../../states";
+import { SUPERSEDES_KIND } from "../graph/graphStyle";
 import { useDay } from "../../components/AsOf";
 
 const PAGE = 50;
@@ -25,10 +26,10 @@ const STATUS_CHOICE = {
 function useMaker() {
   const { t } = useT();
   return (by: string) => {
-    if (by === "llm") return t("review.byLlm");
-    if (by === "merge") return t("review.byMerge");
-    if (by === "agent") return t("review.byAgents");
-    if (by.startsWith("agent:")) return t("review.byAgent", { name: by.slice("agent:".length) });
+    if (by === BY.llm) return t("review.byLlm");
+    if (by === BY.merge) return t("review.byMerge");
+    if (by === BY.agent) return t("review.byAgents");
+    if (by.startsWith(AGENT_PREFIX)) return t("review.byAgent", { name: by.slice(AGENT_PREFIX.length) });
     return by;
   };
 }
@@ -312,11 +313,11 @@ export default function ReviewView() {
             </select>
             <select value={by} onChange={(e) => setBy(e.target.value)} aria-label={t("review.by")} data-testid="review-filter-by">
               <option value="">{t("review.byEveryone")}</option>
-              <option value="llm">{t("review.byLlm")}</option>
-              <option value="merge">{t("review.byMerge")}</option>
-              {agents.length > 0 && <option value="agent">{t("review.byAgents")}</option>}
+              <option value={BY.llm}>{t("review.byLlm")}</option>
+              <option value={BY.merge}>{t("review.byMerge")}</option>
+              {agents.length > 0 && <option value={BY.agent}>{t("review.byAgents")}</option>}
               {agents
-                .filter((a) => a !== "agent")
+                .filter((a) => a !== BY.agent)
                 .map((a) => (
                   <option key={a} value={a} translate="no">
                     {maker(a)}
@@ -361,7 +362,7 @@ export default function ReviewView() {
         ) : (
           <ul className="list" data-testid="review-list">
             {items?.map((it) =>
-              it.kind === "link" && it.label === "supersedes" ? (
+              it.kind === "link" && it.label === SUPERSEDES_KIND ? (
                 <Supersession key={it.id} it={it} onDone={done} />
               ) : (
                 <Item key={it.id} it={it} onDone={done} />
