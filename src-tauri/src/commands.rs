@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use kasten_core::{NewNote, NoteId};
+use kasten_core::{NewNote, NoteId, ReviewKind};
 use kasten_engine::NoteFilter;
 use kasten_engine::ReviewStatus;
 use tauri::{AppHandle, State};
@@ -19,7 +19,7 @@ pub const MAX_PAGE: u32 = 500;
 /// Most graph elements one page may carry.
 pub const MAX_GRAPH_PAGE: u32 = 5000;
 /// Who the app acts as in the audit history.
-const ACTOR: &str = "user";
+const ACTOR: &str = kasten_core::Actor::User.as_str();
 
 fn page(limit: u32, max: u32) -> usize {
     limit.clamp(1, max) as usize
@@ -101,7 +101,7 @@ async fn note_filter(
     };
     Ok(NoteFilter {
         tag: filter.tag.filter(|t| !t.is_empty()),
-        enrich_state: filter.enrich.filter(|t| !t.is_empty()),
+        enrich_state: filter.enrich,
         ids,
     })
 }
@@ -375,7 +375,7 @@ pub async fn review_queue(
             .target
             .as_ref()
             .map(|t| pv.get(t).cloned().unwrap_or_default());
-        let supersession = i.kind == "link" && i.label == kasten_engine::SUPERSEDES;
+        let supersession = i.kind == ReviewKind::Link && i.label == kasten_engine::SUPERSEDES;
         let ends = (i.note.clone(), i.target.clone());
         let d = review_dto(i, np, tp);
         out.push(if supersession {
@@ -532,11 +532,15 @@ pub async fn import_path(
     };
     let report = |p: kasten_engine::ImportProgress| {
         let (phase, done, total) = match p {
-            kasten_engine::ImportProgress::Notes { done, total } => ("notes", done, total),
-            kasten_engine::ImportProgress::Links { done, total } => ("links", done, total),
+            kasten_engine::ImportProgress::Notes { done, total } => {
+                (ImportPhase::Notes, done, total)
+            }
+            kasten_engine::ImportProgress::Links { done, total } => {
+                (ImportPhase::Links, done, total)
+            }
         };
         let _ = on_progress.send(ImportProgressDto {
-            phase: phase.into(),
+            phase,
             done: clamp_u32(done),
             total: clamp_u32(total),
         });

@@ -1,7 +1,8 @@
 //! What crosses IPC: plain, typed (specta) shapes, converted from the engine's types.
 //! Times are RFC 3339 strings; counts are `u32`/`f64` so that TypeScript gets `number`.
 
-use kasten_core::{EnrichState, Link, LinkKind, LinkStatus, Note, NoteStatus};
+use kasten_core::ReviewKind;
+use kasten_core::{Actor, Enrich, EnrichState, Link, LinkKind, LinkStatus, Note, NoteStatus};
 use kasten_engine::{FieldEdit, Fields};
 use kasten_engine::{GraphLink, GraphNode};
 use kasten_engine::{HistoryEntry, ReviewItem, ReviewOutcome, ReviewStatus, SearchHit};
@@ -30,12 +31,29 @@ pub fn preview(s: &str, n: usize) -> String {
     out
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, Type, PartialEq)]
+/// The actors with a fixed word, as a union for the UI: actor fields (`created_by`, `by`,
+/// `actor`) are open strings, as an agent's word carries its name (`agent:<name>`).
+#[derive(Debug, Clone, Copy, Serialize, Type, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
-pub enum Enrich {
-    Pending,
-    Done,
-    Failed,
+pub enum ActorWord {
+    User,
+    Llm,
+    Import,
+    Merge,
+    Agent,
+}
+
+impl ActorWord {
+    /// The actor this word names.
+    pub fn actor(self) -> Actor {
+        match self {
+            ActorWord::User => Actor::User,
+            ActorWord::Llm => Actor::Llm,
+            ActorWord::Import => Actor::Import,
+            ActorWord::Merge => Actor::Merge,
+            ActorWord::Agent => Actor::Agent,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Type)]
@@ -86,7 +104,9 @@ pub struct LinkDto {
     pub kind: LinkKind,
     pub reason: String,
     pub confidence: f64,
-    pub created_by: String,
+    /// `user`, `llm`, `import`, `merge`, `agent` or `agent:<name>`.
+    #[specta(type = String)]
+    pub created_by: Actor,
     pub status: LinkStatus,
     pub created_at: String,
     /// A preview of the note at the other end.
@@ -191,7 +211,9 @@ impl From<Fields> for FieldsDto {
 #[derive(Debug, Clone, Serialize, Type)]
 pub struct HistoryDto {
     pub at: String,
-    pub actor: String,
+    /// `user`, `llm`, `import`, `merge`, `agent` or `agent:<name>`.
+    #[specta(type = String)]
+    pub actor: Actor,
     pub action: String,
     /// The revision, link or event the entry is about (what "roll back" acts on).
     pub id: Option<String>,
@@ -245,8 +267,7 @@ impl From<HistoryEntry> for HistoryDto {
 
 #[derive(Debug, Clone, Serialize, Type)]
 pub struct ReviewItemDto {
-    /// `link` or `edit`.
-    pub kind: String,
+    pub kind: ReviewKind,
     pub id: String,
     pub note: String,
     pub note_preview: String,
@@ -262,7 +283,8 @@ pub struct ReviewItemDto {
     pub created_at: String,
     pub changes: Vec<ChangeDto>,
     /// Who made it: `llm`, `merge`, `agent:<name>` or `agent`.
-    pub by: String,
+    #[specta(type = String)]
+    pub by: Actor,
     /// For a supersession (`label` `supersedes`: the note is the newer, the target the
     /// older): when each note's fact became true (`valid_from`); none for other items.
     pub note_valid_from: Option<String>,
@@ -275,7 +297,7 @@ pub fn review_dto(
     target_preview: Option<String>,
 ) -> ReviewItemDto {
     ReviewItemDto {
-        kind: r.kind.to_owned(),
+        kind: r.kind,
         id: r.id,
         note: r.note,
         note_preview,
@@ -405,7 +427,7 @@ pub struct GraphNodeDto {
     pub id: String,
     pub label: String,
     pub tags: Vec<String>,
-    pub enrich: String,
+    pub enrich: Enrich,
     /// The Boxes the note is in, largest first (the graph colours by the first).
     pub boxes: Vec<String>,
     /// Strength now (0–1, the lifecycle's decay): the graph draws fading notes faint.
@@ -505,8 +527,7 @@ pub struct TagCount {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, Type)]
 pub struct NoteFilterInput {
     pub tag: Option<String>,
-    /// `pending`, `done` or `failed`.
-    pub enrich: Option<String>,
+    pub enrich: Option<Enrich>,
     /// Only the members of this Box.
     pub box_id: Option<String>,
 }
@@ -549,11 +570,20 @@ pub struct EventDto {
     pub created_at: String,
 }
 
+/// What an import is doing.
+#[derive(Debug, Clone, Copy, Serialize, Type, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ImportPhase {
+    /// Saving notes.
+    Notes,
+    /// Creating links.
+    Links,
+}
+
 /// Progress of an import, sent over its channel.
 #[derive(Debug, Clone, Serialize, Type)]
 pub struct ImportProgressDto {
-    /// `notes` while saving notes, `links` while creating links.
-    pub phase: String,
+    pub phase: ImportPhase,
     pub done: u32,
     pub total: u32,
 }
@@ -568,4 +598,26 @@ pub struct ImportResultDto {
     /// Files or records not imported, each with why (`file: message`).
     pub problems: Vec<String>,
     pub warnings: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_ui_actor_words_are_the_actors_words() {
+        let all = [
+            ActorWord::User,
+            ActorWord::Llm,
+            ActorWord::Import,
+            ActorWord::Merge,
+            ActorWord::Agent,
+        ];
+        assert_eq!(all.len(), Actor::KNOWN.len());
+        for w in all {
+            let json = serde_json::to_value(w).unwrap_or_default();
+            assert_eq!(json.as_str(), Some(w.actor().as_str()));
+            assert!(Actor::KNOWN.contains(&w.actor()));
+        }
+    }
 }

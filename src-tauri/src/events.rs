@@ -56,11 +56,22 @@ impl From<&JobOutcome> for JobEvent {
     }
 }
 
+/// Where the app's memory stands.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, Type, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum MemoryState {
+    /// Being opened (or connected to).
+    #[default]
+    Opening,
+    Ready,
+    /// Could not be opened, or the app is shutting down.
+    Failed,
+}
+
 /// The status bar's figures; sent whenever they change.
 #[derive(Debug, Clone, Serialize, Deserialize, Type, Event, PartialEq)]
 pub struct StatusEvent {
-    /// `opening`, `ready` or `failed`.
-    pub memory: String,
+    pub memory: MemoryState,
     /// Why the memory could not be opened, or how far opening got.
     pub memory_message: String,
     pub notes: u32,

@@ -1,6 +1,8 @@
 //! IPC for the lifecycle made visible: a note's strength and tier, the notes fading below
 //! the archive threshold, and the archived ones (archive, restore, keep).
 
+use kasten_core::Actor;
+use kasten_core::lifecycle::Tier;
 use serde::Serialize;
 use specta::Type;
 use tauri::State;
@@ -10,7 +12,7 @@ use crate::error::{AppError, AppResult};
 use crate::state::AppState;
 
 /// Who the app acts as in the audit history.
-const ACTOR: &str = "user";
+const ACTOR: &str = Actor::User.as_str();
 
 fn note_id(s: &str) -> AppResult<kasten_core::NoteId> {
     kasten_core::NoteId::parse(s).map_err(|_| AppError::NotFound(format!("there is no note {s}")))
@@ -20,8 +22,7 @@ fn note_id(s: &str) -> AppResult<kasten_core::NoteId> {
 #[derive(Debug, Clone, Serialize, Type)]
 pub struct LifecycleDto {
     pub strength: f64,
-    /// `long_term`, `short_term` or `project`.
-    pub tier: String,
+    pub tier: Tier,
     pub project: Option<String>,
     pub threshold: f64,
     /// Below the threshold: the Fading view lists it.
@@ -33,7 +34,7 @@ impl From<kasten_engine::Lifecycle> for LifecycleDto {
     fn from(l: kasten_engine::Lifecycle) -> Self {
         LifecycleDto {
             strength: l.strength,
-            tier: l.tier.as_str().to_owned(),
+            tier: l.tier,
             project: l.project,
             threshold: l.threshold,
             fading: l.fading,
@@ -48,7 +49,7 @@ pub struct FadingNoteDto {
     pub id: String,
     pub preview: String,
     pub strength: f64,
-    pub tier: String,
+    pub tier: Tier,
     pub project: Option<String>,
     /// Days since it entered the memory or was last used.
     pub idle_days: f64,
@@ -83,7 +84,7 @@ pub async fn fading_notes(state: State<'_, AppState>, limit: u32) -> AppResult<F
             id: c.id.to_string(),
             preview: preview(&c.content, PREVIEW_CHARS),
             strength: c.strength,
-            tier: c.tier.as_str().to_owned(),
+            tier: c.tier,
             project: c.project,
             idle_days: c.idle_days,
         })
@@ -142,17 +143,12 @@ pub async fn keep_note(state: State<'_, AppState>, id: String) -> AppResult<f64>
 pub async fn set_note_tier(
     state: State<'_, AppState>,
     id: String,
-    tier: String,
+    tier: Tier,
     project: Option<String>,
 ) -> AppResult<LifecycleDto> {
     let engine = state.engine().await?;
-    let t = kasten_core::lifecycle::Tier::parse(&tier).ok_or_else(|| {
-        AppError::Invalid(format!(
-            "'{tier}' is not a tier; use long_term, short_term or project"
-        ))
-    })?;
     let nid = note_id(&id)?;
-    engine.set_tier(&nid, t, project.as_deref()).await?;
+    engine.set_tier(&nid, tier, project.as_deref()).await?;
     Ok(engine.lifecycle_of(&nid).await?.into())
 }
 

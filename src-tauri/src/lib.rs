@@ -86,6 +86,8 @@ pub fn specta_builder() -> tauri_specta::Builder<tauri::Wry> {
             events::JobEvent,
             events::StatusEvent
         ])
+        // the fixed actor words, for the UI's comparisons (actor fields are open strings)
+        .typ::<dto::ActorWord>()
 }
 
 /// The bindings as `specta_builder` exports them.

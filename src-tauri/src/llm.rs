@@ -228,11 +228,20 @@ pub struct BuiltinModelDto {
     pub quality_passed: Option<bool>,
 }
 
+/// What a model's install is doing.
+#[derive(Debug, Clone, Copy, Serialize, Type, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ModelStage {
+    Checking,
+    Downloading,
+    Unpacking,
+    Verifying,
+}
+
 /// How far a download is.
 #[derive(Debug, Clone, Serialize, Type)]
 pub struct ModelProgressDto {
-    /// `checking`, `downloading`, `unpacking` or `verifying`.
-    pub stage: String,
+    pub stage: ModelStage,
     pub done_bytes: f64,
     pub total_bytes: f64,
     /// The part being downloaded (1-based) and how many there are.
@@ -318,17 +327,19 @@ pub async fn install_model(
     let last = Mutex::new(Instant::now() - Duration::from_secs(1));
     let progress = |p: InstallProgress| {
         let (stage, done, total, part, parts) = match p {
-            InstallProgress::Checking => ("checking", 0, 0, 0, 0),
+            InstallProgress::Checking => (ModelStage::Checking, 0, 0, 0, 0),
             InstallProgress::Downloading {
                 part,
                 parts,
                 done,
                 total,
-            } => ("downloading", done, total, part, parts),
-            InstallProgress::Unpacking { part, parts } => ("unpacking", 0, 0, part, parts),
-            InstallProgress::Verifying => ("verifying", 0, 0, 0, 0),
+            } => (ModelStage::Downloading, done, total, part, parts),
+            InstallProgress::Unpacking { part, parts } => {
+                (ModelStage::Unpacking, 0, 0, part, parts)
+            }
+            InstallProgress::Verifying => (ModelStage::Verifying, 0, 0, 0, 0),
         };
-        if stage == "downloading" && done < total {
+        if stage == ModelStage::Downloading && done < total {
             let Ok(mut l) = last.lock() else { return };
             if l.elapsed() < Duration::from_millis(200) {
                 return;
@@ -337,7 +348,7 @@ pub async fn install_model(
         }
         let n = |x: usize| u32::try_from(x).unwrap_or(u32::MAX);
         let _ = on_progress.send(ModelProgressDto {
-            stage: stage.into(),
+            stage,
             done_bytes: done as f64,
             total_bytes: total as f64,
             part: n(part),

@@ -8,7 +8,7 @@ use crate::error::{AppError, AppResult};
 use crate::state::AppState;
 
 /// Who the app acts as in the audit history.
-const ACTOR: &str = "user";
+const ACTOR: &str = kasten_core::Actor::User.as_str();
 
 fn note_id(s: &str) -> AppResult<kasten_core::NoteId> {
     kasten_core::NoteId::parse(s).map_err(|_| AppError::NotFound(format!("there is no note {s}")))

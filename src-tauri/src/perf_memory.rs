@@ -149,7 +149,7 @@ async fn generate(engine: &Engine, n: usize) -> Result<(), String> {
                 .enumerate()
                 .map(|(k, &j)| LinkWrite {
                     to: ids[j].clone(),
-                    kind: "relates".into(),
+                    kind: kasten_core::LinkKind::Relates.as_str().into(),
                     reason: format!("both about {t}"),
                     confidence: 0.8,
                     // one link in ten waits for review (drawn dashed)

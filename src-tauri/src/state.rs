@@ -188,7 +188,7 @@ pub(crate) mod tests {
             total: 100,
         };
         let s = crate::status::status_of(&state).await;
-        assert_eq!(s.memory, "opening");
+        assert_eq!(s.memory, crate::events::MemoryState::Opening);
         assert_eq!((s.opening_done, s.opening_total), (10, 100));
         assert!(!s.llm_configured);
         assert_eq!(s.llm_label, "");
@@ -197,7 +197,7 @@ pub(crate) mod tests {
             .unwrap_or_else(|e| panic!("open: {e}"));
         state.set_opened(Slot::Ready(Arc::new(engine))).await;
         let s = crate::status::status_of(&state).await;
-        assert_eq!(s.memory, "ready");
+        assert_eq!(s.memory, crate::events::MemoryState::Ready);
         assert_eq!((s.opening_done, s.opening_total), (0, 0));
     }
 

@@ -2,7 +2,7 @@
 //! state (pushed as `StatusEvent`, and answered by the `app_status` command).
 
 use crate::dto::clamp_u32;
-use crate::events::StatusEvent;
+use crate::events::{MemoryState, StatusEvent};
 use crate::state::{AppState, Slot};
 
 /// What the status bar shows now: the memory's state (opening with its progress, ready,
@@ -11,7 +11,7 @@ pub async fn status_of(state: &AppState) -> StatusEvent {
     let seen = state.llm_seen();
     let opened_ms = state.opened_ms.lock().ok().and_then(|o| *o).map(clamp_u32);
     let mut s = StatusEvent {
-        memory: "opening".into(),
+        memory: MemoryState::Opening,
         memory_message: String::new(),
         notes: 0,
         llm_configured: false,
@@ -44,17 +44,17 @@ pub async fn status_of(state: &AppState) -> StatusEvent {
             return s;
         }
         Slot::Failed(m) => {
-            s.memory = "failed".into();
+            s.memory = MemoryState::Failed;
             s.memory_message = m.clone();
             return s;
         }
         Slot::Closed => {
-            s.memory = "failed".into();
+            s.memory = MemoryState::Failed;
             s.memory_message = "Kasten is shutting down".into();
             return s;
         }
     };
-    s.memory = "ready".into();
+    s.memory = MemoryState::Ready;
     s.llm_configured = engine.llm_client().is_some();
     s.llm_label = engine.llm_label().to_owned();
     if !s.llm_configured {

@@ -157,7 +157,7 @@ export const commands = {
 	 *  Sets how fast a note fades: `long_term`, `short_term`, or `project` with the project's
 	 *  name (a new project starts open).
 	 */
-	setNoteTier: (id: string, tier: string, project: string | null) => typedError<LifecycleDto, AppError>(__TAURI_INVOKE("set_note_tier", { id, tier, project })),
+	setNoteTier: (id: string, tier: Tier, project: string | null) => typedError<LifecycleDto, AppError>(__TAURI_INVOKE("set_note_tier", { id, tier, project })),
 	/**  The projects notes belong to, open or closed. */
 	listProjects: () => typedError<ProjectDto[], AppError>(__TAURI_INVOKE("list_projects")),
 	/**  Opens or closes a project: the notes of a closed project start to fade. */
@@ -171,6 +171,12 @@ export const events = {
 };
 
 /* Types */
+/**
+ *  The actors with a fixed word, as a union for the UI: actor fields (`created_by`, `by`,
+ *  `actor`) are open strings, as an agent's word carries its name (`agent:<name>`).
+ */
+export type ActorWord = "user" | "llm" | "import" | "merge" | "agent";
+
 export type AnswerDto = {
 	answer: string,
 	/**  The notes the answer cites, in order of first citation, with their `[n]`. */
@@ -284,7 +290,13 @@ export type DiscoveredDto = {
 	models: string[],
 };
 
-export type Enrich = "pending" | "done" | "failed";
+/**
+ *  Where a note's enrichment stands, as stored (`enrich_state`) and shown: the word of
+ *  its `EnrichState`, without the reason.
+ */
+export type Enrich = 
+/**  Saved, waiting for the LLM. */
+"pending" | "done" | "failed";
 
 export type EventDto = {
 	id: string,
@@ -319,7 +331,7 @@ export type FadingNoteDto = {
 	id: string,
 	preview: string,
 	strength: number | null,
-	tier: string,
+	tier: Tier,
 	project: string | null,
 	/**  Days since it entered the memory or was last used. */
 	idle_days: number | null,
@@ -351,7 +363,7 @@ export type GraphNodeDto = {
 	id: string,
 	label: string,
 	tags: string[],
-	enrich: string,
+	enrich: Enrich,
 	/**  The Boxes the note is in, largest first (the graph colours by the first). */
 	boxes: string[],
 	/**  Strength now (0–1, the lifecycle's decay): the graph draws fading notes faint. */
@@ -368,6 +380,7 @@ export type GraphPage = {
 
 export type HistoryDto = {
 	at: string,
+	/**  `user`, `llm`, `import`, `merge`, `agent` or `agent:<name>`. */
 	actor: string,
 	action: string,
 	/**  The revision, link or event the entry is about (what "roll back" acts on). */
@@ -392,10 +405,16 @@ export type HitDto = {
 	superseded_by: SupersededByDto | null,
 };
 
+/**  What an import is doing. */
+export type ImportPhase = 
+/**  Saving notes. */
+"notes" | 
+/**  Creating links. */
+"links";
+
 /**  Progress of an import, sent over its channel. */
 export type ImportProgressDto = {
-	/**  `notes` while saving notes, `links` while creating links. */
-	phase: string,
+	phase: ImportPhase,
 	done: number,
 	total: number,
 };
@@ -446,8 +465,7 @@ export type KeyStorage = "none" |
 /**  Where a note stands: strength now (0–1) against the archive threshold, and its tier. */
 export type LifecycleDto = {
 	strength: number | null,
-	/**  `long_term`, `short_term` or `project`. */
-	tier: string,
+	tier: Tier,
 	project: string | null,
 	threshold: number | null,
 	/**  Below the threshold: the Fading view lists it. */
@@ -462,6 +480,7 @@ export type LinkDto = {
 	kind: string,
 	reason: string,
 	confidence: number | null,
+	/**  `user`, `llm`, `import`, `merge`, `agent` or `agent:<name>`. */
 	created_by: string,
 	status: LinkStatus,
 	created_at: string,
@@ -518,16 +537,25 @@ export type LocalGraphDto = {
 	truncated: boolean,
 };
 
+/**  Where the app's memory stands. */
+export type MemoryState = 
+/**  Being opened (or connected to). */
+"opening" | "ready" | 
+/**  Could not be opened, or the app is shutting down. */
+"failed";
+
 /**  How far a download is. */
 export type ModelProgressDto = {
-	/**  `checking`, `downloading`, `unpacking` or `verifying`. */
-	stage: string,
+	stage: ModelStage,
 	done_bytes: number | null,
 	total_bytes: number | null,
 	/**  The part being downloaded (1-based) and how many there are. */
 	part: number,
 	parts: number,
 };
+
+/**  What a model's install is doing. */
+export type ModelStage = "checking" | "downloading" | "unpacking" | "verifying";
 
 export type NoteDetailDto = {
 	note: NoteDto,
@@ -554,8 +582,7 @@ export type NoteDto = {
 
 export type NoteFilterInput = {
 	tag: string | null,
-	/**  `pending`, `done` or `failed`. */
-	enrich: string | null,
+	enrich: Enrich | null,
 	/**  Only the members of this Box. */
 	box_id: string | null,
 };
@@ -604,8 +631,7 @@ export type RestoreResultDto = {
 };
 
 export type ReviewItemDto = {
-	/**  `link` or `edit`. */
-	kind: string,
+	kind: ReviewKind,
 	id: string,
 	note: string,
 	note_preview: string,
@@ -629,6 +655,12 @@ export type ReviewItemDto = {
 	note_valid_from: string | null,
 	target_valid_from: string | null,
 };
+
+/**
+ *  What a review item is: a proposed or applied link, or a change of a note's
+ *  annotations (a revision).
+ */
+export type ReviewKind = "link" | "edit";
 
 export type ReviewPage = {
 	items: ReviewItemDto[],
@@ -689,8 +721,7 @@ export type SettingsInput = {
 
 /**  The status bar's figures; sent whenever they change. */
 export type StatusEvent = {
-	/**  `opening`, `ready` or `failed`. */
-	memory: string,
+	memory: MemoryState,
 	/**  Why the memory could not be opened, or how far opening got. */
 	memory_message: string,
 	notes: number,
@@ -745,6 +776,15 @@ export type TagCount = {
 	tag: string,
 	n: number,
 };
+
+/**  How fast a note fades. */
+export type Tier = 
+/**  Facts, preferences, people: decays slowly. */
+"long_term" | 
+/**  Transient state (today's plan, a passing mood): decays fast. */
+"short_term" | 
+/**  Lives as long as its project is active. */
+"project";
 
 /**  Progress of an export, backup or restore, sent over its channel. */
 export type TransferProgressDto = {

@@ -5,7 +5,7 @@ use std::io::Write;
 use std::path::Path;
 
 use kasten_core::import::LineError;
-use kasten_core::{EnrichState, Note, NoteId};
+use kasten_core::{Enrich, EnrichState, Note, NoteId, ReviewKind};
 use kasten_engine::Fields;
 use kasten_engine::{EventSummary, JobCounts, ModelUsage};
 use kasten_engine::{
@@ -141,9 +141,10 @@ pub fn added(json: bool, note: &Note, outcome: Option<&JobOutcome>) {
         });
         if let Some(o) = outcome {
             v["enrich_state"] = json!(match o {
-                JobOutcome::Done { .. } => "done",
-                JobOutcome::Retrying { .. } => "pending",
-                JobOutcome::Failed { .. } => "failed",
+                JobOutcome::Done { .. } => Enrich::Done.as_str(),
+                JobOutcome::Retrying { .. } => Enrich::Pending.as_str(),
+                JobOutcome::Failed { .. } => Enrich::Failed.as_str(),
+                // the note was deleted: no enrichment state of a note
                 JobOutcome::Gone { .. } => "gone",
             });
             v["enrichment"] = serde_json::to_value(o).unwrap_or(Value::Null);
@@ -542,8 +543,8 @@ pub fn proposals(json: bool, items: &[ReviewItem]) {
             .ok()
             .and_then(|v| v.as_str().map(str::to_owned))
             .unwrap_or_default();
-        match i.kind.as_str() {
-            "link" if i.outdated.is_some() => {
+        match i.kind {
+            ReviewKind::Link if i.outdated.is_some() => {
                 let o = i.outdated.as_ref().map(|o| {
                     (
                         o.superseded.as_str(),
@@ -563,7 +564,7 @@ pub fn proposals(json: bool, items: &[ReviewItem]) {
                     i.note
                 );
             }
-            "link" => println!(
+            ReviewKind::Link => println!(
                 "{}  link  {:<11} {} -[{}]-> {}  ({:.2}, {}) {}",
                 i.id,
                 status,
@@ -574,7 +575,7 @@ pub fn proposals(json: bool, items: &[ReviewItem]) {
                 i.by,
                 i.reason
             ),
-            _ => {
+            ReviewKind::Edit => {
                 println!(
                     "{}  edit  {:<11} {} ({}, {})",
                     i.id, status, i.note, i.label, i.by

@@ -199,7 +199,10 @@ pub(crate) fn prepare(cmd: &Command) -> Result<Prepared> {
             };
             let by = by.as_deref().map(str::trim).filter(|b| !b.is_empty());
             if let Some(b) = by
-                && !matches!(b, "llm" | "merge")
+                && !matches!(
+                    kasten_core::Actor::parse(b),
+                    kasten_core::Actor::Llm | kasten_core::Actor::Merge
+                )
                 && !kasten_engine::is_agent(b)
             {
                 bail!("--by is llm, merge, agent (every agent) or agent:NAME (not '{b}')");

@@ -54,4 +54,7 @@ pub use error::CoreError;
 pub use fusion::{FusedHit, Via};
 pub use id::{BoxId, JobId, NoteId};
 pub use note::{EnrichState, Link, NewNote, Note, NoteStatus};
-pub use states::{LinkKind, LinkStatus, ReviewStatus, RevisionStatus};
+pub use states::{
+    Actor, Enrich, EventKind, JobKind, JobState, LinkKind, LinkStatus, ReviewKind, ReviewStatus,
+    RevisionStatus,
+};

@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::lifecycle::Tier;
-pub use crate::states::{LinkKind, LinkStatus};
+pub use crate::states::{Actor, Enrich, LinkKind, LinkStatus};
 use crate::{CoreError, NoteId};
 
 /// Whether a note is in the active memory or was archived by the user.
@@ -54,12 +54,17 @@ pub enum EnrichState {
 }
 
 impl EnrichState {
-    pub fn label(&self) -> &'static str {
+    /// The state without its reason: the word stored and shown.
+    pub fn stage(&self) -> Enrich {
         match self {
-            EnrichState::Pending { .. } => "pending",
-            EnrichState::Done => "done",
-            EnrichState::Failed { .. } => "failed",
+            EnrichState::Pending { .. } => Enrich::Pending,
+            EnrichState::Done => Enrich::Done,
+            EnrichState::Failed { .. } => Enrich::Failed,
         }
+    }
+
+    pub fn label(&self) -> &'static str {
+        self.stage().as_str()
     }
 }
 
@@ -195,7 +200,7 @@ pub struct Link {
     pub kind: LinkKind,
     pub reason: String,
     pub confidence: f64,
-    pub created_by: String,
+    pub created_by: Actor,
     pub status: LinkStatus,
     pub created_at: DateTime<Utc>,
 }

@@ -78,10 +78,10 @@ impl SetBy {
     /// The setter an edit's actor stands for: `None` for the LLM (its values are not
     /// recorded), an agent for `agent` and `agent:NAME`, else the user.
     pub fn of_actor(actor: &str) -> Option<Self> {
-        match actor {
-            "llm" => None,
-            "import" => Some(SetBy::Import),
-            a if a == "agent" || a.starts_with("agent:") => Some(SetBy::Agent),
+        match crate::Actor::parse(actor) {
+            crate::Actor::Llm => None,
+            crate::Actor::Import => Some(SetBy::Import),
+            a if a.is_agent() => Some(SetBy::Agent),
             _ => Some(SetBy::User),
         }
     }

@@ -1,12 +1,13 @@
 //! The states and kinds a memory's records carry, as types: a link's status and kind, a
-//! revision's status, the status the review queue shows, who acted. Each has one
-//! `as_str`/`parse` pair; the words are what the store keeps and what every JSON output
+//! revision's status, the status the review queue shows, a note's enrichment state, what a
+//! review item is, who acted. Each has one `as_str`/`parse` pair; the words are what the store keeps and what every JSON output
 //! (the CLI's `--json`, MCP, the share wire, the app) shows, so they never change.
 //!
 //! Closed sets serialise through serde's `snake_case` renaming (a test holds it equal to
 //! `as_str`), which also gives the app's TypeScript a union of the words. A link kind is
 //! open: a kind this build does not know (an import's, a newer version's) is kept as
-//! [`LinkKind::Other`] and written back as it came.
+//! [`LinkKind::Other`] and written back as it came; so is an [`Actor`], which also holds an
+//! agent's name (`agent:<name>`).
 
 use std::fmt;
 use std::str::FromStr;
@@ -141,6 +142,59 @@ impl ReviewStatus {
     }
 }
 
+states! {
+    /// Where a note's enrichment stands, as stored (`enrich_state`) and shown: the word of
+    /// its `EnrichState`, without the reason.
+    Enrich, "note enrichment state" {
+        /// Saved, waiting for the LLM.
+        Pending => "pending",
+        Done => "done",
+        Failed => "failed",
+    }
+}
+
+states! {
+    /// Where an enrichment job stands, as stored.
+    JobState, "job state" {
+        /// Waiting for a worker.
+        Queued => "queued",
+        /// Claimed by a worker (until its lease runs out).
+        Running => "running",
+        Done => "done",
+        /// Gave up after its attempts.
+        Failed => "failed",
+    }
+}
+
+states! {
+    /// What an enrichment job does (the one kind there is).
+    JobKind, "job kind" {
+        /// Enrich a note: construction, links, evolution.
+        Enrich => "enrich",
+    }
+}
+
+states! {
+    /// What made an event (the group a batch of revisions and links hangs off).
+    EventKind, "event kind" {
+        /// An enrichment of a note by the LLM.
+        Enrich => "enrich",
+        /// Merge on write: a near-duplicate folded into the note it repeats.
+        Merge => "merge",
+        /// A supersession raised "may be outdated" flags on the notes that used the old value.
+        Outdated => "outdated",
+    }
+}
+
+states! {
+    /// What a review item is: a proposed or applied link, or a change of a note's
+    /// annotations (a revision).
+    ReviewKind, "review item kind" {
+        Link => "link",
+        Edit => "edit",
+    }
+}
+
 /// What a link says about the two notes. The kinds Kasten writes or offers the LLM are
 /// closed variants; any other word (an import's, a person's) is [`LinkKind::Other`],
 /// serialised as the plain word.
@@ -264,6 +318,148 @@ impl<'de> Deserialize<'de> for LinkKind {
     }
 }
 
+/// Who made a change: wrote a link, a revision or an audit entry. Stored and shown as its
+/// word. An agent names itself (`agent:<name>`); a word this build does not know (a newer
+/// version's) is kept as [`Actor::Other`] and written back as it came.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Actor {
+    /// A person, in the app or the CLI.
+    User,
+    /// The LLM: enrichment's constructions, links and evolutions.
+    Llm,
+    /// An import.
+    Import,
+    /// The checks Kasten runs on write: merge of a near-duplicate, a supersession.
+    Merge,
+    /// An agent (MCP) that gave no name.
+    Agent,
+    /// An agent with the name it gave (MCP's `clientInfo.name`). Holds the whole word,
+    /// `agent:<name>`; [`Actor::agent`] builds it.
+    NamedAgent(String),
+    /// Any other word, kept as it came.
+    Other(String),
+}
+
+impl Actor {
+    /// What starts the word of an [`Actor::NamedAgent`].
+    pub const AGENT_PREFIX: &'static str = "agent:";
+
+    /// The actors with a variant of their own and a fixed word.
+    pub const KNOWN: &'static [Actor] = &[
+        Actor::User,
+        Actor::Llm,
+        Actor::Import,
+        Actor::Merge,
+        Actor::Agent,
+    ];
+
+    /// The actor an agent's changes are recorded under: `agent:<name>` with the name it
+    /// gave (trimmed), or plain `agent` without one.
+    pub fn agent(name: &str) -> Self {
+        let name = name.trim();
+        if name.is_empty() || name == Actor::Agent.as_str() {
+            Actor::Agent
+        } else {
+            Actor::NamedAgent(format!("{}{name}", Self::AGENT_PREFIX))
+        }
+    }
+
+    /// The word stored and shown for this actor.
+    pub const fn as_str(&self) -> &str {
+        match self {
+            Actor::User => "user",
+            Actor::Llm => "llm",
+            Actor::Import => "import",
+            Actor::Merge => "merge",
+            Actor::Agent => "agent",
+            Actor::NamedAgent(s) | Actor::Other(s) => s.as_str(),
+        }
+    }
+
+    /// The actor a word names: a known word, `agent:<name>`, else [`Actor::Other`].
+    pub fn parse(s: &str) -> Self {
+        if let Some(a) = Self::KNOWN.iter().find(|a| a.as_str() == s) {
+            return a.clone();
+        }
+        if s.starts_with(Self::AGENT_PREFIX) {
+            Actor::NamedAgent(s.to_owned())
+        } else {
+            Actor::Other(s.to_owned())
+        }
+    }
+
+    /// Whether an agent acted (`agent` or `agent:<name>`).
+    pub fn is_agent(&self) -> bool {
+        matches!(self, Actor::Agent | Actor::NamedAgent(_))
+    }
+
+    /// The name an agent gave, if it gave one.
+    pub fn agent_name(&self) -> Option<&str> {
+        match self {
+            Actor::NamedAgent(s) => s.strip_prefix(Self::AGENT_PREFIX),
+            _ => None,
+        }
+    }
+}
+
+/// No word: what a record read from a peer that did not send its actor holds.
+impl Default for Actor {
+    fn default() -> Self {
+        Actor::Other(String::new())
+    }
+}
+
+impl FromStr for Actor {
+    type Err = std::convert::Infallible;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(Self::parse(s))
+    }
+}
+
+impl From<&str> for Actor {
+    fn from(s: &str) -> Self {
+        Self::parse(s)
+    }
+}
+
+impl From<String> for Actor {
+    fn from(s: String) -> Self {
+        Self::parse(&s)
+    }
+}
+
+impl fmt::Display for Actor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl PartialEq<str> for Actor {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for Actor {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl Serialize for Actor {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Actor {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = std::borrow::Cow::<'de, str>::deserialize(d)?;
+        Ok(Self::parse(&s))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -360,6 +556,41 @@ mod tests {
                 .iter()
                 .all(|k| LinkKind::KNOWN.contains(k))
         );
+    }
+
+    #[test]
+    fn enrichment_states_and_review_kinds_round_trip() {
+        round_trips!(Enrich, ["pending", "done", "failed"]);
+        round_trips!(ReviewKind, ["link", "edit"]);
+        round_trips!(JobState, ["queued", "running", "done", "failed"]);
+        round_trips!(JobKind, ["enrich"]);
+        round_trips!(EventKind, ["enrich", "merge", "outdated"]);
+    }
+
+    #[test]
+    fn every_actor_round_trips_and_agents_keep_their_names() {
+        let words: Vec<&str> = Actor::KNOWN.iter().map(Actor::as_str).collect();
+        assert_eq!(words, ["user", "llm", "import", "merge", "agent"]);
+        for a in Actor::KNOWN {
+            assert_eq!(&Actor::parse(a.as_str()), a);
+            assert_eq!(serde_word(a), a.as_str());
+        }
+        let named = Actor::agent(" claude-code ");
+        assert_eq!(named.as_str(), "agent:claude-code");
+        assert_eq!(named.agent_name(), Some("claude-code"));
+        assert!(named.is_agent() && Actor::Agent.is_agent() && !Actor::User.is_agent());
+        assert_eq!(Actor::parse("agent:claude-code"), named);
+        assert_eq!(Actor::agent(""), Actor::Agent);
+        assert_eq!(Actor::agent("agent"), Actor::Agent);
+        let back: Actor = serde_json::from_value(serde_json::json!("agent:claude-code"))
+            .unwrap_or_else(|e| unreachable!("{e}"));
+        assert_eq!(back, named);
+        for w in ["default", "User", ""] {
+            let a = Actor::parse(w);
+            assert_eq!(a, Actor::Other(w.to_owned()));
+            assert_eq!(a.as_str(), w);
+            assert!(!a.is_agent());
+        }
     }
 
     #[test]

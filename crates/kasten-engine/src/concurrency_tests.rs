@@ -187,14 +187,14 @@ async fn a_rejected_link_proposed_again_stays_out_of_the_adjacency() {
     let items = e.proposals(&[], 100).await.unwrap();
     let link = items
         .iter()
-        .find(|i| i.kind == "link" && i.note == last)
+        .find(|i| i.kind == kasten_core::ReviewKind::Link && i.note == last)
         .unwrap_or_else(|| panic!("the fake LLM linked the last note: {items:?}"));
     let to = NoteId::parse(link.target.as_deref().unwrap()).unwrap();
     let from = ids.last().unwrap().clone();
     // every link between the two (the other note's enrichment may have made one too)
     let pair = |i: &crate::ReviewItem| {
         let (a, b) = (i.note.as_str(), i.target.as_deref().unwrap_or(""));
-        i.kind == "link"
+        i.kind == kasten_core::ReviewKind::Link
             && ((a == from.as_str() && b == to.as_str())
                 || (a == to.as_str() && b == from.as_str()))
     };

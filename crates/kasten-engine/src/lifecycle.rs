@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use chrono::Utc;
 use kasten_core::lifecycle::{DEFAULT_ARCHIVE_THRESHOLD, Reinforce, Tier};
-use kasten_core::{Note, NoteId, NoteStatus};
+use kasten_core::{Actor, Note, NoteId, NoteStatus};
 use serde::Serialize;
 
 use crate::{Engine, EngineError};
@@ -237,8 +237,8 @@ impl Engine {
             .store
             .change_status(
                 id,
-                "active",
-                "archived",
+                NoteStatus::Active,
+                NoteStatus::Archived,
                 "archive",
                 actor,
                 "archived by the user",
@@ -271,8 +271,8 @@ impl Engine {
             .store
             .change_status(
                 id,
-                "archived",
-                "active",
+                NoteStatus::Archived,
+                NoteStatus::Active,
                 "restore",
                 actor,
                 "restored by the user",
@@ -311,11 +311,15 @@ impl Engine {
             _ => {}
         }
         self.require(id).await?;
-        self.store.set_tier(id, tier, project, "user").await?;
+        self.store
+            .set_tier(id, tier, project, Actor::User.as_str())
+            .await?;
         if let Some(p) = project
             && !self.store.projects().await?.iter().any(|s| s.name == p)
         {
-            self.store.set_project_active(p, true, "user").await?;
+            self.store
+                .set_project_active(p, true, Actor::User.as_str())
+                .await?;
         }
         self.require(id).await
     }
@@ -424,7 +428,10 @@ impl Engine {
                 "the project name is empty".into(),
             )));
         }
-        Ok(self.store.set_project_active(name, active, "user").await?)
+        Ok(self
+            .store
+            .set_project_active(name, active, Actor::User.as_str())
+            .await?)
     }
 
     pub(crate) async fn require(&self, id: &NoteId) -> Result<Note, EngineError> {

@@ -12,7 +12,7 @@
 //!   touched the note since, its exact embedding).
 
 use kasten_core::prompts::{LINK_KINDS, is_llm_kind, link_kind_list};
-use kasten_core::{JobId, LinkKind, LinkStatus, NewNote, NoteId, RevisionStatus};
+use kasten_core::{Actor, JobId, LinkKind, LinkStatus, NewNote, NoteId, RevisionStatus};
 use kasten_store::{ContentChange, ContentRevision, ReviewBatch, StoreError, UserLink};
 
 use crate::review::{HistoryEntry, ReviewOutcome, audit, fields_of};
@@ -33,17 +33,12 @@ pub fn link_kinds() -> &'static [LinkKind] {
 /// The actor an agent's changes are recorded under: `agent:<name>`, the name the agent
 /// gave (MCP's `clientInfo.name`), or plain `agent` without one.
 pub fn agent_actor(name: &str) -> String {
-    let name = name.trim();
-    if name.is_empty() || name == "agent" {
-        "agent".into()
-    } else {
-        format!("agent:{name}")
-    }
+    Actor::agent(name).to_string()
 }
 
 /// Whether `actor` is an agent (`agent` or `agent:<name>`).
 pub fn is_agent(actor: &str) -> bool {
-    actor == "agent" || actor.starts_with("agent:")
+    Actor::parse(actor).is_agent()
 }
 
 impl Engine {
@@ -107,7 +102,7 @@ impl Engine {
                 to: to.clone(),
                 kind: kind.to_owned(),
                 reason: reason.to_owned(),
-                created_by: actor.to_owned(),
+                created_by: actor.into(),
                 audit: audit(
                     "propose_link",
                     "",
@@ -185,7 +180,10 @@ impl Engine {
                 to: to.clone(),
                 kind: kind.to_owned(),
                 reason: reason.to_owned(),
-                created_by: if is_agent(actor) { actor } else { "user" }.to_owned(),
+                created_by: match Actor::parse(actor) {
+                    a if a.is_agent() => a,
+                    _ => Actor::User,
+                },
                 audit: audit(
                     "link",
                     "",
@@ -299,7 +297,7 @@ impl Engine {
             embedding,
             embedding_before,
             embed_model: self.embedder.model_id().to_owned(),
-            new_revision: Some((actor.to_owned(), "edited the text".to_owned())),
+            new_revision: Some((actor.into(), "edited the text".to_owned())),
             revision_status: None,
             enrich_job: Some(JobId::generate()),
             audit: audit("edit", id.as_str(), &[id], actor, "edited the text"),

@@ -22,7 +22,7 @@ use kasten_core::facts;
 use kasten_core::lifecycle::Reinforce;
 use kasten_core::supersession::supersedes_with;
 use kasten_core::text::Tokenizer;
-use kasten_core::{JobId, LinkStatus, Note, NoteId, NoteStatus};
+use kasten_core::{Actor, JobId, LinkStatus, Note, NoteId, NoteStatus};
 use kasten_store::{DifferWrite, LinkRecord, MergeWrite, NoteWrite};
 use serde::{Deserialize, Serialize};
 
@@ -288,7 +288,7 @@ impl Engine {
     /// (proposed or accepted) keeps the new note folded in; one that was rejected or rolled
     /// back makes it a regular note again (indexed, enrichment queued).
     pub(crate) async fn settle_merge(&self, link: &LinkRecord) -> Result<(), EngineError> {
-        if link.kind != SAME_ENTITY || link.created_by != "merge" {
+        if link.kind != SAME_ENTITY || link.created_by != Actor::Merge {
             return Ok(());
         }
         let dup = NoteId::parse(&link.from)?;
@@ -300,7 +300,14 @@ impl Engine {
             (false, NoteStatus::Merged) => {
                 let _order = self.index_order().await;
                 self.store
-                    .change_status(&dup, "merged", "active", "unmerge", "user", &link.id)
+                    .change_status(
+                        &dup,
+                        NoteStatus::Merged,
+                        NoteStatus::Active,
+                        "unmerge",
+                        Actor::User.as_str(),
+                        &link.id,
+                    )
                     .await?;
                 let sync = self.index_sync();
                 self.index_note(&dup).await?;
@@ -312,7 +319,14 @@ impl Engine {
             (true, NoteStatus::Active) => {
                 let _order = self.index_order().await;
                 self.store
-                    .change_status(&dup, "active", "merged", "merge", "user", &link.id)
+                    .change_status(
+                        &dup,
+                        NoteStatus::Active,
+                        NoteStatus::Merged,
+                        "merge",
+                        Actor::User.as_str(),
+                        &link.id,
+                    )
                     .await?;
                 let sync = self.index_sync();
                 self.write_indexes()?.remove_note(&dup);

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 
 use kasten_core::note::EnrichState;
 use kasten_core::quality::{CheckedEvolution, CheckedNote, QualityReport, check};
+use kasten_core::{Actor, ReviewKind};
 
 use crate::{Engine, EngineError, ReviewStatus};
 
@@ -40,7 +41,7 @@ impl Engine {
             ReviewStatus::RolledBack,
         ];
         for e in self.proposals(&all, limit.saturating_mul(5)).await? {
-            if e.kind != "edit" || e.label != "evolution" {
+            if e.kind != ReviewKind::Edit || e.label != "evolution" {
                 continue;
             }
             evolutions.entry(e.note.clone()).or_default().push((
@@ -97,7 +98,7 @@ impl Engine {
                 link_reasons: d
                     .links
                     .iter()
-                    .filter(|l| l.created_by == "llm" && l.from == d.note.id)
+                    .filter(|l| l.created_by == Actor::Llm && l.from == d.note.id)
                     .map(|l| l.reason.as_str())
                     .collect(),
                 edit_reasons: edit_reasons

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use chrono::{DateTime, Utc};
-use kasten_core::{LinkStatus, NoteId};
+use kasten_core::{Enrich, LinkStatus, NoteId};
 use serde::{Deserialize, Serialize};
 
 use crate::EngineError;
@@ -20,7 +20,7 @@ pub struct GraphNode {
     pub id: String,
     pub content: String,
     pub tags: Vec<String>,
-    pub enrich_state: String,
+    pub enrich_state: Enrich,
 }
 
 impl From<kasten_store::views::GraphNodeRow> for GraphNode {
@@ -80,8 +80,7 @@ impl From<kasten_store::views::DayCount> for DayCount {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct NoteFilter {
     pub tag: Option<String>,
-    /// `pending`, `done` or `failed`.
-    pub enrich_state: Option<String>,
+    pub enrich_state: Option<Enrich>,
     /// Only these notes (a Box's members).
     pub ids: Option<Vec<NoteId>>,
 }
@@ -90,7 +89,7 @@ impl From<&NoteFilter> for kasten_store::views::NoteFilter {
     fn from(f: &NoteFilter) -> Self {
         Self {
             tag: f.tag.clone(),
-            enrich_state: f.enrich_state.clone(),
+            enrich_state: f.enrich_state,
             ids: f.ids.clone(),
         }
     }

@@ -22,7 +22,9 @@ use std::collections::HashSet;
 
 use chrono::{DateTime, Utc};
 use kasten_core::provenance::{self, SetBy};
-use kasten_core::{LinkStatus, NoteId, NoteStatus, RevisionStatus, note::index_text};
+use kasten_core::{
+    Actor, LinkStatus, NoteId, NoteStatus, ReviewKind, RevisionStatus, note::index_text,
+};
 use kasten_store::{
     AuditEntry, FieldChange, Fields, LinkRecord, MAY_BE_OUTDATED, NewRevision, QueueStates,
     ReviewBatch, Revision, SUPERSEDES, StoreError,
@@ -41,8 +43,7 @@ pub use kasten_core::ReviewStatus;
 /// One entry of the review queue.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ReviewItem {
-    /// `link` or `edit`.
-    pub kind: String,
+    pub kind: ReviewKind,
     pub id: String,
     /// The note the edit changes, or the link's source.
     pub note: String,
@@ -62,7 +63,7 @@ pub struct ReviewItem {
     /// Who made it: `llm`, `merge` (merge-on-write), or the agent (`agent:<name>`, or
     /// `agent` for one that gave no name).
     #[serde(default)]
-    pub by: String,
+    pub by: Actor,
     /// For a "may be outdated" flag (label `may_be_outdated`): the supersession it was
     /// raised for.
     #[serde(default)]
@@ -110,8 +111,7 @@ impl FieldEdit {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct HistoryEntry {
     pub at: DateTime<Utc>,
-    /// `llm`, `user`, `agent`, `import`.
-    pub actor: String,
+    pub actor: Actor,
     /// `created`, `construction`, `evolution`, `edit`, or an audit action
     /// (`accept`, `reject`, `rollback`, `reapply`).
     pub action: String,
@@ -242,7 +242,7 @@ impl Engine {
         for l in self.store.queue_links(states, by, limit).await? {
             let status = ReviewStatus::of_link(l.status, l.reviewed);
             items.push(ReviewItem {
-                kind: "link".into(),
+                kind: ReviewKind::Link,
                 id: l.id,
                 note: l.from,
                 target: Some(l.to),
@@ -278,7 +278,7 @@ impl Engine {
             let status = ReviewStatus::of_revision(r.status, r.reviewed);
             let reason = explanation(&r);
             items.push(ReviewItem {
-                kind: "edit".into(),
+                kind: ReviewKind::Edit,
                 id: r.id,
                 note: r.note.to_string(),
                 target: None,

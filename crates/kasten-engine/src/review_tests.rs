@@ -141,7 +141,7 @@ async fn rolling_back_an_older_event_under_a_later_change_is_refused_by_name() {
             "history lacks {action}: {h:#?}"
         );
     }
-    assert!(h.iter().all(|x| !x.actor.is_empty()));
+    assert!(h.iter().all(|x| !x.actor.as_str().is_empty()));
     e.close().await;
 }
 
@@ -195,7 +195,7 @@ async fn under_review_policy_nothing_proposed_changes_retrieval_until_accepted()
     assert!(queue.iter().all(|i| i.status == ReviewStatus::Proposed));
     let link = queue
         .iter()
-        .find(|i| i.kind == "link")
+        .find(|i| i.kind == kasten_core::ReviewKind::Link)
         .expect("a proposed link");
     e.accept(&link.id, &FieldEdit::default(), "user")
         .await
@@ -203,7 +203,7 @@ async fn under_review_policy_nothing_proposed_changes_retrieval_until_accepted()
     assert_eq!(e.store().accepted_links().await.unwrap().len(), 1);
     let edit = queue
         .iter()
-        .find(|i| i.kind == "edit" && i.note == b.to_string())
+        .find(|i| i.kind == kasten_core::ReviewKind::Edit && i.note == b.to_string())
         .expect("a proposed edit of b");
     // edit-then-accept: the user adjusts the proposed tags
     e.accept(
@@ -247,7 +247,7 @@ async fn rejected_links_leave_search_and_graph_but_stay_in_history() {
         .await
         .unwrap()
         .into_iter()
-        .find(|i| i.kind == "link")
+        .find(|i| i.kind == kasten_core::ReviewKind::Link)
         .unwrap();
     e.reject(&link.id, "user").await.unwrap();
     assert!(e.store().accepted_links().await.unwrap().is_empty());
@@ -381,7 +381,7 @@ async fn an_accept_whose_edit_fails_accepts_nothing() {
         .await
         .unwrap()
         .into_iter()
-        .find(|i| i.kind == "edit" && i.note == a.to_string())
+        .find(|i| i.kind == kasten_core::ReviewKind::Edit && i.note == a.to_string())
         .expect("a proposed edit");
     let r = e
         .accept(
@@ -477,7 +477,7 @@ async fn accepting_all_links_above_a_confidence_takes_exactly_those() {
         .await
         .unwrap()
         .into_iter()
-        .filter(|i| i.kind == "link")
+        .filter(|i| i.kind == kasten_core::ReviewKind::Link)
         .collect();
     assert!(!links.is_empty());
     assert_eq!(e.accept_links_above(2.0, "user").await.unwrap(), 0);
@@ -490,7 +490,7 @@ async fn accepting_all_links_above_a_confidence_takes_exactly_those() {
             .await
             .unwrap()
             .iter()
-            .all(|i| i.kind != "link")
+            .all(|i| i.kind != kasten_core::ReviewKind::Link)
     );
     // the in-memory adjacency is what a full reload would build
     let incremental = e.read_indexes().unwrap().links.clone();

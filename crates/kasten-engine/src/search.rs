@@ -211,8 +211,7 @@ impl Engine {
                 && filter.tag.as_ref().is_none_or(|t| h.note.tags.contains(t))
                 && filter
                     .enrich_state
-                    .as_deref()
-                    .is_none_or(|e| h.note.enrich_state.label() == e)
+                    .is_none_or(|e| h.note.enrich_state.stage() == e)
         });
         out.hits.truncate(k);
         self.reinforce_retrieval(&out).await?;

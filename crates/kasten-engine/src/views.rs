@@ -222,7 +222,7 @@ mod tests {
         assert_eq!(n, 2);
         assert!(page.iter().all(|p| p.tags == ["x"]));
         let pending = NoteFilter {
-            enrich_state: Some("pending".into()),
+            enrich_state: Some(kasten_core::Enrich::Pending),
             ..Default::default()
         };
         let (n, page) = e.notes_page(&pending, 10, 0).await?;

@@ -151,7 +151,7 @@ fn client_name(ctx: &RequestContext<RoleServer>) -> String {
         .collect();
     let clean = clean.trim().to_owned();
     if clean.is_empty() {
-        "agent".into()
+        kasten_core::Actor::Agent.as_str().into()
     } else {
         clean
     }

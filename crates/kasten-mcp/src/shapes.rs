@@ -222,7 +222,7 @@ pub(crate) fn link_out(l: &Link) -> LinkOut {
         kind: l.kind.to_string(),
         reason: l.reason.clone(),
         confidence: l.confidence,
-        created_by: l.created_by.clone(),
+        created_by: l.created_by.to_string(),
         status: l.status.to_string(),
     }
 }

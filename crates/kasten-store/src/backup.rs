@@ -282,11 +282,11 @@ impl Store {
     ) -> Result<Vec<Note>, StoreError> {
         let q = if after.is_some() {
             format!(
-                "SELECT {NOTE_COLUMNS} FROM note WHERE id > type::record('note', $after) AND status != 'merged' ORDER BY id LIMIT $limit"
+                "SELECT {NOTE_COLUMNS} FROM note WHERE id > type::record('note', $after) AND status != $note_merged ORDER BY id LIMIT $limit"
             )
         } else {
             format!(
-                "SELECT {NOTE_COLUMNS} FROM note WHERE status != 'merged' ORDER BY id LIMIT $limit"
+                "SELECT {NOTE_COLUMNS} FROM note WHERE status != $note_merged ORDER BY id LIMIT $limit"
             )
         };
         let mut resp = self
@@ -294,6 +294,7 @@ impl Store {
             .query(q)
             .bind(("after", after.map(ToString::to_string).unwrap_or_default()))
             .bind(("limit", limit as i64))
+            .bind(crate::words::words())
             .await
             .map_err(StoreError::from_db)?;
         let rows: Vec<NoteRow> = resp.take(0).map_err(StoreError::from_db)?;
@@ -310,9 +311,10 @@ impl Store {
         let mut resp = self
             .db
             .query(format!(
-                "RETURN array::flatten(array::map($ids, |$k| (SELECT {LINK_COLUMNS} FROM type::record('note', $k)->link WHERE status = 'accepted')))"
+                "RETURN array::flatten(array::map($ids, |$k| (SELECT {LINK_COLUMNS} FROM type::record('note', $k)->link WHERE status = $link_accepted)))"
             ))
             .bind(("ids", keys))
+            .bind(crate::words::words())
             .await
             .map_err(StoreError::from_db)?;
         let rows: Vec<crate::LinkRecordRow> = resp.take(0).map_err(StoreError::from_db)?;

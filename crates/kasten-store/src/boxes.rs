@@ -71,8 +71,9 @@ impl Store {
             .db
             .query(
                 "SELECT record::id(in) AS from, record::id(out) AS to, confidence FROM link
-                 WHERE status = 'accepted' AND in.status = 'active' AND out.status = 'active'",
+                 WHERE status = $link_accepted AND in.status = $note_active AND out.status = $note_active",
             )
+            .bind(crate::words::words())
             .await
             .map_err(StoreError::from_db)?;
         let rows: Vec<EdgeRaw> = resp.take(0).map_err(StoreError::from_db)?;
@@ -100,7 +101,8 @@ impl Store {
         }
         let mut resp = self
             .db
-            .query("SELECT record::id(id) AS id, tags, keywords, content FROM note WHERE status = 'active' ORDER BY id")
+            .query("SELECT record::id(id) AS id, tags, keywords, content FROM note WHERE status = $note_active ORDER BY id")
+            .bind(crate::words::words())
             .await
             .map_err(StoreError::from_db)?;
         let rows: Vec<Row> = resp.take(0).map_err(StoreError::from_db)?;

@@ -37,7 +37,8 @@ impl Store {
     pub async fn queued_jobs(&self) -> Result<u64, StoreError> {
         let mut resp = self
             .db
-            .query("SELECT count() AS n FROM job WHERE state = 'queued' GROUP ALL")
+            .query("SELECT count() AS n FROM job WHERE state = $job_queued GROUP ALL")
+            .bind(crate::words::words())
             .await
             .map_err(StoreError::from_db)?;
         let n: Option<i64> = resp.take((0, "n")).map_err(StoreError::from_db)?;

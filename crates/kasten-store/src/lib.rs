@@ -29,6 +29,7 @@ mod snapshot;
 mod supersede;
 mod transfer;
 pub mod views;
+mod words;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering::SeqCst;
@@ -38,7 +39,10 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use kasten_core::lifecycle::Tier;
 use kasten_core::provenance::{self, Origin};
-use kasten_core::{EnrichState, JobId, Link, LinkKind, LinkStatus, Note, NoteId, NoteStatus};
+use kasten_core::{
+    Actor, Enrich, EnrichState, JobId, JobKind, JobState, Link, LinkKind, LinkStatus, Note, NoteId,
+    NoteStatus,
+};
 use surrealdb::engine::any;
 use surrealdb::types::{Bytes, QueryError, RecordId, RecordIdKey, SurrealValue};
 use thiserror::Error;

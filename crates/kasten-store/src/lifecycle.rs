@@ -5,8 +5,8 @@
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
-use kasten_core::NoteId;
 use kasten_core::lifecycle::{StrengthState, Tier};
+use kasten_core::{NoteId, NoteStatus};
 use surrealdb::types::SurrealValue;
 
 use crate::{Store, StoreError, first_real_error, returned_bool};
@@ -56,7 +56,7 @@ pub struct ProjectState {
 
 const STRENGTH_COLUMNS: &str = "record::id(id) AS id, strength, \
     (IF last_accessed != NONE AND last_accessed > (added_at ?? updated_at) THEN last_accessed ELSE (added_at ?? updated_at) END) AS reference, \
-    access_count, tier ?? 'long_term' AS tier, project";
+    access_count, tier ?? $tier_long_term AS tier, project";
 
 impl Store {
     /// When each closed project was closed (active projects are absent).
@@ -143,9 +143,9 @@ impl Store {
     ) -> Result<Vec<StrengthRow>, StoreError> {
         let closed = self.closed_projects().await?;
         let filter = if after.is_some() {
-            "status = 'active' AND id > type::record('note', $after)"
+            "status = $note_active AND id > type::record('note', $after)"
         } else {
-            "status = 'active'"
+            "status = $note_active"
         };
         let mut resp = self
             .db
@@ -154,6 +154,7 @@ impl Store {
             ))
             .bind(("after", after.map(|a| a.to_string()).unwrap_or_default()))
             .bind(("limit", limit as i64))
+            .bind(crate::words::words())
             .await
             .map_err(StoreError::from_db)?;
         let rows: Vec<StrengthRaw> = resp.take(0).map_err(StoreError::from_db)?;
@@ -173,6 +174,7 @@ impl Store {
                 "SELECT {STRENGTH_COLUMNS} FROM array::map($ids, |$k| type::record('note', $k))"
             ))
             .bind(("ids", keys))
+            .bind(crate::words::words())
             .await
             .map_err(StoreError::from_db)?;
         let rows: Vec<StrengthRaw> = resp.take(0).map_err(StoreError::from_db)?;
@@ -258,8 +260,8 @@ impl Store {
     pub async fn change_status(
         &self,
         id: &NoteId,
-        from: &str,
-        to: &str,
+        from: NoteStatus,
+        to: NoteStatus,
         action: &str,
         actor: &str,
         reason: &str,
@@ -275,8 +277,8 @@ impl Store {
     async fn change_status_unmarked(
         &self,
         id: &NoteId,
-        from: &str,
-        to: &str,
+        from: NoteStatus,
+        to: NoteStatus,
         action: &str,
         actor: &str,
         reason: &str,
@@ -295,8 +297,8 @@ impl Store {
             .db
             .query(q)
             .bind(("id", id.to_string()))
-            .bind(("from", from.to_owned()))
-            .bind(("to", to.to_owned()))
+            .bind(("from", from.as_str()))
+            .bind(("to", to.as_str()))
             .bind(("action", action.to_owned()))
             .bind(("actor", actor.to_owned()))
             .bind(("reason", reason.to_owned()))
@@ -317,12 +319,12 @@ impl Store {
         let q = "BEGIN TRANSACTION;
             LET $r = type::record('note', $id);
             LET $cur = (SELECT VALUE tier_set_by ?? 'default' FROM ONLY $r);
-            LET $ok = $cur != NONE AND ($by = 'user' OR $cur != 'user');
+            LET $ok = $cur != NONE AND ($by = $by_user OR $cur != $by_user);
             IF $ok {
                 UPDATE $r SET tier = $tier, project = $project, tier_set_by = $by;
-                IF $by = 'user' {
+                IF $by = $by_user {
                     CREATE audit CONTENT { action: 'tier', target: $tier, notes: [$r],
-                        actor: 'user', reason: $project ?? '', at: time::now() };
+                        actor: $by_user, reason: $project ?? '', at: time::now() };
                 };
             };
             RETURN $ok;
@@ -334,6 +336,7 @@ impl Store {
             .bind(("tier", tier.as_str().to_owned()))
             .bind(("project", project.map(str::to_owned)))
             .bind(("by", by.to_owned()))
+            .bind(crate::words::words())
             .await
             .map_err(StoreError::from_db)?;
         returned_bool(&mut resp)
@@ -351,10 +354,10 @@ impl Store {
     ) -> Result<(), StoreError> {
         let q = "BEGIN TRANSACTION;
             LET $n = type::record('note', $note);
-            LET $open = (SELECT VALUE id FROM job WHERE note = $n AND state IN ['queued', 'running']);
+            LET $open = (SELECT VALUE id FROM job WHERE note = $n AND state IN [$job_queued, $job_running]);
             IF array::len($open) = 0 {
-                CREATE type::record('job', $job) CONTENT { note: $n, kind: 'enrich',
-                    state: 'queued', attempts: 0, created_at: time::now(), updated_at: time::now() };
+                CREATE type::record('job', $job) CONTENT { note: $n, kind: $job_enrich,
+                    state: $job_queued, attempts: 0, created_at: time::now(), updated_at: time::now() };
             };
             COMMIT TRANSACTION;";
         let mut resp = self
@@ -362,6 +365,7 @@ impl Store {
             .query(q)
             .bind(("note", note.to_string()))
             .bind(("job", job.to_string()))
+            .bind(crate::words::words())
             .await
             .map_err(StoreError::from_db)?;
         first_real_error(&mut resp)

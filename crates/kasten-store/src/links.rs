@@ -27,7 +27,7 @@ impl Store {
                     kind: LinkKind::parse(&r.kind),
                     reason: r.reason,
                     confidence: r.confidence,
-                    created_by: r.created_by,
+                    created_by: Actor::parse(&r.created_by),
                     status,
                     created_at: r.created_at,
                 })

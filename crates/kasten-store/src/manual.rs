@@ -7,7 +7,7 @@
 //! so the LLM re-annotates and re-links the new text.
 
 use chrono::{DateTime, Utc};
-use kasten_core::{JobId, NoteId, RevisionStatus};
+use kasten_core::{Actor, JobId, NoteId, RevisionStatus};
 use surrealdb::types::{Bytes, SurrealValue};
 
 use crate::pipeline::Fields;
@@ -27,8 +27,8 @@ pub struct UserLink {
     pub to: NoteId,
     pub kind: String,
     pub reason: String,
-    /// `user` or `agent`.
-    pub created_by: String,
+    /// The user or an agent.
+    pub created_by: Actor,
     pub audit: AuditEntry,
 }
 
@@ -57,7 +57,7 @@ pub struct ContentChange {
     pub embedding_before: Option<Vec<f32>>,
     pub embed_model: String,
     /// `Some(actor)`: record a new revision by this actor with `reason`.
-    pub new_revision: Option<(String, String)>,
+    pub new_revision: Option<(Actor, String)>,
     /// `Some((revision, status))`: set an existing revision's status.
     pub revision_status: Option<(String, RevisionStatus)>,
     /// Queue an enrichment job with this id unless one is already queued for the note.
@@ -151,12 +151,12 @@ impl Store {
              IF !record::exists($a) OR !record::exists($b) {{ THROW '{GONE}' }};
              LET $old = (SELECT VALUE id FROM link WHERE in = $a AND out = $b AND kind = $kind);
              IF array::len($old) > 0 {{
-                 UPDATE $old[0] SET status = 'accepted', reviewed = true, reason = $reason,
+                 UPDATE $old[0] SET status = $link_accepted, reviewed = true, reason = $reason,
                      created_by = $created_by, confidence = 1.0, event = NONE, created_at = $now;
              }} ELSE {{
                  RELATE $a->link->$b CONTENT {{
                      kind: $kind, reason: $reason, confidence: 1.0, created_by: $created_by,
-                     status: 'accepted', reviewed: true, created_at: $now
+                     status: $link_accepted, reviewed: true, created_at: $now
                  }};
              }};
              LET $id = (SELECT VALUE id FROM link WHERE in = $a AND out = $b AND kind = $kind)[0];
@@ -184,7 +184,7 @@ impl Store {
              IF !record::exists($a) OR !record::exists($b) {{ THROW '{GONE}' }};
              RELATE $a->link->$b CONTENT {{
                  kind: $kind, reason: $reason, confidence: 1.0, created_by: $created_by,
-                 status: 'proposed', reviewed: false, created_at: $now
+                 status: $link_proposed, reviewed: false, created_at: $now
              }};
              LET $id = (SELECT VALUE id FROM link WHERE in = $a AND out = $b AND kind = $kind)[0];
              CREATE audit CONTENT {{
@@ -207,8 +207,9 @@ impl Store {
             .bind(("to", l.to.to_string()))
             .bind(("kind", l.kind.clone()))
             .bind(("reason", l.reason.clone()))
-            .bind(("created_by", l.created_by.clone()))
-            .bind(("audit", l.audit.clone()))
+            .bind(("created_by", l.created_by.to_string()))
+            .bind(("audit", crate::review::AuditParam::of(&l.audit)))
+            .bind(crate::words::words())
             .await
             .map_err(StoreError::from_db)?;
         match first_real_error(&mut resp) {
@@ -287,17 +288,17 @@ impl Store {
                  CREATE type::record('revision', $rev) CONTENT {{
                      note: $n, event: NONE, actor: $actor, reason: $reason,
                      before: $before, after: $after, embedding_before: $emb_before,
-                     embedding_after: $emb, status: 'applied', reviewed: true, created_at: $now
+                     embedding_after: $emb, status: $rev_applied, reviewed: true, created_at: $now
                  }};
              }};
              IF $status != NONE {{
                  UPDATE type::record('revision', $status.id) SET status = $status.status, reviewed = true;
              }};
              IF $job != NONE {{
-                 UPDATE $n SET enrich_state = 'pending', enrich_error = NONE;
-                 IF array::len(SELECT VALUE id FROM job WHERE note = $n AND state = 'queued') = 0 {{
+                 UPDATE $n SET enrich_state = $enrich_pending, enrich_error = NONE;
+                 IF array::len(SELECT VALUE id FROM job WHERE note = $n AND state = $job_queued) = 0 {{
                      CREATE type::record('job', $job) CONTENT {{
-                         note: $n, kind: 'enrich', state: 'queued', attempts: 0,
+                         note: $n, kind: $job_enrich, state: $job_queued, attempts: 0,
                          created_at: $now, updated_at: $now
                      }};
                  }};
@@ -333,7 +334,7 @@ impl Store {
                 c.embedding_before.as_deref().map(emb_to_bytes),
             ))
             .bind(("embed_model", c.embed_model.clone()))
-            .bind(("actor", c.new_revision.as_ref().map(|r| r.0.clone())))
+            .bind(("actor", c.new_revision.as_ref().map(|r| r.0.to_string())))
             .bind((
                 "reason",
                 c.new_revision
@@ -351,7 +352,8 @@ impl Store {
                 }),
             ))
             .bind(("job", c.enrich_job.as_ref().map(ToString::to_string)))
-            .bind(("audit", c.audit.clone()))
+            .bind(("audit", crate::review::AuditParam::of(&c.audit)))
+            .bind(crate::words::words())
             .await
             .map_err(StoreError::from_db)?;
         match first_real_error(&mut resp) {
@@ -373,12 +375,13 @@ impl Store {
         let mut resp = self
             .db
             .query(format!(
-                "SELECT count() AS n FROM note WHERE status = 'archived' GROUP ALL;
-                 SELECT {} FROM note WHERE status = 'archived' ORDER BY updated_at DESC LIMIT $limit START $start",
+                "SELECT count() AS n FROM note WHERE status = $note_archived GROUP ALL;
+                 SELECT {} FROM note WHERE status = $note_archived ORDER BY updated_at DESC LIMIT $limit START $start",
                 crate::NOTE_COLUMNS
             ))
             .bind(("limit", i64::try_from(limit).unwrap_or(i64::MAX)))
             .bind(("start", i64::try_from(offset).unwrap_or(i64::MAX)))
+            .bind(crate::words::words())
             .await
             .map_err(StoreError::from_db)?;
         let n: Option<i64> = resp.take((0, "n")).map_err(StoreError::from_db)?;

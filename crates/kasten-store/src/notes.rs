@@ -55,11 +55,12 @@ impl Store {
         let mut jobs = Vec::new();
         for w in writes {
             let n = &w.note;
-            let (state, err) = match &n.enrich_state {
-                EnrichState::Pending { reason } => ("pending", reason.clone()),
-                EnrichState::Done => ("done", None),
-                EnrichState::Failed { error } => ("failed", Some(error.clone())),
+            let err = match &n.enrich_state {
+                EnrichState::Pending { reason } => reason.clone(),
+                EnrichState::Done => None,
+                EnrichState::Failed { error } => Some(error.clone()),
             };
+            let state = n.enrich_state.label();
             notes.push(NoteInsert {
                 id: RecordId::new("note", n.id.to_string()),
                 content: n.content.clone(),
@@ -86,8 +87,8 @@ impl Store {
                 jobs.push(JobInsert {
                     id: RecordId::new("job", job.to_string()),
                     note: RecordId::new("note", n.id.to_string()),
-                    kind: "enrich".to_owned(),
-                    state: "queued".to_owned(),
+                    kind: JobKind::Enrich.as_str().to_owned(),
+                    state: JobState::Queued.as_str().to_owned(),
                     attempts: 0,
                     created_at: n.updated_at,
                     updated_at: n.updated_at,
@@ -104,11 +105,11 @@ impl Store {
                 LET $new = type::record('note', $m.note);
                 LET $old = type::record('note', $m.duplicate_of);
                 LET $ev = type::record('event', $m.event);
-                IF (SELECT VALUE status FROM ONLY $old) != 'active' { THROW 'the note to merge into is gone' };
-                CREATE $ev CONTENT { note: $new, kind: 'merge', llm_calls: 0, created_at: $m.at };
+                IF (SELECT VALUE status FROM ONLY $old) != $note_active { THROW 'the note to merge into is gone' };
+                CREATE $ev CONTENT { note: $new, kind: $event_merge, llm_calls: 0, created_at: $m.at };
                 RELATE $new->link->$old CONTENT {
-                    kind: 'same-entity', reason: $m.reason, confidence: $m.similarity,
-                    created_by: 'merge', status: $m.status, reviewed: false, event: $ev,
+                    kind: $same_entity, reason: $m.reason, confidence: $m.similarity,
+                    created_by: $by_merge, status: $m.status, reviewed: false, event: $ev,
                     created_at: $m.at
                 };
                 UPDATE $old SET strength = $m.strength, last_accessed = $m.at, access_count += 1;
@@ -119,7 +120,7 @@ impl Store {
                 IF record::exists($to) {
                     RELATE $from->link->$to CONTENT {
                         kind: $d.kind, reason: $d.reason, confidence: $d.confidence,
-                        created_by: 'merge', status: $d.status, reviewed: false, created_at: $d.at
+                        created_by: $by_merge, status: $d.status, reviewed: false, created_at: $d.at
                     };
                 };
             };
@@ -163,6 +164,7 @@ impl Store {
             .bind(("merges", merges))
             .bind(("differs", differs))
             .bind(("flags", supersede::flag_params(flags)))
+            .bind(crate::words::words())
             .await
             .map_err(StoreError::from_db)?;
         first_real_error(&mut resp)
@@ -255,9 +257,10 @@ impl Store {
         let mut resp = self
             .db
             .query(format!(
-                "SELECT {NOTE_COLUMNS} FROM note WHERE status != 'merged' ORDER BY created_at DESC LIMIT $limit START $start"
+                "SELECT {NOTE_COLUMNS} FROM note WHERE status != $note_merged ORDER BY created_at DESC LIMIT $limit START $start"
             ))
             .bind(("limit", limit as i64))
+            .bind(crate::words::words())
             .bind(("start", offset as i64))
             .await
             .map_err(StoreError::from_db)?;
@@ -280,9 +283,10 @@ impl Store {
         let mut resp = self
             .db
             .query(
-                "SELECT count(status != 'merged') AS listed, count(status = 'merged') AS merged \
+                "SELECT count(status != $note_merged) AS listed, count(status = $note_merged) AS merged \
                  FROM note GROUP ALL",
             )
+            .bind(crate::words::words())
             .await
             .map_err(StoreError::from_db)?;
         let listed: Option<i64> = resp.take((0, "listed")).map_err(StoreError::from_db)?;
@@ -317,10 +321,11 @@ impl Store {
             .db
             .query(
                 "LET $r = type::record('note', $id);
-                 SELECT VALUE record::id(in) FROM link WHERE out = $r AND kind = 'same-entity'
-                     AND created_by = 'merge' AND status IN ['proposed', 'accepted'];",
+                 SELECT VALUE record::id(in) FROM link WHERE out = $r AND kind = $same_entity
+                     AND created_by = $by_merge AND status IN [$link_proposed, $link_accepted];",
             )
             .bind(("id", id.to_string()))
+            .bind(crate::words::words())
             .await
             .map_err(StoreError::from_db)?;
         let dups: Vec<String> = resp.take(1).map_err(StoreError::from_db)?;
@@ -334,16 +339,16 @@ impl Store {
         let q = "BEGIN TRANSACTION;
             LET $r = type::record('note', $id);
             LET $existed = (SELECT VALUE id FROM ONLY $r) != NONE;
-            LET $back = IF $existed { $freed.filter(|$f| (SELECT VALUE status FROM ONLY type::record('note', $f.note)) = 'merged') } ELSE { [] };
+            LET $back = IF $existed { $freed.filter(|$f| (SELECT VALUE status FROM ONLY type::record('note', $f.note)) = $note_merged) } ELSE { [] };
             FOR $f IN $back {
                 LET $d = type::record('note', $f.note);
-                UPDATE $d SET status = 'active', version += 1;
-                CREATE audit CONTENT { action: 'unmerge', target: $f.note, notes: [$d], actor: 'user',
+                UPDATE $d SET status = $note_active, version += 1;
+                CREATE audit CONTENT { action: 'unmerge', target: $f.note, notes: [$d], actor: $by_user,
                     reason: 'the note it was merged into was deleted', at: time::now() };
-                IF (SELECT VALUE enrich_state FROM ONLY $d) != 'done'
-                    AND array::len(SELECT VALUE id FROM job WHERE note = $d AND state IN ['queued', 'running']) = 0 {
-                    CREATE type::record('job', $f.job) CONTENT { note: $d, kind: 'enrich',
-                        state: 'queued', attempts: 0, created_at: time::now(), updated_at: time::now() };
+                IF (SELECT VALUE enrich_state FROM ONLY $d) != $enrich_done
+                    AND array::len(SELECT VALUE id FROM job WHERE note = $d AND state IN [$job_queued, $job_running]) = 0 {
+                    CREATE type::record('job', $f.job) CONTENT { note: $d, kind: $job_enrich,
+                        state: $job_queued, attempts: 0, created_at: time::now(), updated_at: time::now() };
                 };
             };
             DELETE link WHERE in = $r OR out = $r;
@@ -356,6 +361,7 @@ impl Store {
             .query(q)
             .bind(("id", id.to_string()))
             .bind(("freed", freed))
+            .bind(crate::words::words())
             .await
             .map_err(StoreError::from_db)?;
         first_real_error(&mut resp)?;
@@ -390,10 +396,12 @@ impl Store {
         let cols = "record::id(id) AS id, content, keywords, tags, context, embedding, embed_model, created_at, source";
         let q = match after {
             Some(_) => format!(
-                "SELECT {cols} FROM note WHERE id > type::record('note', $after) AND status = 'active' ORDER BY id LIMIT $limit"
+                "SELECT {cols} FROM note WHERE id > type::record('note', $after) AND status = $note_active ORDER BY id LIMIT $limit"
             ),
             None => {
-                format!("SELECT {cols} FROM note WHERE status = 'active' ORDER BY id LIMIT $limit")
+                format!(
+                    "SELECT {cols} FROM note WHERE status = $note_active ORDER BY id LIMIT $limit"
+                )
             }
         };
         let mut resp = self
@@ -401,6 +409,7 @@ impl Store {
             .query(q)
             .bind(("after", after.map(|a| a.to_string()).unwrap_or_default()))
             .bind(("limit", limit as i64))
+            .bind(crate::words::words())
             .await
             .map_err(StoreError::from_db)?;
         let rows: Vec<IndexRowRaw> = resp.take(0).map_err(StoreError::from_db)?;

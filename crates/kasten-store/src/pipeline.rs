@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use kasten_core::{JobId, LinkStatus, NoteId};
+use kasten_core::{Enrich, JobId, JobState, LinkStatus, NoteId};
 use surrealdb::types::{Bytes, RecordId, SurrealValue, Value};
 
 use crate::{LinkCursor, Store, StoreError, emb_to_bytes, first_real_error};
@@ -165,11 +165,11 @@ impl Store {
         let q = format!(
             "BEGIN TRANSACTION;
              LET $ids = SELECT VALUE id FROM job
-                 WHERE (state = 'queued' OR (state = 'running' AND lease_until < $now)) {filter}
+                 WHERE (state = $job_queued OR (state = $job_running AND lease_until < $now)) {filter}
                    AND record::id(id) NOT IN $exclude
                  ORDER BY created_at LIMIT $max;
-             LET $won = (UPDATE $ids SET state = 'running', lease_until = $until, attempts += 1, worker = $worker, updated_at = $now
-                 WHERE state = 'queued' OR (state = 'running' AND lease_until < $now)
+             LET $won = (UPDATE $ids SET state = $job_running, lease_until = $until, attempts += 1, worker = $worker, updated_at = $now
+                 WHERE state = $job_queued OR (state = $job_running AND lease_until < $now)
                  RETURN VALUE id);
              SELECT record::id(id) AS id, record::id(note) AS note, attempts FROM $won WHERE worker = $worker;
              COMMIT TRANSACTION;"
@@ -186,6 +186,7 @@ impl Store {
                 .bind(("worker", worker.to_owned()))
                 .bind(("note", note.clone()))
                 .bind(("exclude", exclude.clone()))
+                .bind(crate::words::words())
                 .await
                 .map_err(StoreError::from_db)?;
             first_real_error(&mut resp)?;
@@ -224,9 +225,9 @@ impl Store {
              UPDATE type::record('note', $note) SET enrich_state = $nstate, enrich_error = $err;
              COMMIT TRANSACTION;";
         let (state, nstate) = if give_up {
-            ("failed", "failed")
+            (JobState::Failed, Enrich::Failed)
         } else {
-            ("queued", "pending")
+            (JobState::Queued, Enrich::Pending)
         };
         let db = &self.db;
         retry_conflicts("record a failed attempt", || async move {
@@ -234,8 +235,8 @@ impl Store {
                 .query(q)
                 .bind(("job", job.to_string()))
                 .bind(("note", note.to_string()))
-                .bind(("state", state))
-                .bind(("nstate", nstate))
+                .bind(("state", state.as_str()))
+                .bind(("nstate", nstate.as_str()))
                 .bind(("err", error.to_owned()))
                 .await
                 .map_err(StoreError::from_db)?;
@@ -248,7 +249,8 @@ impl Store {
     pub async fn requeue_running_jobs(&self) -> Result<u64, StoreError> {
         let mut resp = self
             .db
-            .query("UPDATE job SET state = 'queued', lease_until = NONE WHERE state = 'running' RETURN VALUE id")
+            .query("UPDATE job SET state = $job_queued, lease_until = NONE WHERE state = $job_running RETURN VALUE id")
+            .bind(crate::words::words())
             .await
             .map_err(StoreError::from_db)?;
         first_real_error(&mut resp)?;
@@ -260,8 +262,9 @@ impl Store {
     pub async fn release_job(&self, job: &JobId) -> Result<(), StoreError> {
         let mut resp = self
             .db
-            .query("UPDATE type::record('job', $job) SET state = 'queued', lease_until = NONE, attempts = math::max([attempts - 1, 0]) WHERE state = 'running'")
+            .query("UPDATE type::record('job', $job) SET state = $job_queued, lease_until = NONE, attempts = math::max([attempts - 1, 0]) WHERE state = $job_running")
             .bind(("job", job.to_string()))
+            .bind(crate::words::words())
             .await
             .map_err(StoreError::from_db)?;
         first_real_error(&mut resp)
@@ -276,8 +279,9 @@ impl Store {
         let db = &self.db;
         let ids: Vec<surrealdb::types::Value> = retry_conflicts("release jobs", || async move {
             let mut resp = db
-                .query("UPDATE job SET state = 'queued', lease_until = NONE, attempts = math::max([attempts - 1, 0]) WHERE state = 'running' AND string::starts_with(worker ?? '', $prefix) RETURN VALUE id")
+                .query("UPDATE job SET state = $job_queued, lease_until = NONE, attempts = math::max([attempts - 1, 0]) WHERE state = $job_running AND string::starts_with(worker ?? '', $prefix) RETURN VALUE id")
                 .bind(("prefix", prefix.to_owned()))
+                .bind(crate::words::words())
                 .await
                 .map_err(StoreError::from_db)?;
             first_real_error(&mut resp)?;
@@ -290,12 +294,17 @@ impl Store {
     /// Queues failed jobs again (their notes go back to pending). Returns how many.
     pub async fn retry_failed_jobs(&self) -> Result<u64, StoreError> {
         let q = "BEGIN TRANSACTION;
-             LET $j = SELECT id, note FROM job WHERE state = 'failed';
-             UPDATE $j.id SET state = 'queued', attempts = 0, updated_at = time::now();
-             UPDATE $j.note SET enrich_state = 'pending';
+             LET $j = SELECT id, note FROM job WHERE state = $job_failed;
+             UPDATE $j.id SET state = $job_queued, attempts = 0, updated_at = time::now();
+             UPDATE $j.note SET enrich_state = $enrich_pending;
              RETURN array::len($j);
              COMMIT TRANSACTION;";
-        let mut resp = self.db.query(q).await.map_err(StoreError::from_db)?;
+        let mut resp = self
+            .db
+            .query(q)
+            .bind(crate::words::words())
+            .await
+            .map_err(StoreError::from_db)?;
         first_real_error(&mut resp)?;
         let n: Option<i64> = resp.take(4).map_err(StoreError::from_db)?;
         Ok(n.unwrap_or(0).max(0) as u64)
@@ -317,12 +326,12 @@ impl Store {
         let mut c = JobCounts::default();
         for r in rows {
             let n = r.n.max(0) as u64;
-            match r.state.as_str() {
-                "queued" => c.queued = n,
-                "running" => c.running = n,
-                "done" => c.done = n,
-                "failed" => c.failed = n,
-                _ => {}
+            match JobState::parse(&r.state) {
+                Ok(JobState::Queued) => c.queued = n,
+                Ok(JobState::Running) => c.running = n,
+                Ok(JobState::Done) => c.done = n,
+                Ok(JobState::Failed) => c.failed = n,
+                Err(_) => {}
             }
         }
         Ok(c)
@@ -405,7 +414,7 @@ impl Store {
                 OR $seen.set_by != $read.set_by {{ THROW '{CHANGED_SINCE}' }};
              LET $cur = (SELECT keywords, tags, context, embedding FROM ONLY $n);
              CREATE $ev CONTENT {{
-                 note: $n, kind: 'enrich', model: $event.model, prompt_version: $event.prompt_version,
+                 note: $n, kind: $event_enrich, model: $event.model, prompt_version: $event.prompt_version,
                  tokens_in: $event.tokens_in, tokens_out: $event.tokens_out,
                  tokens_estimated: $event.tokens_estimated, llm_calls: $event.llm_calls,
                  unknown_handles: $event.unknown_handles, dropped: $event.dropped,
@@ -413,27 +422,27 @@ impl Store {
              }};
              IF $construct_apply {{
                  UPDATE $n SET keywords = $after.keywords, tags = $after.tags, context = $after.context,
-                     embedding = $emb, embed_model = $embed_model, enrich_state = 'done',
+                     embedding = $emb, embed_model = $embed_model, enrich_state = $enrich_done,
                      enrich_error = NONE, version += 1, updated_at = $now;
-                 IF $tier != NONE AND ((SELECT VALUE tier_set_by FROM ONLY $n) ?? 'default') != 'user' {{
-                     UPDATE $n SET tier = $tier, tier_set_by = 'llm';
+                 IF $tier != NONE AND ((SELECT VALUE tier_set_by FROM ONLY $n) ?? 'default') != $by_user {{
+                     UPDATE $n SET tier = $tier, tier_set_by = $by_llm;
                  }};
              }} ELSE {{
-                 UPDATE $n SET enrich_state = 'done', enrich_error = NONE, version += 1;
+                 UPDATE $n SET enrich_state = $enrich_done, enrich_error = NONE, version += 1;
              }};
              CREATE revision CONTENT {{
-                 note: $n, event: $ev, actor: 'llm', reason: 'construction',
+                 note: $n, event: $ev, actor: $by_llm, reason: 'construction',
                  before: {{ keywords: $cur.keywords, tags: $cur.tags, context: $cur.context }},
                  after: $after, changes: $construction_changes,
                  embedding_before: $cur.embedding, embedding_after: $emb,
-                 status: IF $construct_apply {{ 'applied' }} ELSE {{ 'proposed' }}, created_at: $now
+                 status: IF $construct_apply {{ $rev_applied }} ELSE {{ $rev_proposed }}, created_at: $now
              }};
              FOR $l IN $links {{
                  LET $to = type::record('note', $l.to);
                  IF record::exists($to) AND array::len(SELECT VALUE id FROM link WHERE in = $n AND out = $to AND kind = $l.kind) = 0 {{
                      RELATE $n->link->$to CONTENT {{
                          kind: $l.kind, reason: $l.reason, confidence: $l.confidence,
-                         created_by: 'llm', status: $l.status, reviewed: false,
+                         created_by: $by_llm, status: $l.status, reviewed: false,
                          event: $ev, created_at: $now
                      }};
                  }};
@@ -447,13 +456,13 @@ impl Store {
                          version += 1, updated_at = $now;
                  }};
                  CREATE revision CONTENT {{
-                     note: $t, event: $ev, actor: 'llm', reason: 'evolution',
+                     note: $t, event: $ev, actor: $by_llm, reason: 'evolution',
                      before: $u.before, after: $u.after, changes: $u.changes,
                      embedding_before: $u.embedding_before, embedding_after: $u.embedding_after,
-                     status: IF $u.apply AND $fresh {{ 'applied' }} ELSE {{ 'proposed' }}, created_at: $now
+                     status: IF $u.apply AND $fresh {{ $rev_applied }} ELSE {{ $rev_proposed }}, created_at: $now
                  }};
              }};
-             UPDATE type::record('job', $job) SET state = 'done', lease_until = NONE, last_error = NONE, updated_at = $now;
+             UPDATE type::record('job', $job) SET state = $job_done, lease_until = NONE, last_error = NONE, updated_at = $now;
              COMMIT TRANSACTION;"
         );
         let emb = emb_to_bytes(&e.embedding);
@@ -483,6 +492,7 @@ impl Store {
                     .bind(("event", event.clone()))
                     .bind(("links", links.clone()))
                     .bind(("updates", updates.clone()))
+                    .bind(crate::words::words())
                     .await
                     .map_err(StoreError::from_db)?;
                 match first_real_error(&mut resp) {
@@ -502,8 +512,9 @@ impl Store {
         }
         let mut resp = self
             .db
-            .query("SELECT VALUE record::id(note) FROM revision WHERE event = type::record('event', $job) AND reason = 'evolution' AND status = 'proposed'")
+            .query("SELECT VALUE record::id(note) FROM revision WHERE event = type::record('event', $job) AND reason = 'evolution' AND status = $rev_proposed")
             .bind(("job", e.job.to_string()))
+            .bind(crate::words::words())
             .await
             .map_err(StoreError::from_db)?;
         let ids: Vec<String> = resp.take(0).map_err(StoreError::from_db)?;
@@ -525,7 +536,8 @@ impl Store {
         }
         let mut resp = self
             .db
-            .query("SELECT record::id(in) AS a, record::id(out) AS b FROM link WHERE status = 'accepted'")
+            .query("SELECT record::id(in) AS a, record::id(out) AS b FROM link WHERE status = $link_accepted")
+            .bind(crate::words::words())
             .await
             .map_err(StoreError::from_db)?;
         let rows: Vec<Row> = resp.take(0).map_err(StoreError::from_db)?;
@@ -556,15 +568,16 @@ impl Store {
             b: String,
         }
         let q = if after.is_some() {
-            "SELECT id, record::id(in) AS a, record::id(out) AS b FROM link WHERE id > $after AND status = 'accepted' ORDER BY id LIMIT $limit"
+            "SELECT id, record::id(in) AS a, record::id(out) AS b FROM link WHERE id > $after AND status = $link_accepted ORDER BY id LIMIT $limit"
         } else {
-            "SELECT id, record::id(in) AS a, record::id(out) AS b FROM link WHERE status = 'accepted' ORDER BY id LIMIT $limit"
+            "SELECT id, record::id(in) AS a, record::id(out) AS b FROM link WHERE status = $link_accepted ORDER BY id LIMIT $limit"
         };
         let mut resp = self
             .db
             .query(q)
             .bind(("after", after.map_or(Value::None, |c| Value::RecordId(c.0))))
             .bind(("limit", limit.max(1) as i64))
+            .bind(crate::words::words())
             .await
             .map_err(StoreError::from_db)?;
         let rows: Vec<Row> = resp.take(0).map_err(StoreError::from_db)?;

@@ -6,7 +6,7 @@
 //! new revisions (user edits) and audit entries — all in one transaction or none of it.
 
 use chrono::{DateTime, Utc};
-use kasten_core::{LinkStatus, NoteId, RevisionStatus};
+use kasten_core::{Actor, Enrich, LinkStatus, NoteId, RevisionStatus};
 use surrealdb::types::{Bytes, SurrealValue};
 
 use crate::pipeline::{Change, Fields};
@@ -19,7 +19,7 @@ pub struct Revision {
     pub id: String,
     pub note: NoteId,
     pub event: Option<String>,
-    pub actor: String,
+    pub actor: Actor,
     pub reason: String,
     pub before: Fields,
     pub after: Fields,
@@ -57,7 +57,7 @@ impl RevisionRow {
             id: self.id,
             note: NoteId::parse(&self.note).map_err(|e| StoreError::Corrupt(e.to_string()))?,
             event: self.event,
-            actor: self.actor,
+            actor: Actor::parse(&self.actor),
             reason: self.reason,
             before: self.before,
             after: self.after,
@@ -90,15 +90,39 @@ const REVISION_COLUMNS: &str = "record::id(id) AS id, record::id(note) AS note,
     embedding_before, embedding_after, status, reviewed, created_at, changes ?? [] AS changes";
 
 /// An entry of the audit log.
-#[derive(Debug, Clone, PartialEq, SurrealValue, serde::Serialize)]
-#[surreal(crate = "surrealdb::types")]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct AuditEntry {
     pub action: String,
     pub target: String,
     pub notes: Vec<String>,
-    pub actor: String,
+    pub actor: Actor,
     pub reason: String,
     pub at: DateTime<Utc>,
+}
+
+/// An [`AuditEntry`] as read, its actor still a word.
+#[derive(Debug, SurrealValue)]
+#[surreal(crate = "surrealdb::types")]
+struct AuditRow {
+    action: String,
+    target: String,
+    notes: Vec<String>,
+    actor: String,
+    reason: String,
+    at: DateTime<Utc>,
+}
+
+impl AuditRow {
+    fn into_entry(self) -> AuditEntry {
+        AuditEntry {
+            action: self.action,
+            target: self.target,
+            notes: self.notes,
+            actor: Actor::parse(&self.actor),
+            reason: self.reason,
+            at: self.at,
+        }
+    }
 }
 
 /// One atomic review action.
@@ -121,9 +145,9 @@ pub struct FieldChange {
     pub to: Fields,
     pub embedding: Vec<f32>,
     pub embed_model: String,
-    /// Also set the enrichment state (e.g. back to `pending` when its construction is
+    /// Also set the enrichment state (e.g. back to pending when its construction is
     /// rolled back).
-    pub enrich_state: Option<String>,
+    pub enrich_state: Option<Enrich>,
     /// Values a person set with this change, added to the note's origins.
     pub set_by: Vec<kasten_core::provenance::Origin>,
 }
@@ -132,7 +156,7 @@ pub struct FieldChange {
 #[derive(Debug, Clone)]
 pub struct NewRevision {
     pub note: NoteId,
-    pub actor: String,
+    pub actor: Actor,
     pub reason: String,
     pub before: Fields,
     pub after: Fields,
@@ -172,14 +196,29 @@ struct NewRevisionParam {
     embedding_after: Bytes,
 }
 
-#[derive(Debug, SurrealValue)]
+/// An [`AuditEntry`] as written (the time is the transaction's).
+#[derive(Debug, Clone, SurrealValue)]
 #[surreal(crate = "surrealdb::types")]
-struct AuditParam {
+pub(crate) struct AuditParam {
     action: String,
     target: String,
     notes: Vec<String>,
     actor: String,
     reason: String,
+    at: DateTime<Utc>,
+}
+
+impl AuditParam {
+    pub(crate) fn of(a: &AuditEntry) -> Self {
+        AuditParam {
+            action: a.action.clone(),
+            target: a.target.clone(),
+            notes: a.notes.clone(),
+            actor: a.actor.to_string(),
+            reason: a.reason.clone(),
+            at: a.at,
+        }
+    }
 }
 
 /// Review states a queue page holds. A change the LLM made takes effect at once under the
@@ -274,10 +313,10 @@ impl Store {
         }
         let q = "BEGIN TRANSACTION;
             LET $now = time::now();
-            LET $ls = (SELECT id, in, out FROM link WHERE created_by IN ['llm', 'merge']
-                AND confidence >= $min AND (status = 'proposed' OR (status = 'accepted' AND reviewed = false)));
+            LET $ls = (SELECT id, in, out FROM link WHERE created_by IN [$by_llm, $by_merge]
+                AND confidence >= $min AND (status = $link_proposed OR (status = $link_accepted AND reviewed = false)));
             FOR $l IN $ls {
-                UPDATE $l.id SET status = 'accepted', reviewed = true;
+                UPDATE $l.id SET status = $link_accepted, reviewed = true;
                 CREATE audit CONTENT { action: 'accept', target: record::id($l.id), notes: [$l.in, $l.out],
                     actor: $actor, reason: $reason, at: $now };
             };
@@ -289,6 +328,7 @@ impl Store {
             .bind(("min", min_confidence))
             .bind(("actor", actor.to_owned()))
             .bind(("reason", reason.to_owned()))
+            .bind(crate::words::words())
             .await
             .map_err(StoreError::from_db)?;
         first_real_error(&mut resp)?;
@@ -309,11 +349,12 @@ impl Store {
             .query(
                 "LET $a = type::record('note', $a);
                  LET $b = type::record('note', $b);
-                 RETURN array::len(SELECT VALUE id FROM link WHERE status = 'accepted'
+                 RETURN array::len(SELECT VALUE id FROM link WHERE status = $link_accepted
                      AND ((in = $a AND out = $b) OR (in = $b AND out = $a))) > 0;",
             )
             .bind(("a", a.to_string()))
             .bind(("b", b.to_string()))
+            .bind(crate::words::words())
             .await
             .map_err(StoreError::from_db)?;
         let v: Option<bool> = resp.take(2).map_err(StoreError::from_db)?;
@@ -342,19 +383,20 @@ impl Store {
         };
         let maker = match by {
             None => "",
-            Some("agent") => {
-                " AND (created_by = 'agent' OR string::starts_with(created_by, 'agent:'))"
+            Some(b) if b == Actor::Agent.as_str() => {
+                " AND (created_by = $by_agent OR string::starts_with(created_by, $agent_prefix))"
             }
             Some(_) => " AND created_by = $by",
         };
         let mut resp = self
             .db
             .query(format!(
-                "SELECT {LINK_COLUMNS} FROM link WHERE (created_by IN ['llm', 'merge', 'agent'] \
-                 OR string::starts_with(created_by, 'agent:')){maker} AND ({filter}) \
+                "SELECT {LINK_COLUMNS} FROM link WHERE (created_by IN [$by_llm, $by_merge, $by_agent] \
+                 OR string::starts_with(created_by, $agent_prefix)){maker} AND ({filter}) \
                  ORDER BY created_at DESC, id LIMIT $limit"
             ))
             .bind(("by", by.unwrap_or_default().to_owned()))
+            .bind(crate::words::words())
             .bind(("limit", i64::try_from(limit).unwrap_or(i64::MAX)))
             .await
             .map_err(StoreError::from_db)?;
@@ -367,9 +409,10 @@ impl Store {
             .db
             .query(
                 "SELECT VALUE created_by FROM (SELECT created_by FROM link \
-                 WHERE created_by = 'agent' OR string::starts_with(created_by, 'agent:') \
+                 WHERE created_by = $by_agent OR string::starts_with(created_by, $agent_prefix) \
                  GROUP BY created_by)",
             )
+            .bind(crate::words::words())
             .await
             .map_err(StoreError::from_db)?;
         let mut agents: Vec<String> = resp.take(0).map_err(StoreError::from_db)?;
@@ -395,16 +438,17 @@ impl Store {
         ]) else {
             return Ok(Vec::new());
         };
-        if by.is_some_and(|b| b != "llm") {
+        if by.is_some_and(|b| b != Actor::Llm.as_str()) {
             return Ok(Vec::new());
         }
         let mut resp = self
             .db
             .query(format!(
-                "SELECT {REVISION_COLUMNS} FROM revision WHERE actor = 'llm' AND ({filter}) \
+                "SELECT {REVISION_COLUMNS} FROM revision WHERE actor = $by_llm AND ({filter}) \
                  ORDER BY created_at DESC, id LIMIT $limit"
             ))
             .bind(("limit", i64::try_from(limit).unwrap_or(i64::MAX)))
+            .bind(crate::words::words())
             .await
             .map_err(StoreError::from_db)?;
         let rows: Vec<RevisionRow> = resp.take(0).map_err(StoreError::from_db)?;
@@ -489,7 +533,8 @@ impl Store {
             .bind(("note", note.to_string()))
             .await
             .map_err(StoreError::from_db)?;
-        resp.take(0).map_err(StoreError::from_db)
+        let rows: Vec<AuditRow> = resp.take(0).map_err(StoreError::from_db)?;
+        Ok(rows.into_iter().map(AuditRow::into_entry).collect())
     }
 
     /// Carries out one review action atomically. [`StoreError::Conflict`] if a note's
@@ -510,7 +555,7 @@ impl Store {
                 to: c.to.clone(),
                 embedding: emb_to_bytes(&c.embedding),
                 embed_model: c.embed_model.clone(),
-                enrich_state: c.enrich_state.clone(),
+                enrich_state: c.enrich_state.map(|e| e.as_str().to_owned()),
                 set_by: crate::origin_rows(&c.set_by),
             })
             .collect();
@@ -528,7 +573,7 @@ impl Store {
             .iter()
             .map(|r| NewRevisionParam {
                 note: r.note.to_string(),
-                actor: r.actor.clone(),
+                actor: r.actor.to_string(),
                 reason: r.reason.clone(),
                 before: r.before.clone(),
                 after: r.after.clone(),
@@ -536,17 +581,7 @@ impl Store {
                 embedding_after: emb_to_bytes(&r.embedding_after),
             })
             .collect();
-        let audit: Vec<AuditParam> = b
-            .audit
-            .iter()
-            .map(|a| AuditParam {
-                action: a.action.clone(),
-                target: a.target.clone(),
-                notes: a.notes.clone(),
-                actor: a.actor.clone(),
-                reason: a.reason.clone(),
-            })
-            .collect();
+        let audit: Vec<AuditParam> = b.audit.iter().map(AuditParam::of).collect();
         let q = format!(
             "BEGIN TRANSACTION;
              LET $now = time::now();
@@ -570,7 +605,7 @@ impl Store {
                  CREATE revision CONTENT {{
                      note: type::record('note', $r.note), event: NONE, actor: $r.actor, reason: $r.reason,
                      before: $r.before, after: $r.after, embedding_before: $r.embedding_before,
-                     embedding_after: $r.embedding_after, status: 'applied', reviewed: true, created_at: $now
+                     embedding_after: $r.embedding_after, status: $rev_applied, reviewed: true, created_at: $now
                  }};
              }};
              FOR $a IN $audit {{
@@ -596,6 +631,7 @@ impl Store {
             .bind(("revisions", revs))
             .bind(("audit", audit))
             .bind(("flags", crate::supersede::flag_params(&b.flags)))
+            .bind(crate::words::words())
             .await
             .map_err(StoreError::from_db)?;
         match first_real_error(&mut resp) {

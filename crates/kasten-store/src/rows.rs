@@ -125,19 +125,15 @@ impl NoteRow {
         let status = NoteStatus::parse(&self.status).ok_or_else(|| {
             StoreError::Corrupt(format!("note {id} has unknown status '{}'", self.status))
         })?;
-        let enrich_state = match self.enrich_state.as_str() {
-            "pending" => EnrichState::Pending {
+        let enrich_state = match Enrich::parse(&self.enrich_state) {
+            Ok(Enrich::Pending) => EnrichState::Pending {
                 reason: self.enrich_error,
             },
-            "done" => EnrichState::Done,
-            "failed" => EnrichState::Failed {
+            Ok(Enrich::Done) => EnrichState::Done,
+            Ok(Enrich::Failed) => EnrichState::Failed {
                 error: self.enrich_error.unwrap_or_default(),
             },
-            other => {
-                return Err(StoreError::Corrupt(format!(
-                    "note {id} has unknown enrichment state '{other}'"
-                )));
-            }
+            Err(e) => return Err(StoreError::Corrupt(format!("note {id}: {e}"))),
         };
         let tier = match self.tier.as_deref() {
             None => Tier::LongTerm,
@@ -323,7 +319,7 @@ pub struct LinkRecord {
     pub kind: LinkKind,
     pub reason: String,
     pub confidence: f64,
-    pub created_by: String,
+    pub created_by: Actor,
     pub status: LinkStatus,
     pub reviewed: bool,
     pub event: Option<String>,
@@ -357,7 +353,7 @@ impl LinkRecordRow {
             to: self.to,
             reason: self.reason,
             confidence: self.confidence,
-            created_by: self.created_by,
+            created_by: Actor::parse(&self.created_by),
             reviewed: self.reviewed,
             event: self.event,
             created_at: self.created_at,

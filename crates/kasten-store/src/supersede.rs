@@ -68,18 +68,18 @@ pub(crate) const FLAG_WRITES: &str = "
         LET $from = type::record('note', $f.successor);
         LET $to = type::record('note', $f.note);
         LET $ev = type::record('event', $f.event);
-        LET $had = (SELECT id, status FROM link WHERE in = $from AND out = $to AND kind = 'may_be_outdated');
-        IF record::exists($to) AND (array::len($had) = 0 OR $had[0].status = 'rolled_back') {
+        LET $had = (SELECT id, status FROM link WHERE in = $from AND out = $to AND kind = $may_be_outdated);
+        IF record::exists($to) AND (array::len($had) = 0 OR $had[0].status = $link_rolled_back) {
             IF !record::exists($ev) {
-                CREATE $ev CONTENT { note: type::record('note', $f.superseded), kind: 'outdated', llm_calls: 0, created_at: $f.at };
+                CREATE $ev CONTENT { note: type::record('note', $f.superseded), kind: $event_outdated, llm_calls: 0, created_at: $f.at };
             };
             IF array::len($had) = 0 {
                 RELATE $from->link->$to CONTENT {
-                    kind: 'may_be_outdated', reason: $f.reason, confidence: 1.0, created_by: 'merge',
-                    status: 'proposed', reviewed: false, event: $ev, created_at: $f.at
+                    kind: $may_be_outdated, reason: $f.reason, confidence: 1.0, created_by: $by_merge,
+                    status: $link_proposed, reviewed: false, event: $ev, created_at: $f.at
                 };
             } ELSE {
-                UPDATE $had[0].id SET status = 'proposed', reviewed = false, reason = $f.reason, event = $ev, created_at = $f.at;
+                UPDATE $had[0].id SET status = $link_proposed, reviewed = false, reason = $f.reason, event = $ev, created_at = $f.at;
             };
         };
     };";
@@ -131,11 +131,12 @@ impl Store {
             .query(
                 "SELECT record::id(out) AS note, record::id(in) AS by, in.created_at AS since, reason
                  FROM array::flatten(array::map($ids, |$k| type::record('note', $k)->link))
-                 WHERE kind = $kind AND status = 'accepted'
+                 WHERE kind = $kind AND status = $link_accepted
                  ORDER BY since DESC",
             )
             .bind(("ids", keys))
             .bind(("kind", SUPERSEDES))
+            .bind(crate::words::words())
             .await
             .map_err(StoreError::from_db)?;
         let rows: Vec<SuccessorRaw> = resp.take(0).map_err(StoreError::from_db)?;
@@ -155,11 +156,12 @@ impl Store {
             .query(
                 "SELECT record::id(out) AS note, record::id(in) AS by, in.created_at AS since, reason
                  FROM array::flatten(array::map($ids, |$k| type::record('note', $k)<-link))
-                 WHERE kind = $kind AND status = 'accepted'
+                 WHERE kind = $kind AND status = $link_accepted
                  ORDER BY since DESC",
             )
             .bind(("ids", keys))
             .bind(("kind", SUPERSEDES))
+            .bind(crate::words::words())
             .await
             .map_err(StoreError::from_db)?;
         let rows: Vec<SuccessorRaw> = resp.take(0).map_err(StoreError::from_db)?;
@@ -176,9 +178,10 @@ impl Store {
             .query(format!(
                 "LET $n = type::record('note', $id);
                  SELECT {LINK_COLUMNS} FROM array::union($n->link, $n<-link)
-                 WHERE status = 'accepted' ORDER BY created_at, id;"
+                 WHERE status = $link_accepted ORDER BY created_at, id;"
             ))
             .bind(("id", note.to_string()))
+            .bind(crate::words::words())
             .await
             .map_err(StoreError::from_db)?;
         crate::link_records(resp.take(1).map_err(StoreError::from_db)?)
@@ -197,12 +200,13 @@ impl Store {
                 "LET $s = type::record('note', $s);
                  LET $o = type::record('note', $o);
                  SELECT VALUE record::id(id) FROM $s->link
-                 WHERE kind = $kind AND status = 'proposed' AND event != NONE
-                   AND event.note = $o AND event.kind = 'outdated';",
+                 WHERE kind = $kind AND status = $link_proposed AND event != NONE
+                   AND event.note = $o AND event.kind = $event_outdated;",
             )
             .bind(("s", successor.to_string()))
             .bind(("o", superseded.to_string()))
             .bind(("kind", MAY_BE_OUTDATED))
+            .bind(crate::words::words())
             .await
             .map_err(StoreError::from_db)?;
         resp.take(2).map_err(StoreError::from_db)
@@ -221,11 +225,12 @@ impl Store {
                         (SELECT VALUE record::id(id) FROM link
                          WHERE in = $parent.in AND out = $parent.event.note AND kind = $sup)[0] AS supersession
                  FROM array::map($ids, |$k| type::record('link', $k))
-                 WHERE kind = $kind AND event != NONE AND event.kind = 'outdated'",
+                 WHERE kind = $kind AND event != NONE AND event.kind = $event_outdated",
             )
             .bind(("ids", flags.to_vec()))
             .bind(("kind", MAY_BE_OUTDATED))
             .bind(("sup", SUPERSEDES))
+            .bind(crate::words::words())
             .await
             .map_err(StoreError::from_db)?;
         resp.take(0).map_err(StoreError::from_db)

@@ -200,7 +200,7 @@ impl Store {
                 IF (SELECT VALUE id FROM link WHERE in = $a AND out = $b AND kind = $l.kind LIMIT 1) == [] {
                     RELATE $a->link->$b CONTENT {
                         kind: $l.kind, reason: $l.reason, confidence: $l.confidence,
-                        created_by: 'import', status: $l.status, reviewed: false,
+                        created_by: $by_import, status: $l.status, reviewed: false,
                         created_at: $l.created_at
                     };
                 };
@@ -210,6 +210,7 @@ impl Store {
             .db
             .query(q)
             .bind(("links", params))
+            .bind(crate::words::words())
             .await
             .map_err(StoreError::from_db)?;
         first_real_error(&mut resp)?;

@@ -3,19 +3,43 @@
 //! insights charts. Nothing here writes.
 
 use chrono::{DateTime, Utc};
-use kasten_core::{Note, NoteId};
+use kasten_core::{Enrich, Note, NoteId};
 use surrealdb::types::SurrealValue;
 
 use crate::{NOTE_COLUMNS, NoteRow, Store, StoreError};
 
 /// One node of the graph: just what drawing and colouring it needs.
-#[derive(Debug, Clone, SurrealValue)]
-#[surreal(crate = "surrealdb::types")]
+#[derive(Debug, Clone)]
 pub struct GraphNodeRow {
     pub id: String,
     pub content: String,
     pub tags: Vec<String>,
-    pub enrich_state: String,
+    pub enrich_state: Enrich,
+}
+
+/// A [`GraphNodeRow`] as read, its enrichment state still a word.
+#[derive(Debug, SurrealValue)]
+#[surreal(crate = "surrealdb::types")]
+struct GraphNodeWords {
+    id: String,
+    content: String,
+    tags: Vec<String>,
+    enrich_state: String,
+}
+
+/// The typed nodes of rows read; an unknown enrichment state is a damaged record.
+fn graph_nodes(rows: Vec<GraphNodeWords>) -> Result<Vec<GraphNodeRow>, StoreError> {
+    rows.into_iter()
+        .map(|r| {
+            Ok(GraphNodeRow {
+                enrich_state: Enrich::parse(&r.enrich_state)
+                    .map_err(|e| StoreError::Corrupt(format!("note {}: {e}", r.id)))?,
+                id: r.id,
+                content: r.content,
+                tags: r.tags,
+            })
+        })
+        .collect()
 }
 
 /// One edge of the graph (links whose status is proposed or accepted).
@@ -79,8 +103,7 @@ pub struct DayCount {
 #[derive(Debug, Clone, Default)]
 pub struct NoteFilter {
     pub tag: Option<String>,
-    /// `pending`, `done` or `failed`.
-    pub enrich_state: Option<String>,
+    pub enrich_state: Option<Enrich>,
     /// Only these notes (a Box's members).
     pub ids: Option<Vec<NoteId>>,
 }
@@ -111,7 +134,7 @@ impl Store {
             .bind(("limit", limit as i64))
             .await
             .map_err(StoreError::from_db)?;
-        resp.take(0).map_err(StoreError::from_db)
+        graph_nodes(resp.take(0).map_err(StoreError::from_db)?)
     }
 
     /// Proposed and accepted links in id order, `limit` after the link id `after`.
@@ -174,7 +197,7 @@ impl Store {
             .bind(("ids", keys))
             .await
             .map_err(StoreError::from_db)?;
-        resp.take(0).map_err(StoreError::from_db)
+        graph_nodes(resp.take(0).map_err(StoreError::from_db)?)
     }
 
     /// A page of notes, newest first, with the total that match the filter.
@@ -202,7 +225,13 @@ impl Store {
                  SELECT {NOTE_COLUMNS} FROM note WHERE {wh} ORDER BY created_at DESC LIMIT $limit START $start"
             ))
             .bind(("tag", filter.tag.clone().unwrap_or_default()))
-            .bind(("state", filter.enrich_state.clone().unwrap_or_default()))
+            .bind((
+                "state",
+                filter
+                    .enrich_state
+                    .map(|e| e.as_str().to_owned())
+                    .unwrap_or_default(),
+            ))
             .bind((
                 "ids",
                 filter

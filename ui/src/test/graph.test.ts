@@ -3,7 +3,7 @@ import { buildGraph, FAINTEST, loadWhole, NO_BOX, opacityOf, PALETTE, strengthOp
 import { patchGraph } from "../features/graph/incremental";
 import type { Api, GraphPage, LinkStatus } from "../api";
 
-const node = (id: string, boxes: string[] = [], strength = 1) => ({ id, label: id, tags: [], enrich: "done", boxes, strength });
+const node = (id: string, boxes: string[] = [], strength = 1) => ({ id, label: id, tags: [], enrich: "done" as const, boxes, strength });
 const link = (id: string, from: string, to: string, status: LinkStatus = "accepted", kind = "relates") => ({ id, from, to, kind, status, confidence: 0.8 });
 
 describe("buildGraph", () => {

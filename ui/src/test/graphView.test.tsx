@@ -1,7 +1,7 @@
 import { act, screen, waitFor } from "@testing-library/react";
 import userEvent from "@testing-library/user-event";
 import { beforeEach, describe, expect, it, vi } from "vitest";
-import type { BoxDto, GraphLinkDto, GraphNodeDto, JobEvent } from "../api";
+import type { BoxDto, Enrich, GraphLinkDto, GraphNodeDto, JobEvent } from "../api";
 import { renderWith } from "./util";
 
 // sigma (WebGL) and the layout worker, which jsdom lacks
@@ -31,7 +31,7 @@ const { default: GraphView } = await import("../features/graph/GraphView");
 const { setBoxThreshold } = await import("../features/graph/boxGraph");
 
 const mocked = api as unknown as Record<"graphNodes" | "graphLinks" | "listBoxes" | "localGraph", ReturnType<typeof vi.fn>>;
-const node = (id: string, boxes: string[] = [], enrich = "done", strength = 1): GraphNodeDto => ({ id, label: id, tags: [], enrich, boxes, strength });
+const node = (id: string, boxes: string[] = [], enrich: Enrich = "done", strength = 1): GraphNodeDto => ({ id, label: id, tags: [], enrich, boxes, strength });
 const link = (id: string, from: string, to: string): GraphLinkDto => ({ id, from, to, kind: "relates", status: "accepted", confidence: 0.8 });
 const BOXES: BoxDto[] = [
   { id: "A", label: "garden", size: 3 },

@@ -198,7 +198,7 @@ describe("the dictionaries", () => {
 
 describe("the graph's canvas labels", () => {
   it("name the aggregate of notes in no Box in the UI's language", () => {
-    const data = { nodes: [{ id: "N1", label: "卡片", tags: [], enrich: "done", boxes: [], strength: 1 }], links: [], truncated: false };
+    const data = { nodes: [{ id: "N1", label: "卡片", tags: [], enrich: "done" as const, boxes: [], strength: 1 }], links: [], truncated: false };
     expect(aggregate(data, []).nodes.find((n) => n.id === UNBOXED)?.label).toBe("no Box");
     i18n.setLangChoice("zh");
     expect(aggregate(data, []).nodes.find((n) => n.id === UNBOXED)?.label).toBe("无卡片盒");

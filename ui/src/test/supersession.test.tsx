@@ -261,7 +261,7 @@ describe("a note's validity", () => {
 });
 
 describe("supersedes in the graph", () => {
-  const node = (id: string) => ({ id, label: id, tags: [], enrich: "done", boxes: [], strength: 1 });
+  const node = (id: string) => ({ id, label: id, tags: [], enrich: "done" as const, boxes: [], strength: 1 });
   const link = (id: string, from: string, to: string, kind: string, status: LinkStatus = "accepted") => ({ id, from, to, kind, status, confidence: 1 });
 
   it("draws a supersession in its own colour and thicker, also beside another kind", () => {

@@ -99,14 +99,14 @@ impl Engine {
         let mut out = vec![HistoryEntry {
             at: note.created_at.min(note.updated_at),
             actor: match note.source.as_deref() {
-                Some(s) if s.starts_with("import") => "import".into(),
+                Some(s) if s.starts_with("import") => Actor::Import,
                 // an agent's note (`mcp:<client name>:<n>`): that agent
-                Some(s) if s.starts_with("mcp:") => crate::agent_actor(
+                Some(s) if s.starts_with("mcp:") => Actor::agent(
                     s.trim_start_matches("mcp:")
                         .rsplit_once(':')
                         .map_or("", |(name, _)| name),
                 ),
-                _ => "user".into(),
+                _ => Actor::User,
             },
             action: "created".into(),
             id: None,
@@ -120,7 +120,7 @@ impl Engine {
             out.push(HistoryEntry {
                 at: r.created_at,
                 actor: r.actor.clone(),
-                action: if r.actor == "llm" {
+                action: if r.actor == Actor::Llm {
                     r.reason.clone()
                 } else {
                     "edit".into()

@@ -106,7 +106,7 @@ async fn a_filtered_search_keeps_to_the_box_tag_and_state() -> Result<(), Engine
     );
     assert_eq!(hits[0].note.id, notes[1].id);
     let failed = crate::NoteFilter {
-        enrich_state: Some("failed".into()),
+        enrich_state: Some(kasten_core::Enrich::Failed),
         ..Default::default()
     };
     assert!(e.search_filtered("lake", 3, &failed).await?.hits.is_empty());

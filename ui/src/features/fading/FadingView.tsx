@@ -1,5 +1,5 @@
 import { useQuery } from "@tanstack/react-query";
-import { abortable, api, errorText } from "../../api";
+import { abortable, api, errorText, type ReviewStatus } from "../../api";
 import { useApp } from "../../app-context";
 import { keys, useChanged } from "../../queries";
 import { Strength, tierLabel } from "./StrengthBar";
@@ -77,7 +77,7 @@ export default function FadingView() {
                 <span className="grow" translate="no">
                   {p.name}
                 </span>
-                <span className={`badge ${p.active ? "accepted" : "rolled_back"}`}>{p.active ? t("fading.open") : t("fading.closed")}</span>
+                <span className={`badge ${(p.active ? "accepted" : "rolled_back") satisfies ReviewStatus}`}>{p.active ? t("fading.open") : t("fading.closed")}</span>
                 <button
                   className="small"
                   data-testid={`project-toggle-${i}`}

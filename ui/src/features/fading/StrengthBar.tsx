@@ -1,12 +1,16 @@
 import { useState } from "react";
 import { useQuery } from "@tanstack/react-query";
-import { abortable, api, errorText } from "../../api";
+import { abortable, api, errorText, type Tier } from "../../api";
+import { TIERS, wordOf } from "../../states";
 import { useApp } from "../../app-context";
 import { keys, useChanged } from "../../queries";
-import { useT, type I18n } from "../../i18n";
+import { useT, type I18n, type Key } from "../../i18n";
+
+/** The tier picker's words for each tier. */
+const TIER_CHOICE = { long_term: "tier.long_term", short_term: "tier.short_term", project: "tier.projectChoice" } as const satisfies Record<Tier, Key>;
 
 /** A tier as people write it: `long_term` → "long-term" (in the UI's language). */
-export function tierLabel(tier: string, w: I18n["w"]): string {
+export function tierLabel(tier: Tier, w: I18n["w"]): string {
   const label = w("tier", tier);
   return label === tier ? tier.replace(/_/g, "-") : label;
 }
@@ -65,7 +69,8 @@ export default function NoteLifecycle({ id }: { id: string }) {
           data-testid="note-tier-select"
           value={project !== null ? "project" : l.tier}
           onChange={(e) => {
-            const tv = e.target.value;
+            const tv = wordOf(TIERS, e.target.value);
+            if (tv === null) return;
             if (tv === "project") setProject(l.project ?? "");
             else {
               setProject(null);
@@ -73,9 +78,11 @@ export default function NoteLifecycle({ id }: { id: string }) {
             }
           }}
         >
-          <option value="long_term">{t("tier.long_term")}</option>
-          <option value="short_term">{t("tier.short_term")}</option>
-          <option value="project">{t("tier.projectChoice")}</option>
+          {TIERS.map((tv) => (
+            <option key={tv} value={tv}>
+              {t(TIER_CHOICE[tv])}
+            </option>
+          ))}
         </select>
       )}
       {project !== null && (

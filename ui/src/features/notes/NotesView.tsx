@@ -1,6 +1,8 @@
 import { useEffect, useMemo, useRef, useState } from "react";
 import { useInfiniteQuery, useQuery } from "@tanstack/react-query";
-import { abortable, api, ApiError, errorText, type HitDto, type NoteDto } from "../../api";
+import { abortable, api, ApiError, errorText, type Enrich, type HitDto, type NoteDto } from "../../api";
+import type { Key } from "../../i18n";
+import { ENRICH, wordOf } from "../../states";
 import { useApp } from "../../app-context";
 import Empty from "../../components/Empty";
 import Opening from "../../components/Opening";
@@ -12,6 +14,9 @@ import NoteEditor from "./NoteEditor";
 import NoteItem from "./NoteItem";
 import { useT } from "../../i18n";
 import AsOf, { useDay } from "../../components/AsOf";
+
+/** The filter's words for each enrichment state. */
+const ENRICH_LABEL = { pending: "notes.statusPending", done: "notes.statusDone", failed: "notes.statusFailed" } as const satisfies Record<Enrich, Key>;
 
 const PAGE = 50;
 
@@ -42,12 +47,12 @@ export default function NotesView() {
   const day = useDay();
   const [query, setQuery] = useState("");
   const [tag, setTag] = useState("");
-  const [enrich, setEnrich] = useState("");
+  const [enrich, setEnrich] = useState<Enrich | null>(null);
   const [boxId, setBoxId] = useState("");
   const opening = memoryOpening(status, statusError);
 
   const filtered = !!(tag || enrich || boxId);
-  const filter = useMemo(() => ({ tag: tag || null, enrich: enrich || null, box_id: boxId || null }), [tag, enrich, boxId]);
+  const filter = useMemo(() => ({ tag: tag || null, enrich, box_id: boxId || null }), [tag, enrich, boxId]);
 
   // A page at a time (each call carries at most one page); a refresh asks again for the
   // pages shown.
@@ -143,11 +148,13 @@ export default function NotesView() {
                 </option>
               ))}
             </select>
-            <select value={enrich} onChange={(e) => setEnrich(e.target.value)} aria-label={t("notes.filterStatus")}>
+            <select value={enrich ?? ""} onChange={(e) => setEnrich(wordOf(ENRICH, e.target.value))} aria-label={t("notes.filterStatus")}>
               <option value="">{t("notes.anyStatus")}</option>
-              <option value="pending">{t("notes.statusPending")}</option>
-              <option value="done">{t("notes.statusDone")}</option>
-              <option value="failed">{t("notes.statusFailed")}</option>
+              {ENRICH.map((s) => (
+                <option key={s} value={s}>
+                  {t(ENRICH_LABEL[s])}
+                </option>
+              ))}
             </select>
             <select value={boxId} onChange={(e) => setBoxId(e.target.value)} aria-label={t("notes.filterBox")}>
               <option value="">{t("notes.anyBox")}</option>

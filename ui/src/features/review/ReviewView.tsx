@@ -6,19 +6,30 @@ import { keys, useChanged } from "../../queries";
 import Changes from "../../components/Changes";
 import Diff from "../../components/Diff";
 import Empty from "../../components/Empty";
-import { useT } from "../../i18n";
+import { useT, type Key } from "../../i18n";
+import { AGENT_PREFIX, BY, REVIEW_STATUSES, wordOf } from "../../states";
+import { SUPERSEDES_KIND } from "../graph/graphStyle";
 import { useDay } from "../../components/AsOf";
 
 const PAGE = 50;
+
+/** The status filter's words for each review status. */
+const STATUS_CHOICE = {
+  proposed: "review.proposedHeld",
+  applied: "review.appliedNotReviewed",
+  accepted: "status.accepted",
+  rejected: "status.rejected",
+  rolled_back: "status.rolled_back",
+} as const satisfies Record<ReviewStatus, Key>;
 
 /** Who made a queue item, in words: the LLM, merge on write, or an agent by its name. */
 function useMaker() {
   const { t } = useT();
   return (by: string) => {
-    if (by === "llm") return t("review.byLlm");
-    if (by === "merge") return t("review.byMerge");
-    if (by === "agent") return t("review.byAgents");
-    if (by.startsWith("agent:")) return t("review.byAgent", { name: by.slice("agent:".length) });
+    if (by === BY.llm) return t("review.byLlm");
+    if (by === BY.merge) return t("review.byMerge");
+    if (by === BY.agent) return t("review.byAgents");
+    if (by.startsWith(AGENT_PREFIX)) return t("review.byAgent", { name: by.slice(AGENT_PREFIX.length) });
     return by;
   };
 }
@@ -292,21 +303,21 @@ export default function ReviewView() {
         <span className="grow" />
         {tab === "queue" && (
           <>
-            <select value={status} onChange={(e) => setStatus(e.target.value as ReviewStatus | "waiting")} aria-label={t("review.status")}>
+            <select value={status} onChange={(e) => setStatus(wordOf(REVIEW_STATUSES, e.target.value) ?? "waiting")} aria-label={t("review.status")}>
               <option value="waiting">{t("review.waiting")}</option>
-              <option value="proposed">{t("review.proposedHeld")}</option>
-              <option value="applied">{t("review.appliedNotReviewed")}</option>
-              <option value="accepted">{t("status.accepted")}</option>
-              <option value="rejected">{t("status.rejected")}</option>
-              <option value="rolled_back">{t("status.rolled_back")}</option>
+              {REVIEW_STATUSES.map((s) => (
+                <option key={s} value={s}>
+                  {t(STATUS_CHOICE[s])}
+                </option>
+              ))}
             </select>
             <select value={by} onChange={(e) => setBy(e.target.value)} aria-label={t("review.by")} data-testid="review-filter-by">
               <option value="">{t("review.byEveryone")}</option>
-              <option value="llm">{t("review.byLlm")}</option>
-              <option value="merge">{t("review.byMerge")}</option>
-              {agents.length > 0 && <option value="agent">{t("review.byAgents")}</option>}
+              <option value={BY.llm}>{t("review.byLlm")}</option>
+              <option value={BY.merge}>{t("review.byMerge")}</option>
+              {agents.length > 0 && <option value={BY.agent}>{t("review.byAgents")}</option>}
               {agents
-                .filter((a) => a !== "agent")
+                .filter((a) => a !== BY.agent)
                 .map((a) => (
                   <option key={a} value={a} translate="no">
                     {maker(a)}
@@ -351,7 +362,7 @@ export default function ReviewView() {
         ) : (
           <ul className="list" data-testid="review-list">
             {items?.map((it) =>
-              it.kind === "link" && it.label === "supersedes" ? (
+              it.kind === "link" && it.label === SUPERSEDES_KIND ? (
                 <Supersession key={it.id} it={it} onDone={done} />
               ) : (
                 <Item key={it.id} it={it} onDone={done} />

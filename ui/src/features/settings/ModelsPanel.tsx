@@ -1,6 +1,6 @@
 import { useState } from "react";
 import { useQuery, useQueryClient } from "@tanstack/react-query";
-import { abortable, api, errorText, type BuiltinModelDto, type ModelProgressDto } from "../../api";
+import { abortable, api, errorText, type BuiltinModelDto, type ModelProgressDto, type ModelStage } from "../../api";
 import { useApp } from "../../app-context";
 import { keys, useChanged } from "../../queries";
 import { useT, type Key } from "../../i18n";
@@ -13,12 +13,12 @@ export function bytesText(n: number | null): string {
   return `${(b / mib).toFixed(0)} MiB`;
 }
 
-const STAGE: Record<string, Key> = {
+const STAGE = {
   checking: "models.stage.checking",
   downloading: "models.stage.downloading",
   unpacking: "models.stage.unpacking",
   verifying: "models.stage.verifying",
-};
+} as const satisfies Record<ModelStage, Key>;
 
 /** Settings → Models: the built-in models (as `kasten llm models`), each downloaded with
  * progress and cancel, used, or removed (asked again when the LLM in use changed). */
@@ -124,7 +124,7 @@ export default function ModelsPanel() {
                     value={p?.stage === "downloading" ? (p.done_bytes ?? 0) : undefined}
                   />
                   <span className="small">
-                    {p ? t(STAGE[p.stage] ?? "models.stage.checking", { part: p.part, parts: p.parts }) : t("models.stage.checking")}
+                    {p ? t(STAGE[p.stage], { part: p.part, parts: p.parts }) : t("models.stage.checking")}
                     {p?.stage === "downloading" ? ` · ${bytesText(p.done_bytes)} / ${bytesText(p.total_bytes)}` : ""}
                   </span>
                   <button type="button" data-testid={`model-cancel-${m.name}`} onClick={() => cancel(m)}>

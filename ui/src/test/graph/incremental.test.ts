@@ -1,9 +1,9 @@
 import { describe, expect, it, vi } from "vitest";
-import { ApiError, type Api, type BoxDto, type GraphLinkDto, type GraphNodeDto, type LinkStatus } from "../../api";
+import { ApiError, type Api, type BoxDto, type Enrich, type GraphLinkDto, type GraphNodeDto, type LinkStatus } from "../../api";
 import { buildGraph, PALETTE, PENDING, sizeFor, type GraphData } from "../../features/graph/graphData";
 import { fetchPatches, patchData, patchGraph, placeNear, type Patch } from "../../features/graph/incremental";
 
-const node = (id: string, boxes: string[] = [], enrich = "done"): GraphNodeDto => ({ id, label: id, tags: [], enrich, boxes, strength: 1 });
+const node = (id: string, boxes: string[] = [], enrich: Enrich = "done"): GraphNodeDto => ({ id, label: id, tags: [], enrich, boxes, strength: 1 });
 const link = (id: string, from: string, to: string, status: LinkStatus = "accepted"): GraphLinkDto => ({ id, from, to, kind: "relates", status, confidence: 0.8 });
 const BOXES: BoxDto[] = [
   { id: "A", label: "garden", size: 2 },
