@@ -29,8 +29,8 @@ use anyhow::{Context, Result, bail};
 use chrono::{DateTime, Duration as Minutes, Utc};
 use kasten_core::{NewNote, NoteId};
 use kasten_engine::{Engine, JobOutcome, MergeOptions, Policy, PolicyMode, SearchOptions};
-use serde::Serialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
 
 use crate::Shell;
 use crate::cache::{default_cache_dir, fnv1a64, safe_name};
@@ -135,7 +135,7 @@ impl Tally {
 }
 
 /// The figures of one item, or of all items of a kind (the `--json` report's fields).
-#[derive(Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct Figures {
     questions: usize,
     resolved: usize,
@@ -157,17 +157,17 @@ struct Figures {
     share_of_embedder: Option<f64>,
 }
 
-#[derive(Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct ItemReport {
     source: String,
     /// `single_hop` or `multi_hop`.
-    kind: &'static str,
+    kind: String,
     cached: bool,
     #[serde(flatten)]
     figures: Figures,
 }
 
-#[derive(Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct Overall {
     single_hop: Figures,
     multi_hop: Figures,
@@ -175,9 +175,9 @@ struct Overall {
 }
 
 /// What `kasten --json eval factconsolidation` prints.
-#[derive(Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct Report {
-    benchmark: &'static str,
+    benchmark: String,
     file: String,
     file_hash: String,
     cache: String,
@@ -188,8 +188,45 @@ struct Report {
     overall: Overall,
     seconds: f64,
     /// With `--per-question`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    questions: Option<Vec<Value>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    questions: Option<Vec<QuestionReport>>,
+}
+
+/// With `--per-question`: one question's result (the fields in the order the report has
+/// always printed them, alphabetical).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct QuestionReport {
+    answers: Vec<String>,
+    /// With `--answer`: whether the benchmark's rule accepts the answer (else null).
+    correct: Option<bool>,
+    current_fact_at_1: bool,
+    current_fact_at_5: bool,
+    id: String,
+    /// With `--answer`: the answer of `ask` (else null).
+    prediction: Option<String>,
+    question: String,
+    /// The fact each hit was made of, best first (null: a note of no fact).
+    ranked: Vec<Option<usize>>,
+    /// The facts asked about (none: unresolved).
+    targets: Vec<usize>,
+}
+
+/// What an item's ingest did: the complete marker's content.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+struct Ingest {
+    facts: usize,
+    seconds: f64,
+    llm_tokens: u64,
+    embedder_alone_seconds: f64,
+}
+
+/// The progress of an enriching ingest that has not finished.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+struct Partial {
+    added: usize,
+    seconds: f64,
 }
 
 pub async fn run(args: &Args<'_>, json_out: bool, shell: &dyn Shell) -> Result<()> {
@@ -265,7 +302,8 @@ pub async fn run(args: &Args<'_>, json_out: bool, shell: &dyn Shell) -> Result<(
                 "multi_hop"
             } else {
                 "single_hop"
-            },
+            }
+            .to_owned(),
             cached,
             figures: tally.figures(llm.is_some()),
         });
@@ -279,7 +317,7 @@ pub async fn run(args: &Args<'_>, json_out: bool, shell: &dyn Shell) -> Result<(
     let mut all = single.clone();
     all.add(&multi);
     let report = Report {
-        benchmark: "factconsolidation",
+        benchmark: "factconsolidation".to_owned(),
         file: args.file.display().to_string(),
         file_hash: format!("{hash:016x}"),
         cache: cache.display().to_string(),
@@ -337,7 +375,7 @@ async fn eval_item(
     llm: bool,
     log: &dyn Fn(String),
     shell: &dyn Shell,
-) -> Result<(Tally, bool, Vec<Value>)> {
+) -> Result<(Tally, bool, Vec<QuestionReport>)> {
     let marker = dir.join(COMPLETE);
     let partial = dir.join(PARTIAL);
     let cached = !args.fresh && marker.is_file();
@@ -361,7 +399,8 @@ async fn eval_item(
                 dir.display()
             ));
             let info = std::fs::read_to_string(&marker).unwrap_or_default();
-            serde_json::from_str(&info).unwrap_or(json!({}))
+            // a marker that cannot be read counts as an ingest of nothing
+            serde_json::from_str::<Ingest>(&info).unwrap_or_default()
         } else {
             log(format!(
                 "{}: ingesting {} facts into {}",
@@ -393,7 +432,7 @@ async fn ingest(
     partial: &Path,
     log: &dyn Fn(String),
     shell: &dyn Shell,
-) -> Result<Value> {
+) -> Result<Ingest> {
     engine
         .set_policy(&Policy {
             links: PolicyMode::Auto,
@@ -413,15 +452,15 @@ async fn ingest(
             })
         })
         .collect();
-    let before: Value = if resume {
+    let before: Partial = if resume {
         std::fs::read_to_string(partial)
             .ok()
             .and_then(|t| serde_json::from_str(&t).ok())
-            .unwrap_or(json!({}))
+            .unwrap_or_default()
     } else {
-        json!({})
+        Partial::default()
     };
-    let secs_before = before["seconds"].as_f64().unwrap_or(0.0);
+    let secs_before = before.seconds;
     let t0 = Instant::now();
     if llm {
         let start = if resume {
@@ -442,9 +481,12 @@ async fn ingest(
                 log(format!("fact {i}: enrichment failed: {error}"));
             }
             pb.inc(1);
-            let v = json!({"added": i + 1, "seconds": secs_before + t0.elapsed().as_secs_f64()});
+            let p = Partial {
+                added: i + 1,
+                seconds: secs_before + t0.elapsed().as_secs_f64(),
+            };
             let tmp = partial.with_extension("tmp");
-            std::fs::write(&tmp, v.to_string())
+            std::fs::write(&tmp, serde_json::to_string(&p)?)
                 .and_then(|()| std::fs::rename(&tmp, partial))
                 .with_context(|| format!("cannot write {}", partial.display()))?;
         }
@@ -469,15 +511,18 @@ async fn ingest(
         }
         te.elapsed().as_secs_f64()
     };
-    let mut tokens = 0i64;
+    let mut tokens = 0u64;
     if llm {
         for u in engine.usage_by_model().await? {
-            tokens += u.tokens_in + u.tokens_out;
+            tokens += u64::try_from(u.tokens_in + u.tokens_out).unwrap_or(0);
         }
     }
-    Ok(
-        json!({"facts": notes.len(), "seconds": seconds, "llm_tokens": tokens, "embedder_alone_seconds": embed_alone}),
-    )
+    Ok(Ingest {
+        facts: notes.len(),
+        seconds,
+        llm_tokens: tokens,
+        embedder_alone_seconds: embed_alone,
+    })
 }
 
 /// Asks every question of an item and tallies the figures.
@@ -485,8 +530,8 @@ async fn score(
     engine: &Engine,
     item: &Item,
     args: &Args<'_>,
-    ingest: &Value,
-) -> Result<(Tally, Vec<Value>)> {
+    ingest: &Ingest,
+) -> Result<(Tally, Vec<QuestionReport>)> {
     let answer = args.answer;
     let count = engine.count().await? as usize;
     let all = engine.list(count, 0).await?;
@@ -514,9 +559,9 @@ async fn score(
         .count();
     let mut t = Tally {
         facts: item.facts.len(),
-        seconds: ingest["seconds"].as_f64().unwrap_or(0.0),
-        tokens: ingest["llm_tokens"].as_u64().unwrap_or(0),
-        embed_alone_seconds: ingest["embedder_alone_seconds"].as_f64().unwrap_or(0.0),
+        seconds: ingest.seconds,
+        tokens: ingest.llm_tokens,
+        embed_alone_seconds: ingest.embedder_alone_seconds,
         superseded_notes: superseded.len(),
         superseded_true: replaced.len(),
         superseded_found_true: found_replaced,
@@ -555,8 +600,7 @@ async fn score(
             t.at_1 += usize::from(at_1);
             t.at_5 += usize::from(at_5);
         }
-        let mut prediction = Value::Null;
-        let mut right = Value::Null;
+        let (mut prediction, mut right) = (None, None);
         if answer {
             let a = engine.ask(&q.question, &[], &|_| {}).await?;
             let ok = factconsolidation::correct(&a.answer, &q.answers);
@@ -565,34 +609,24 @@ async fn score(
             if let Some(u) = &a.usage {
                 t.answer_tokens += u64::from(u.total());
             }
-            prediction = json!(a.answer);
-            right = json!(ok);
+            prediction = Some(a.answer);
+            right = Some(ok);
         }
-        per_question.push(json!({
-            "id": q.id,
-            "question": q.question,
-            "answers": q.answers,
-            "targets": targets,
-            "ranked": ranked,
-            "current_fact_at_1": at_1,
-            "current_fact_at_5": at_5,
-            "prediction": prediction,
-            "correct": right,
-        }));
+        per_question.push(QuestionReport {
+            answers: q.answers.clone(),
+            correct: right,
+            current_fact_at_1: at_1,
+            current_fact_at_5: at_5,
+            id: q.id.clone(),
+            prediction,
+            question: q.question.clone(),
+            ranked,
+            targets,
+        });
     }
     Ok((t, per_question))
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn facts_keep_their_order_and_their_source() {
-        assert!(fact_time(0) < fact_time(1));
-        assert_eq!(fact_of(Some("fc_sh_6k:12"), "fc_sh_6k"), Some(12));
-        assert_eq!(fact_of(Some("fc_sh_6k:x"), "fc_sh_6k"), None);
-        assert_eq!(fact_of(Some("other:1"), "fc_sh_6k"), None);
-        assert_eq!(fact_of(None, "fc_sh_6k"), None);
-    }
-}
+#[path = "eval_fact_tests.rs"]
+mod tests;

@@ -40,14 +40,6 @@ pub trait Shell: Sync {
     fn progress_bar(&self) -> ProgressBar;
 }
 
-/// Prints a report as pretty JSON on stdout.
-pub(crate) fn print_json(v: &serde_json::Value) {
-    println!(
-        "{}",
-        serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string())
-    );
-}
-
 /// Reads the LLM choice from the settings and the environment, as every CLI command does.
 pub(crate) async fn configure_llm(engine: &mut Engine) -> anyhow::Result<()> {
     let env = |k: &str| std::env::var(k).ok();

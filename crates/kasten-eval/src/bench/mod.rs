@@ -6,9 +6,12 @@
 //! `kasten bench share`: what going through the memory's owner (kasten-share) adds to a
 //! search: the same queries in the owning engine and through a client on its socket.
 
+mod report;
 mod search;
 mod share;
 mod stats;
+#[cfg(test)]
+mod tests;
 
 use search::{measure, measure_reopen, print_report};
 use share::share;
@@ -20,7 +23,7 @@ use crate::Shell;
 use anyhow::{Result, bail};
 use clap::Subcommand;
 use kasten_engine::Endpoint;
-use serde_json::json;
+use report::{Boxes, SearchReport, print_json};
 
 #[derive(Subcommand, Debug)]
 pub enum BenchCommand {
@@ -137,32 +140,37 @@ pub async fn run(
             "bench: {} Boxes in {seconds:.2} s (modularity {:.3})",
             b.boxes, b.modularity
         ));
-        json!({
-            "seconds": seconds,
-            "boxes": b.boxes,
-            "boxed_notes": b.boxed_notes,
-            "edges": b.edges,
-            "modularity": b.modularity,
-            "graph_ms": b.graph_ms,
-            "cluster_ms": b.cluster_ms,
-            "largest": b.sizes.first().copied().unwrap_or(0),
+        Some(Boxes {
+            seconds,
+            boxes: b.boxes,
+            boxed_notes: b.boxed_notes,
+            edges: b.edges,
+            modularity: b.modularity,
+            graph_ms: u64::try_from(b.graph_ms).unwrap_or(u64::MAX),
+            cluster_ms: u64::try_from(b.cluster_ms).unwrap_or(u64::MAX),
+            largest: b.sizes.first().copied().unwrap_or(0),
         })
     } else {
-        json!(null)
+        None
     };
     let t_close = Instant::now();
     engine.close().await;
     let close_seconds = t_close.elapsed().as_secs_f64();
-    let mut report = result?;
-    report["vector_prefilter"] = json!(!*exact_scan);
-    report["boxes"] = boxes;
-    report["opened_from_snapshot"] = json!(opened_from_snapshot);
-    report["close_seconds"] = json!(close_seconds);
-    if *reopen {
-        report["reopen"] = measure_reopen(&ep, embedder, &log).await?;
-    }
+    let measured = result?;
+    let report = SearchReport {
+        measured,
+        vector_prefilter: !*exact_scan,
+        boxes,
+        opened_from_snapshot,
+        close_seconds,
+        reopen: if *reopen {
+            Some(measure_reopen(&ep, embedder, &log).await?)
+        } else {
+            None
+        },
+    };
     if json_out {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        print_json(&report)?;
     } else {
         print_report(&report);
     }

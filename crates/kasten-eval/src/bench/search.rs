@@ -11,7 +11,10 @@ use kasten_engine::Endpoint;
 use kasten_engine::{Engine, SearchOptions};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
-use serde_json::json;
+
+use super::report::{
+    ExportMeta, Ingest, Links, LinksBuilt, ManyPeriods, Measured, Reopen, SearchReport,
+};
 
 use super::stats::{rss_mib, stats, write_f32};
 
@@ -44,7 +47,7 @@ pub(crate) async fn measure_reopen(
     ep: &Endpoint,
     embedder: std::sync::Arc<dyn kasten_embed::Embedder>,
     log: &dyn Fn(String),
-) -> Result<serde_json::Value> {
+) -> Result<Reopen> {
     let Endpoint::SurrealKv(dir) = ep else {
         bail!("--reopen needs an embedded memory (surrealkv://DIR)");
     };
@@ -61,14 +64,14 @@ pub(crate) async fn measure_reopen(
             "--reopen: the snapshot was not used as expected (rebuild used it: {rebuilt_from_snapshot}, second open used it: {from_snapshot})"
         );
     }
-    Ok(json!({
-        "rebuild_seconds": rebuild,
-        "close_writing_snapshot_seconds": write,
-        "snapshot_bytes": bytes,
-        "from_snapshot_seconds": load,
-        "close_unchanged_seconds": close,
-        "speedup": if load > 0.0 { rebuild / load } else { 0.0 },
-    }))
+    Ok(Reopen {
+        rebuild_seconds: rebuild,
+        close_writing_snapshot_seconds: write,
+        snapshot_bytes: bytes,
+        from_snapshot_seconds: load,
+        close_unchanged_seconds: close,
+        speedup: if load > 0.0 { rebuild / load } else { 0.0 },
+    })
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -81,7 +84,7 @@ pub(crate) async fn measure(
     open_time: Duration,
     log: &dyn Fn(String),
     shell: &dyn Shell,
-) -> Result<serde_json::Value> {
+) -> Result<Measured> {
     // the corpus is exactly N notes: generated sentences that happen to repeat each other
     // are not merged
     engine
@@ -99,7 +102,7 @@ pub(crate) async fn measure(
             "the bench memory already holds {have} notes (more than {n}); pass --fresh to rebuild it"
         );
     }
-    let mut ingest = json!(null);
+    let mut ingest = None;
     if have < n {
         let rng = StdRng::seed_from_u64(0x6b61_7374_656e + have as u64);
         let todo = n - have;
@@ -143,24 +146,24 @@ pub(crate) async fn measure(
         pb.finish_and_clear();
         let total = t0.elapsed().as_secs_f64();
         let notes_per_s = done as f64 / total;
-        ingest = json!({
-            "notes": done,
-            "seconds": total,
-            "notes_per_s": notes_per_s,
-            "embed_seconds": embed_t.as_secs_f64(),
-            "store_seconds": store_t.as_secs_f64(),
-            "embed_notes_per_s": done as f64 / embed_t.as_secs_f64().max(1e-9),
-            "store_notes_per_s": done as f64 / store_t.as_secs_f64().max(1e-9),
-            "embedder_alone_notes": alone,
-            "embedder_alone_notes_per_s": embed_alone,
-            "share_of_embedder": notes_per_s / embed_alone.max(1e-9),
+        ingest = Some(Ingest {
+            notes: done,
+            seconds: total,
+            notes_per_s,
+            embed_seconds: embed_t.as_secs_f64(),
+            store_seconds: store_t.as_secs_f64(),
+            embed_notes_per_s: done as f64 / embed_t.as_secs_f64().max(1e-9),
+            store_notes_per_s: done as f64 / store_t.as_secs_f64().max(1e-9),
+            embedder_alone_notes: alone,
+            embedder_alone_notes_per_s: embed_alone,
+            share_of_embedder: notes_per_s / embed_alone.max(1e-9),
         });
         log(format!("bench: ingested {done} notes in {total:.1} s"));
     }
 
     // Links, as an enriched memory has them (A-Mem links a note to a few neighbours): each
     // note to its LINKS_PER_NOTE nearest notes, accepted, so link expansion has work to do.
-    let mut links_built = json!(null);
+    let mut links_built = None;
     if !engine.has_accepted_links().await? {
         let t0 = Instant::now();
         let ids = engine.indexed_ids()?;
@@ -192,7 +195,10 @@ pub(crate) async fn measure(
             pb.inc(chunk.len() as u64);
         }
         pb.finish_and_clear();
-        links_built = json!({ "links": total, "seconds": t0.elapsed().as_secs_f64() });
+        links_built = Some(LinksBuilt {
+            links: total,
+            seconds: t0.elapsed().as_secs_f64(),
+        });
         log(format!(
             "bench: linked each note to its {LINKS_PER_NOTE} nearest ({total} links)"
         ));
@@ -264,23 +270,14 @@ pub(crate) async fn measure(
         }
     }
     let many_periods = many_periods(engine, &texts, &vectors, k).await?;
+    let p50 = |f: fn(&ManyPeriods) -> f64| many_periods.as_ref().map_or(f64::NAN, f);
     log(format!(
         "bench: a query naming 2,000 periods ranks in {:.2} ms (one period {:.2} ms); a write while such queries run {:.1} ms (while one-period queries run {:.1} ms, alone {:.1} ms)",
-        many_periods["many_periods_rank"]["p50_ms"]
-            .as_f64()
-            .unwrap_or(f64::NAN),
-        many_periods["one_period_rank"]["p50_ms"]
-            .as_f64()
-            .unwrap_or(f64::NAN),
-        many_periods["add_during_many_periods"]["p50_ms"]
-            .as_f64()
-            .unwrap_or(f64::NAN),
-        many_periods["add_during_one_period"]["p50_ms"]
-            .as_f64()
-            .unwrap_or(f64::NAN),
-        many_periods["add_alone"]["p50_ms"]
-            .as_f64()
-            .unwrap_or(f64::NAN),
+        p50(|m| m.many_periods_rank.p50_ms),
+        p50(|m| m.one_period_rank.p50_ms),
+        p50(|m| m.add_during_many_periods.p50_ms),
+        p50(|m| m.add_during_one_period.p50_ms),
+        p50(|m| m.add_alone.p50_ms),
     ));
 
     // recall against the exact f32 ranking, after the timings: its full f32 scan evicts
@@ -306,7 +303,11 @@ pub(crate) async fn measure(
         let dim = vectors.first().map_or(0, Vec::len);
         std::fs::write(
             dir.join("meta.json"),
-            json!({"dim": dim, "corpus": corpus.len(), "queries": vectors.len()}).to_string(),
+            serde_json::to_string(&ExportMeta {
+                dim,
+                corpus: corpus.len(),
+                queries: vectors.len(),
+            })?,
         )?;
         log(format!(
             "bench: exported {} corpus and {} query vectors to {}",
@@ -316,33 +317,40 @@ pub(crate) async fn measure(
         ));
     }
 
-    Ok(json!({
-        "notes": count,
-        "k": k,
-        "queries": q,
-        "threads": std::thread::available_parallelism().map_or(1, |n| n.get()),
-        "open_seconds": open_time.as_secs_f64(),
-        "ingest": ingest,
-        "query_embedding": stats(embed_lat),
-        "vector_search": stats(vec_lat),
-        "vector_recall_vs_exact": recall_hits as f64 / recall_total.max(1) as f64,
-        "fused_lists_depth": fused_n,
-        "vector_search_fused_depth": stats(vec_n_lat),
-        "keyword_search_fused_depth": stats(kw_n_lat),
-        "hybrid_rank": stats(hyb_lat),
-        "hybrid_rank_without_links": stats(unexpanded_lat),
-        "links": { "built": links_built, "in_expansion_index": expansion_links },
-        "note_fetch": stats(fetch_lat),
-        "note_fetch_again": stats(refetch_lat),
-        "rss_before_queries_mib": rss_before_queries,
-        "hybrid_search_with_fetch": stats(full_lat),
-        "many_periods": many_periods,
-        "rss_mib": rss,
-        "peak_rss_mib": hwm,
-        "vector_index_mib": engine.vector_index_bytes()? as f64 / (1024.0 * 1024.0),
-        "db_bytes": disk,
-        "db_bytes_per_note": if count > 0 { disk as f64 / count as f64 } else { 0.0 },
-    }))
+    Ok(Measured {
+        notes: count,
+        k,
+        queries: q,
+        threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        open_seconds: open_time.as_secs_f64(),
+        ingest,
+        query_embedding: stats(embed_lat),
+        vector_search: stats(vec_lat),
+        vector_recall_vs_exact: recall_hits as f64 / recall_total.max(1) as f64,
+        fused_lists_depth: fused_n,
+        vector_search_fused_depth: stats(vec_n_lat),
+        keyword_search_fused_depth: stats(kw_n_lat),
+        hybrid_rank: stats(hyb_lat),
+        hybrid_rank_without_links: stats(unexpanded_lat),
+        links: Links {
+            built: links_built,
+            in_expansion_index: expansion_links,
+        },
+        note_fetch: stats(fetch_lat),
+        note_fetch_again: stats(refetch_lat),
+        rss_before_queries_mib: rss_before_queries,
+        hybrid_search_with_fetch: stats(full_lat),
+        many_periods,
+        rss_mib: rss,
+        peak_rss_mib: hwm,
+        vector_index_mib: engine.vector_index_bytes()? as f64 / (1024.0 * 1024.0),
+        db_bytes: disk,
+        db_bytes_per_note: if count > 0 {
+            disk as f64 / count as f64
+        } else {
+            0.0
+        },
+    })
 }
 
 /// Rounds of the many-periods measurement (each: one ranking of each query, one write).
@@ -358,11 +366,11 @@ pub(crate) async fn many_periods(
     texts: &[String],
     vectors: &[Vec<f32>],
     k: usize,
-) -> Result<serde_json::Value> {
+) -> Result<Option<ManyPeriods>> {
     let hostile: String = (1000..3000).map(|y| format!("since {y} ")).collect();
     let one = "since 1000";
     let (Some(text), Some(v)) = (texts.first(), vectors.first()) else {
-        return Ok(json!(null));
+        return Ok(None);
     };
     let options = SearchOptions::default();
     let (mut hostile_lat, mut one_lat, mut plain_lat) = (vec![], vec![], vec![]);
@@ -433,99 +441,83 @@ pub(crate) async fn many_periods(
     for id in &added {
         engine.delete(id).await?;
     }
-    Ok(json!({
-        "periods_named": 2000,
-        "hits": candidates,
-        "many_periods_rank": stats(hostile_lat),
-        "one_period_rank": stats(one_lat),
-        "plain_rank": stats(plain_lat),
-        "rss_growth_mib": rss_after - rss_before,
-        "add_alone": stats(alone),
-        "add_during_many_periods": stats(during_many),
-        "many_period_searches_meanwhile": searched_many,
-        "add_during_one_period": stats(during_one),
-        "one_period_searches_meanwhile": searched_one,
+    Ok(Some(ManyPeriods {
+        periods_named: 2000,
+        hits: candidates,
+        many_periods_rank: stats(hostile_lat),
+        one_period_rank: stats(one_lat),
+        plain_rank: stats(plain_lat),
+        rss_growth_mib: rss_after - rss_before,
+        add_alone: stats(alone),
+        add_during_many_periods: stats(during_many),
+        many_period_searches_meanwhile: searched_many,
+        add_during_one_period: stats(during_one),
+        one_period_searches_meanwhile: searched_one,
     }))
 }
 
-pub(crate) fn print_report(r: &serde_json::Value) {
-    let ms = |path: &str, field: &str| r[path][field].as_f64().unwrap_or(f64::NAN);
-    println!("notes:                {}", r["notes"]);
+pub(crate) fn print_report(r: &SearchReport) {
+    let m = &r.measured;
+    println!("notes:                {}", m.notes);
     println!(
         "open:                 {:.2} s ({})",
-        r["open_seconds"].as_f64().unwrap_or(0.0),
-        if r["opened_from_snapshot"].as_bool() == Some(true) {
+        m.open_seconds,
+        if r.opened_from_snapshot {
             "indexes from the snapshot"
         } else {
             "index rebuild"
         }
     );
-    let re = &r["reopen"];
-    if !re.is_null() {
+    if let Some(re) = &r.reopen {
         println!(
             "reopen:               rebuild {:.2} s, from snapshot {:.2} s ({:.0}x; snapshot {} bytes, written in {:.2} s)",
-            re["rebuild_seconds"].as_f64().unwrap_or(0.0),
-            re["from_snapshot_seconds"].as_f64().unwrap_or(0.0),
-            re["speedup"].as_f64().unwrap_or(0.0),
-            re["snapshot_bytes"],
-            re["close_writing_snapshot_seconds"].as_f64().unwrap_or(0.0)
+            re.rebuild_seconds,
+            re.from_snapshot_seconds,
+            re.speedup,
+            re.snapshot_bytes,
+            re.close_writing_snapshot_seconds
         );
     }
-    if !r["ingest"].is_null() {
-        let i = &r["ingest"];
+    if let Some(i) = &m.ingest {
         println!(
             "ingest:               {:.0} notes/s ({} notes; {:.0} % of the embedder alone at {:.0} notes/s; within the ingest: embedding {:.0} notes/s, storage {:.0} notes/s, overlapping)",
-            i["notes_per_s"].as_f64().unwrap_or(0.0),
-            i["notes"],
-            100.0 * i["share_of_embedder"].as_f64().unwrap_or(0.0),
-            i["embedder_alone_notes_per_s"].as_f64().unwrap_or(0.0),
-            i["embed_notes_per_s"].as_f64().unwrap_or(0.0),
-            i["store_notes_per_s"].as_f64().unwrap_or(0.0)
+            i.notes_per_s,
+            i.notes,
+            100.0 * i.share_of_embedder,
+            i.embedder_alone_notes_per_s,
+            i.embed_notes_per_s,
+            i.store_notes_per_s
         );
     }
-    for (label, key) in [
-        ("query embedding", "query_embedding"),
-        ("vector top-k", "vector_search"),
-        ("vector top-3k", "vector_search_fused_depth"),
-        ("keyword top-3k", "keyword_search_fused_depth"),
-        ("rank, no links", "hybrid_rank_without_links"),
-        ("hybrid rank", "hybrid_rank"),
-        ("note fetch", "note_fetch"),
-        ("same fetch again", "note_fetch_again"),
-        ("hybrid + fetch", "hybrid_search_with_fetch"),
+    for (label, l) in [
+        ("query embedding", &m.query_embedding),
+        ("vector top-k", &m.vector_search),
+        ("vector top-3k", &m.vector_search_fused_depth),
+        ("keyword top-3k", &m.keyword_search_fused_depth),
+        ("rank, no links", &m.hybrid_rank_without_links),
+        ("hybrid rank", &m.hybrid_rank),
+        ("note fetch", &m.note_fetch),
+        ("same fetch again", &m.note_fetch_again),
+        ("hybrid + fetch", &m.hybrid_search_with_fetch),
     ] {
         println!(
             "{label:<21} p50 {:>8.3} ms   p95 {:>8.3} ms",
-            ms(key, "p50_ms"),
-            ms(key, "p95_ms")
+            l.p50_ms, l.p95_ms
         );
     }
-    let b = &r["boxes"];
-    if !b.is_null() {
+    if let Some(b) = &r.boxes {
         println!(
             "boxes:                {} Boxes over {} notes in {:.2} s (graph {} ms, clustering {} ms), modularity {:.3}",
-            b["boxes"],
-            b["boxed_notes"],
-            b["seconds"].as_f64().unwrap_or(0.0),
-            b["graph_ms"],
-            b["cluster_ms"],
-            b["modularity"].as_f64().unwrap_or(0.0)
+            b.boxes, b.boxed_notes, b.seconds, b.graph_ms, b.cluster_ms, b.modularity
         );
     }
-    println!(
-        "vector recall vs exact: {:.4}",
-        r["vector_recall_vs_exact"].as_f64().unwrap_or(0.0)
-    );
+    println!("vector recall vs exact: {:.4}", m.vector_recall_vs_exact);
     println!(
         "memory:               RSS {:.0} MiB (before the queries {:.0} MiB, peak {:.0} MiB); vector index {:.1} MiB",
-        r["rss_mib"].as_f64().unwrap_or(0.0),
-        r["rss_before_queries_mib"].as_f64().unwrap_or(0.0),
-        r["peak_rss_mib"].as_f64().unwrap_or(0.0),
-        r["vector_index_mib"].as_f64().unwrap_or(0.0)
+        m.rss_mib, m.rss_before_queries_mib, m.peak_rss_mib, m.vector_index_mib
     );
     println!(
         "disk:                 {} bytes ({:.0} bytes/note)",
-        r["db_bytes"],
-        r["db_bytes_per_note"].as_f64().unwrap_or(0.0)
+        m.db_bytes, m.db_bytes_per_note
     );
 }

@@ -11,7 +11,8 @@ use kasten_engine::Engine;
 use kasten_share::MemoryOps;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
-use serde_json::json;
+
+use super::report::{ShareReport, print_json};
 
 use super::search::INGEST_BATCH;
 use super::stats::stats;
@@ -89,28 +90,28 @@ pub(crate) async fn share_measure(
                 ping.push(p);
             }
         }
-        Ok::<_, anyhow::Error>(json!({
-            "notes": n,
-            "k": k,
-            "search_here": stats(local),
-            "search_through_owner": stats(remote),
-            "added_by_round_trip": stats(added),
-            "empty_round_trip": stats(ping),
-        }))
+        Ok::<_, anyhow::Error>(ShareReport {
+            notes: n,
+            k,
+            search_here: stats(local),
+            search_through_owner: stats(remote),
+            added_by_round_trip: stats(added),
+            empty_round_trip: stats(ping),
+        })
     }
     .await;
     owner.stop().await;
     let v = measured?;
     if json_out {
-        crate::print_json(&v);
+        print_json(&v)?;
     } else {
         println!(
             "search p50 {:.3} ms here, {:.3} ms through the owner: +{:.3} ms p50 (p95 +{:.3} ms); empty round trip p50 {:.3} ms ({} queries, {} notes, k {})",
-            v["search_here"]["p50_ms"].as_f64().unwrap_or(0.0),
-            v["search_through_owner"]["p50_ms"].as_f64().unwrap_or(0.0),
-            v["added_by_round_trip"]["p50_ms"].as_f64().unwrap_or(0.0),
-            v["added_by_round_trip"]["p95_ms"].as_f64().unwrap_or(0.0),
-            v["empty_round_trip"]["p50_ms"].as_f64().unwrap_or(0.0),
+            v.search_here.p50_ms,
+            v.search_through_owner.p50_ms,
+            v.added_by_round_trip.p50_ms,
+            v.added_by_round_trip.p95_ms,
+            v.empty_round_trip.p50_ms,
             q.saturating_sub(10),
             n,
             k

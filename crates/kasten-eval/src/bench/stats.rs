@@ -5,7 +5,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use serde_json::json;
+
+use super::report::Latency;
 
 pub(crate) fn percentile(sorted: &[Duration], p: f64) -> f64 {
     if sorted.is_empty() {
@@ -15,10 +16,15 @@ pub(crate) fn percentile(sorted: &[Duration], p: f64) -> f64 {
     sorted[i.min(sorted.len() - 1)].as_secs_f64() * 1e3
 }
 
-pub(crate) fn stats(mut v: Vec<Duration>) -> serde_json::Value {
+pub(crate) fn stats(mut v: Vec<Duration>) -> Latency {
     v.sort();
     let mean = v.iter().map(Duration::as_secs_f64).sum::<f64>() / v.len().max(1) as f64 * 1e3;
-    json!({ "p50_ms": percentile(&v, 0.5), "p95_ms": percentile(&v, 0.95), "mean_ms": mean, "n": v.len() })
+    Latency {
+        p50_ms: percentile(&v, 0.5),
+        p95_ms: percentile(&v, 0.95),
+        mean_ms: mean,
+        n: v.len(),
+    }
 }
 
 /// (VmRSS, VmHWM) of this process in MiB.

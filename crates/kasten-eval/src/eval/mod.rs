@@ -18,7 +18,10 @@
 mod model;
 mod report;
 mod sample;
+mod schema;
 mod score;
+#[cfg(test)]
+mod tests;
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -28,7 +31,7 @@ use crate::locomo::{self, Sample};
 use anyhow::{Context, Result, bail};
 use clap::Subcommand;
 use kasten_engine::{LlmConfig, SearchOptions};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::cache::{default_cache_dir, fnv1a64, safe_name};
 use model::*;
@@ -292,10 +295,14 @@ pub async fn run(cmd: &EvalCommand, json_out: bool, shell: &dyn Shell) -> Result
                 ),
             ));
         }
-        report["ablations"] = json!(rows);
+        report.ablations = Some(rows);
     }
     if json_out {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        // through a `Value`, whose keys are sorted, as the report has always been printed
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::to_value(&report)?)?
+        );
     } else {
         print_report(&report);
     }
@@ -393,28 +400,4 @@ fn ablation_modes(full: &Mode) -> Vec<(&'static str, Mode)> {
         },
     ));
     out
-}
-
-/// One row of the side-by-side table: recall, answer scores, tokens and time per note.
-fn ablation_row(label: &str, r: &Value) -> Value {
-    let notes: f64 = r["samples"]
-        .as_array()
-        .map(|a| a.iter().filter_map(|s| s["notes"].as_f64()).sum())
-        .unwrap_or(0.0);
-    let seconds: f64 = r["samples"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|s| s["ingest"]["seconds"].as_f64())
-                .sum()
-        })
-        .unwrap_or(0.0);
-    json!({
-        "configuration": label,
-        "steps": r["llm"]["steps"],
-        "recall_at_k": r["recall_at_k"],
-        "answers": r["answers"],
-        "tokens_per_note": r["tokens"]["ingest_llm"]["per_note"],
-        "ingest_seconds_per_note": seconds / notes.max(1.0),
-    })
 }

@@ -5,7 +5,6 @@ use std::time::Duration;
 
 use crate::locomo::{Category, MeanByCategory};
 use kasten_engine::LlmConfig;
-use serde_json::Value;
 
 /// The ranking settings `--held-out` chooses from: (vector, context, date) weights, the
 /// default first (ties keep it).
@@ -136,7 +135,7 @@ pub(crate) struct SampleReport {
     pub(crate) notes: usize,
     pub(crate) sessions: usize,
     pub(crate) questions: usize,
-    pub(crate) ingest: Value,
+    pub(crate) ingest: super::schema::SampleIngest,
 }
 
 /// Everything measured over the samples.

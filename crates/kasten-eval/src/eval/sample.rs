@@ -8,9 +8,9 @@ use crate::locomo::Sample;
 use anyhow::{Context, Result, bail};
 use kasten_core::NewNote;
 use kasten_engine::{Engine, JobOutcome, SearchOptions};
-use serde_json::{Value, json};
 
 use super::model::*;
+use super::schema::{Ingest, Partial, SampleIngest};
 use super::score::*;
 
 /// The notes a sample becomes, in conversation order.
@@ -68,9 +68,12 @@ pub(crate) async fn eval_sample(
                 dir.display()
             ));
             let info = std::fs::read_to_string(&marker).unwrap_or_default();
-            let mut v: Value = serde_json::from_str(&info).unwrap_or(json!({}));
-            v["cached"] = json!(true);
-            v
+            // a marker that cannot be read counts as an ingest of nothing
+            let ingest: Ingest = serde_json::from_str(&info).unwrap_or_default();
+            SampleIngest {
+                ingest,
+                cached: true,
+            }
         } else {
             log(format!(
                 "{}: ingesting {} turns into {}",
@@ -84,20 +87,22 @@ pub(crate) async fn eval_sample(
                 log,
                 shell,
             };
-            let mut v = ingest(&engine, &notes, enrich, &progress).await?;
-            totals.ingest_seconds += v["seconds"].as_f64().unwrap_or(0.0);
+            let v = ingest(&engine, &notes, enrich, &progress).await?;
+            totals.ingest_seconds += v.seconds;
             totals.ingested_notes += notes.len();
             std::fs::write(&marker, serde_json::to_string_pretty(&v)?)
                 .with_context(|| format!("cannot write {}", marker.display()))?;
             // the complete marker supersedes it; a leftover one is harmless
             let _ = std::fs::remove_file(&partial);
-            v["cached"] = json!(false);
-            v
+            SampleIngest {
+                ingest: v,
+                cached: false,
+            }
         };
-        totals.ingest_tokens.0 += ingest["llm_tokens_in"].as_u64().unwrap_or(0);
-        totals.ingest_tokens.1 += ingest["llm_tokens_out"].as_u64().unwrap_or(0);
-        totals.enriched += ingest["enriched"].as_u64().unwrap_or(0);
-        totals.enrich_failed += ingest["enrichment_failed"].as_u64().unwrap_or(0);
+        totals.ingest_tokens.0 += ingest.ingest.llm_tokens_in;
+        totals.ingest_tokens.1 += ingest.ingest.llm_tokens_out;
+        totals.enriched += ingest.ingest.enriched;
+        totals.enrich_failed += ingest.ingest.enrichment_failed;
         let count = engine.count().await? as usize;
         if count != notes.len() {
             bail!(
@@ -134,21 +139,22 @@ impl Progress<'_> {
         if !self.resume {
             return (0, 0, 0.0);
         }
-        let v: Value = std::fs::read_to_string(self.path)
+        let p: Partial = std::fs::read_to_string(self.path)
             .ok()
             .and_then(|t| serde_json::from_str(&t).ok())
-            .unwrap_or(json!({}));
-        (
-            v["enriched"].as_u64().unwrap_or(0),
-            v["enrichment_failed"].as_u64().unwrap_or(0),
-            v["seconds"].as_f64().unwrap_or(0.0),
-        )
+            .unwrap_or_default();
+        (p.enriched, p.enrichment_failed, p.seconds)
     }
 
     fn save(&self, added: usize, enriched: u64, failed: u64, seconds: f64) -> Result<()> {
-        let v = json!({"added": added, "enriched": enriched, "enrichment_failed": failed, "seconds": seconds});
+        let p = Partial {
+            added,
+            enriched,
+            enrichment_failed: failed,
+            seconds,
+        };
         let tmp = self.path.with_extension("tmp");
-        std::fs::write(&tmp, v.to_string())
+        std::fs::write(&tmp, serde_json::to_string(&p)?)
             .and_then(|()| std::fs::rename(&tmp, self.path))
             .with_context(|| format!("cannot write {}", self.path.display()))
     }
@@ -163,7 +169,7 @@ pub(crate) async fn ingest(
     notes: &[NewNote],
     enrich: bool,
     progress: &Progress<'_>,
-) -> Result<Value> {
+) -> Result<Ingest> {
     // one note per turn, as in the A-Mem protocol: a repeated turn ("Thanks!") stays a
     // note of its own instead of being merged into the earlier one
     engine
@@ -229,13 +235,13 @@ pub(crate) async fn ingest(
             tout += u.tokens_out;
         }
     }
-    Ok(json!({
-        "notes": notes.len(),
-        "seconds": secs,
-        "notes_per_s": notes.len() as f64 / secs.max(1e-9),
-        "enriched": enriched,
-        "enrichment_failed": failed,
-        "llm_tokens_in": tin.max(0),
-        "llm_tokens_out": tout.max(0),
-    }))
+    Ok(Ingest {
+        notes: notes.len(),
+        seconds: secs,
+        notes_per_s: notes.len() as f64 / secs.max(1e-9),
+        enriched,
+        enrichment_failed: failed,
+        llm_tokens_in: u64::try_from(tin).unwrap_or(0),
+        llm_tokens_out: u64::try_from(tout).unwrap_or(0),
+    })
 }

@@ -1,0 +1,277 @@
+//! The `--json` report of `kasten eval locomo` against what it was before it was typed:
+//! `testdata/` holds the JSON the `serde_json::Value` builder wrote for the fixed inputs
+//! here, and what a real run printed.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::Duration;
+
+use crate::locomo::{Category, MeanByCategory};
+use kasten_engine::{LlmConfig, SearchOptions};
+use serde_json::Value;
+
+use super::model::*;
+use super::report::*;
+use super::schema::*;
+
+fn means(values: &[(Category, f64)]) -> MeanByCategory {
+    let mut m = MeanByCategory::default();
+    for (c, v) in values {
+        m.add(*c, *v);
+    }
+    m
+}
+
+fn totals(answer: bool) -> Totals {
+    let mut t = Totals::default();
+    t.recall.insert(
+        System::Kasten,
+        means(&[
+            (Category::SingleHop, 1.0),
+            (Category::SingleHop, 0.5),
+            (Category::Temporal, 0.25),
+        ]),
+    );
+    t.recall
+        .insert(System::Bm25, means(&[(Category::MultiHop, 0.75)]));
+    if answer {
+        t.f1 = means(&[(Category::SingleHop, 0.5), (Category::Adversarial, 1.0)]);
+        t.bleu1 = means(&[(Category::SingleHop, 0.25)]);
+        t.locomo_f1 = means(&[(Category::OpenDomain, 0.125)]);
+    }
+    let mut retrieved = HashMap::new();
+    retrieved.insert(System::Kasten, vec!["D1:1".to_owned(), "D1:2".to_owned()]);
+    retrieved.insert(System::Dense, vec![]);
+    let mut recall = HashMap::new();
+    recall.insert(System::Kasten, 0.5);
+    t.results.push(QuestionResult {
+        sample: "conv-a".to_owned(),
+        question: "Who?".to_owned(),
+        category: Category::SingleHop,
+        evidence: vec!["D1:1".to_owned()],
+        retrieved,
+        recall,
+        answer: answer.then(|| Answered {
+            prediction: "Ann".to_owned(),
+            f1: 1.0,
+            bleu1: 0.5,
+            locomo_f1: 0.75,
+        }),
+    });
+    t.search_latency = vec![Duration::from_millis(3), Duration::from_millis(5)];
+    t.answer_latency = vec![];
+    t.context_chars = vec![10, 20];
+    t.skipped_no_evidence = 1;
+    t.unknown_evidence = 2;
+    t.adversarial = 3;
+    t.ingest_seconds = 1.5;
+    t.ingested_notes = 7;
+    t.ingest_tokens = (100, 20);
+    t.enriched = 6;
+    t.enrich_failed = 1;
+    t.query_tokens = (30, 4);
+    t.query_tokens_estimated = true;
+    t.follows_links = Some(true);
+    t.grid = vec![
+        (
+            "conv-a".to_owned(),
+            (0..GRID.len())
+                .map(|i| vec![if i == 5 { 1.0 } else { 0.5 }, 0.0])
+                .collect(),
+        ),
+        (
+            "conv-b".to_owned(),
+            (0..GRID.len())
+                .map(|i| vec![if i == 5 { 0.75 } else { 0.25 }])
+                .collect(),
+        ),
+    ];
+    t
+}
+
+fn mode(llm: bool, answer: bool) -> Mode {
+    Mode {
+        llm: llm.then(|| LlmConfig {
+            provider: kasten_llm::Provider::Openai,
+            base_url: "http://localhost:1".to_owned(),
+            model: "m".to_owned(),
+            api_key: None,
+        }),
+        prompt_version: "p1",
+        steps: kasten_engine::Steps {
+            construction: true,
+            links: false,
+            evolution: true,
+        },
+        answer,
+        enrich: true,
+        held_out: true,
+    }
+}
+
+/// The report of the fixed inputs, with or without an LLM and answers.
+fn report(llm: bool, answer: bool, per_question: bool) -> Report {
+    let options = SearchOptions::default();
+    let m = mode(llm, answer);
+    let header = Header {
+        file: Path::new("/data/locomo.json"),
+        hash: 0xabc,
+        cache: Path::new("/cache"),
+        k: 3,
+        options: &options,
+        mode: &m,
+    };
+    let samples = vec![
+        SampleReport {
+            sample_id: "conv-a".to_owned(),
+            notes: 4,
+            sessions: 2,
+            questions: 5,
+            ingest: SampleIngest {
+                ingest: Ingest {
+                    notes: 4,
+                    seconds: 2.0,
+                    notes_per_s: 2.0,
+                    enriched: 3,
+                    enrichment_failed: 1,
+                    llm_tokens_in: 100,
+                    llm_tokens_out: 20,
+                },
+                cached: false,
+            },
+        },
+        SampleReport {
+            sample_id: "conv-b".to_owned(),
+            notes: 3,
+            sessions: 1,
+            questions: 2,
+            ingest: SampleIngest {
+                ingest: Ingest {
+                    notes: 3,
+                    seconds: 1.0,
+                    notes_per_s: 3.0,
+                    ..Ingest::default()
+                },
+                cached: true,
+            },
+        },
+    ];
+    let t = totals(answer);
+    build_report(
+        &header,
+        &samples,
+        &t,
+        per_question,
+        Duration::from_millis(2500),
+    )
+}
+
+/// Every path of a JSON value with the type at its end (`number:int` and `number:float`
+/// apart): what a script reading the report relies on, values aside.
+fn shape(v: &Value) -> Vec<String> {
+    fn walk(v: &Value, path: &str, out: &mut Vec<String>) {
+        let kind = match v {
+            Value::Null => "null",
+            Value::Bool(_) => "bool",
+            Value::Number(n) if n.is_f64() => "number:float",
+            Value::Number(_) => "number:int",
+            Value::String(_) => "string",
+            Value::Array(a) => {
+                for (i, x) in a.iter().enumerate() {
+                    walk(x, &format!("{path}[{i}]"), out);
+                }
+                "array"
+            }
+            Value::Object(m) => {
+                for (k, x) in m {
+                    walk(x, &format!("{path}.{k}"), out);
+                }
+                "object"
+            }
+        };
+        out.push(format!("{path}: {kind}"));
+    }
+    let mut out = Vec::new();
+    walk(v, "", &mut out);
+    out.sort();
+    out
+}
+
+fn typed(r: &Report) -> Value {
+    serde_json::to_value(r).unwrap_or_else(|e| panic!("the report does not serialise: {e}"))
+}
+
+fn captured(text: &str) -> Value {
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON: {e}"))
+}
+
+/// With an LLM, answers, per-question results and two conversations held out: the same
+/// JSON, field for field and value for value, as the untyped builder wrote.
+#[test]
+fn the_report_is_the_json_it_always_was() {
+    let old = captured(include_str!("testdata/locomo-full.json"));
+    let new = typed(&report(true, true, true));
+    assert_eq!(shape(&new), shape(&old));
+    assert_eq!(new, old);
+}
+
+/// Without an LLM (`llm` and `answers` null, no `per_question`) and with the rows of
+/// `--ablations` (`steps` null for the memory without an LLM).
+#[test]
+fn the_report_without_an_llm_and_its_ablations_are_the_json_they_were() {
+    let full = report(true, true, true);
+    let mut plain = report(false, false, false);
+    plain.ablations = Some(vec![
+        ablation_row("full", &full),
+        ablation_row("no-llm", &plain),
+    ]);
+    let old = captured(include_str!("testdata/locomo-plain-ablations.json"));
+    let new = typed(&plain);
+    assert_eq!(shape(&new), shape(&old));
+    assert_eq!(new, old);
+    assert!(new.get("per_question").is_none(), "absent, not null");
+    assert!(
+        new.get("answers").is_some_and(Value::is_null),
+        "null, not absent"
+    );
+}
+
+/// What `kasten --json eval locomo --no-llm --per-question --held-out` printed on the
+/// end-to-end test's file before the report was typed reads into the types and prints
+/// back unchanged.
+#[test]
+fn a_report_of_a_real_run_reads_back_unchanged() {
+    let old = captured(include_str!("testdata/locomo-no-llm-run.json"));
+    let r: Report =
+        serde_json::from_value(old.clone()).unwrap_or_else(|e| panic!("does not read: {e}"));
+    assert_eq!(shape(&typed(&r)), shape(&old));
+    assert_eq!(typed(&r), old);
+}
+
+/// The files a cached memory holds: today's read back whole, older ones without a field
+/// read with it zero.
+#[test]
+fn cache_files_read_back_with_missing_fields_zero() {
+    let i = Ingest {
+        notes: 4,
+        seconds: 2.5,
+        notes_per_s: 1.6,
+        enriched: 3,
+        enrichment_failed: 1,
+        llm_tokens_in: 10,
+        llm_tokens_out: 2,
+    };
+    let text = serde_json::to_string(&i).unwrap_or_default();
+    assert_eq!(serde_json::from_str::<Ingest>(&text).ok(), Some(i));
+    let old: Partial = serde_json::from_str(r#"{"added": 7, "seconds": 1.5}"#)
+        .unwrap_or_else(|e| panic!("an older progress file does not read: {e}"));
+    assert_eq!((old.added, old.enriched, old.seconds), (7, 0, 1.5));
+    let s = SampleIngest {
+        ingest: Ingest::default(),
+        cached: true,
+    };
+    let v = serde_json::to_value(&s).unwrap_or_default();
+    assert_eq!(v["cached"], true);
+    assert_eq!(v["seconds"], 0.0);
+    assert!(v["seconds"].is_f64() && v["notes"].is_u64());
+}
