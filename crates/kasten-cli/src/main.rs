@@ -31,7 +31,7 @@ use open::{CliShell, configure};
 use prepare::{Prepared, needs_llm, prepare, served_by_owner};
 
 /// Who the CLI acts as in the audit history.
-const ACTOR: &str = "user";
+const ACTOR: &str = kasten_core::Actor::User.as_str();
 
 /// jemalloc rather than the system allocator: glibc's malloc held ~30 % more of a
 /// 100k-note restore (0.97–1.06 GB peak against 0.73 GB; "Memory: what holds the RSS" in

@@ -14,7 +14,7 @@ use serde_json::json;
 
 use crate::output::{preview, print_json};
 
-const ACTOR: &str = "user";
+const ACTOR: &str = kasten_core::Actor::User.as_str();
 
 #[derive(Subcommand, Debug, Clone)]
 pub enum ProjectAction {

@@ -25,7 +25,7 @@ use crate::error::ShareError;
 pub const MAX_RESULTS: usize = 10_000;
 
 /// Who links made through [`MemoryOps::link`] are attributed to.
-pub const AGENT: &str = "agent";
+pub const AGENT: &str = kasten_core::Actor::Agent.as_str();
 
 /// What sees an answer's text as it is written.
 pub type OnToken<'a> = dyn Fn(&str) + Send + Sync + 'a;
