@@ -96,4 +96,12 @@ pub struct StatusEvent {
     /// `opening_total` (both 0 until the count is known), for the UI to say in its language.
     pub opening_done: u32,
     pub opening_total: u32,
+    /// The idle pass is comparing notes for facts that replaced others: `consolidate_done`
+    /// of `consolidate_total` notes.
+    pub consolidating: bool,
+    pub consolidate_done: u32,
+    pub consolidate_total: u32,
+    /// Supersessions the idle pass filed in Review since the app started (a change tells
+    /// the UI to read Review again).
+    pub consolidate_proposed: u32,
 }

@@ -6,6 +6,7 @@
 mod boxes;
 pub mod chat;
 pub mod commands;
+mod consolidate;
 pub mod dto;
 pub mod error;
 pub mod events;
@@ -162,10 +163,12 @@ pub fn run() -> std::process::ExitCode {
                 tracing::info!("signal received: closing");
                 h.exit(0);
             });
+            let idle = app.handle().clone();
             tauri::async_runtime::spawn(async move {
                 worker::open(handle.clone()).await;
                 worker::run(handle).await;
             });
+            tauri::async_runtime::spawn(consolidate::run(idle));
             Ok(())
         })
         .build(tauri::generate_context!("tauri.conf.json"));

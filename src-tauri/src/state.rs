@@ -43,6 +43,19 @@ pub struct AppState {
     pub owner: tokio::sync::Mutex<Option<kasten_share::Owner>>,
     /// Held while a backup is restored over the memory (one restore at a time).
     pub restoring: tokio::sync::Mutex<()>,
+    /// Where the idle consolidation pass stands ([`crate::consolidate`]).
+    pub consolidation: Mutex<Consolidation>,
+}
+
+/// The idle consolidation pass, as the status bar shows it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Consolidation {
+    pub running: bool,
+    /// Notes compared so far of `total`.
+    pub done: u64,
+    pub total: u64,
+    /// Supersessions filed as proposals since the app started.
+    pub proposed: u64,
 }
 
 impl AppState {
@@ -58,6 +71,7 @@ impl AppState {
             opened_ms: Mutex::new(None),
             started,
             owner: tokio::sync::Mutex::new(None),
+            consolidation: Mutex::new(Consolidation::default()),
             restoring: tokio::sync::Mutex::new(()),
         }
     }

@@ -32,7 +32,17 @@ pub async fn status_of(state: &AppState) -> StatusEvent {
             .unwrap_or(0),
         opening_done: 0,
         opening_total: 0,
+        consolidating: false,
+        consolidate_done: 0,
+        consolidate_total: 0,
+        consolidate_proposed: 0,
     };
+    if let Ok(c) = state.consolidation.lock() {
+        s.consolidating = c.running;
+        s.consolidate_done = clamp_u32(c.done);
+        s.consolidate_total = clamp_u32(c.total);
+        s.consolidate_proposed = clamp_u32(c.proposed);
+    }
     let engine = match &*state.slot.read().await {
         Slot::Ready(e) => std::sync::Arc::clone(e),
         Slot::Opening { done, total } => {

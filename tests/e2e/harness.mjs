@@ -124,6 +124,9 @@ export async function launch({ llmUrl, home, extraEnv = {}, builtinLlm = false }
     // runs keep it on (slow animation does not matter to them).
     ...(process.env.KASTEN_SCREENSHOTS && !process.env.WEBKIT_DISABLE_DMABUF_RENDERER ? { WEBKIT_DISABLE_DMABUF_RENDERER: "0" } : {}),
     KASTEN_LOG: process.env.KASTEN_LOG || "warn,kasten_desktop=info",
+    // the idle consolidation pass would file proposals in the middle of other specs'
+    // Review checks: off unless a spec asks for it
+    KASTEN_CONSOLIDATE_IDLE: "0",
     ...extraEnv,
   };
   if (builtinLlm) {

@@ -28,7 +28,7 @@ const only = process.env.E2E_ONLY;
 // graphPerf is run by hand (E2E_ONLY=graphPerf, with KASTEN_PERF_HOME); graphBoxes (35-45 s:
 // 400 generated notes, the Box threshold lowered in the view) is in the default run, and
 // E2E_GRAPH_NOTES=2100 E2E_ONLY=graphBoxes runs it above the default threshold (~1.7 min)
-const order = (only ? [only] : ["coldStart", "mainFlow", "reopen", "sampleNotebook", "darkMode", "importVault", "dialogTransfer", "builtinLlm", "agentOverMcp", "graphBoxes", "wikiLink", "editText", "fadingView", "factsChange", "uiLanguage", "slowOpen"]).filter((n) => n in specs);
+const order = (only ? [only] : ["coldStart", "mainFlow", "reopen", "sampleNotebook", "darkMode", "importVault", "dialogTransfer", "builtinLlm", "agentOverMcp", "graphBoxes", "wikiLink", "editText", "fadingView", "factsChange", "idleConsolidation", "uiLanguage", "slowOpen"]).filter((n) => n in specs);
 const fake = await startFakeLlm();
 let failed = 0;
 for (const name of order) {

@@ -752,6 +752,18 @@ export type StatusEvent = {
 	 */
 	opening_done: number,
 	opening_total: number,
+	/**
+	 *  The idle pass is comparing notes for facts that replaced others: `consolidate_done`
+	 *  of `consolidate_total` notes.
+	 */
+	consolidating: boolean,
+	consolidate_done: number,
+	consolidate_total: number,
+	/**
+	 *  Supersessions the idle pass filed in Review since the app started (a change tells
+	 *  the UI to read Review again).
+	 */
+	consolidate_proposed: number,
 };
 
 /**

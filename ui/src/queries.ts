@@ -94,7 +94,9 @@ export type Change =
   /** The memory finished opening (or failed to): what was asked while it opened is asked again. */
   | { kind: "memoryOpened" }
   /** Another process (an agent over `kasten mcp`, a `kasten` command) added or removed notes. */
-  | { kind: "notesCounted" };
+  | { kind: "notesCounted" }
+  /** The idle consolidation pass filed supersessions in Review. */
+  | { kind: "consolidated" };
 
 const fam = (...f: Family[]): QueryKey[] => f.map((x) => [x]);
 
@@ -138,6 +140,8 @@ export function staleAfter(c: Change): QueryKey[] | null {
     }
     case "memoryOpened":
       return null;
+    case "consolidated":
+      return fam("review", "note", "graph", "insights");
     case "notesCounted":
       return fam(...MEMORY);
   }

@@ -2,6 +2,13 @@
 import { $t, $$t, assert, launch, screenshot } from "../harness.mjs";
 import { T, SAMPLE_NOTES, ready, nav, enrichedCount, typingLatency, mcpClient, setText } from "./common.mjs";
 
+/**
+ * The LLM out of the box: with no LLM variables and no settings the app says it uses the
+ * built-in model, offers the server it found on this machine (the fake one, added to the
+ * probe list through KASTEN_LLM_DISCOVER) without using it, and "Load the sample notebook"
+ * turns every note from pending to enriched with the built-in model. Then one click in
+ * Settings switches to the found server and back.
+ */
 export async function builtinLlm({ llmUrl }) {
   const app = await launch({ builtinLlm: true, extraEnv: { KASTEN_LLM_DISCOVER: llmUrl } });
   const { browser } = app;

@@ -121,13 +121,6 @@ export function cli(home, args) {
 }
 
 /**
- * The LLM out of the box: with no LLM variables and no settings the app says it uses the
- * built-in model, offers the server it found on this machine (the fake one, added to the
- * probe list through KASTEN_LLM_DISCOVER) without using it, and "Load the sample notebook"
- * turns every note from pending to enriched with the built-in model. Then one click in
- * Settings switches to the found server and back.
- */
-/**
  * Typing latency in the note editor: `chars` keys typed through WebDriver, each measured in
  * the page from the key's input event to the frame after it was handled (what a person
  * sees). Returns p50 / p95 in ms; the editor is emptied again (nothing is saved).

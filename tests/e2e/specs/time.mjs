@@ -1,5 +1,5 @@
 // Facts over time: fading and archiving, supersession and the as-of control.
-import { mkdtempSync } from "node:fs";
+import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { $t, $$t, assert, launch, screenshot } from "../harness.mjs";
@@ -205,6 +205,43 @@ export async function factsChange({ llmUrl }) {
     await screenshot(browser, "failure").catch(() => {});
     console.error("--- app log ---\n" + app.log().slice(-4000));
     throw e;
+  } finally {
+    await app.close();
+  }
+}
+
+/**
+ * The idle consolidation pass: facts imported before the app opened were never compared;
+ * once the app is idle it compares them and the newer rent waits in Review as replacing the
+ * older, with the older beside it, without anyone asking.
+ */
+export async function idleConsolidation({ llmUrl }) {
+  const home = mkdtempSync(join(tmpdir(), "kasten-e2e-"));
+  const facts = join(home, "facts.jsonl");
+  writeFileSync(
+    facts,
+    [
+      { content: "Our rent is 1,200 euros a month.", time: "2026-03-01T09:00:00Z" },
+      { content: "We pay 40 euros a month for electricity.", time: "2026-03-02T09:00:00Z" },
+      { content: "From September the rent is 1,300 euros.", time: "2026-09-01T09:00:00Z" },
+    ]
+      .map((f) => JSON.stringify(f))
+      .join("\n") + "\n",
+  );
+  cli(home, ["import", facts, "--format", "jsonl"]);
+  const app = await launch({ llmUrl, home, extraEnv: { KASTEN_CONSOLIDATE_IDLE: "2" } });
+  const { browser } = app;
+  try {
+    await ready(browser);
+    const t0 = Date.now();
+    await nav(browser, "review");
+    const card = $t(browser, "supersession-proposal");
+    await card.waitForDisplayed({ timeout: T, timeoutMsg: "the idle pass filed no supersession in Review" });
+    const older = await card.$('[data-testid="supersession-older"]').getText();
+    const newer = await card.$('[data-testid="supersession-newer"]').getText();
+    assert(/1,200/.test(older) && /1,300/.test(newer), `older | newer side by side (${older} | ${newer})`);
+    assert((await $$t(browser, "supersession-proposal")).length === 1, "one supersession, filed once");
+    return { filedAfterMs: Date.now() - t0 };
   } finally {
     await app.close();
   }

@@ -54,6 +54,11 @@ export default function StatusBar() {
         {/* the worker's pass outlives its last job by a moment: only say so while jobs wait or run */}
         {s.enriching && s.jobs_queued + s.jobs_running > 0 && t("status.enriching")}
       </span>
+      {s.consolidating && (
+        <span data-testid="consolidating" title={t("status.consolidatingTitle")}>
+          {t("status.consolidating", { done: s.consolidate_done, count: s.consolidate_total })}
+        </span>
+      )}
       {s.clients > 0 && (
         <span data-testid="clients" title={t("status.clientsTitle")}>
           {t("status.clients", { count: s.clients })}

@@ -6,8 +6,9 @@ import type { Change } from "../queries";
  * The app's one reading of the status (the memory, the LLM, the job queue): pushed by the
  * shell on every change, polled slowly for opening progress. The status bar and every view
  * read this same value, so they never contradict each other. `changed` is told when the
- * memory has opened or failed to (views asked for data before) and when another process added or
- * removed notes (an agent over `kasten mcp`, a `kasten` command going through the app).
+ * memory has opened or failed to (views asked for data before), when another process added or
+ * removed notes (an agent over `kasten mcp`, a `kasten` command going through the app) and
+ * when the idle consolidation pass filed supersessions in Review.
  */
 export function useStatusFeed(changed: (c: Change) => void): { status: StatusEvent | null; statusError: string | null } {
   const [status, setStatus] = useState<StatusEvent | null>(null);
@@ -27,6 +28,14 @@ export function useStatusFeed(changed: (c: Change) => void): { status: StatusEve
     if (lastNotes.current !== null && lastNotes.current !== status.notes) changed({ kind: "notesCounted" });
     lastNotes.current = status.notes;
   }, [status?.memory, status?.notes, changed]);
+
+  // the idle consolidation pass filed supersessions: Review reads them
+  const lastProposed = useRef<number | null>(null);
+  useEffect(() => {
+    const n = status?.consolidate_proposed ?? null;
+    if (n !== null && lastProposed.current !== null && n !== lastProposed.current) changed({ kind: "consolidated" });
+    lastProposed.current = n;
+  }, [status?.consolidate_proposed, changed]);
 
   useEffect(() => {
     let gone = false;

@@ -52,6 +52,8 @@ export const en = {
   "status.jobs": "jobs: {queued} queued · {running} running ·",
   "status.failed": "{count} failed",
   "status.enriching": " · enriching…",
+  "status.consolidating": "comparing notes for replaced facts: {done} of {count}",
+  "status.consolidatingTitle": "Notes never compared when they were written (imports, older notes) are compared with their nearest notes while Kasten is idle; what replaced what waits in Review.",
   "status.clientsTitle": "Agents (kasten mcp) and kasten commands using this memory through the app",
   "status.clients": plural("{count} agent connected", "{count} agents connected"),
   "status.retryFailed": "retry failed",

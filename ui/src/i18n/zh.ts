@@ -44,6 +44,8 @@ export const zh: Dict = {
   "status.jobs": "任务：排队 {queued} · 运行 {running} ·",
   "status.failed": "失败 {count}",
   "status.enriching": " · 正在标注…",
+  "status.consolidating": "正在比对笔记中被取代的事实：{done} / {count}",
+  "status.consolidatingTitle": "写入时未比对过的笔记（导入的、较早的笔记）会在 Kasten 空闲时与最相近的笔记比对；谁取代了谁，会在审阅中等待你确认。",
   "status.clientsTitle": "通过本应用使用这个记忆库的智能体（kasten mcp）和 kasten 命令",
   "status.clients": same("{count} 个智能体已连接"),
   "status.retryFailed": "重试失败的任务",

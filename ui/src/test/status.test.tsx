@@ -110,4 +110,18 @@ describe("StatusBar", () => {
     await waitFor(() => expect(screen.queryByTestId("clients")).toBeNull());
     expect(changed.mock.calls.length).toBe(before + 1);
   });
+
+  it("says how far the idle consolidation pass is, and reads Review again when it filed something", async () => {
+    (api.appStatus as ReturnType<typeof vi.fn>).mockResolvedValue(
+      status({ consolidating: true, consolidate_done: 200, consolidate_total: 1000 }),
+    );
+    const { changed } = renderBar();
+    expect((await screen.findByTestId("consolidating")).textContent).toBe("comparing notes for replaced facts: 200 of 1,000");
+    await waitFor(() => expect(push).not.toBeNull());
+    const before = changed.mock.calls.length;
+    act(() => push?.(status({ consolidating: false, consolidate_done: 1000, consolidate_total: 1000, consolidate_proposed: 2 })));
+    await waitFor(() => expect(changed).toHaveBeenLastCalledWith({ kind: "consolidated" }));
+    expect(changed.mock.calls.length).toBe(before + 1);
+    expect(screen.queryByTestId("consolidating")).toBeNull();
+  });
 });

@@ -80,6 +80,10 @@ export function status(over: Partial<StatusEvent> = {}): StatusEvent {
     clients: 0,
     opening_done: 0,
     opening_total: 0,
+    consolidating: false,
+    consolidate_done: 0,
+    consolidate_total: 0,
+    consolidate_proposed: 0,
     ...over,
   };
 }
