@@ -23,6 +23,8 @@ pub mod locomo;
 #[cfg(test)]
 mod near_duplicates;
 pub mod synthetic;
+#[cfg(test)]
+mod test_shape;
 
 pub use bench::BenchCommand;
 pub use eval::EvalCommand;
