@@ -565,3 +565,104 @@ fn ablations_are_reported_side_by_side_with_the_full_system() {
     ]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// A checkpoint carries an enriching ingest to a machine whose cache is empty: the run
+/// restores it and goes on after its last note, and a finished one is scored without the
+/// LLM enriching anything again.
+#[test]
+fn a_checkpoint_carries_an_enriching_ingest_to_an_empty_cache() {
+    let llm = FakeServer::start("slow:300");
+    let h = Home::with_llm(&llm.openai_url());
+    let (file, cache) = setup(&h);
+    let checkpoints = h.dir.path().join("checkpoints");
+    let (f, c, cp) = (
+        file.display().to_string(),
+        cache.display().to_string(),
+        checkpoints.display().to_string(),
+    );
+    let args = [
+        "--json",
+        "eval",
+        "locomo",
+        &f,
+        "--cache",
+        &c,
+        "-k",
+        "3",
+        "--samples",
+        "conv-a",
+        "--checkpoint",
+        &cp,
+        "--checkpoint-every",
+        "0",
+    ];
+    let mut child = h
+        .cmd(&args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start kasten: {e}"));
+    // wait until the checkpoint holds three notes, then kill the run without warning
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let folder = loop {
+        let found = std::fs::read_dir(&checkpoints).ok().and_then(|d| {
+            d.filter_map(Result::ok).map(|e| e.path()).find(|p| {
+                p.join("memory.json.gz").is_file()
+                    && std::fs::read_to_string(p.join("kasten-eval-partial.json"))
+                        .ok()
+                        .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+                        .is_some_and(|v| v["added"].as_u64().unwrap_or(0) >= 3)
+            })
+        });
+        if let Some(p) = found {
+            break p;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no checkpoint written"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    // another machine: nothing cached
+    std::fs::remove_dir_all(&cache).unwrap_or_else(|e| panic!("cannot clear the cache: {e}"));
+    let before = llm.request_count();
+    llm.set_mode(r#"{"mode": "normal"}"#);
+
+    let out = h.run(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    let ingest = &r["samples"][0]["ingest"];
+    assert_eq!(ingest["cached"], false, "{r:#}");
+    assert_eq!(ingest["notes"], 7, "{r:#}");
+    assert_eq!(r["questions"]["scored"], 4, "{r:#}");
+    // restored, not started over: fewer calls than the 7 notes need
+    let resumed_calls = llm.request_count() - before;
+    assert!(resumed_calls < 13, "{resumed_calls} calls: started over?");
+    // the finished memory is the checkpoint now
+    assert!(folder.join("kasten-eval-complete.json").is_file());
+    assert!(!folder.join("kasten-eval-partial.json").exists());
+
+    // and a third machine scores it without enriching anything
+    std::fs::remove_dir_all(&cache).unwrap_or_else(|e| panic!("cannot clear the cache: {e}"));
+    let before = llm.request_count();
+    let again = h.run(&args);
+    assert!(
+        again.status.success(),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    let a: Value = serde_json::from_slice(&again.stdout).unwrap_or_default();
+    assert_eq!(a["samples"][0]["ingest"]["cached"], true, "{a:#}");
+    assert_eq!(a["recall_at_k"], r["recall_at_k"], "{a:#}");
+    assert_eq!(
+        llm.request_count(),
+        before,
+        "the restored memory was enriched again"
+    );
+}

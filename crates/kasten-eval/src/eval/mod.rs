@@ -15,6 +15,7 @@
 //! notes Kasten retrieves, scored with A-Mem's token F1 and BLEU-1 and the official
 //! LoCoMo F1.
 
+mod checkpoint;
 mod model;
 mod report;
 mod sample;
@@ -91,6 +92,19 @@ pub enum EvalCommand {
         /// are worth without the memory it organised.
         #[arg(long, requires = "answer", conflicts_with = "ablations")]
         no_enrich: bool,
+        /// Also keep each enriching ingest in DIR (a gzipped backup of the memory and its
+        /// progress, written every --checkpoint-every seconds and at the end): a run that finds no cached
+        /// memory but a checkpoint restores it and goes on, on this machine or another.
+        #[arg(long, value_name = "DIR")]
+        checkpoint: Option<PathBuf>,
+        /// Seconds between checkpoints while a conversation is enriched.
+        #[arg(
+            long,
+            value_name = "SECONDS",
+            default_value_t = 600,
+            requires = "checkpoint"
+        )]
+        checkpoint_every: u64,
     },
     /// Current facts when facts change (MemoryAgentBench FactConsolidation): whether the
     /// newest fact asked about is in the top 1 / 5 of the search (and, with --answer, the
@@ -168,6 +182,8 @@ pub async fn run(cmd: &EvalCommand, json_out: bool, shell: &dyn Shell) -> Result
         held_out,
         ablations,
         no_enrich,
+        checkpoint,
+        checkpoint_every,
     } = cmd
     else {
         bail!("no such benchmark")
@@ -250,6 +266,9 @@ pub async fn run(cmd: &EvalCommand, json_out: bool, shell: &dyn Shell) -> Result
         fresh: *fresh,
         k,
         options: &options,
+        checkpoint: checkpoint
+            .as_deref()
+            .map(|d| (d, std::time::Duration::from_secs(*checkpoint_every))),
         log: &log,
         shell,
     };
@@ -317,6 +336,8 @@ struct Sink<'a> {
     fresh: bool,
     k: usize,
     options: &'a SearchOptions,
+    /// Where enriching ingests are checkpointed, and how often.
+    checkpoint: Option<(&'a Path, std::time::Duration)>,
     log: &'a dyn Fn(String),
     shell: &'a dyn Shell,
 }
@@ -349,6 +370,7 @@ impl Sink<'_> {
                 self.k,
                 self.options,
                 mode,
+                self.checkpoint,
                 &mut totals,
                 self.log,
                 self.shell,

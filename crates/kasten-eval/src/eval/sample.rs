@@ -9,6 +9,7 @@ use anyhow::{Context, Result, bail};
 use kasten_core::NewNote;
 use kasten_engine::{Engine, JobOutcome, SearchOptions};
 
+use super::checkpoint::Checkpoint;
 use super::model::*;
 use super::schema::{Ingest, Partial, SampleIngest};
 use super::score::*;
@@ -34,23 +35,45 @@ pub(crate) async fn eval_sample(
     k: usize,
     options: &SearchOptions,
     mode: &Mode,
+    checkpoint: Option<(&Path, std::time::Duration)>,
     totals: &mut Totals,
     log: &dyn Fn(String),
     shell: &dyn Shell,
 ) -> Result<SampleReport> {
     let marker = dir.join(COMPLETE);
     let partial = dir.join(PARTIAL);
-    let cached = !fresh && marker.is_file();
+    let mut cached = !fresh && marker.is_file();
     let enrich = mode.llm.is_some() && mode.enrich;
-    let resume = !fresh && !cached && enrich && partial.is_file();
+    let mut resume = !fresh && !cached && enrich && partial.is_file();
     if !cached && !resume && dir.exists() {
         // a partial ingest without an LLM (quick to redo) or --fresh: start over
         std::fs::remove_dir_all(dir)
             .with_context(|| format!("cannot clear the cached memory {}", dir.display()))?;
     }
+    // only an enriching ingest is worth carrying to another machine
+    let checkpoint = match checkpoint {
+        Some((root, every)) if enrich => Some(Checkpoint::new(root, dir, every)?),
+        _ => None,
+    };
     let notes = sample_notes(sample);
     let endpoint = format!("surrealkv://{}", dir.display());
     let mut engine = shell.open_engine(Some(endpoint)).await?;
+    if let Some(c) = checkpoint
+        .as_ref()
+        .filter(|c| !fresh && !cached && !resume && c.exists())
+    {
+        log(format!(
+            "{}: no cached memory here; restoring the checkpoint {}",
+            sample.sample_id,
+            c.dir().display()
+        ));
+        if let Err(e) = c.restore(&engine, dir).await {
+            engine.close().await;
+            return Err(e);
+        }
+        cached = marker.is_file();
+        resume = !cached && partial.is_file();
+    }
     if mode.llm.is_some() {
         if let Err(e) = crate::configure_llm(&mut engine).await {
             engine.close().await;
@@ -70,6 +93,18 @@ pub(crate) async fn eval_sample(
             let info = std::fs::read_to_string(&marker).unwrap_or_default();
             // a marker that cannot be read counts as an ingest of nothing
             let ingest: Ingest = serde_json::from_str(&info).unwrap_or_default();
+            // a memory finished before checkpoints were asked for gets one now
+            if let Some(c) = checkpoint.as_ref().filter(|c| !c.exists()) {
+                Progress {
+                    path: &partial,
+                    resume: false,
+                    checkpoint: Some((c, dir)),
+                    log,
+                    shell,
+                }
+                .checkpoint(&engine)
+                .await;
+            }
             SampleIngest {
                 ingest,
                 cached: true,
@@ -84,6 +119,7 @@ pub(crate) async fn eval_sample(
             let progress = Progress {
                 path: &partial,
                 resume,
+                checkpoint: checkpoint.as_ref().map(|c| (c, dir)),
                 log,
                 shell,
             };
@@ -94,6 +130,7 @@ pub(crate) async fn eval_sample(
                 .with_context(|| format!("cannot write {}", marker.display()))?;
             // the complete marker supersedes it; a leftover one is harmless
             let _ = std::fs::remove_file(&partial);
+            progress.checkpoint(&engine).await;
             SampleIngest {
                 ingest: v,
                 cached: false,
@@ -129,6 +166,8 @@ pub(crate) async fn eval_sample(
 pub(crate) struct Progress<'a> {
     pub(crate) path: &'a Path,
     pub(crate) resume: bool,
+    /// Where the progress is also checkpointed, with the cached memory's folder.
+    pub(crate) checkpoint: Option<(&'a Checkpoint, &'a Path)>,
     pub(crate) log: &'a dyn Fn(String),
     pub(crate) shell: &'a dyn Shell,
 }
@@ -144,6 +183,21 @@ impl Progress<'_> {
             .and_then(|t| serde_json::from_str(&t).ok())
             .unwrap_or_default();
         (p.enriched, p.enrichment_failed, p.seconds)
+    }
+
+    /// Writes the checkpoint, if there is one. A failure is said and the run goes on: the
+    /// memory cached here still holds everything.
+    async fn checkpoint(&self, engine: &Engine) {
+        if let Some((c, dir)) = self.checkpoint {
+            match c.save(engine, dir).await {
+                Ok(()) => (self.log)(format!("checkpoint written to {}", c.dir().display())),
+                Err(e) => (self.log)(format!(
+                    "warning: the checkpoint in {} was not written ({e:#}); the memory cached in {} keeps the progress",
+                    c.dir().display(),
+                    dir.display()
+                )),
+            }
+        }
     }
 
     fn save(&self, added: usize, enriched: u64, failed: u64, seconds: f64) -> Result<()> {
@@ -220,6 +274,9 @@ pub(crate) async fn ingest(
                 failed,
                 secs_before + t0.elapsed().as_secs_f64(),
             )?;
+            if progress.checkpoint.is_some_and(|(c, _)| c.due()) {
+                progress.checkpoint(engine).await;
+            }
         }
         pb.finish_and_clear();
     } else {
