@@ -69,7 +69,8 @@ pub(crate) async fn add_note_to(state: &AppState, content: String) -> AppResult<
     Ok(note.into())
 }
 
-/// A page of notes, newest first, with filters.
+/// A page of notes, newest first, with filters. With `as_of` (a day, `YYYY-MM-DD`), only
+/// the notes whose value had taken effect by then, as search shows them.
 #[tauri::command]
 #[specta::specta]
 pub async fn list_notes(
@@ -77,11 +78,13 @@ pub async fn list_notes(
     filter: NoteFilterInput,
     offset: u32,
     limit: u32,
+    as_of: Option<String>,
 ) -> AppResult<NotesPage> {
+    let as_of = as_of_day(as_of)?;
     let engine = state.engine().await?;
     let f = note_filter(&engine, filter).await?;
     let (total, notes) = engine
-        .notes_page(&f, page(limit, MAX_PAGE), offset as usize)
+        .notes_page_as_of(&f, page(limit, MAX_PAGE), offset as usize, as_of)
         .await?;
     Ok(NotesPage {
         total: clamp_u32(total),

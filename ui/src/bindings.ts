@@ -14,8 +14,11 @@ export const commands = {
 	 *  note saved while the memory is still opening is written as soon as it is open.
 	 */
 	addNote: (content: string) => typedError<NoteDto, AppError>(__TAURI_INVOKE("add_note", { content })),
-	/**  A page of notes, newest first, with filters. */
-	listNotes: (filter: NoteFilterInput, offset: number, limit: number) => typedError<NotesPage, AppError>(__TAURI_INVOKE("list_notes", { filter, offset, limit })),
+	/**
+	 *  A page of notes, newest first, with filters. With `as_of` (a day, `YYYY-MM-DD`), only
+	 *  the notes whose value had taken effect by then, as search shows them.
+	 */
+	listNotes: (filter: NoteFilterInput, offset: number, limit: number, asOf: string | null) => typedError<NotesPage, AppError>(__TAURI_INVOKE("list_notes", { filter, offset, limit, asOf })),
 	/**
 	 *  Hybrid search (vector + keyword + links), best first, among the notes the filter admits.
 	 *  A note a newer one replaced ranks below it and says so. With `as_of` (a day,

@@ -25,7 +25,7 @@ export function newQueryClient(): QueryClient {
 /** Every query key, by what the view shows. The first element is the key's family. */
 export const keys = {
   /** A list of notes (the Notes view pages it; `limit` is the page size). */
-  notes: (filter: NoteFilterInput, limit: number) => ["notes", filter, limit] as const,
+  notes: (filter: NoteFilterInput, limit: number, asOf: string | null = null) => ["notes", filter, limit, asOf] as const,
   note: (id: string) => ["note", id] as const,
   lifecycle: (id: string) => ["lifecycle", id] as const,
   search: (query: string, k: number, filter: NoteFilterInput, asOf: string | null) => ["search", query, k, filter, asOf] as const,

@@ -37,6 +37,46 @@ impl Engine {
         Ok(self.store.notes_page(&filter.into(), limit, offset).await?)
     }
 
+    /// [`Engine::notes_page`] as of a day: the notes whose value had taken effect by the
+    /// end of it (`valid_from`, [`kasten_core::validity`]), as search leaves out the others;
+    /// `None` is today, every note. A note's `valid_from` is read from its text, so the
+    /// matching notes are walked a page at a time to count them (one pass, memory bounded
+    /// by a page); kept for the rarely used as-of view.
+    pub async fn notes_page_as_of(
+        &self,
+        filter: &NoteFilter,
+        limit: usize,
+        offset: usize,
+        as_of: Option<chrono::NaiveDate>,
+    ) -> Result<(u64, Vec<Note>), EngineError> {
+        let Some(day) = as_of else {
+            return self.notes_page(filter, limit, offset).await;
+        };
+        const SCAN: usize = 1_000;
+        let end = kasten_core::validity::end_of(day);
+        let f = filter.into();
+        let (mut total, mut page, mut at) = (0u64, Vec::new(), 0usize);
+        loop {
+            let (_, notes) = self.store.notes_page(&f, SCAN, at).await?;
+            let n = notes.len();
+            for note in notes {
+                if crate::supersede::valid_from(&note) >= end {
+                    continue;
+                }
+                let i = total as usize;
+                if i >= offset && i - offset < limit {
+                    page.push(note);
+                }
+                total += 1;
+            }
+            if n < SCAN {
+                break;
+            }
+            at += n;
+        }
+        Ok((total, page))
+    }
+
     /// Graph nodes in id order after `after`.
     pub async fn graph_nodes(
         &self,

@@ -94,7 +94,7 @@ export async function fadingView() {
  * Review shows the supersession side by side; "newer replaces older" accepts it; search puts
  * the current value first and says what replaced the old one; the notes show their validity;
  * the "as of" control gives the memory as it stood before the new value took effect (in
- * Notes and in Chat) and, cleared, today's again.
+ * Notes, searched and listed, and in Chat) and, cleared, today's again.
  */
 export async function factsChange({ llmUrl }) {
   const home = mkdtempSync(join(tmpdir(), "kasten-e2e-"));
@@ -181,6 +181,26 @@ export async function factsChange({ llmUrl }) {
       timeoutMsg: "clearing the date did not return to today",
     });
     assert((await $t(browser, "as-of-date").getValue()) === "", "the date control is empty again");
+
+    // the list without a query, as of the day before: the old note alone
+    const search = $t(browser, "search-input");
+    await search.click();
+    await browser.keys(["Control", "a"]);
+    await browser.keys("Backspace");
+    await browser.waitUntil(async () => (await search.getValue()) === "", { timeout: T, timeoutMsg: "the search box did not clear" });
+    const listed = async () => {
+      const items = await $$t(browser, "note-item");
+      for (const i of items) if (/vector|keyword/.test(await i.getText())) return null; // still search hits
+      return listedIds(browser);
+    };
+    await browser.waitUntil(async () => (await listed())?.length === 2, { timeout: T, timeoutMsg: "the list did not come back" });
+    await setAsOf(browser, dayBefore);
+    await browser.waitUntil(async () => (await listed())?.join() === oldId, {
+      timeout: T,
+      timeoutMsg: `as of ${dayBefore} the list does not hold the old value alone (${(await listedIds(browser)).join()})`,
+    });
+    await $t(browser, "as-of-clear").click();
+    await browser.waitUntil(async () => (await listed())?.length === 2, { timeout: T, timeoutMsg: "clearing the date did not list both again" });
 
     // Chat as of the day before: the answer reads the old value only
     await setAsOf(browser, dayBefore);

@@ -82,6 +82,7 @@ export const en = {
   "notes.sampleLoaded": plural("Loaded {count} sample note", "Loaded {count} sample notes"),
   "notes.noSearchMatch": "Nothing in memory matches that.",
   "notes.noFilterMatch": "No note matches these filters.",
+  "notes.noneAsOf": "No note had taken effect by {day}.",
   "notes.showMore": "Show more ({count} left)",
   "notes.noneOpenTitle": "No note open.",
   "notes.noneOpenBody":

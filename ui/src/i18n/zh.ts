@@ -73,6 +73,7 @@ export const zh: Dict = {
   "notes.sampleLoaded": same("已载入 {count} 条示例笔记"),
   "notes.noSearchMatch": "记忆库里没有与之匹配的内容。",
   "notes.noFilterMatch": "没有符合这些筛选条件的笔记。",
+  "notes.noneAsOf": "截至 {day}，还没有生效的笔记。",
   "notes.showMore": "显示更多（还剩 {count} 条）",
   "notes.noneOpenTitle": "未打开笔记。",
   "notes.noneOpenBody": "在左侧选一条笔记，查看它的关键词、标签、上下文、链接和历史——并撤销 LLM 做的任何改动。",

@@ -114,10 +114,10 @@ describe("NotesView", () => {
     );
     renderWith(<NotesView />);
     await waitFor(() => expect(screen.getAllByTestId("note-item")).toHaveLength(50));
-    expect(mocked.listNotes).toHaveBeenLastCalledWith({ tag: null, enrich: null, box_id: null }, 0, 50);
+    expect(mocked.listNotes).toHaveBeenLastCalledWith({ tag: null, enrich: null, box_id: null }, 0, 50, null);
     await userEvent.click(screen.getByText(/Show more/));
     await waitFor(() => expect(screen.getAllByTestId("note-item")).toHaveLength(70));
-    expect(mocked.listNotes).toHaveBeenLastCalledWith({ tag: null, enrich: null, box_id: null }, 50, 50);
+    expect(mocked.listNotes).toHaveBeenLastCalledWith({ tag: null, enrich: null, box_id: null }, 50, 50, null);
   });
 
   it("searches as you type and shows how each hit was found", async () => {

@@ -199,6 +199,25 @@ describe("the as-of date control", () => {
     expect(screen.queryByTestId("as-of-active")).toBeNull();
   });
 
+  it("lists Notes (no query) as of the day chosen, without calling the memory empty", async () => {
+    const both = { total: 2, offset: 0, notes: [newHit().note, oldHit().note] };
+    mocked.listNotes.mockImplementation((_f: unknown, _o: number, _l: number, asOf: string | null) =>
+      Promise.resolve(asOf === "2026-06-30" ? { total: 1, offset: 0, notes: [oldHit().note] } : asOf ? { total: 0, offset: 0, notes: [] } : both),
+    );
+    renderWith(<WithAsOf ui={<NotesView />} />);
+    await waitFor(() => expect(screen.getAllByTestId("note-item").map((n) => n.getAttribute("data-id"))).toEqual([NEW, OLD]));
+    fireEvent.change(screen.getByTestId("as-of-date"), { target: { value: "2026-06-30" } });
+    await waitFor(() => expect(mocked.listNotes).toHaveBeenLastCalledWith({ tag: null, enrich: null, box_id: null }, 0, expect.any(Number), "2026-06-30"));
+    await waitFor(() => expect(screen.getAllByTestId("note-item").map((n) => n.getAttribute("data-id"))).toEqual([OLD]));
+    // a day before every note: nothing listed, and no "your memory is empty" teaching
+    fireEvent.change(screen.getByTestId("as-of-date"), { target: { value: "2001-01-01" } });
+    await waitFor(() => expect(screen.queryAllByTestId("note-item")).toHaveLength(0));
+    expect((await screen.findByTestId("notes-none")).textContent).toContain("No note had taken effect by");
+    expect(screen.queryByText("Load the sample notebook")).toBeNull();
+    await userEvent.click(screen.getByTestId("as-of-clear"));
+    await waitFor(() => expect(screen.getAllByTestId("note-item")).toHaveLength(2));
+  });
+
   it("asks Chat as of the day chosen, and says so under the question", async () => {
     mocked.ask.mockResolvedValue({ answer: "The rent is 1,200 euros [1].", citations: [{ n: 1, id: OLD, preview: "Our rent is 1,200 euros a month." }], not_in_memory: false, skipped_retrieval: false });
     renderWith(<WithAsOf ui={<ChatView />} />);

@@ -5,7 +5,7 @@ use kasten_store::{Endpoint, SUPERSEDES};
 
 use super::*;
 use crate::tests::HashEmbedder;
-use crate::{EngineOptions, PipelineOptions, Policy, PolicyMode, ReviewStatus};
+use crate::{EngineOptions, NoteFilter, PipelineOptions, Policy, PolicyMode, ReviewStatus};
 
 /// An in-memory engine without an LLM under the links and edits policy `mode`.
 pub(crate) async fn engine(mode: PolicyMode) -> Engine {
@@ -493,6 +493,63 @@ async fn as_of_a_day_search_returns_what_was_current_then() {
             "{d}: {hits:?}"
         );
     }
+    e.close().await;
+}
+
+/// The list of notes (no query) as of a day leaves out what search leaves out: notes
+/// whose value had not taken effect by then; paged and counted over what is left.
+#[tokio::test]
+async fn as_of_a_day_the_list_holds_the_notes_valid_then() {
+    let e = engine(PolicyMode::Auto).await;
+    let (old, new) = rent(&e).await;
+    let moved = add(&e, "In 2020 we moved to Helsinki.", "2026-03-02").await;
+    let all = NoteFilter::default();
+    let ids = |notes: &[Note]| -> Vec<NoteId> { notes.iter().map(|n| n.id.clone()).collect() };
+    let (total, today) = e.notes_page_as_of(&all, 100, 0, None).await.unwrap();
+    assert_eq!(total as usize, NOISE.len() + 3);
+    assert_eq!(ids(&today)[..3], [new.clone(), moved.clone(), old.clone()]);
+    // June: the September rent is not in force yet
+    let (total, june) = e
+        .notes_page_as_of(&all, 100, 0, Some(day("2026-06-30")))
+        .await
+        .unwrap();
+    assert_eq!(total as usize, NOISE.len() + 2);
+    assert!(!ids(&june).contains(&new) && ids(&june).contains(&old));
+    // pages over what is left, newest first, the count the same on every page
+    let (t1, p1) = e
+        .notes_page_as_of(&all, 1, 0, Some(day("2026-06-30")))
+        .await
+        .unwrap();
+    let (t2, p2) = e
+        .notes_page_as_of(&all, 1, 1, Some(day("2026-06-30")))
+        .await
+        .unwrap();
+    assert_eq!((t1, t2), (total, total));
+    assert_eq!(
+        ids(&p1).into_iter().chain(ids(&p2)).collect::<Vec<_>>(),
+        [moved.clone(), old.clone()]
+    );
+    // before 2020 nothing of these was true; a date in the text counts
+    let (_, then) = e
+        .notes_page_as_of(&all, 100, 0, Some(day("2019-12-31")))
+        .await
+        .unwrap();
+    assert!(!ids(&then).iter().any(|i| [&old, &new, &moved].contains(&i)));
+    let (_, later) = e
+        .notes_page_as_of(&all, 100, 0, Some(day("2021-05-01")))
+        .await
+        .unwrap();
+    assert!(ids(&later).contains(&moved) && !ids(&later).contains(&old));
+    // a filter still applies
+    let tagged = NoteFilter {
+        ids: Some(vec![old.clone(), new.clone()]),
+        ..NoteFilter::default()
+    };
+    let (n, notes) = e
+        .notes_page_as_of(&tagged, 100, 0, Some(day("2026-06-30")))
+        .await
+        .unwrap();
+    assert_eq!((n, ids(&notes)), (1, vec![old.clone()]));
     e.close().await;
 }
 

@@ -24,7 +24,7 @@ export function useNoteSuggestions(query: string | null, exclude: string | null 
   });
   const newest = useQuery({
     queryKey: keys.notes(ANY, 8),
-    queryFn: ({ signal }) => abortable(api.listNotes(ANY, 0, 8), signal),
+    queryFn: ({ signal }) => abortable(api.listNotes(ANY, 0, 8, null), signal),
     enabled: open && settled === "",
   });
   if (!open) return [];

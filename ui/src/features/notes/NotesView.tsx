@@ -57,8 +57,8 @@ export default function NotesView() {
   // A page at a time (each call carries at most one page); a refresh asks again for the
   // pages shown.
   const list = useInfiniteQuery({
-    queryKey: keys.notes(filter, PAGE),
-    queryFn: ({ pageParam, signal }) => abortable(api.listNotes(filter, pageParam, PAGE), signal),
+    queryKey: keys.notes(filter, PAGE, asOf),
+    queryFn: ({ pageParam, signal }) => abortable(api.listNotes(filter, pageParam, PAGE, asOf), signal),
     initialPageParam: 0,
     getNextPageParam: (last) => (last.offset + last.notes.length < last.total ? last.offset + last.notes.length : undefined),
   });
@@ -116,7 +116,8 @@ export default function NotesView() {
       hits.map((h) => ({ note: h.note, hit: h, extra: `${h.via.map((v) => w("via", v)).join(" + ")} · ${num(h.score ?? 0, 2)}` }))
     : notes.map((n) => ({ note: n }));
 
-  const empty = loaded && !hits && total === 0 && !filtered;
+  // as of a day before the first note, the list is empty but the memory is not
+  const empty = loaded && !hits && total === 0 && !filtered && !asOf;
 
   return (
     <div className="view">
@@ -192,7 +193,9 @@ export default function NotesView() {
               </div>
             </Empty>
           ) : shown.length === 0 ? (
-            <div className="muted small">{hits ? t("notes.noSearchMatch") : t("notes.noFilterMatch")}</div>
+            <div className="muted small" data-testid="notes-none">
+              {hits ? t("notes.noSearchMatch") : asOf && !filtered ? t("notes.noneAsOf", { day: day(asOf) }) : t("notes.noFilterMatch")}
+            </div>
           ) : (
             <ul className="list" data-testid="note-list">
               {shown.map(({ note, extra, hit }) => (
