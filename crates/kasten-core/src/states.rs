@@ -67,7 +67,7 @@ macro_rules! states {
 
         impl fmt::Display for $name {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(self.as_str())
+                f.pad(self.as_str())
             }
         }
     };
@@ -391,7 +391,7 @@ macro_rules! open_words {
 
         impl fmt::Display for $name {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(self.as_str())
+                f.pad(self.as_str())
             }
         }
 
@@ -556,6 +556,13 @@ mod tests {
             assert_eq!(a.as_str(), w);
             assert!(!a.is_agent());
         }
+    }
+
+    #[test]
+    fn words_take_the_width_they_are_printed_in() {
+        assert_eq!(format!("{:<6}|", Actor::Llm), "llm   |");
+        assert_eq!(format!("{:>9}|", LinkStatus::Accepted), " accepted|");
+        assert_eq!(format!("{}", Actor::Other("x".into())), "x");
     }
 
     #[test]
