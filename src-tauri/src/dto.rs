@@ -252,7 +252,7 @@ impl From<HistoryEntry> for HistoryDto {
         HistoryDto {
             at: time(h.at),
             actor: h.actor,
-            action: h.action,
+            action: h.action.to_string(),
             id: h.id,
             status: h.status,
             reason: h.reason,
@@ -350,7 +350,7 @@ pub struct OutcomeDto {
 impl From<ReviewOutcome> for OutcomeDto {
     fn from(o: ReviewOutcome) -> Self {
         OutcomeDto {
-            action: o.action,
+            action: o.action.to_string(),
             target: o.target,
             notes: o.notes,
             revisions: clamp_u32(o.revisions as u64),
