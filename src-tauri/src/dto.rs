@@ -1,7 +1,8 @@
 //! What crosses IPC: plain, typed (specta) shapes, converted from the engine's types.
 //! Times are RFC 3339 strings; counts are `u32`/`f64` so that TypeScript gets `number`.
 
-use kasten_core::ReviewKind;
+use kasten_core::prompts::OpKind;
+use kasten_core::{Action, ActionWord, ReviewKind};
 use kasten_core::{Actor, Enrich, EnrichState, Link, LinkKind, LinkStatus, Note, NoteStatus};
 use kasten_engine::{FieldEdit, Fields};
 use kasten_engine::{GraphLink, GraphNode};
@@ -214,7 +215,10 @@ pub struct HistoryDto {
     /// `user`, `llm`, `import`, `merge`, `agent` or `agent:<name>`.
     #[specta(type = String)]
     pub actor: Actor,
-    pub action: String,
+    /// What was done: a word of [`ActionWord`], or one an older or newer version wrote,
+    /// as it came.
+    #[specta(type = ActionWord)]
+    pub action: Action,
     /// The revision, link or event the entry is about (what "roll back" acts on).
     pub id: Option<String>,
     pub status: Option<ReviewStatus>,
@@ -228,21 +232,28 @@ pub struct HistoryDto {
     pub content_after: Option<String>,
 }
 
-/// One change of a revision (`add_tag`, `remove_tag`, `add_keyword`, `remove_keyword`,
-/// `set_context`) with the tag, keyword or context it names and why.
+/// One change of a revision with the tag, keyword or context it names and why.
 #[derive(Debug, Clone, Serialize, Type)]
 pub struct ChangeDto {
-    pub op: String,
+    pub op: OpKind,
     pub value: String,
     pub reason: String,
 }
 
+/// The changes as the app shows them; a change whose operation this build does not know
+/// (a damaged record, a newer version's) is left out.
 fn changes(c: Vec<kasten_engine::Change>) -> Vec<ChangeDto> {
     c.into_iter()
-        .map(|c| ChangeDto {
-            op: c.op,
-            value: c.value,
-            reason: c.reason,
+        .filter_map(|c| match OpKind::parse(&c.op) {
+            Some(op) => Some(ChangeDto {
+                op,
+                value: c.value,
+                reason: c.reason,
+            }),
+            None => {
+                tracing::warn!(op = %c.op, "a change with an unknown operation is not shown");
+                None
+            }
         })
         .collect()
 }
@@ -340,7 +351,9 @@ pub struct ReviewPage {
 
 #[derive(Debug, Clone, Serialize, Type)]
 pub struct OutcomeDto {
-    pub action: String,
+    /// What the action did (see [`HistoryDto::action`]).
+    #[specta(type = ActionWord)]
+    pub action: Action,
     pub target: String,
     pub notes: Vec<String>,
     pub revisions: u32,
@@ -619,5 +632,36 @@ mod tests {
             assert_eq!(json.as_str(), Some(w.actor().as_str()));
             assert!(Actor::KNOWN.contains(&w.actor()));
         }
+    }
+
+    #[test]
+    fn actions_and_operations_cross_as_their_words() {
+        let h = HistoryDto::from(HistoryEntry {
+            action: Action::BothTrue,
+            changes: vec![
+                kasten_engine::Change {
+                    op: OpKind::RemoveTag.as_str().to_owned(),
+                    value: "t".into(),
+                    reason: "r".into(),
+                },
+                kasten_engine::Change {
+                    op: "rename_tag".into(),
+                    value: "u".into(),
+                    reason: String::new(),
+                },
+            ],
+            ..HistoryEntry::default()
+        });
+        let json = serde_json::to_value(&h).unwrap_or_default();
+        assert_eq!(json["action"], "both_true");
+        assert_eq!(json["changes"][0]["op"], "remove_tag");
+        assert_eq!(json["changes"].as_array().map(Vec::len), Some(1));
+        // a word an older version wrote crosses as it came
+        let o = OutcomeDto::from(ReviewOutcome {
+            action: Action::parse("split"),
+            ..ReviewOutcome::default()
+        });
+        let json = serde_json::to_value(&o).unwrap_or_default();
+        assert_eq!(json["action"], "split");
     }
 }

@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use kasten_engine::LlmSource;
 use kasten_llm::catalog::{
     CatalogModel, catalog, find_model, installed_path, measurements, models_dir,
 };
@@ -40,8 +41,7 @@ pub struct DiscoveredDto {
 pub struct LlmInUseDto {
     /// "built-in SmolLM2-135M", "Ollama qwen2.5:7b", "none", …
     pub label: String,
-    /// "environment", "settings", "built_in" or "none".
-    pub source: String,
+    pub source: LlmSourceDto,
     pub ready: bool,
     /// Why it is not ready, with the fix.
     pub problem: Option<String>,
@@ -49,6 +49,31 @@ pub struct LlmInUseDto {
     pub steps: String,
     /// The GGUF file, for a model that runs in the app.
     pub model_path: Option<String>,
+}
+
+/// Where the LLM in use comes from (the engine's [`LlmSource`], with its words).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Type)]
+#[serde(rename_all = "snake_case")]
+pub enum LlmSourceDto {
+    /// `KASTEN_LLM_*` variables.
+    Environment,
+    /// The stored settings.
+    Settings,
+    /// The built-in model.
+    BuiltIn,
+    /// No LLM.
+    None,
+}
+
+impl From<LlmSource> for LlmSourceDto {
+    fn from(s: LlmSource) -> Self {
+        match s {
+            LlmSource::Environment => Self::Environment,
+            LlmSource::Settings => Self::Settings,
+            LlmSource::BuiltIn => Self::BuiltIn,
+            LlmSource::None => Self::None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Type)]
@@ -81,13 +106,9 @@ pub enum LlmPick {
 async fn in_use(state: &AppState) -> AppResult<LlmInUseDto> {
     let engine = state.engine().await?;
     let (choice, _) = crate::settings::llm_choice(&engine).await?;
-    let source = serde_json::to_value(choice.source)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_owned))
-        .unwrap_or_default();
     Ok(LlmInUseDto {
         label: choice.label.clone(),
-        source,
+        source: choice.source.into(),
         ready: choice.client.is_some(),
         problem: choice.problem.clone(),
         steps: choice.profile.steps().to_owned(),
@@ -412,4 +433,24 @@ pub async fn remove_model(
         .remove(&m)
         .map_err(|e| AppError::Unavailable(e.to_string()))?;
     model_list(&state).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_source_crosses_as_the_engines_word() {
+        for s in [
+            LlmSource::Environment,
+            LlmSource::Settings,
+            LlmSource::BuiltIn,
+            LlmSource::None,
+        ] {
+            let ours = serde_json::to_value(LlmSourceDto::from(s)).unwrap_or_default();
+            let engine = serde_json::to_value(s).unwrap_or_default();
+            assert!(ours.is_string(), "{ours}");
+            assert_eq!(ours, engine);
+        }
+    }
 }

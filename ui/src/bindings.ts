@@ -175,6 +175,12 @@ export const events = {
 
 /* Types */
 /**
+ *  The actions this build writes, as a closed set: what the app's TypeScript names. An
+ *  action field may also hold a word an older or newer version wrote, shown as it came.
+ */
+export type ActionWord = "created" | "construction" | "evolution" | "edit" | "edit_content" | "propose_link" | "link" | "unlink" | "accept" | "accept_edited" | "reject" | "rollback" | "rollback_event" | "reapply" | "both_true" | "archive" | "restore" | "merge" | "unmerge" | "keep" | "tier" | "project_open" | "project_close";
+
+/**
  *  The actors with a fixed word, as a union for the UI: actor fields (`created_by`, `by`,
  *  `actor`) are open strings, as an agent's word carries its name (`agent:<name>`).
  */
@@ -254,12 +260,9 @@ export type BulkOutcome = {
 	failed: string[],
 };
 
-/**
- *  One change of a revision (`add_tag`, `remove_tag`, `add_keyword`, `remove_keyword`,
- *  `set_context`) with the tag, keyword or context it names and why.
- */
+/**  One change of a revision with the tag, keyword or context it names and why. */
 export type ChangeDto = {
-	op: string,
+	op: OpKind,
 	value: string,
 	reason: string,
 };
@@ -385,7 +388,11 @@ export type HistoryDto = {
 	at: string,
 	/**  `user`, `llm`, `import`, `merge`, `agent` or `agent:<name>`. */
 	actor: string,
-	action: string,
+	/**
+	 *  What was done: a word of [`ActionWord`], or one an older or newer version wrote,
+	 *  as it came.
+	 */
+	action: ActionWord,
 	/**  The revision, link or event the entry is about (what "roll back" acts on). */
 	id: string | null,
 	status: ReviewStatus | null,
@@ -502,8 +509,7 @@ export type LinkStatus =
 export type LlmInUseDto = {
 	/**  "built-in SmolLM2-135M", "Ollama qwen2.5:7b", "none", … */
 	label: string,
-	/**  "environment", "settings", "built_in" or "none". */
-	source: string,
+	source: LlmSourceDto,
 	ready: boolean,
 	/**  Why it is not ready, with the fix. */
 	problem: string | null,
@@ -533,6 +539,17 @@ export type LlmPick =
 { kind: "gguf"; path: string } | 
 /**  An installed model of the catalog (Settings → Models), as `kasten llm builtin NAME`. */
 { kind: "installed"; name: string };
+
+/**  Where the LLM in use comes from (the engine's [`LlmSource`], with its words). */
+export type LlmSourceDto = 
+/**  `KASTEN_LLM_*` variables. */
+"environment" | 
+/**  The stored settings. */
+"settings" | 
+/**  The built-in model. */
+"built_in" | 
+/**  No LLM. */
+"none";
 
 export type LocalGraphDto = {
 	nodes: GraphNodeDto[],
@@ -604,8 +621,15 @@ export type NotesPage = {
 	notes: NoteDto[],
 };
 
+/**
+ *  What an evolution operation does. Stored with each change of a revision and shown as
+ *  its word (serde's `snake_case` words are `as_str`'s; a test holds them equal).
+ */
+export type OpKind = "add_tag" | "remove_tag" | "add_keyword" | "remove_keyword" | "set_context";
+
 export type OutcomeDto = {
-	action: string,
+	/**  What the action did (see [`HistoryDto::action`]). */
+	action: ActionWord,
 	target: string,
 	notes: string[],
 	revisions: number,

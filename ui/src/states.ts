@@ -1,7 +1,7 @@
 // The words of the state unions in bindings.ts as values, for lists the UI shows (filters,
 // pickers). Each list is checked against its union both ways: a misspelt word or a word
 // the union lacks fails tsc, and so does a union word the list leaves out.
-import type { ActorWord, Enrich, ReviewStatus, Tier } from "./bindings";
+import type { ActionWord, ActorWord, Enrich, ReviewStatus, Tier } from "./bindings";
 
 type Every<T extends string, A extends readonly string[]> = [T] extends [A[number]] ? (A[number] extends T ? A : never) : never;
 
@@ -18,6 +18,10 @@ export const REVIEW_STATUSES = every<ReviewStatus>()(["proposed", "applied", "ac
 export const BY = { llm: "llm", merge: "merge", agent: "agent" } as const satisfies { [K in ActorWord]?: K };
 /** What starts the word of an agent that gave its name (`agent:<name>`). */
 export const AGENT_PREFIX = `${BY.agent}:`;
+
+/** The history entries the note view acts on: a link by hand (rolled back) and a removed
+ *  link (restored). */
+export const ACTION = { link: "link", unlink: "unlink" } as const satisfies { [K in ActionWord]?: K };
 
 /** `s` as a word of `words`, or null when it is none of them (e.g. a select's empty choice). */
 export function wordOf<T extends string>(words: readonly T[], s: string): T | null {

@@ -637,7 +637,7 @@ pub fn history(json: bool, id: &NoteId, entries: &[HistoryEntry]) {
             e.action,
             e.id.as_deref().unwrap_or(""),
             status.map(|s| format!(" [{s}]")).unwrap_or_default(),
-            if e.reason.is_empty() || e.reason == e.action || !e.changes.is_empty() {
+            if e.reason.is_empty() || e.reason == e.action.as_str() || !e.changes.is_empty() {
                 String::new()
             } else {
                 format!(" — {}", e.reason)

@@ -55,6 +55,6 @@ pub use fusion::{FusedHit, Via};
 pub use id::{BoxId, JobId, NoteId};
 pub use note::{EnrichState, Link, NewNote, Note, NoteStatus};
 pub use states::{
-    Actor, Enrich, EventKind, JobKind, JobState, LinkKind, LinkStatus, ReviewKind, ReviewStatus,
-    RevisionStatus,
+    Action, ActionWord, Actor, Enrich, EventKind, JobKind, JobState, LinkKind, LinkStatus,
+    ReviewKind, ReviewStatus, RevisionStatus,
 };

@@ -1,13 +1,13 @@
 //! The states and kinds a memory's records carry, as types: a link's status and kind, a
 //! revision's status, the status the review queue shows, a note's enrichment state, what a
-//! review item is, who acted. Each has one `as_str`/`parse` pair; the words are what the store keeps and what every JSON output
+//! review item is, who acted, what was done. Each has one `as_str`/`parse` pair; the words are what the store keeps and what every JSON output
 //! (the CLI's `--json`, MCP, the share wire, the app) shows, so they never change.
 //!
 //! Closed sets serialise through serde's `snake_case` renaming (a test holds it equal to
 //! `as_str`), which also gives the app's TypeScript a union of the words. A link kind is
 //! open: a kind this build does not know (an import's, a newer version's) is kept as
 //! [`LinkKind::Other`] and written back as it came; so is an [`Actor`], which also holds an
-//! agent's name (`agent:<name>`).
+//! agent's name (`agent:<name>`), and an [`Action`].
 
 use std::fmt;
 use std::str::FromStr;
@@ -67,7 +67,7 @@ macro_rules! states {
 
         impl fmt::Display for $name {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(self.as_str())
+                f.pad(self.as_str())
             }
         }
     };
@@ -391,7 +391,7 @@ macro_rules! open_words {
 
         impl fmt::Display for $name {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(self.as_str())
+                f.pad(self.as_str())
             }
         }
 
@@ -424,6 +424,139 @@ macro_rules! open_words {
 
 open_words!(LinkKind);
 open_words!(Actor);
+
+/// Defines an open set of words: an enum of the words this build writes, each with its
+/// word, and `Other` for any other word (an older or newer version's, an import's), kept
+/// as it came; `KNOWN`, `as_str`, an infallible `parse`, and the traits of
+/// [`open_words!`]. `$closed` is the same words as a closed set, the type the app's
+/// TypeScript names (a field holding the open type declares it with
+/// `#[specta(type = $closed)]`).
+macro_rules! open_states {
+    (
+        $(#[$meta:meta])*
+        $name:ident,
+        $(#[$cmeta:meta])*
+        $closed:ident {
+            $( $(#[$vmeta:meta])* $variant:ident => $word:literal ),+ $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+        pub enum $name {
+            $( $(#[$vmeta])* $variant, )+
+            /// Any other word, kept as it came.
+            Other(String),
+        }
+
+        impl $name {
+            /// The words with a variant of their own, in declaration order.
+            pub const KNOWN: &'static [$name] = &[$($name::$variant),+];
+
+            /// The word stored and shown.
+            pub const fn as_str(&self) -> &str {
+                match self {
+                    $( $name::$variant => $word, )+
+                    $name::Other(s) => s.as_str(),
+                }
+            }
+
+            /// What a word names; a word without a variant of its own is `Other`.
+            pub fn parse(s: &str) -> Self {
+                match s {
+                    $( $word => $name::$variant, )+
+                    _ => $name::Other(s.to_owned()),
+                }
+            }
+        }
+
+        open_words!($name);
+
+        $(#[$cmeta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        #[cfg_attr(feature = "specta", derive(specta::Type))]
+        #[serde(rename_all = "snake_case")]
+        pub enum $closed {
+            $( $variant ),+
+        }
+
+        impl $closed {
+            /// Every word, in declaration order.
+            pub const ALL: &'static [$closed] = &[$($closed::$variant),+];
+        }
+
+        impl From<$closed> for $name {
+            fn from(w: $closed) -> Self {
+                match w {
+                    $( $closed::$variant => $name::$variant ),+
+                }
+            }
+        }
+    };
+}
+
+open_states! {
+    /// What an entry of a note's history or of the audit log says was done, and what a
+    /// review or editing action reports it did. Stored (the audit log's `action`, the
+    /// `reason` of an LLM revision: `construction`, `evolution`) and shown as its word; a
+    /// word this build does not write (an older or newer version's, an import's) is kept as
+    /// [`Action::Other`] and shown as it came.
+    Action,
+    /// The actions this build writes, as a closed set: what the app's TypeScript names. An
+    /// action field may also hold a word an older or newer version wrote, shown as it came.
+    ActionWord {
+        /// The note was saved (the first entry of its history).
+        Created => "created",
+        /// The LLM's annotations of a new note (an LLM revision's reason).
+        Construction => "construction",
+        /// The LLM's change of an older note's annotations (an LLM revision's reason).
+        Evolution => "evolution",
+        /// A person's (or agent's) change of a note's annotations or text.
+        Edit => "edit",
+        /// A rewrite of a note's text (what the action reports; its audit entry is `edit`).
+        EditContent => "edit_content",
+        /// A link by an agent that may only propose, held for review.
+        ProposeLink => "propose_link",
+        /// A link by hand.
+        Link => "link",
+        /// A link by hand removed.
+        Unlink => "unlink",
+        Accept => "accept",
+        /// An accept with the person's adjustment on top (what the action reports).
+        AcceptEdited => "accept_edited",
+        Reject => "reject",
+        /// A revision, a link or a whole event rolled back.
+        Rollback => "rollback",
+        /// A whole event rolled back (what the action reports; its audit entry is
+        /// `rollback`).
+        RollbackEvent => "rollback_event",
+        /// A rolled-back event or link applied again.
+        Reapply => "reapply",
+        /// A supersession settled as "both stay true".
+        BothTrue => "both_true",
+        Archive => "archive",
+        /// An archived note back in the active memory.
+        Restore => "restore",
+        /// A near-duplicate folded into the note it repeats.
+        Merge => "merge",
+        /// A merged note let out again (its merge link rejected or rolled back).
+        Unmerge => "unmerge",
+        /// A fading note kept.
+        Keep => "keep",
+        /// A note's tier (and project) set.
+        Tier => "tier",
+        /// A project opened.
+        ProjectOpen => "project_open",
+        /// A project closed.
+        ProjectClose => "project_close",
+    }
+}
+
+/// No word: what a default entry holds until it is filled in.
+impl Default for Action {
+    fn default() -> Self {
+        Action::Other(String::new())
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -556,6 +689,71 @@ mod tests {
             assert_eq!(a.as_str(), w);
             assert!(!a.is_agent());
         }
+    }
+
+    #[test]
+    fn every_action_round_trips_and_other_words_stay_as_they_came() {
+        let words: Vec<&str> = Action::KNOWN.iter().map(Action::as_str).collect();
+        assert_eq!(
+            words,
+            [
+                "created",
+                "construction",
+                "evolution",
+                "edit",
+                "edit_content",
+                "propose_link",
+                "link",
+                "unlink",
+                "accept",
+                "accept_edited",
+                "reject",
+                "rollback",
+                "rollback_event",
+                "reapply",
+                "both_true",
+                "archive",
+                "restore",
+                "merge",
+                "unmerge",
+                "keep",
+                "tier",
+                "project_open",
+                "project_close",
+            ]
+        );
+        assert_eq!(ActionWord::ALL.len(), Action::KNOWN.len());
+        for (a, w) in Action::KNOWN.iter().zip(ActionWord::ALL) {
+            assert_eq!(&Action::parse(a.as_str()), a);
+            assert_eq!(a.as_str().parse::<Action>(), Ok(a.clone()));
+            assert_eq!(a.to_string(), a.as_str());
+            assert_eq!(serde_word(a), a.as_str());
+            let back: Action = serde_json::from_value(serde_json::json!(a.as_str()))
+                .unwrap_or_else(|e| unreachable!("{e}"));
+            assert_eq!(&back, a);
+            // the closed set the app's TypeScript names has the same words
+            assert_eq!(&Action::from(*w), a);
+            assert_eq!(serde_word(w), a.as_str());
+        }
+        // a word an older or newer version wrote reads back as it was stored
+        for w in ["split", "Accept", "rolled_back", ""] {
+            let a = Action::parse(w);
+            assert_eq!(a, Action::Other(w.to_owned()));
+            assert_eq!(a.as_str(), w);
+            assert_eq!(serde_word(&a), w);
+            let back: Action = serde_json::from_value(serde_json::json!(w))
+                .unwrap_or_else(|e| unreachable!("{e}"));
+            assert_eq!(back, a);
+        }
+        assert_eq!(Action::default().as_str(), "");
+    }
+
+    #[test]
+    fn words_take_the_width_they_are_printed_in() {
+        assert_eq!(format!("{:<6}|", Actor::Llm), "llm   |");
+        assert_eq!(format!("{:<13}|", Action::Accept), "accept       |");
+        assert_eq!(format!("{:>9}|", LinkStatus::Accepted), " accepted|");
+        assert_eq!(format!("{}", Action::Other("x".into())), "x");
     }
 
     #[test]

@@ -1,14 +1,14 @@
 //! "Both stay true": the user's answer to a supersession proposal whose two notes do not
 //! conflict (two flats, two rents). The `supersedes` link is rejected — it leaves the queue
 //! and changes nothing in force — and the audit entry that records the decision
-//! ([`kasten_store::BOTH_TRUE`], naming both notes) is what remembers the pair: detection
+//! ([`Action::BothTrue`], naming both notes) is what remembers the pair: detection
 //! never proposes it again. Like a rejection, the decision is final (a rejected link is
 //! never accepted again); the history of both notes shows it.
 
 use std::collections::HashSet;
 
-use kasten_core::NoteId;
-use kasten_store::{BOTH_TRUE, DifferWrite, ReviewBatch, SUPERSEDES};
+use kasten_core::{Action, NoteId};
+use kasten_store::{DifferWrite, ReviewBatch, SUPERSEDES};
 
 use crate::review::audit;
 use crate::{Engine, EngineError, ReviewOutcome, ReviewStatus};
@@ -36,7 +36,7 @@ impl Engine {
         self.commit_review(&ReviewBatch {
             link_status: vec![(l.id.clone(), kasten_core::LinkStatus::Rejected, true)],
             audit: vec![audit(
-                BOTH_TRUE,
+                Action::BothTrue,
                 &l.id,
                 &[&newer, &older],
                 actor,
@@ -46,7 +46,7 @@ impl Engine {
         })
         .await?;
         Ok(ReviewOutcome {
-            action: BOTH_TRUE.into(),
+            action: Action::BothTrue,
             target: l.id.clone(),
             notes: vec![l.from, l.to],
             revisions: 0,

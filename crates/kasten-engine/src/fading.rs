@@ -79,7 +79,7 @@ impl Engine {
 
 #[cfg(test)]
 mod tests {
-    use kasten_core::NewNote;
+    use kasten_core::{Action, Actor, NewNote};
     use kasten_store::Endpoint;
 
     use crate::tests::HashEmbedder;
@@ -123,7 +123,7 @@ mod tests {
         assert!(
             history
                 .iter()
-                .any(|h| h.action == "keep" && h.actor == "user"),
+                .any(|h| h.action == Action::Keep && h.actor == Actor::User),
             "{history:?}"
         );
 

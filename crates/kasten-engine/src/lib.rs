@@ -69,7 +69,7 @@ pub use errors::ErrorKind;
 pub use fading::Lifecycle;
 pub use kasten_llm::{LlmClient, LlmConfig};
 pub use kasten_store::{
-    BOTH_TRUE, CONFLICT_TRIES, ConflictError, Endpoint, SNAPSHOT_FILE, SUPERSEDES, StorageLimits,
+    CONFLICT_TRIES, ConflictError, Endpoint, SNAPSHOT_FILE, SUPERSEDES, StorageLimits,
     retry_on_conflict,
 };
 pub use lifecycle::{

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use chrono::Utc;
 use kasten_core::lifecycle::{DEFAULT_ARCHIVE_THRESHOLD, Reinforce, Tier};
-use kasten_core::{Actor, Note, NoteId, NoteStatus};
+use kasten_core::{Action, Actor, Note, NoteId, NoteStatus};
 use serde::Serialize;
 
 use crate::{Engine, EngineError};
@@ -239,7 +239,7 @@ impl Engine {
                 id,
                 NoteStatus::Active,
                 NoteStatus::Archived,
-                "archive",
+                Action::Archive,
                 actor,
                 "archived by the user",
             )
@@ -273,7 +273,7 @@ impl Engine {
                 id,
                 NoteStatus::Archived,
                 NoteStatus::Active,
-                "restore",
+                Action::Restore,
                 actor,
                 "restored by the user",
             )

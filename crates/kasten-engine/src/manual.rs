@@ -12,7 +12,7 @@
 //!   touched the note since, its exact embedding).
 
 use kasten_core::prompts::{LINK_KINDS, is_llm_kind, link_kind_list};
-use kasten_core::{Actor, JobId, LinkKind, LinkStatus, NewNote, NoteId, RevisionStatus};
+use kasten_core::{Action, Actor, JobId, LinkKind, LinkStatus, NewNote, NoteId, RevisionStatus};
 use kasten_store::{ContentChange, ContentRevision, ReviewBatch, StoreError, UserLink};
 
 use crate::review::{HistoryEntry, ReviewOutcome, audit, fields_of};
@@ -68,7 +68,7 @@ impl Engine {
         }
         let kind = self.checked_link(from, to, kind).await?;
         let outcome = |id: String| ReviewOutcome {
-            action: "propose_link".into(),
+            action: Action::ProposeLink,
             target: id,
             notes: vec![from.to_string(), to.to_string()],
             revisions: 0,
@@ -104,7 +104,7 @@ impl Engine {
                 reason: reason.to_owned(),
                 created_by: actor.into(),
                 audit: audit(
-                    "propose_link",
+                    Action::ProposeLink,
                     "",
                     &[from, to],
                     actor,
@@ -185,7 +185,7 @@ impl Engine {
                     _ => Actor::User,
                 },
                 audit: audit(
-                    "link",
+                    Action::Link,
                     "",
                     &[from, to],
                     actor,
@@ -211,7 +211,7 @@ impl Engine {
         sync.done();
         drop(order);
         Ok(ReviewOutcome {
-            action: "link".into(),
+            action: Action::Link,
             target: id,
             notes: vec![from.to_string(), to.to_string()],
             revisions: 0,
@@ -251,13 +251,13 @@ impl Engine {
                 .collect(),
             audit: links
                 .iter()
-                .map(|l| audit("unlink", &l.id, &[a, b], actor, "removed the link"))
+                .map(|l| audit(Action::Unlink, &l.id, &[a, b], actor, "removed the link"))
                 .collect(),
             ..ReviewBatch::default()
         };
         self.commit_review(&batch).await?;
         Ok(ReviewOutcome {
-            action: "unlink".into(),
+            action: Action::Unlink,
             target: links
                 .iter()
                 .map(|l| l.id.as_str())
@@ -281,7 +281,7 @@ impl Engine {
         let note = self.current(id).await?;
         if note.content == content {
             return Ok(ReviewOutcome {
-                action: "edit_content".into(),
+                action: Action::EditContent,
                 target: id.to_string(),
                 ..ReviewOutcome::default()
             });
@@ -300,11 +300,11 @@ impl Engine {
             new_revision: Some((actor.into(), "edited the text".to_owned())),
             revision_status: None,
             enrich_job: Some(JobId::generate()),
-            audit: audit("edit", id.as_str(), &[id], actor, "edited the text"),
+            audit: audit(Action::Edit, id.as_str(), &[id], actor, "edited the text"),
         };
         let rev = self.commit_content(&change).await?;
         Ok(ReviewOutcome {
-            action: "edit_content".into(),
+            action: Action::EditContent,
             target: rev.unwrap_or_else(|| id.to_string()),
             notes: vec![id.to_string()],
             revisions: 1,
@@ -318,7 +318,7 @@ impl Engine {
         &self,
         r: ContentRevision,
         status: RevisionStatus,
-        action: &str,
+        action: Action,
         actor: &str,
     ) -> Result<ReviewOutcome, EngineError> {
         if r.status != RevisionStatus::Applied {
@@ -365,7 +365,7 @@ impl Engine {
             revision_status: Some((r.id.clone(), status)),
             enrich_job: None,
             audit: audit(
-                action,
+                action.clone(),
                 &r.id,
                 &[&r.note],
                 actor,
@@ -374,7 +374,7 @@ impl Engine {
         };
         self.commit_content(&change).await?;
         Ok(ReviewOutcome {
-            action: action.into(),
+            action,
             target: r.id.clone(),
             notes: vec![r.note.to_string()],
             revisions: 1,
@@ -415,7 +415,7 @@ impl Engine {
         for r in self.store.content_revisions_of(id).await? {
             if let Some(e) = entries
                 .iter_mut()
-                .find(|e| e.id.as_deref() == Some(r.id.as_str()) && e.action == "edit")
+                .find(|e| e.id.as_deref() == Some(r.id.as_str()) && e.action == Action::Edit)
             {
                 e.content_before = Some(r.content_before);
                 e.content_after = Some(r.content_after);

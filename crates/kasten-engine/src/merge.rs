@@ -22,7 +22,7 @@ use kasten_core::facts;
 use kasten_core::lifecycle::Reinforce;
 use kasten_core::supersession::supersedes_with;
 use kasten_core::text::Tokenizer;
-use kasten_core::{Actor, JobId, LinkStatus, Note, NoteId, NoteStatus};
+use kasten_core::{Action, Actor, JobId, LinkStatus, Note, NoteId, NoteStatus};
 use kasten_store::{DifferWrite, LinkRecord, MergeWrite, NoteWrite};
 use serde::{Deserialize, Serialize};
 
@@ -304,7 +304,7 @@ impl Engine {
                         &dup,
                         NoteStatus::Merged,
                         NoteStatus::Active,
-                        "unmerge",
+                        Action::Unmerge,
                         Actor::User.as_str(),
                         &link.id,
                     )
@@ -323,7 +323,7 @@ impl Engine {
                         &dup,
                         NoteStatus::Active,
                         NoteStatus::Merged,
-                        "merge",
+                        Action::Merge,
                         Actor::User.as_str(),
                         &link.id,
                     )

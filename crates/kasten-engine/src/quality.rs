@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use kasten_core::note::EnrichState;
 use kasten_core::quality::{CheckedEvolution, CheckedNote, QualityReport, check};
-use kasten_core::{Actor, ReviewKind};
+use kasten_core::{Action, Actor, ReviewKind};
 
 use crate::{Engine, EngineError, ReviewStatus};
 
@@ -41,7 +41,7 @@ impl Engine {
             ReviewStatus::RolledBack,
         ];
         for e in self.proposals(&all, limit.saturating_mul(5)).await? {
-            if e.kind != ReviewKind::Edit || e.label != "evolution" {
+            if e.kind != ReviewKind::Edit || e.label != Action::Evolution.as_str() {
                 continue;
             }
             evolutions.entry(e.note.clone()).or_default().push((

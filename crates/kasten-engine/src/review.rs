@@ -23,7 +23,7 @@ use std::collections::HashSet;
 use chrono::{DateTime, Utc};
 use kasten_core::provenance::{self, SetBy};
 use kasten_core::{
-    Actor, LinkStatus, NoteId, NoteStatus, ReviewKind, RevisionStatus, note::index_text,
+    Action, Actor, LinkStatus, NoteId, NoteStatus, ReviewKind, RevisionStatus, note::index_text,
 };
 use kasten_store::{
     AuditEntry, FieldChange, Fields, LinkRecord, MAY_BE_OUTDATED, NewRevision, QueueStates,
@@ -113,8 +113,8 @@ pub struct HistoryEntry {
     pub at: DateTime<Utc>,
     pub actor: Actor,
     /// `created`, `construction`, `evolution`, `edit`, or an audit action
-    /// (`accept`, `reject`, `rollback`, `reapply`).
-    pub action: String,
+    /// (`accept`, `reject`, `rollback`, `reapply`, …).
+    pub action: Action,
     /// The revision, link or event it is about.
     pub id: Option<String>,
     pub status: Option<ReviewStatus>,
@@ -151,7 +151,7 @@ pub(crate) fn explanation(r: &Revision) -> String {
 /// What a review action changed.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct ReviewOutcome {
-    pub action: String,
+    pub action: Action,
     pub target: String,
     pub notes: Vec<String>,
     pub revisions: usize,
@@ -314,14 +314,14 @@ fn link_notes(l: &LinkRecord) -> Result<(NoteId, NoteId), EngineError> {
 }
 
 pub(crate) fn audit(
-    action: &str,
+    action: Action,
     target: &str,
     notes: &[&NoteId],
     actor: &str,
     reason: &str,
 ) -> AuditEntry {
     AuditEntry {
-        action: action.into(),
+        action,
         target: target.into(),
         notes: notes.iter().map(ToString::to_string).collect(),
         actor: actor.into(),

@@ -397,7 +397,7 @@ impl KastenMcp {
             link: out.target,
             from: from.to_string(),
             to: to.to_string(),
-            status: if out.action == "propose_link" {
+            status: if out.action == kasten_core::Action::ProposeLink {
                 kasten_core::LinkStatus::Proposed
             } else {
                 kasten_core::LinkStatus::Accepted

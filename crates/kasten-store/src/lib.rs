@@ -57,7 +57,7 @@ pub use pipeline::{
     JobCounts, LinkWrite, ModelUsage, NeighbourWrite, NoteRead, RevisionSummary, retry_on_conflict,
 };
 pub use review::{AuditEntry, FieldChange, NewRevision, QueueStates, ReviewBatch, Revision};
-pub use supersede::{BOTH_TRUE, FlagOrigin, FlagWrite, MAY_BE_OUTDATED, SUPERSEDES, Successor};
+pub use supersede::{FlagOrigin, FlagWrite, MAY_BE_OUTDATED, SUPERSEDES, Successor};
 pub use transfer::{
     BACKUP_FORMAT, BACKUP_VERSION, ImportLinkWrite, RestoreSummary,
     from_json as backup_value_from_json, to_json as backup_value_to_json,

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 use kasten_core::lifecycle::{StrengthState, Tier};
-use kasten_core::{NoteId, NoteStatus};
+use kasten_core::{Action, NoteId, NoteStatus};
 use surrealdb::types::SurrealValue;
 
 use crate::{Store, StoreError, first_real_error, returned_bool};
@@ -96,7 +96,7 @@ impl Store {
     ) -> Result<(), StoreError> {
         let q = "BEGIN TRANSACTION;
             UPSERT type::record('project', $name) SET active = $active, changed_at = time::now();
-            CREATE audit CONTENT { action: IF $active THEN 'project_open' ELSE 'project_close' END,
+            CREATE audit CONTENT { action: IF $active THEN $act_project_open ELSE $act_project_close END,
                 target: $name, notes: [], actor: $actor, reason: '', at: time::now() };
             COMMIT TRANSACTION;";
         let mut resp = self
@@ -105,6 +105,7 @@ impl Store {
             .bind(("name", name.to_owned()))
             .bind(("active", active))
             .bind(("actor", actor.to_owned()))
+            .bind(crate::words::words())
             .await
             .map_err(StoreError::from_db)?;
         first_real_error(&mut resp)
@@ -232,7 +233,7 @@ impl Store {
         let q = "BEGIN TRANSACTION;
             LET $r = type::record('note', $id);
             UPDATE $r SET strength = $strength, last_accessed = $at, access_count += 1;
-            CREATE audit CONTENT { action: 'keep', target: $id, notes: [$r], actor: $actor,
+            CREATE audit CONTENT { action: $act_keep, target: $id, notes: [$r], actor: $actor,
                 reason: 'kept by the user', at: time::now() };
             COMMIT TRANSACTION;";
         let (db, id, actor) = (&self.db, id.to_string(), actor.to_owned());
@@ -245,6 +246,7 @@ impl Store {
                     .bind(("strength", strength))
                     .bind(("at", at))
                     .bind(("actor", actor))
+                    .bind(crate::words::words())
                     .await
                     .map_err(StoreError::from_db)?;
                 first_real_error(&mut resp)
@@ -262,7 +264,7 @@ impl Store {
         id: &NoteId,
         from: NoteStatus,
         to: NoteStatus,
-        action: &str,
+        action: Action,
         actor: &str,
         reason: &str,
     ) -> Result<bool, StoreError> {
@@ -279,7 +281,7 @@ impl Store {
         id: &NoteId,
         from: NoteStatus,
         to: NoteStatus,
-        action: &str,
+        action: Action,
         actor: &str,
         reason: &str,
     ) -> Result<bool, StoreError> {
@@ -299,7 +301,7 @@ impl Store {
             .bind(("id", id.to_string()))
             .bind(("from", from.as_str()))
             .bind(("to", to.as_str()))
-            .bind(("action", action.to_owned()))
+            .bind(("action", action.as_str().to_owned()))
             .bind(("actor", actor.to_owned()))
             .bind(("reason", reason.to_owned()))
             .await
@@ -323,7 +325,7 @@ impl Store {
             IF $ok {
                 UPDATE $r SET tier = $tier, project = $project, tier_set_by = $by;
                 IF $by = $by_user {
-                    CREATE audit CONTENT { action: 'tier', target: $tier, notes: [$r],
+                    CREATE audit CONTENT { action: $act_tier, target: $tier, notes: [$r],
                         actor: $by_user, reason: $project ?? '', at: time::now() };
                 };
             };

@@ -343,7 +343,7 @@ impl Store {
             FOR $f IN $back {
                 LET $d = type::record('note', $f.note);
                 UPDATE $d SET status = $note_active, version += 1;
-                CREATE audit CONTENT { action: 'unmerge', target: $f.note, notes: [$d], actor: $by_user,
+                CREATE audit CONTENT { action: $act_unmerge, target: $f.note, notes: [$d], actor: $by_user,
                     reason: 'the note it was merged into was deleted', at: time::now() };
                 IF (SELECT VALUE enrich_state FROM ONLY $d) != $enrich_done
                     AND array::len(SELECT VALUE id FROM job WHERE note = $d AND state IN [$job_queued, $job_running]) = 0 {

@@ -431,7 +431,7 @@ impl Store {
                  UPDATE $n SET enrich_state = $enrich_done, enrich_error = NONE, version += 1;
              }};
              CREATE revision CONTENT {{
-                 note: $n, event: $ev, actor: $by_llm, reason: 'construction',
+                 note: $n, event: $ev, actor: $by_llm, reason: $act_construction,
                  before: {{ keywords: $cur.keywords, tags: $cur.tags, context: $cur.context }},
                  after: $after, changes: $construction_changes,
                  embedding_before: $cur.embedding, embedding_after: $emb,
@@ -456,7 +456,7 @@ impl Store {
                          version += 1, updated_at = $now;
                  }};
                  CREATE revision CONTENT {{
-                     note: $t, event: $ev, actor: $by_llm, reason: 'evolution',
+                     note: $t, event: $ev, actor: $by_llm, reason: $act_evolution,
                      before: $u.before, after: $u.after, changes: $u.changes,
                      embedding_before: $u.embedding_before, embedding_after: $u.embedding_after,
                      status: IF $u.apply AND $fresh {{ $rev_applied }} ELSE {{ $rev_proposed }}, created_at: $now
@@ -512,7 +512,7 @@ impl Store {
         }
         let mut resp = self
             .db
-            .query("SELECT VALUE record::id(note) FROM revision WHERE event = type::record('event', $job) AND reason = 'evolution' AND status = $rev_proposed")
+            .query("SELECT VALUE record::id(note) FROM revision WHERE event = type::record('event', $job) AND reason = $act_evolution AND status = $rev_proposed")
             .bind(("job", e.job.to_string()))
             .bind(crate::words::words())
             .await

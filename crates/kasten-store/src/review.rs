@@ -6,7 +6,7 @@
 //! new revisions (user edits) and audit entries — all in one transaction or none of it.
 
 use chrono::{DateTime, Utc};
-use kasten_core::{Actor, Enrich, LinkStatus, NoteId, RevisionStatus};
+use kasten_core::{Action, Actor, Enrich, LinkStatus, NoteId, RevisionStatus};
 use surrealdb::types::{Bytes, SurrealValue};
 
 use crate::pipeline::{Change, Fields};
@@ -92,7 +92,7 @@ const REVISION_COLUMNS: &str = "record::id(id) AS id, record::id(note) AS note,
 /// An entry of the audit log.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct AuditEntry {
-    pub action: String,
+    pub action: Action,
     pub target: String,
     pub notes: Vec<String>,
     pub actor: Actor,
@@ -100,7 +100,7 @@ pub struct AuditEntry {
     pub at: DateTime<Utc>,
 }
 
-/// An [`AuditEntry`] as read, its actor still a word.
+/// An [`AuditEntry`] as read, its action and actor still words.
 #[derive(Debug, SurrealValue)]
 #[surreal(crate = "surrealdb::types")]
 struct AuditRow {
@@ -115,7 +115,7 @@ struct AuditRow {
 impl AuditRow {
     fn into_entry(self) -> AuditEntry {
         AuditEntry {
-            action: self.action,
+            action: Action::parse(&self.action),
             target: self.target,
             notes: self.notes,
             actor: Actor::parse(&self.actor),
@@ -211,7 +211,7 @@ pub(crate) struct AuditParam {
 impl AuditParam {
     pub(crate) fn of(a: &AuditEntry) -> Self {
         AuditParam {
-            action: a.action.clone(),
+            action: a.action.to_string(),
             target: a.target.clone(),
             notes: a.notes.clone(),
             actor: a.actor.to_string(),
@@ -317,7 +317,7 @@ impl Store {
                 AND confidence >= $min AND (status = $link_proposed OR (status = $link_accepted AND reviewed = false)));
             FOR $l IN $ls {
                 UPDATE $l.id SET status = $link_accepted, reviewed = true;
-                CREATE audit CONTENT { action: 'accept', target: record::id($l.id), notes: [$l.in, $l.out],
+                CREATE audit CONTENT { action: $act_accept, target: record::id($l.id), notes: [$l.in, $l.out],
                     actor: $actor, reason: $reason, at: $now };
             };
             RETURN $ls.map(|$l| { id: record::id($l.id), a: record::id($l.in), b: record::id($l.out) });

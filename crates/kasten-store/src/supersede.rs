@@ -357,10 +357,6 @@ mod tests {
     }
 }
 
-/// The audit action of a supersession the user settled as "both stay true": the two notes
-/// do not conflict, the link is rejected, and the pair is never proposed again.
-pub const BOTH_TRUE: &str = "both_true";
-
 #[derive(Debug, SurrealValue)]
 #[surreal(crate = "surrealdb::types")]
 struct PairRaw {
@@ -369,7 +365,8 @@ struct PairRaw {
 
 impl Store {
     /// The pairs of notes, among those touching `ids`, that the user settled as "both stay
-    /// true" (an audit entry [`BOTH_TRUE`] naming both notes), each pair in the order the
+    /// true" (an audit entry [`kasten_core::Action::BothTrue`] naming both notes: the two
+    /// notes do not conflict, the link is rejected, and the pair is never proposed again), each pair in the order the
     /// audit names them (newer, older).
     pub async fn kept_both(&self, ids: &[NoteId]) -> Result<Vec<(NoteId, NoteId)>, StoreError> {
         if ids.is_empty() {
@@ -380,11 +377,11 @@ impl Store {
             .db
             .query(
                 "SELECT notes.map(|$n| record::id($n)) AS notes FROM audit
-                 WHERE action = $action
+                 WHERE action = $act_both_true
                    AND array::len(array::intersect(notes, array::map($ids, |$k| type::record('note', $k)))) > 0",
             )
             .bind(("ids", keys))
-            .bind(("action", BOTH_TRUE))
+            .bind(crate::words::words())
             .await
             .map_err(StoreError::from_db)?;
         let rows: Vec<PairRaw> = resp.take(0).map_err(StoreError::from_db)?;

@@ -165,6 +165,66 @@ async fn get_notes_skips_missing_ids_and_reads_older_notes() -> Result<(), Store
     Ok(())
 }
 
+/// An audit entry's action is stored as its word and read back as the action; a word this
+/// build does not write (an older or newer version's, a backup's) reads back as it came.
+#[tokio::test]
+async fn audit_actions_are_stored_as_their_words_and_other_words_read_back()
+-> Result<(), StoreError> {
+    use kasten_core::{Action, Actor};
+    let s = mem().await;
+    let a = note("a note with an audit log");
+    s.insert_notes(&[write(&a, vec![1.0])]).await?;
+    // a row an older version wrote, with a word this build does not know
+    s.db.query(
+        "CREATE audit CONTENT { action: 'split', target: $id, notes: [type::record('note', $id)],
+            actor: 'user', reason: '', at: d'2020-01-01T00:00:00Z' }",
+    )
+    .bind(("id", a.id.to_string()))
+    .await
+    .map_err(StoreError::from_db)?;
+    let entry = |action: Action| crate::AuditEntry {
+        action,
+        target: a.id.to_string(),
+        notes: vec![a.id.to_string()],
+        actor: Actor::User,
+        reason: String::new(),
+        at: Utc::now(),
+    };
+    s.apply_review(&crate::ReviewBatch {
+        audit: vec![
+            entry(Action::BothTrue),
+            entry(Action::Other("merge_all".into())),
+        ],
+        ..crate::ReviewBatch::default()
+    })
+    .await?;
+    s.keep(&a.id, 1.0, Utc::now(), Actor::User.as_str()).await?;
+    let read: Vec<Action> = s
+        .audit_of(&a.id)
+        .await?
+        .into_iter()
+        .map(|e| e.action)
+        .collect();
+    assert_eq!(read.len(), 4, "{read:?}");
+    assert_eq!(read[0], Action::Other("split".into()));
+    for want in [
+        Action::BothTrue,
+        Action::Other("merge_all".into()),
+        Action::Keep,
+    ] {
+        assert!(read.contains(&want), "{want:?} not in {read:?}");
+    }
+    // the words in the store are the plain words
+    let mut resp =
+        s.db.query("SELECT VALUE action FROM audit ORDER BY action")
+            .await
+            .map_err(StoreError::from_db)?;
+    let words: Vec<String> = resp.take(0).map_err(StoreError::from_db)?;
+    assert_eq!(words, ["both_true", "keep", "merge_all", "split"]);
+    s.close().await;
+    Ok(())
+}
+
 /// A note read from its record (`direct.rs`) is the note a query reads, whatever its
 /// shape: optional fields set or absent, every status and enrichment state, a note
 /// written before `tier` and `added_at` existed, text in any script, ids missing or given

@@ -5,7 +5,8 @@
 
 use kasten_core::lifecycle::Tier;
 use kasten_core::{
-    Actor, Enrich, EventKind, JobKind, JobState, LinkKind, LinkStatus, NoteStatus, RevisionStatus,
+    Action, Actor, Enrich, EventKind, JobKind, JobState, LinkKind, LinkStatus, NoteStatus,
+    RevisionStatus,
 };
 use surrealdb::types::SurrealValue;
 
@@ -41,6 +42,16 @@ pub(crate) struct Words {
     agent_prefix: String,
     same_entity: String,
     may_be_outdated: String,
+    act_accept: String,
+    act_keep: String,
+    act_tier: String,
+    act_unmerge: String,
+    act_project_open: String,
+    act_project_close: String,
+    act_both_true: String,
+    /// The reasons of the LLM's revisions, which a note's history shows as their action.
+    act_construction: String,
+    act_evolution: String,
 }
 
 /// The words, to bind to a query that names any of them.
@@ -76,5 +87,14 @@ pub(crate) fn words() -> Words {
         agent_prefix: s(Actor::AGENT_PREFIX),
         same_entity: s(LinkKind::SameEntity.as_str()),
         may_be_outdated: s(LinkKind::MayBeOutdated.as_str()),
+        act_accept: s(Action::Accept.as_str()),
+        act_keep: s(Action::Keep.as_str()),
+        act_tier: s(Action::Tier.as_str()),
+        act_unmerge: s(Action::Unmerge.as_str()),
+        act_project_open: s(Action::ProjectOpen.as_str()),
+        act_project_close: s(Action::ProjectClose.as_str()),
+        act_both_true: s(Action::BothTrue.as_str()),
+        act_construction: s(Action::Construction.as_str()),
+        act_evolution: s(Action::Evolution.as_str()),
     }
 }

@@ -12,7 +12,7 @@ import { api, ApiError, type LlmInUseDto } from "../api";
 import LlmPanel from "../features/settings/LlmPanel";
 
 const mocked = api as unknown as Record<string, ReturnType<typeof vi.fn>>;
-const builtin = {
+const builtin: LlmInUseDto = {
   label: "built-in SmolLM2-135M",
   source: "built_in",
   ready: true,
@@ -34,7 +34,7 @@ describe("LlmPanel", () => {
   });
 
   it("uses a discovered server with one click and goes back to the built-in model", async () => {
-    const server = { ...builtin, label: "qwen2.5-3b at http://127.0.0.1:8080/v1", source: "settings", model_path: null };
+    const server: LlmInUseDto = { ...builtin, label: "qwen2.5-3b at http://127.0.0.1:8080/v1", source: "settings", model_path: null };
     // the shell: the overview names what was picked last
     let inUse: LlmInUseDto = builtin;
     const found = [{ server: "llama-server", provider: "openai", base_url: "http://127.0.0.1:8080/v1", models: ["qwen2.5-3b"] }];

@@ -6,7 +6,7 @@ import userEvent from "@testing-library/user-event";
 import { useState, type ReactElement } from "react";
 import { beforeEach, describe, expect, it, vi } from "vitest";
 import { ctx, note, renderWith } from "./util";
-import type { HitDto, LinkStatus, NoteDetailDto, ReviewItemDto } from "../api";
+import type { HitDto, LinkStatus, NoteDetailDto, OutcomeDto, ReviewItemDto } from "../api";
 import { Ctx } from "../app-context";
 
 vi.mock("../api", async (orig) => {
@@ -70,7 +70,7 @@ const proposal: ReviewItemDto = {
   target_valid_from: "2026-03-01T09:00:00Z",
 };
 const plainLink: ReviewItemDto = { ...proposal, id: "rel1", label: "relates", reason: "same flat", note_valid_from: null, target_valid_from: null };
-const outcome = { action: "x", target: "sup1", notes: [], revisions: 0, links: 1 };
+const outcome: OutcomeDto = { action: "accept", target: "sup1", notes: [], revisions: 0, links: 1 };
 
 beforeEach(() => {
   vi.clearAllMocks();

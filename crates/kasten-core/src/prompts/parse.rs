@@ -143,8 +143,11 @@ pub struct ProposedLink {
     pub confidence: f64,
 }
 
-/// What an evolution operation does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// What an evolution operation does. Stored with each change of a revision and shown as
+/// its word (serde's `snake_case` words are `as_str`'s; a test holds them equal).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
+#[serde(rename_all = "snake_case")]
 pub enum OpKind {
     AddTag,
     RemoveTag,
@@ -154,7 +157,17 @@ pub enum OpKind {
 }
 
 impl OpKind {
-    pub fn as_str(self) -> &'static str {
+    /// Every operation, in declaration order.
+    pub const ALL: &'static [OpKind] = &[
+        Self::AddTag,
+        Self::RemoveTag,
+        Self::AddKeyword,
+        Self::RemoveKeyword,
+        Self::SetContext,
+    ];
+
+    /// The word stored and shown for this operation.
+    pub const fn as_str(self) -> &'static str {
         match self {
             Self::AddTag => "add_tag",
             Self::RemoveTag => "remove_tag",
@@ -406,6 +419,29 @@ impl LinkEvolve {
 mod tests {
     use super::*;
     use crate::prompts::testing::id;
+
+    #[test]
+    fn every_operation_round_trips_through_its_word() {
+        let words: Vec<&str> = OpKind::ALL.iter().map(|o| o.as_str()).collect();
+        assert_eq!(
+            words,
+            [
+                "add_tag",
+                "remove_tag",
+                "add_keyword",
+                "remove_keyword",
+                "set_context"
+            ]
+        );
+        for o in OpKind::ALL {
+            assert_eq!(OpKind::parse(o.as_str()), Some(*o));
+            assert_eq!(serde_json::json!(o), serde_json::json!(o.as_str()));
+            let back: OpKind = serde_json::from_value(serde_json::json!(o.as_str()))
+                .unwrap_or_else(|e| unreachable!("{e}"));
+            assert_eq!(back, *o);
+        }
+        assert_eq!(OpKind::parse("rename_tag"), None);
+    }
 
     #[test]
     fn reasons_are_stored_without_the_prompts_handles_and_framing() {

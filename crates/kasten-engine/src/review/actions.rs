@@ -38,7 +38,7 @@ impl Engine {
                         )],
                         revision_status: vec![(r.id.clone(), RevisionStatus::Applied, true)],
                         audit: vec![audit(
-                            "accept",
+                            Action::Accept,
                             id,
                             &[&r.note],
                             actor,
@@ -52,7 +52,7 @@ impl Engine {
                     let batch = ReviewBatch {
                         revision_status: vec![(r.id.clone(), RevisionStatus::Applied, true)],
                         audit: vec![audit(
-                            "accept",
+                            Action::Accept,
                             id,
                             &[&r.note],
                             actor,
@@ -94,11 +94,10 @@ impl Engine {
             self.commit_review(&batch).await?;
             return Ok(ReviewOutcome {
                 action: if edit.is_empty() {
-                    "accept"
+                    Action::Accept
                 } else {
-                    "accept_edited"
-                }
-                .into(),
+                    Action::AcceptEdited
+                },
                 target: id.into(),
                 notes: vec![r.note.to_string()],
                 revisions: 1,
@@ -121,7 +120,7 @@ impl Engine {
                 .set_link_status(
                     &l,
                     LinkStatus::Accepted,
-                    "accept",
+                    Action::Accept,
                     "accepted the link",
                     actor,
                 )
@@ -181,7 +180,7 @@ impl Engine {
     pub async fn reject(&self, id: &str, actor: &str) -> Result<ReviewOutcome, EngineError> {
         if let Some(c) = self.store.content_revision(id).await? {
             return self
-                .undo_content(c, RevisionStatus::Rejected, "reject", actor)
+                .undo_content(c, RevisionStatus::Rejected, Action::Reject, actor)
                 .await;
         }
         if let Some(r) = self.store.revision(id).await? {
@@ -190,7 +189,7 @@ impl Engine {
                     self.commit_review(&ReviewBatch {
                         revision_status: vec![(r.id.clone(), RevisionStatus::Rejected, true)],
                         audit: vec![audit(
-                            "reject",
+                            Action::Reject,
                             id,
                             &[&r.note],
                             actor,
@@ -200,7 +199,7 @@ impl Engine {
                     })
                     .await?;
                     Ok(ReviewOutcome {
-                        action: "reject".into(),
+                        action: Action::Reject,
                         target: id.into(),
                         notes: vec![r.note.to_string()],
                         revisions: 1,
@@ -212,7 +211,7 @@ impl Engine {
                         &[r],
                         &HashSet::new(),
                         RevisionStatus::Rejected,
-                        "reject",
+                        Action::Reject,
                         id,
                         actor,
                     )
@@ -234,7 +233,7 @@ impl Engine {
                 .set_link_status(
                     &l,
                     LinkStatus::Rejected,
-                    "reject",
+                    Action::Reject,
                     "rejected the link",
                     actor,
                 )
@@ -248,7 +247,7 @@ impl Engine {
     pub async fn rollback(&self, id: &str, actor: &str) -> Result<ReviewOutcome, EngineError> {
         if let Some(c) = self.store.content_revision(id).await? {
             return self
-                .undo_content(c, RevisionStatus::RolledBack, "rollback", actor)
+                .undo_content(c, RevisionStatus::RolledBack, Action::Rollback, actor)
                 .await;
         }
         if let Some(r) = self.store.revision(id).await? {
@@ -266,7 +265,7 @@ impl Engine {
                     &[r],
                     &HashSet::new(),
                     RevisionStatus::RolledBack,
-                    "rollback",
+                    Action::Rollback,
                     id,
                     actor,
                 )
@@ -283,7 +282,7 @@ impl Engine {
                 .set_link_status(
                     &l,
                     LinkStatus::RolledBack,
-                    "rollback",
+                    Action::Rollback,
                     "rolled back the link",
                     actor,
                 )
@@ -332,7 +331,7 @@ impl Engine {
             notes.dedup();
             let note_refs: Vec<&NoteId> = notes.iter().collect();
             batch.audit.push(audit(
-                "rollback",
+                Action::Rollback,
                 id,
                 &note_refs,
                 actor,
@@ -341,7 +340,7 @@ impl Engine {
             let (nr, nl) = (batch.revision_status.len(), batch.link_status.len());
             self.commit_review(&batch).await?;
             return Ok(ReviewOutcome {
-                action: "rollback_event".into(),
+                action: Action::RollbackEvent,
                 target: id.into(),
                 notes: notes.iter().map(ToString::to_string).collect(),
                 revisions: nr,
@@ -363,7 +362,7 @@ impl Engine {
                     .set_link_status(
                         &l,
                         LinkStatus::Accepted,
-                        "reapply",
+                        Action::Reapply,
                         "re-applied the link",
                         actor,
                     )
@@ -418,7 +417,7 @@ impl Engine {
         );
         let note_refs: Vec<&NoteId> = notes.iter().collect();
         batch.audit.push(audit(
-            "reapply",
+            Action::Reapply,
             event,
             &note_refs,
             actor,
@@ -426,7 +425,7 @@ impl Engine {
         ));
         self.commit_review(&batch).await?;
         Ok(ReviewOutcome {
-            action: "reapply".into(),
+            action: Action::Reapply,
             target: event.into(),
             notes: notes.iter().map(ToString::to_string).collect(),
             revisions: revs.len(),

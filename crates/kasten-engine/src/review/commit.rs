@@ -10,19 +10,19 @@ impl Engine {
         &self,
         l: &LinkRecord,
         status: LinkStatus,
-        action: &str,
+        action: Action,
         reason: &str,
         actor: &str,
     ) -> Result<ReviewOutcome, EngineError> {
         let (from, to) = link_notes(l)?;
         self.commit_review(&ReviewBatch {
             link_status: vec![(l.id.clone(), status, true)],
-            audit: vec![audit(action, &l.id, &[&from, &to], actor, reason)],
+            audit: vec![audit(action.clone(), &l.id, &[&from, &to], actor, reason)],
             ..ReviewBatch::default()
         })
         .await?;
         Ok(ReviewOutcome {
-            action: action.into(),
+            action,
             target: l.id.clone(),
             notes: vec![l.from.clone(), l.to.clone()],
             revisions: 0,
@@ -150,22 +150,19 @@ impl Engine {
         revs: &[Revision],
         together: &HashSet<String>,
         status: RevisionStatus,
-        action: &str,
+        action: Action,
         target: &str,
         actor: &str,
     ) -> Result<ReviewOutcome, EngineError> {
         let mut batch = self.undo_batch(revs, together, status).await?;
         let notes: Vec<&NoteId> = revs.iter().map(|r| &r.note).collect();
-        batch.audit.push(audit(
-            action,
-            target,
-            &notes,
-            actor,
-            &format!("{action} of the edit"),
-        ));
+        let reason = format!("{action} of the edit");
+        batch
+            .audit
+            .push(audit(action.clone(), target, &notes, actor, &reason));
         self.commit_review(&batch).await?;
         Ok(ReviewOutcome {
-            action: action.into(),
+            action,
             target: target.into(),
             notes: notes.iter().map(ToString::to_string).collect(),
             revisions: revs.len(),

@@ -27,7 +27,7 @@ impl Engine {
             .await?
         else {
             return Ok(ReviewOutcome {
-                action: "edit".into(),
+                action: Action::Edit,
                 target: id.to_string(),
                 ..ReviewOutcome::default()
             });
@@ -40,7 +40,7 @@ impl Engine {
         };
         self.commit_review(&batch).await?;
         Ok(ReviewOutcome {
-            action: "edit".into(),
+            action: Action::Edit,
             target: id.to_string(),
             notes: vec![id.to_string()],
             revisions: 1,
@@ -79,7 +79,7 @@ impl Engine {
                 note: id.clone(),
                 actor: actor.into(),
                 reason: if reason.is_empty() {
-                    "edit".into()
+                    Action::Edit.to_string()
                 } else {
                     reason.into()
                 },
@@ -88,7 +88,7 @@ impl Engine {
                 embedding_before,
                 embedding_after: embedding,
             },
-            audit("edit", id.as_str(), &[id], actor, reason),
+            audit(Action::Edit, id.as_str(), &[id], actor, reason),
         )))
     }
 
@@ -108,7 +108,7 @@ impl Engine {
                 ),
                 _ => Actor::User,
             },
-            action: "created".into(),
+            action: Action::Created,
             id: None,
             status: None,
             reason: note.source.clone().unwrap_or_default(),
@@ -120,10 +120,11 @@ impl Engine {
             out.push(HistoryEntry {
                 at: r.created_at,
                 actor: r.actor.clone(),
+                // an LLM revision's reason says what it was (`construction`, `evolution`)
                 action: if r.actor == Actor::Llm {
-                    r.reason.clone()
+                    Action::parse(&r.reason)
                 } else {
-                    "edit".into()
+                    Action::Edit
                 },
                 id: Some(r.id.clone()),
                 status: Some(ReviewStatus::of_revision(r.status, r.reviewed)),
@@ -135,7 +136,7 @@ impl Engine {
             });
         }
         for a in self.store.audit_of(id).await? {
-            if a.action == "edit" {
+            if a.action == Action::Edit {
                 continue; // the revision entry says it already
             }
             out.push(HistoryEntry {

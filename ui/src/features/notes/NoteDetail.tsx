@@ -11,6 +11,7 @@ import TextDiff from "../links/TextDiff";
 import NoteLifecycle from "../fading/StrengthBar";
 import { useT } from "../../i18n";
 import { useDay } from "../../components/AsOf";
+import { ACTION } from "../../states";
 
 const list = (s: string) =>
   s
@@ -20,7 +21,7 @@ const list = (s: string) =>
 
 /** Entries whose change is still in force can be rolled back. */
 function canRollBack(h: HistoryDto): boolean {
-  return !!h.id && (h.status === "applied" || h.status === "accepted" || h.action === "link");
+  return !!h.id && (h.status === "applied" || h.status === "accepted" || h.action === ACTION.link);
 }
 
 /** A note: content (as text), annotations, links, and its history with rollback. */
@@ -227,7 +228,7 @@ export default function NoteDetail({ id }: { id: string }) {
               <span className="muted">{t("detail.by", { actor: w("actor", h.actor) })}</span>
               {h.status && <span className={`badge ${h.status}`}>{w("status", h.status)}</span>}
               <span className="grow" />
-              {h.action === "unlink" && h.id && (
+              {h.action === ACTION.unlink && h.id && (
                 <button data-testid="reapply-link" onClick={() => void act(() => api.reviewReapply(h.id ?? ""), t("detail.linkRestored"), { kind: "reviewed" })}>
                   {t("detail.restoreLink")}
                 </button>
