@@ -102,6 +102,21 @@ fn a_fresh_memory_is_enriched_by_the_builtin_model_with_sensible_annotations() {
         .unwrap_or_default();
     assert_eq!(a["not_in_memory"].as_bool(), Some(false), "{a:#}");
     assert!(!cited.is_empty(), "{a:#}");
+    // the small model quotes the note it cites: its words, in order, then the number
+    let answer = a["answer"].as_str().unwrap_or_default();
+    let (quote, cite) = answer
+        .rsplit_once(" [")
+        .unwrap_or_else(|| panic!("no citation at the end: {a:#}"));
+    let n: usize = cite.trim_end_matches("].").parse().unwrap_or(0);
+    let note = a["notes"]
+        .as_array()
+        .and_then(|ns| ns.iter().find(|x| x["n"].as_u64() == Some(n as u64)))
+        .and_then(|x| x["content"].as_str())
+        .unwrap_or_default();
+    assert!(
+        !quote.is_empty() && note.contains(quote),
+        "the answer is not a quote of note {n} ({note:?}): {a:#}"
+    );
     for c in cited {
         assert!(
             ids.iter().any(|i| i == c),
@@ -183,9 +198,22 @@ fn a_missing_or_corrupt_model_file_names_the_fix_and_loses_no_note() {
 fn the_model_catalog_lists_installs_and_uses_builtin_models() {
     let h = Home::with_builtin_llm();
     let home = h.dir.path().join("home");
+    // models installed on this machine (KASTEN_MODELS=all scripts/setup) are not this
+    // home's: another data dir, with the embedder and ONNX Runtime named where they are
+    let machine = dirs_data().join("kasten");
+    let data = h.dir.path().join("data");
     let with_home = |args: &[&str]| {
         let mut c = h.cmd(args);
-        c.env("KASTEN_HOME", &home);
+        c.env("KASTEN_HOME", &home)
+            .env("XDG_DATA_HOME", &data)
+            .env(
+                "KASTEN_MODEL_DIR",
+                machine.join("models/all-minilm-l6-v2-int8"),
+            )
+            .env(
+                "ORT_DYLIB_PATH",
+                machine.join("lib/libonnxruntime.so.1.31.1"),
+            );
         c.output()
             .unwrap_or_else(|e| panic!("kasten {args:?}: {e}"))
     };
@@ -265,4 +293,16 @@ fn the_model_catalog_lists_installs_and_uses_builtin_models() {
     let out = with_home(&["llm", "remove", "qwen2.5-coder-0.5b"]);
     assert!(out.status.success());
     assert!(!file.exists());
+}
+
+/// The machine's data dir (`$XDG_DATA_HOME`, else `~/.local/share`), where scripts/setup
+/// installs.
+fn dirs_data() -> std::path::PathBuf {
+    std::env::var_os("XDG_DATA_HOME")
+        .filter(|d| !d.is_empty())
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
+                .join(".local/share")
+        })
 }

@@ -370,6 +370,106 @@ pub fn cited_answer_grammar(shown: usize) -> String {
     )
 }
 
+/// Which shown notes (0-based) a small model may quote, and whether it may decline
+/// ("Not in memory."): `current[i]` says note `i` is current (no newer note replaced it),
+/// `overlap[i]` the share of the question's terms it holds. A replaced note is shown, never
+/// quoted: an answer never gives a replaced value as current. When current notes hold
+/// every term of the question, the answer quotes one of them and does not decline; else
+/// any current note, or "Not in memory.".
+pub fn what_to_quote(current: &[bool], overlap: &[f64]) -> (Vec<usize>, bool) {
+    let live: Vec<usize> = (0..current.len()).filter(|i| current[*i]).collect();
+    let whole: Vec<usize> = live
+        .iter()
+        .copied()
+        .filter(|i| overlap.get(*i).is_some_and(|o| *o >= 1.0))
+        .collect();
+    if whole.is_empty() {
+        (live, true)
+    } else {
+        (whole, false)
+    }
+}
+
+/// Words of one note an answer may quote, at most.
+const SPAN_WORDS: usize = 60;
+
+/// A GBNF grammar for answers of small models that quote: either exactly "Not in memory."
+/// or a run of consecutive words of one of the `quotable` notes (number, content), cited
+/// with that note's number — "pesäpallo [1]." out of note 1's "Goaltender is associated with
+/// the sport of pesäpallo." A small model left free answers from what it learnt rather
+/// than from the note in front of it (the real world's sport, not the one the user wrote);
+/// bound to the words of a note, it picks the note and the words. A quoted run may stop at
+/// any word, with that word's trailing punctuation dropped. Without `may_decline` (a note
+/// holds every term of the question) "Not in memory." is not offered: denied the answer it
+/// learnt, a small model otherwise declines rather than read the note. With no quotable
+/// note, the free form of [`cited_answer_grammar`].
+pub fn quoted_answer_grammar(
+    quotable: &[(usize, &str)],
+    shown: usize,
+    may_decline: bool,
+) -> String {
+    let notes: Vec<(usize, Vec<&str>)> = quotable
+        .iter()
+        .filter(|(n, _)| (1..=shown.max(1)).contains(n))
+        .map(|(n, text)| {
+            (
+                *n,
+                text.split_whitespace().take(SPAN_WORDS).collect::<Vec<_>>(),
+            )
+        })
+        .filter(|(_, w)| !w.is_empty())
+        .collect();
+    if notes.is_empty() {
+        return cited_answer_grammar(shown);
+    }
+    let lit = |s: &str| {
+        let mut out = String::from("\"");
+        for c in s.chars() {
+            match c {
+                '"' => out.push_str("\\\""),
+                '\\' => out.push_str("\\\\"),
+                c if c.is_control() => {}
+                c => out.push(c),
+            }
+        }
+        out.push('"');
+        out
+    };
+    let mut rules = Vec::new();
+    let mut answers = Vec::new();
+    for (n, words) in &notes {
+        let mut starts = Vec::new();
+        for (i, w) in words.iter().enumerate() {
+            let bare = w.trim_end_matches(['.', ',', ';', ':', '!', '?']);
+            let mut alts = Vec::new();
+            if !bare.is_empty() {
+                alts.push(lit(bare));
+                starts.push(format!("q-{n}-{i}"));
+            }
+            if i + 1 < words.len() {
+                alts.push(format!("{} \" \" q-{n}-{}", lit(w), i + 1));
+            }
+            if alts.is_empty() {
+                alts.push(lit(w));
+            }
+            rules.push(format!("q-{n}-{i} ::= {}", alts.join(" | ")));
+        }
+        if !starts.is_empty() {
+            answers.push(format!("( {} ) \" [{n}].\"", starts.join(" | ")));
+        }
+    }
+    let decline = if may_decline {
+        format!("\"{NOT_IN_MEMORY}\" | ")
+    } else {
+        String::new()
+    };
+    format!(
+        "root ::= {decline}{}\n{}\n",
+        answers.join(" | "),
+        rules.join("\n")
+    )
+}
+
 /// The citation numbers in an answer, in order of first use, that name one of the `shown`
 /// notes (1-based), and how many `[n]` named no shown note. Accepts `[3]`, `[1, 2]`,
 /// `[1][2]` and `[1-3]`.
@@ -636,6 +736,60 @@ mod tests {
             user.contains("<<<The vet said the limp is a sprain.>>>\n\nLinks"),
             "{user}"
         );
+    }
+
+    #[test]
+    fn a_quoted_answer_is_a_run_of_one_current_notes_words_then_its_number() {
+        let notes = [
+            (1, "Goaltender is associated with pesäpallo."),
+            (3, "She said \"hi\" back\\slash"),
+        ];
+        let g = quoted_answer_grammar(&notes, 3, true);
+        // a run may start at any word of a note and goes on word by word
+        assert!(
+            g.starts_with(
+                "root ::= \"Not in memory.\" | ( q-1-0 | q-1-1 | q-1-2 | q-1-3 | q-1-4 ) \" [1].\" | ( q-3-0 |"
+            ),
+            "{g}"
+        );
+        assert!(
+            g.contains("\nq-1-3 ::= \"with\" | \"with\" \" \" q-1-4\n"),
+            "{g}"
+        );
+        // the last word stops the run, without its full stop
+        assert!(g.contains("\nq-1-4 ::= \"pesäpallo\"\n"), "{g}");
+        // quotes and backslashes are escaped inside the literals
+        assert!(g.contains("\"\\\"hi\\\"\""), "{g}");
+        assert!(g.contains("\"back\\\\slash\""), "{g}");
+        // note 2 (replaced) is not quotable; no number but the notes' own
+        assert!(!g.contains("q-2-") && !g.contains("[2]"), "{g}");
+        // a note holding every term of the question: no declining
+        let sure = quoted_answer_grammar(&notes, 3, false);
+        assert!(sure.starts_with("root ::= ( q-1-0"), "{sure}");
+        assert!(!sure.contains("Not in memory"));
+        // nothing quotable: the free cited form
+        assert_eq!(quoted_answer_grammar(&[], 2, true), cited_answer_grammar(2));
+        assert_eq!(
+            quoted_answer_grammar(&[(5, "out of range")], 2, true),
+            cited_answer_grammar(2)
+        );
+    }
+
+    #[test]
+    fn a_small_model_quotes_current_notes_and_the_one_that_holds_the_question() {
+        // note 0 replaced, note 1 holds every term, note 2 some
+        assert_eq!(
+            what_to_quote(&[false, true, true], &[1.0, 1.0, 0.5]),
+            (vec![1], false)
+        );
+        // none holds every term: any current note, or decline
+        assert_eq!(
+            what_to_quote(&[false, true, true], &[1.0, 0.5, 0.5]),
+            (vec![1, 2], true)
+        );
+        // everything replaced: nothing to quote (the free form is used)
+        assert_eq!(what_to_quote(&[false], &[1.0]), (vec![], true));
+        assert_eq!(what_to_quote(&[true, true], &[]), (vec![0, 1], true));
     }
 
     #[test]

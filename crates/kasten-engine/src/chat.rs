@@ -162,6 +162,8 @@ impl Engine {
         let mut prompt_notes: Vec<ShownNote> = Vec::new();
         // what replaced each shown note, if anything did
         let mut replaced_by: Vec<Option<crate::SupersededBy>> = Vec::new();
+        // the share of the question's terms each shown note holds
+        let mut overlaps: Vec<f64> = Vec::new();
         {
             // the tokenizer (its stemmer) is not Send: it must not live across an await
             let tokenizer = Tokenizer::default();
@@ -188,6 +190,7 @@ impl Engine {
                         keywords: h.note.keywords.clone(),
                     });
                     replaced_by.push(h.superseded_by.clone());
+                    overlaps.push(overlap);
                     shown.push(AnswerNote {
                         n: shown.len() + 1,
                         id: h.note.id.clone(),
@@ -244,7 +247,18 @@ impl Engine {
             )),
             temperature: 0.0,
             max_tokens: Some(if small { 120 } else { 600 }),
-            grammar: small.then(|| kasten_core::chat::cited_answer_grammar(prompt_notes.len())),
+            // a small model quotes a current note (kasten_core::chat::what_to_quote)
+            grammar: small.then(|| {
+                let current: Vec<bool> = (0..prompt_notes.len())
+                    .map(|i| replaced.get(i).is_none_or(Option::is_none))
+                    .collect();
+                let (quote, may_decline) = kasten_core::chat::what_to_quote(&current, &overlaps);
+                let quotable: Vec<(usize, &str)> = quote
+                    .iter()
+                    .filter_map(|i| prompt_notes.get(*i).map(|n| (i + 1, n.content.as_str())))
+                    .collect();
+                kasten_core::chat::quoted_answer_grammar(&quotable, prompt_notes.len(), may_decline)
+            }),
         };
         let mut sink = |t: &str| on_token(t);
         let resp = self
