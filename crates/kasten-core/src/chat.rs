@@ -372,22 +372,32 @@ pub fn cited_answer_grammar(shown: usize) -> String {
 
 /// Which shown notes (0-based) a small model may quote, and whether it may decline
 /// ("Not in memory."): `current[i]` says note `i` is current (no newer note replaced it),
-/// `overlap[i]` the share of the question's terms it holds. A replaced note is shown, never
-/// quoted: an answer never gives a replaced value as current. When current notes hold
-/// every term of the question, the answer quotes one of them and does not decline; else
-/// any current note, or "Not in memory.".
-pub fn what_to_quote(current: &[bool], overlap: &[f64]) -> (Vec<usize>, bool) {
+/// `overlap[i]` the share of the question's terms it holds, `chain_end[i]` that it ends the
+/// chain the question led the search through (reached from another hit, and no hit reached
+/// from it: "the spouse of X" → X's spouse → where the spouse died). A replaced note is
+/// shown, never quoted: an answer never gives a replaced value as current. When current
+/// notes hold every term of the question, the answer quotes one of them; else, when the
+/// search followed a chain, its last current note; either way it does not decline. Else any
+/// current note, or "Not in memory.".
+pub fn what_to_quote(current: &[bool], overlap: &[f64], chain_end: &[bool]) -> (Vec<usize>, bool) {
     let live: Vec<usize> = (0..current.len()).filter(|i| current[*i]).collect();
     let whole: Vec<usize> = live
         .iter()
         .copied()
         .filter(|i| overlap.get(*i).is_some_and(|o| *o >= 1.0))
         .collect();
-    if whole.is_empty() {
-        (live, true)
-    } else {
-        (whole, false)
+    if !whole.is_empty() {
+        return (whole, false);
     }
+    let ends: Vec<usize> = live
+        .iter()
+        .copied()
+        .filter(|i| chain_end.get(*i).copied().unwrap_or(false))
+        .collect();
+    if !ends.is_empty() {
+        return (ends, false);
+    }
+    (live, true)
 }
 
 /// Words of one note an answer may quote, at most.

@@ -162,8 +162,9 @@ impl Engine {
         let mut prompt_notes: Vec<ShownNote> = Vec::new();
         // what replaced each shown note, if anything did
         let mut replaced_by: Vec<Option<crate::SupersededBy>> = Vec::new();
-        // the share of the question's terms each shown note holds
+        // the share of the question's terms each shown note holds, and how it was found
         let mut overlaps: Vec<f64> = Vec::new();
+        let mut vias: Vec<Vec<Via>> = Vec::new();
         {
             // the tokenizer (its stemmer) is not Send: it must not live across an await
             let tokenizer = Tokenizer::default();
@@ -191,6 +192,7 @@ impl Engine {
                     });
                     replaced_by.push(h.superseded_by.clone());
                     overlaps.push(overlap);
+                    vias.push(h.via.clone());
                     shown.push(AnswerNote {
                         n: shown.len() + 1,
                         id: h.note.id.clone(),
@@ -252,7 +254,20 @@ impl Engine {
                 let current: Vec<bool> = (0..prompt_notes.len())
                     .map(|i| replaced.get(i).is_none_or(Option::is_none))
                     .collect();
-                let (quote, may_decline) = kasten_core::chat::what_to_quote(&current, &overlaps);
+                // the end of the chain: reached from a hit, no shown note reached from it
+                let chain_end: Vec<bool> = shown
+                    .iter()
+                    .zip(&vias)
+                    .map(|(n, via)| {
+                        via.iter().any(|v| matches!(v, Via::Chain { .. }))
+                            && !vias
+                                .iter()
+                                .flatten()
+                                .any(|v| matches!(v, Via::Chain { from } if *from == n.id))
+                    })
+                    .collect();
+                let (quote, may_decline) =
+                    kasten_core::chat::what_to_quote(&current, &overlaps, &chain_end);
                 let quotable: Vec<(usize, &str)> = quote
                     .iter()
                     .filter_map(|i| prompt_notes.get(*i).map(|n| (i + 1, n.content.as_str())))

@@ -238,19 +238,39 @@ fn a_quoted_answer_is_a_run_of_one_current_notes_words_then_its_number() {
 
 #[test]
 fn a_small_model_quotes_current_notes_and_the_one_that_holds_the_question() {
+    let no_chain = [false; 3];
     // note 0 replaced, note 1 holds every term, note 2 some
     assert_eq!(
-        what_to_quote(&[false, true, true], &[1.0, 1.0, 0.5]),
+        what_to_quote(&[false, true, true], &[1.0, 1.0, 0.5], &no_chain),
         (vec![1], false)
     );
     // none holds every term: any current note, or decline
     assert_eq!(
-        what_to_quote(&[false, true, true], &[1.0, 0.5, 0.5]),
+        what_to_quote(&[false, true, true], &[1.0, 0.5, 0.5], &no_chain),
         (vec![1, 2], true)
     );
+    // ... unless the search followed a chain: its last current note
+    assert_eq!(
+        what_to_quote(&[true, true, true], &[0.5, 0.5, 0.5], &[false, false, true]),
+        (vec![2], false)
+    );
+    // a note that holds the whole question wins over the chain's end
+    assert_eq!(
+        what_to_quote(&[true, true, true], &[1.0, 0.5, 0.5], &[false, false, true]),
+        (vec![0], false)
+    );
+    // a replaced chain end is not quoted
+    assert_eq!(
+        what_to_quote(
+            &[true, true, false],
+            &[0.5, 0.5, 0.5],
+            &[false, false, true]
+        ),
+        (vec![0, 1], true)
+    );
     // everything replaced: nothing to quote (the free form is used)
-    assert_eq!(what_to_quote(&[false], &[1.0]), (vec![], true));
-    assert_eq!(what_to_quote(&[true, true], &[]), (vec![0, 1], true));
+    assert_eq!(what_to_quote(&[false], &[1.0], &[false]), (vec![], true));
+    assert_eq!(what_to_quote(&[true, true], &[], &[]), (vec![0, 1], true));
 }
 
 #[test]
