@@ -95,15 +95,7 @@ pub(crate) async fn eval_sample(
             let ingest: Ingest = serde_json::from_str(&info).unwrap_or_default();
             // a memory finished before checkpoints were asked for gets one now
             if let Some(c) = checkpoint.as_ref().filter(|c| !c.exists()) {
-                Progress {
-                    path: &partial,
-                    resume: false,
-                    checkpoint: Some((c, dir)),
-                    log,
-                    shell,
-                }
-                .checkpoint(&engine)
-                .await;
+                write_checkpoint(c, &engine, dir, log).await;
             }
             SampleIngest {
                 ingest,
@@ -185,18 +177,10 @@ impl Progress<'_> {
         (p.enriched, p.enrichment_failed, p.seconds)
     }
 
-    /// Writes the checkpoint, if there is one. A failure is said and the run goes on: the
-    /// memory cached here still holds everything.
+    /// Writes the checkpoint, if there is one ([`write_checkpoint`]).
     async fn checkpoint(&self, engine: &Engine) {
         if let Some((c, dir)) = self.checkpoint {
-            match c.save(engine, dir).await {
-                Ok(()) => (self.log)(format!("checkpoint written to {}", c.dir().display())),
-                Err(e) => (self.log)(format!(
-                    "warning: the checkpoint in {} was not written ({e:#}); the memory cached in {} keeps the progress",
-                    c.dir().display(),
-                    dir.display()
-                )),
-            }
+            write_checkpoint(c, engine, dir, self.log).await;
         }
     }
 
@@ -211,6 +195,19 @@ impl Progress<'_> {
         std::fs::write(&tmp, serde_json::to_string(&p)?)
             .and_then(|()| std::fs::rename(&tmp, self.path))
             .with_context(|| format!("cannot write {}", self.path.display()))
+    }
+}
+
+/// Writes the checkpoint of the memory cached at `dir`. A failure is said and the run goes
+/// on: the memory cached here still holds everything.
+async fn write_checkpoint(c: &Checkpoint, engine: &Engine, dir: &Path, log: &dyn Fn(String)) {
+    match c.save(engine, dir).await {
+        Ok(()) => log(format!("checkpoint written to {}", c.dir().display())),
+        Err(e) => log(format!(
+            "warning: the checkpoint in {} was not written ({e:#}); the memory cached in {} keeps the progress",
+            c.dir().display(),
+            dir.display()
+        )),
     }
 }
 
