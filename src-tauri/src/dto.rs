@@ -1,9 +1,11 @@
 //! What crosses IPC: plain, typed (specta) shapes, converted from the engine's types.
 //! Times are RFC 3339 strings; counts are `u32`/`f64` so that TypeScript gets `number`.
 
+use kasten_core::LinkKindWord;
 use kasten_core::prompts::OpKind;
 use kasten_core::{Action, ActionWord, ReviewKind};
 use kasten_core::{Actor, Enrich, EnrichState, Link, LinkKind, LinkStatus, Note, NoteStatus};
+use kasten_core::{Via, ViaKind};
 use kasten_engine::{FieldEdit, Fields};
 use kasten_engine::{GraphLink, GraphNode};
 use kasten_engine::{HistoryEntry, ReviewItem, ReviewOutcome, ReviewStatus, SearchHit};
@@ -32,8 +34,8 @@ pub fn preview(s: &str, n: usize) -> String {
     out
 }
 
-/// The actors with a fixed word, as a union for the UI: actor fields (`created_by`, `by`,
-/// `actor`) are open strings, as an agent's word carries its name (`agent:<name>`).
+/// The actors with a fixed word, as a union for the UI. Actor fields (`created_by`, `by`,
+/// `actor`) are [`ActorType`]: one of these or an agent's word with its name.
 #[derive(Debug, Clone, Copy, Serialize, Type, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum ActorWord {
@@ -54,6 +56,32 @@ impl ActorWord {
             ActorWord::Merge => Actor::Merge,
             ActorWord::Agent => Actor::Agent,
         }
+    }
+}
+
+/// What an actor field is in the app's TypeScript: a fixed actor's word ([`ActorWord`]) or
+/// an agent's with the name it gave (`agent:<name>`). A word an older or newer version
+/// wrote is shown as it came.
+pub struct ActorType;
+
+impl Type for ActorType {
+    fn definition(types: &mut specta::Types) -> specta::datatype::DataType {
+        // registers ActorWord, which the definition names
+        let _ = ActorWord::definition(types);
+        specta_typescript::define("ActorWord | `agent:${string}`").into()
+    }
+}
+
+/// What a review item's label is in the app's TypeScript: a link's kind or an edit's
+/// action (an older or newer version's word is shown as it came).
+pub struct ReviewLabel;
+
+impl Type for ReviewLabel {
+    fn definition(types: &mut specta::Types) -> specta::datatype::DataType {
+        // registers the two unions the definition names
+        let _ = LinkKindWord::definition(types);
+        let _ = ActionWord::definition(types);
+        specta_typescript::define("LinkKindWord | ActionWord").into()
     }
 }
 
@@ -100,13 +128,13 @@ impl From<Note> for NoteDto {
 pub struct LinkDto {
     pub from: String,
     pub to: String,
-    /// Any word: the kinds Kasten knows and those an import brought.
-    #[specta(type = String)]
+    /// A kind Kasten writes, or any word an import or a person brought.
+    #[specta(type = LinkKindWord)]
     pub kind: LinkKind,
     pub reason: String,
     pub confidence: f64,
     /// `user`, `llm`, `import`, `merge`, `agent` or `agent:<name>`.
-    #[specta(type = String)]
+    #[specta(type = ActorType)]
     pub created_by: Actor,
     pub status: LinkStatus,
     pub created_at: String,
@@ -213,7 +241,7 @@ impl From<Fields> for FieldsDto {
 pub struct HistoryDto {
     pub at: String,
     /// `user`, `llm`, `import`, `merge`, `agent` or `agent:<name>`.
-    #[specta(type = String)]
+    #[specta(type = ActorType)]
     pub actor: Actor,
     /// What was done: a word of [`ActionWord`], or one an older or newer version wrote,
     /// as it came.
@@ -285,6 +313,8 @@ pub struct ReviewItemDto {
     pub target: Option<String>,
     pub target_preview: Option<String>,
     pub event: Option<String>,
+    /// A link's kind, or what an edit is (`construction`, `evolution`, `edit`).
+    #[specta(type = ReviewLabel)]
     pub label: String,
     pub reason: String,
     pub confidence: Option<f64>,
@@ -294,7 +324,7 @@ pub struct ReviewItemDto {
     pub created_at: String,
     pub changes: Vec<ChangeDto>,
     /// Who made it: `llm`, `merge`, `agent:<name>` or `agent`.
-    #[specta(type = String)]
+    #[specta(type = ActorType)]
     pub by: Actor,
     /// For a supersession (`label` `supersedes`: the note is the newer, the target the
     /// older): when each note's fact became true (`valid_from`); none for other items.
@@ -389,8 +419,8 @@ pub struct NotesPage {
 pub struct HitDto {
     pub note: NoteDto,
     pub score: f64,
-    /// How the hit was found: `vector`, `keyword`, `link`, `context`, `date`.
-    pub via: Vec<String>,
+    /// How the hit was found.
+    pub via: Vec<ViaKind>,
     /// The newer note that replaced this one (such a hit ranks below it).
     pub superseded_by: Option<SupersededByDto>,
 }
@@ -411,21 +441,7 @@ impl HitDto {
 
 impl From<SearchHit> for HitDto {
     fn from(h: SearchHit) -> Self {
-        let via = h
-            .via
-            .iter()
-            .map(|v| {
-                serde_json::to_value(v)
-                    .ok()
-                    .and_then(|v| match v {
-                        serde_json::Value::String(s) => Some(s),
-                        serde_json::Value::Object(m) => m.keys().next().cloned(),
-                        _ => None,
-                    })
-                    .unwrap_or_default()
-                    .to_lowercase()
-            })
-            .collect();
+        let via = h.via.iter().map(Via::kind).collect();
         HitDto {
             superseded_by: h.superseded_by.map(|s| superseded_by_dto(s, String::new())),
             note: h.note.into(),
@@ -471,8 +487,8 @@ pub struct GraphLinkDto {
     pub id: String,
     pub from: String,
     pub to: String,
-    /// Any word: the kinds Kasten knows and those an import brought.
-    #[specta(type = String)]
+    /// A kind Kasten writes, or any word an import or a person brought.
+    #[specta(type = LinkKindWord)]
     pub kind: LinkKind,
     pub status: LinkStatus,
     pub confidence: f64,

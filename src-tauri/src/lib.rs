@@ -87,7 +87,7 @@ pub fn specta_builder() -> tauri_specta::Builder<tauri::Wry> {
             events::JobEvent,
             events::StatusEvent
         ])
-        // the fixed actor words, for the UI's comparisons (actor fields are open strings)
+        // the fixed actor words, for the UI's comparisons (actor fields also hold `agent:<name>`)
         .typ::<dto::ActorWord>()
 }
 

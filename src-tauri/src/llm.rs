@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use kasten_engine::LlmSource;
+use kasten_llm::Provider;
 use kasten_llm::catalog::{
     CatalogModel, catalog, find_model, installed_path, measurements, models_dir,
 };
@@ -30,8 +31,8 @@ const PROBE_TIMEOUT: Duration = Duration::from_millis(400);
 pub struct DiscoveredDto {
     /// "Ollama", "LM Studio", "llama-server", "vLLM" or "server at host:port".
     pub server: String,
-    /// "openai" or "ollama".
-    pub provider: String,
+    /// The protocol it speaks (`openai` or `ollama`).
+    pub provider: Provider,
     pub base_url: String,
     pub models: Vec<String>,
 }
@@ -91,7 +92,7 @@ pub struct LlmOverviewDto {
 pub enum LlmPick {
     /// A server (usually one that discovery found).
     Server {
-        provider: String,
+        provider: Provider,
         base_url: String,
         model: String,
     },
@@ -131,7 +132,7 @@ pub async fn llm_overview(state: State<'_, AppState>) -> AppResult<LlmOverviewDt
             .into_iter()
             .map(|d| DiscoveredDto {
                 server: d.server,
-                provider: d.provider.as_str().to_owned(),
+                provider: d.provider,
                 base_url: d.base_url,
                 models: d.models,
             })
@@ -167,7 +168,7 @@ pub async fn use_llm(
                 return Err(AppError::Invalid("pick a model of this server".into()));
             }
             kasten_engine::LlmPick::Server {
-                provider: provider.clone(),
+                provider: provider.as_str().to_owned(),
                 base_url: base_url.clone(),
                 model: model.clone(),
             }

@@ -1,6 +1,7 @@
 //! IPC for what a person does by hand: link two notes (the `[[` autocomplete and the
 //! detail's "add link"), remove a link, rewrite a note's text.
 
+use kasten_core::{LinkKind, LinkKindWord};
 use tauri::State;
 
 use crate::dto::OutcomeDto;
@@ -17,10 +18,10 @@ fn note_id(s: &str) -> AppResult<kasten_core::NoteId> {
 /// The kinds a link may have (`relates` is the default).
 #[tauri::command]
 #[specta::specta]
-pub async fn link_kinds() -> AppResult<Vec<String>> {
+pub async fn link_kinds() -> AppResult<Vec<LinkKindWord>> {
     Ok(kasten_engine::link_kinds()
         .iter()
-        .map(|k| k.as_str().to_owned())
+        .filter_map(LinkKind::word)
         .collect())
 }
 

@@ -23,9 +23,42 @@ pub enum KeyStorage {
     Environment,
 }
 
+/// What the provider setting is in the app's TypeScript: a protocol
+/// ([`kasten_llm::Provider`]) or `none` (the LLM switched off). A word the environment
+/// gives that is none of these is shown as it came (the engine says what is wrong with it).
+pub struct ProviderSetting;
+
+impl Type for ProviderSetting {
+    fn definition(types: &mut specta::Types) -> specta::datatype::DataType {
+        // registers Provider, which the definition names
+        let _ = kasten_llm::Provider::definition(types);
+        specta_typescript::define("Provider | \"none\"").into()
+    }
+}
+
+/// Whether the LLM's new links (or edits) apply at once or wait for review.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, Type, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum PolicyWord {
+    /// Apply at once, keep for review.
+    Auto,
+    /// Hold until accepted.
+    Review,
+}
+
+impl From<PolicyMode> for PolicyWord {
+    fn from(m: PolicyMode) -> Self {
+        match m {
+            PolicyMode::Auto => PolicyWord::Auto,
+            PolicyMode::Review => PolicyWord::Review,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, Type, PartialEq)]
 pub struct SettingsDto {
-    /// `openai` (any OpenAI-compatible server) or `ollama`.
+    /// `openai` (any OpenAI-compatible server), `ollama`, `local` or `none`.
+    #[specta(type = ProviderSetting)]
     pub provider: String,
     pub base_url: String,
     pub model: String,
@@ -33,9 +66,8 @@ pub struct SettingsDto {
     pub api_key_storage: KeyStorage,
     /// Neighbours shown to the LLM per note (A-Mem's k).
     pub k: u32,
-    /// `auto` (apply at once, keep for review) or `review` (hold until accepted).
-    pub links_policy: String,
-    pub edits_policy: String,
+    pub links_policy: PolicyWord,
+    pub edits_policy: PolicyWord,
     pub auto_accept_confidence: Option<f64>,
     /// Settings fixed by environment variables (they win over what is saved here).
     pub env_overrides: Vec<String>,
@@ -43,6 +75,7 @@ pub struct SettingsDto {
 
 #[derive(Debug, Clone, Serialize, Deserialize, Type)]
 pub struct SettingsInput {
+    #[specta(type = ProviderSetting)]
     pub provider: String,
     pub base_url: String,
     pub model: String,
@@ -50,7 +83,10 @@ pub struct SettingsInput {
     /// `null` keeps the stored key, `""` removes it, anything else replaces it.
     pub api_key: Option<String>,
     pub k: u32,
+    /// Checked by the engine's settings rules, which name the words they take.
+    #[specta(type = PolicyWord)]
     pub links_policy: String,
+    #[specta(type = PolicyWord)]
     pub edits_policy: String,
     pub auto_accept_confidence: Option<f64>,
 }
@@ -65,13 +101,6 @@ pub struct SaveOutcome {
 
 fn env(k: &str) -> Option<String> {
     std::env::var(k).ok().filter(|v| !v.is_empty())
-}
-
-fn mode_str(m: PolicyMode) -> String {
-    match m {
-        PolicyMode::Auto => "auto".into(),
-        PolicyMode::Review => "review".into(),
-    }
 }
 
 impl From<kasten_engine::settings::KeyStorage> for KeyStorage {
@@ -95,8 +124,8 @@ impl From<SettingsForm> for SettingsDto {
             timeout_secs: f.timeout_secs,
             api_key_storage: f.api_key.into(),
             k: f.k,
-            links_policy: mode_str(f.policy.links),
-            edits_policy: mode_str(f.policy.edits),
+            links_policy: f.policy.links.into(),
+            edits_policy: f.policy.edits.into(),
             auto_accept_confidence: f.policy.auto_accept_confidence,
             env_overrides: f.env_overrides,
         }

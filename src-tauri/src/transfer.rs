@@ -24,22 +24,44 @@ use crate::dto::clamp_u32;
 use crate::error::{AppError, AppResult};
 use crate::state::{AppState, Slot};
 
+/// What an export, backup or restore is doing.
+#[derive(Debug, Clone, Copy, Serialize, Type, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum TransferPhase {
+    /// Writing the notes as files (export).
+    Notes,
+    /// Writing or reading the rows of one table (backup, restore); the progress names it.
+    Rows,
+    /// Building the search index (restore, after the rows).
+    Indexing,
+    /// Computing the embeddings a backup did not carry (restore, after the rows).
+    ReEmbedding,
+}
+
 /// Progress of an export, backup or restore, sent over its channel.
 #[derive(Debug, Clone, Serialize, Type, PartialEq, Eq)]
 pub struct TransferProgressDto {
-    /// `notes` (export), the table being written or read (backup, restore), `indexing`
-    /// or `re-embedding` (restore, after the rows).
-    pub phase: String,
+    pub phase: TransferPhase,
+    /// The table whose rows are written or read (phase `rows`).
+    pub table: Option<String>,
     pub done: u32,
     pub total: u32,
 }
 
 impl TransferProgressDto {
-    fn of(phase: &str, done: u64, total: u64) -> Self {
+    fn of(phase: TransferPhase, done: u64, total: u64) -> Self {
         TransferProgressDto {
-            phase: phase.to_owned(),
+            phase,
+            table: None,
             done: clamp_u32(done),
             total: clamp_u32(total),
+        }
+    }
+
+    fn rows(p: &TableProgress) -> Self {
+        TransferProgressDto {
+            table: Some(p.table.clone()),
+            ..Self::of(TransferPhase::Rows, p.done, p.total)
         }
     }
 }
@@ -137,7 +159,7 @@ pub async fn export_to(
                 files += 1;
                 Ok(())
             },
-            &|done, total| progress(TransferProgressDto::of("notes", done, total)),
+            &|done, total| progress(TransferProgressDto::of(TransferPhase::Notes, done, total)),
         )
         .await?;
     Ok(ExportResultDto {
@@ -181,7 +203,7 @@ pub async fn backup_memory(
     }
     let engine = state.engine().await?;
     let report = |p: &TableProgress| {
-        let _ = on_progress.send(TransferProgressDto::of(&p.table, p.done, p.total));
+        let _ = on_progress.send(TransferProgressDto::rows(p));
     };
     let counts = engine.backup_to_file(&file, &report).await?;
     Ok(BackupResultDto {
@@ -229,12 +251,14 @@ where
         .map_err(refused)?;
     let embedder = state.engine().await?.shared_embedder();
     // 2. restored into a new folder beside the memory, which stays open meanwhile
-    let rows = |p: &TableProgress| progress(TransferProgressDto::of(&p.table, p.done, p.total));
+    let rows = |p: &TableProgress| progress(TransferProgressDto::rows(p));
     let loading = |p: Progress| {
         progress(match p {
-            Progress::Loading { done, total } => TransferProgressDto::of("indexing", done, total),
+            Progress::Loading { done, total } => {
+                TransferProgressDto::of(TransferPhase::Indexing, done, total)
+            }
             Progress::Reembedding { done, total } => {
-                TransferProgressDto::of("re-embedding", done, total)
+                TransferProgressDto::of(TransferPhase::ReEmbedding, done, total)
             }
         })
     };

@@ -87,12 +87,12 @@ async fn a_restore_replaces_the_memory_and_keeps_the_one_before_it() {
     .await;
     let dir = tmp.path().join("home/db");
     let state = app_with(&dir, &["written before the restore"]).await;
-    let seen = Mutex::new(Vec::<String>::new());
+    let seen = Mutex::new(Vec::<TransferProgressDto>::new());
     let done = restore_replacing(
         &state,
         &dir,
         &file,
-        &|p| seen.lock().map(|mut s| s.push(p.phase)).unwrap_or(()),
+        &|p| seen.lock().map(|mut s| s.push(p)).unwrap_or(()),
         reopen,
     )
     .await
@@ -109,7 +109,9 @@ async fn a_restore_replaces_the_memory_and_keeps_the_one_before_it() {
     );
     assert!(
         seen.lock()
-            .map(|s| s.iter().any(|p| p == "note"))
+            .map(|s| s
+                .iter()
+                .any(|p| p.phase == TransferPhase::Rows && p.table.as_deref() == Some("note")))
             .unwrap_or(false),
         "no progress for the notes"
     );
@@ -184,7 +186,7 @@ async fn an_export_goes_into_the_folder_picked_or_a_new_one_inside_it() {
     assert_eq!((PathBuf::from(&r.dir), r.files), (empty.clone(), 2));
     assert_eq!(
         last.lock().ok().and_then(|l| l.clone()),
-        Some(TransferProgressDto::of("notes", 2, 2))
+        Some(TransferProgressDto::of(TransferPhase::Notes, 2, 2))
     );
     let md = std::fs::read_dir(&empty)
         .unwrap_or_else(|e| panic!("{e}"))

@@ -125,7 +125,7 @@ export const commands = {
 	 */
 	ask: (question: string, history: ChatTurnDto[], asOf: string | null, onToken: Channel<string>) => typedError<AnswerDto, AppError>(__TAURI_INVOKE("ask", { question, history, asOf, onToken })),
 	/**  The kinds a link may have (`relates` is the default). */
-	linkKinds: () => typedError<string[], AppError>(__TAURI_INVOKE("link_kinds")),
+	linkKinds: () => typedError<LinkKindWord[], AppError>(__TAURI_INVOKE("link_kinds")),
 	/**
 	 *  Links `from -> to` by hand: accepted at once, in both notes' history, undone by rolling
 	 *  the link back.
@@ -181,8 +181,8 @@ export const events = {
 export type ActionWord = "created" | "construction" | "evolution" | "edit" | "edit_content" | "propose_link" | "link" | "unlink" | "accept" | "accept_edited" | "reject" | "rollback" | "rollback_event" | "reapply" | "both_true" | "archive" | "restore" | "merge" | "unmerge" | "keep" | "tier" | "project_open" | "project_close";
 
 /**
- *  The actors with a fixed word, as a union for the UI: actor fields (`created_by`, `by`,
- *  `actor`) are open strings, as an agent's word carries its name (`agent:<name>`).
+ *  The actors with a fixed word, as a union for the UI. Actor fields (`created_by`, `by`,
+ *  `actor`) are [`ActorType`]: one of these or an agent's word with its name.
  */
 export type ActorWord = "user" | "llm" | "import" | "merge" | "agent";
 
@@ -290,8 +290,8 @@ export type DayDto = {
 export type DiscoveredDto = {
 	/**  "Ollama", "LM Studio", "llama-server", "vLLM" or "server at host:port". */
 	server: string,
-	/**  "openai" or "ollama". */
-	provider: string,
+	/**  The protocol it speaks (`openai` or `ollama`). */
+	provider: Provider,
 	base_url: string,
 	models: string[],
 };
@@ -359,8 +359,8 @@ export type GraphLinkDto = {
 	id: string,
 	from: string,
 	to: string,
-	/**  Any word: the kinds Kasten knows and those an import brought. */
-	kind: string,
+	/**  A kind Kasten writes, or any word an import or a person brought. */
+	kind: LinkKindWord,
 	status: LinkStatus,
 	confidence: number | null,
 };
@@ -387,7 +387,7 @@ export type GraphPage = {
 export type HistoryDto = {
 	at: string,
 	/**  `user`, `llm`, `import`, `merge`, `agent` or `agent:<name>`. */
-	actor: string,
+	actor: ActorWord | `agent:${string}`,
 	/**
 	 *  What was done: a word of [`ActionWord`], or one an older or newer version wrote,
 	 *  as it came.
@@ -409,8 +409,8 @@ export type HistoryDto = {
 export type HitDto = {
 	note: NoteDto,
 	score: number | null,
-	/**  How the hit was found: `vector`, `keyword`, `link`, `context`, `date`. */
-	via: string[],
+	/**  How the hit was found. */
+	via: ViaKind[],
 	/**  The newer note that replaced this one (such a hit ranks below it). */
 	superseded_by: SupersededByDto | null,
 };
@@ -486,17 +486,23 @@ export type LifecycleDto = {
 export type LinkDto = {
 	from: string,
 	to: string,
-	/**  Any word: the kinds Kasten knows and those an import brought. */
-	kind: string,
+	/**  A kind Kasten writes, or any word an import or a person brought. */
+	kind: LinkKindWord,
 	reason: string,
 	confidence: number | null,
 	/**  `user`, `llm`, `import`, `merge`, `agent` or `agent:<name>`. */
-	created_by: string,
+	created_by: ActorWord | `agent:${string}`,
 	status: LinkStatus,
 	created_at: string,
 	/**  A preview of the note at the other end. */
 	other_preview: string,
 };
+
+/**
+ *  The link kinds this build writes, as a closed set: what the app's TypeScript names.
+ *  A kind field may also hold an import's or a person's word, shown as it came.
+ */
+export type LinkKindWord = "relates" | "supports" | "contradicts" | "elaborates" | "causes" | "follows" | "same-entity" | "supersedes" | "may_be_outdated" | "wikilink";
 
 /**  Review status of a link as stored. */
 export type LinkStatus = 
@@ -532,7 +538,7 @@ export type LlmOverviewDto = {
 /**  What the user picked. */
 export type LlmPick = 
 /**  A server (usually one that discovery found). */
-{ kind: "server"; provider: string; base_url: string; model: string } | 
+{ kind: "server"; provider: Provider; base_url: string; model: string } | 
 /**  The built-in model `scripts/setup` installs. */
 { kind: "builtin" } | 
 /**  Any GGUF instruct model on disk, run in the app like the built-in one. */
@@ -636,11 +642,30 @@ export type OutcomeDto = {
 	links: number,
 };
 
+/**  Whether the LLM's new links (or edits) apply at once or wait for review. */
+export type PolicyWord = 
+/**  Apply at once, keep for review. */
+"auto" | 
+/**  Hold until accepted. */
+"review";
+
 /**  A project: while it is open its notes do not fade. */
 export type ProjectDto = {
 	name: string,
 	active: boolean,
 };
+
+/**  Which wire protocol the configured server speaks. */
+export type Provider = 
+/**  OpenAI-compatible chat completions (OpenAI, llama-server, vLLM, LM Studio). */
+"openai" | 
+/**  Ollama's native `/api/chat`. */
+"ollama" | 
+/**
+ *  The built-in model: a GGUF file run in process by llama.cpp (`base_url` holds the
+ *  file's path).
+ */
+"local";
 
 /**  An older note this one replaced (an accepted `supersedes` link from this note). */
 export type ReplacedDto = {
@@ -665,7 +690,8 @@ export type ReviewItemDto = {
 	target: string | null,
 	target_preview: string | null,
 	event: string | null,
-	label: string,
+	/**  A link's kind, or what an edit is (`construction`, `evolution`, `edit`). */
+	label: LinkKindWord | ActionWord,
 	reason: string,
 	confidence: number | null,
 	before: FieldsDto | null,
@@ -674,7 +700,7 @@ export type ReviewItemDto = {
 	created_at: string,
 	changes: ChangeDto[],
 	/**  Who made it: `llm`, `merge`, `agent:<name>` or `agent`. */
-	by: string,
+	by: ActorWord | `agent:${string}`,
 	/**
 	 *  For a supersession (`label` `supersedes`: the note is the newer, the target the
 	 *  older): when each note's fact became true (`valid_from`); none for other items.
@@ -717,32 +743,32 @@ export type SaveOutcome = {
 };
 
 export type SettingsDto = {
-	/**  `openai` (any OpenAI-compatible server) or `ollama`. */
-	provider: string,
+	/**  `openai` (any OpenAI-compatible server), `ollama`, `local` or `none`. */
+	provider: Provider | "none",
 	base_url: string,
 	model: string,
 	timeout_secs: number,
 	api_key_storage: KeyStorage,
 	/**  Neighbours shown to the LLM per note (A-Mem's k). */
 	k: number,
-	/**  `auto` (apply at once, keep for review) or `review` (hold until accepted). */
-	links_policy: string,
-	edits_policy: string,
+	links_policy: PolicyWord,
+	edits_policy: PolicyWord,
 	auto_accept_confidence: number | null,
 	/**  Settings fixed by environment variables (they win over what is saved here). */
 	env_overrides: string[],
 };
 
 export type SettingsInput = {
-	provider: string,
+	provider: Provider | "none",
 	base_url: string,
 	model: string,
 	timeout_secs: number,
 	/**  `null` keeps the stored key, `""` removes it, anything else replaces it. */
 	api_key: string | null,
 	k: number,
-	links_policy: string,
-	edits_policy: string,
+	/**  Checked by the engine's settings rules, which name the words they take. */
+	links_policy: PolicyWord,
+	edits_policy: PolicyWord,
 	auto_accept_confidence: number | null,
 };
 
@@ -825,13 +851,22 @@ export type Tier =
 /**  Lives as long as its project is active. */
 "project";
 
+/**  What an export, backup or restore is doing. */
+export type TransferPhase = 
+/**  Writing the notes as files (export). */
+"notes" | 
+/**  Writing or reading the rows of one table (backup, restore); the progress names it. */
+"rows" | 
+/**  Building the search index (restore, after the rows). */
+"indexing" | 
+/**  Computing the embeddings a backup did not carry (restore, after the rows). */
+"re_embedding";
+
 /**  Progress of an export, backup or restore, sent over its channel. */
 export type TransferProgressDto = {
-	/**
-	 *  `notes` (export), the table being written or read (backup, restore), `indexing`
-	 *  or `re-embedding` (restore, after the rows).
-	 */
-	phase: string,
+	phase: TransferPhase,
+	/**  The table whose rows are written or read (phase `rows`). */
+	table: string | null,
 	done: number,
 	total: number,
 };
@@ -847,6 +882,9 @@ export type ValidityDto = {
 	superseded_by: SupersededByDto | null,
 	replaces: ReplacedDto[],
 };
+
+/**  How a hit was found, without the note it was found from: what the app shows beside it. */
+export type ViaKind = "vector" | "keyword" | "link" | "context" | "date" | "chain";
 
 /* Tauri Specta runtime */
 async function typedError<T, E>(result: Promise<T>): Promise<{ status: "ok"; data: T } | { status: "error"; error: E }> {

@@ -1,7 +1,7 @@
 // The words of the state unions in bindings.ts as values, for lists the UI shows (filters,
 // pickers). Each list is checked against its union both ways: a misspelt word or a word
 // the union lacks fails tsc, and so does a union word the list leaves out.
-import type { ActionWord, ActorWord, Enrich, ReviewStatus, Tier } from "./bindings";
+import type { ActionWord, ActorWord, Enrich, LinkKindWord, PolicyWord, Provider, ReviewStatus, Tier } from "./bindings";
 
 type Every<T extends string, A extends readonly string[]> = [T] extends [A[number]] ? (A[number] extends T ? A : never) : never;
 
@@ -13,6 +13,13 @@ function every<T extends string>() {
 export const ENRICH = every<Enrich>()(["pending", "done", "failed"]);
 export const TIERS = every<Tier>()(["long_term", "short_term", "project"]);
 export const REVIEW_STATUSES = every<ReviewStatus>()(["proposed", "applied", "accepted", "rejected", "rolled_back"]);
+export const POLICIES = every<PolicyWord>()(["auto", "review"]);
+
+/** The protocols a server picked by hand speaks (the built-in model is picked elsewhere). */
+export const SERVER_PROVIDERS = ["openai", "ollama"] as const satisfies readonly Provider[];
+
+/** The kind of a link by hand unless the person picks another. */
+export const DEFAULT_LINK_KIND = "relates" satisfies LinkKindWord;
 
 /** The makers the review queue names: the LLM, merge on write, every agent. */
 export const BY = { llm: "llm", merge: "merge", agent: "agent" } as const satisfies { [K in ActorWord]?: K };

@@ -32,7 +32,32 @@ pub enum Via {
     },
 }
 
+/// How a hit was found, without the note it was found from: what the app shows beside it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
+#[serde(rename_all = "snake_case")]
+pub enum ViaKind {
+    Vector,
+    Keyword,
+    Link,
+    Context,
+    Date,
+    Chain,
+}
+
 impl Via {
+    /// The route without the note it started from.
+    pub fn kind(&self) -> ViaKind {
+        match self {
+            Via::Vector => ViaKind::Vector,
+            Via::Keyword => ViaKind::Keyword,
+            Via::Link { .. } => ViaKind::Link,
+            Via::Context { .. } => ViaKind::Context,
+            Via::Date => ViaKind::Date,
+            Via::Chain { .. } => ViaKind::Chain,
+        }
+    }
+
     /// The label used in `--json` output: `vector`, `keyword`, `link from <id>`,
     /// `context of <id>`, `date`.
     pub fn label(&self) -> String {

@@ -51,10 +51,10 @@ pub mod validity;
 pub mod vector;
 
 pub use error::CoreError;
-pub use fusion::{FusedHit, Via};
+pub use fusion::{FusedHit, Via, ViaKind};
 pub use id::{BoxId, JobId, NoteId};
 pub use note::{EnrichState, Link, NewNote, Note, NoteStatus};
 pub use states::{
-    Action, ActionWord, Actor, Enrich, EventKind, JobKind, JobState, LinkKind, LinkStatus,
-    ReviewKind, ReviewStatus, RevisionStatus,
+    Action, ActionWord, Actor, Enrich, EventKind, JobKind, JobState, LinkKind, LinkKindWord,
+    LinkStatus, ReviewKind, ReviewStatus, RevisionStatus,
 };

@@ -195,84 +195,6 @@ states! {
     }
 }
 
-/// What a link says about the two notes. The kinds Kasten writes or offers the LLM are
-/// closed variants; any other word (an import's, a person's) is [`LinkKind::Other`],
-/// serialised as the plain word.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
-pub enum LinkKind {
-    /// The default kind of a link by hand.
-    #[default]
-    Relates,
-    Supports,
-    Contradicts,
-    Elaborates,
-    Causes,
-    Follows,
-    /// A near-duplicate merged on write (`same-entity`).
-    SameEntity,
-    /// The newer note states another value for what the older one said.
-    Supersedes,
-    /// A note that used a value a newer note replaced.
-    MayBeOutdated,
-    /// An Obsidian `[[wikilink]]`.
-    Wikilink,
-    /// Any other word, kept as it came.
-    Other(String),
-}
-
-impl LinkKind {
-    /// The kinds with a variant of their own, in declaration order.
-    pub const KNOWN: &'static [LinkKind] = &[
-        LinkKind::Relates,
-        LinkKind::Supports,
-        LinkKind::Contradicts,
-        LinkKind::Elaborates,
-        LinkKind::Causes,
-        LinkKind::Follows,
-        LinkKind::SameEntity,
-        LinkKind::Supersedes,
-        LinkKind::MayBeOutdated,
-        LinkKind::Wikilink,
-    ];
-
-    /// The kinds the LLM may choose from.
-    pub const FOR_LLM: &'static [LinkKind] = &[
-        LinkKind::Relates,
-        LinkKind::Supports,
-        LinkKind::Contradicts,
-        LinkKind::Elaborates,
-        LinkKind::Causes,
-        LinkKind::Follows,
-        LinkKind::SameEntity,
-    ];
-
-    /// The word stored and shown for this kind.
-    pub const fn as_str(&self) -> &str {
-        match self {
-            LinkKind::Relates => "relates",
-            LinkKind::Supports => "supports",
-            LinkKind::Contradicts => "contradicts",
-            LinkKind::Elaborates => "elaborates",
-            LinkKind::Causes => "causes",
-            LinkKind::Follows => "follows",
-            LinkKind::SameEntity => "same-entity",
-            LinkKind::Supersedes => "supersedes",
-            LinkKind::MayBeOutdated => "may_be_outdated",
-            LinkKind::Wikilink => "wikilink",
-            LinkKind::Other(s) => s.as_str(),
-        }
-    }
-
-    /// The kind a word names; any word not a known kind is [`LinkKind::Other`].
-    pub fn parse(s: &str) -> Self {
-        Self::KNOWN
-            .iter()
-            .find(|k| k.as_str() == s)
-            .cloned()
-            .unwrap_or_else(|| LinkKind::Other(s.to_owned()))
-    }
-}
-
 /// Who made a change: wrote a link, a revision or an audit entry. Stored and shown as its
 /// word. An agent names itself (`agent:<name>`); a word this build does not know (a newer
 /// version's) is kept as [`Actor::Other`] and written back as it came.
@@ -422,7 +344,6 @@ macro_rules! open_words {
     };
 }
 
-open_words!(LinkKind);
 open_words!(Actor);
 
 /// Defines an open set of words: an enum of the words this build writes, each with its
@@ -467,6 +388,14 @@ macro_rules! open_states {
                     _ => $name::Other(s.to_owned()),
                 }
             }
+
+            /// The word as the closed set names it; none for `Other`.
+            pub fn word(&self) -> Option<$closed> {
+                match self {
+                    $( $name::$variant => Some($closed::$variant), )+
+                    $name::Other(_) => None,
+                }
+            }
         }
 
         open_words!($name);
@@ -474,9 +403,8 @@ macro_rules! open_states {
         $(#[$cmeta])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
         #[cfg_attr(feature = "specta", derive(specta::Type))]
-        #[serde(rename_all = "snake_case")]
         pub enum $closed {
-            $( $variant ),+
+            $( #[serde(rename = $word)] $variant ),+
         }
 
         impl $closed {
@@ -492,6 +420,47 @@ macro_rules! open_states {
             }
         }
     };
+}
+
+open_states! {
+    /// What a link says about the two notes. The kinds Kasten writes or offers the LLM have
+    /// a variant of their own; any other word (an import's, a person's) is
+    /// [`LinkKind::Other`], serialised as the plain word.
+    #[derive(Default)]
+    LinkKind,
+    /// The link kinds this build writes, as a closed set: what the app's TypeScript names.
+    /// A kind field may also hold an import's or a person's word, shown as it came.
+    LinkKindWord {
+        /// The default kind of a link by hand.
+        #[default]
+        Relates => "relates",
+        Supports => "supports",
+        Contradicts => "contradicts",
+        Elaborates => "elaborates",
+        Causes => "causes",
+        Follows => "follows",
+        /// A near-duplicate merged on write.
+        SameEntity => "same-entity",
+        /// The newer note states another value for what the older one said.
+        Supersedes => "supersedes",
+        /// A note that used a value a newer note replaced.
+        MayBeOutdated => "may_be_outdated",
+        /// An Obsidian `[[wikilink]]`.
+        Wikilink => "wikilink",
+    }
+}
+
+impl LinkKind {
+    /// The kinds the LLM may choose from.
+    pub const FOR_LLM: &'static [LinkKind] = &[
+        LinkKind::Relates,
+        LinkKind::Supports,
+        LinkKind::Contradicts,
+        LinkKind::Elaborates,
+        LinkKind::Causes,
+        LinkKind::Follows,
+        LinkKind::SameEntity,
+    ];
 }
 
 open_states! {

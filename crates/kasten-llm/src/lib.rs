@@ -38,6 +38,7 @@ pub use parse::{ParseError, parse_json_lenient};
 
 /// Which wire protocol the configured server speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
 #[serde(rename_all = "snake_case")]
 pub enum Provider {
     /// OpenAI-compatible chat completions (OpenAI, llama-server, vLLM, LM Studio).

@@ -3,6 +3,7 @@
 // follows the system (navigator.languages) unless one is chosen in Settings; the choice is a
 // preference of this computer, kept in localStorage.
 import { useSyncExternalStore } from "react";
+import type { ActionWord, ActorWord, Enrich, LinkKindWord, OpKind, ReviewStatus, Tier, ViaKind } from "../bindings";
 import { en, type Key, type Plural } from "./en";
 import { zh } from "./zh";
 
@@ -217,3 +218,17 @@ declare global {
   }
 }
 if (typeof window !== "undefined") window.__kastenI18n = { englishLeft, uiText, getLang };
+
+/** Every word of the engine's unions that the UI shows with `w(prefix, word)` has its text
+ *  in the dictionary (zh.ts follows en.ts by type): a new word in bindings.ts without one
+ *  fails tsc here. */
+type Shown =
+  | `kind.${LinkKindWord}`
+  | `action.${ActionWord}`
+  | `actor.${ActorWord}`
+  | `status.${ReviewStatus}`
+  | `tier.${Tier}`
+  | `via.${ViaKind}`
+  | `change.${OpKind}`
+  | `notes.${Exclude<Enrich, "done">}`;
+export const EVERY_SHOWN_WORD_HAS_TEXT: [Shown] extends [Key] ? true : never = true;

@@ -1,10 +1,10 @@
 import { describe, expect, it, vi } from "vitest";
 import { buildGraph, FAINTEST, loadWhole, NO_BOX, opacityOf, PALETTE, strengthOpacity } from "../features/graph/graphData";
 import { patchGraph } from "../features/graph/incremental";
-import type { Api, GraphPage, LinkStatus } from "../api";
+import type { Api, GraphPage, LinkKindWord, LinkStatus } from "../api";
 
 const node = (id: string, boxes: string[] = [], strength = 1) => ({ id, label: id, tags: [], enrich: "done" as const, boxes, strength });
-const link = (id: string, from: string, to: string, status: LinkStatus = "accepted", kind = "relates") => ({ id, from, to, kind, status, confidence: 0.8 });
+const link = (id: string, from: string, to: string, status: LinkStatus = "accepted", kind: LinkKindWord = "relates") => ({ id, from, to, kind, status, confidence: 0.8 });
 
 describe("buildGraph", () => {
   it("colours by Box, flags proposed links, merges kinds and drops dangling links", () => {

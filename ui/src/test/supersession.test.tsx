@@ -6,7 +6,7 @@ import userEvent from "@testing-library/user-event";
 import { useState, type ReactElement } from "react";
 import { beforeEach, describe, expect, it, vi } from "vitest";
 import { ctx, note, renderWith } from "./util";
-import type { HitDto, LinkStatus, NoteDetailDto, OutcomeDto, ReviewItemDto } from "../api";
+import type { HitDto, LinkKindWord, LinkStatus, NoteDetailDto, OutcomeDto, ReviewItemDto } from "../api";
 import { Ctx } from "../app-context";
 
 vi.mock("../api", async (orig) => {
@@ -281,7 +281,7 @@ describe("a note's validity", () => {
 
 describe("supersedes in the graph", () => {
   const node = (id: string) => ({ id, label: id, tags: [], enrich: "done" as const, boxes: [], strength: 1 });
-  const link = (id: string, from: string, to: string, kind: string, status: LinkStatus = "accepted") => ({ id, from, to, kind, status, confidence: 1 });
+  const link = (id: string, from: string, to: string, kind: LinkKindWord, status: LinkStatus = "accepted") => ({ id, from, to, kind, status, confidence: 1 });
 
   it("draws a supersession in its own colour and thicker, also beside another kind", () => {
     const g = buildGraph(

@@ -11,7 +11,7 @@ vi.mock("../api", async (orig) => {
 });
 
 import { open, save } from "@tauri-apps/plugin-dialog";
-import { api, ApiError } from "../api";
+import { api, ApiError, type TransferProgressDto } from "../api";
 import TransferPanel from "../features/settings/TransferPanel";
 
 type Fn = ReturnType<typeof vi.fn>;
@@ -39,6 +39,22 @@ describe("TransferPanel", () => {
     release();
     await waitFor(() => expect(screen.getByTestId("transfer-result").textContent).toBe("Exported 9 notes to /home/me/Vault"));
     expect(ctx.toast).toHaveBeenCalled();
+  });
+
+  it("names the table a backup is writing, then the index a restore builds", async () => {
+    saveDialog.mockResolvedValue("/home/me/kasten.json");
+    let release: () => void = () => {};
+    mocked.backupMemory.mockImplementation((_file: string, onProgress: (p: TransferProgressDto) => void) => {
+      onProgress({ phase: "rows", table: "link", done: 2, total: 5 });
+      return new Promise((resolve) => {
+        release = () => resolve({ file: "/home/me/kasten.json", tables: [{ table: "link", rows: 5 }] });
+      });
+    });
+    renderWith(<TransferPanel />);
+    await userEvent.click(screen.getByTestId("backup-run"));
+    await waitFor(() => expect(screen.getByTestId("transfer-progress").textContent).toBe("Backing up link: 2 / 5"));
+    release();
+    await waitFor(() => expect(screen.getByTestId("transfer-result").textContent).toBe("Backed up to /home/me/kasten.json: 5 link"));
   });
 
   it("does nothing when a dialog is cancelled", async () => {

@@ -81,6 +81,15 @@ fn every_link_kind_round_trips_and_unknown_words_stay_as_they_came() {
             .unwrap_or_else(|e| unreachable!("{e}"));
         assert_eq!(&back, k);
     }
+    // the closed set the app's TypeScript names has the same words ("same-entity" too)
+    assert_eq!(LinkKindWord::ALL.len(), LinkKind::KNOWN.len());
+    for (k, w) in LinkKind::KNOWN.iter().zip(LinkKindWord::ALL) {
+        assert_eq!(&LinkKind::from(*w), k);
+        assert_eq!(k.word(), Some(*w));
+        assert_eq!(serde_word(w), k.as_str());
+    }
+    assert_eq!(LinkKind::parse("mentions").word(), None);
+    assert_eq!(LinkKind::default(), LinkKind::Relates);
     for w in ["mentions", "Relates", "same_entity", ""] {
         let k = LinkKind::parse(w);
         assert_eq!(k, LinkKind::Other(w.to_owned()));
@@ -171,6 +180,7 @@ fn every_action_round_trips_and_other_words_stay_as_they_came() {
         assert_eq!(&back, a);
         // the closed set the app's TypeScript names has the same words
         assert_eq!(&Action::from(*w), a);
+        assert_eq!(a.word(), Some(*w));
         assert_eq!(serde_word(w), a.as_str());
     }
     // a word an older or newer version wrote reads back as it was stored

@@ -1,6 +1,7 @@
 // What the graph shows for each node and edge (sigma reducers) and the settings that keep
 // large graphs cheap to draw. Pure functions, shared by the view and the benchmark page.
 import type { Attributes } from "graphology-types";
+import type { LinkKindWord } from "../../api";
 
 /** Above this many notes the graph is drawn in its cheap mode (see `sigmaSettings`). */
 export const BIG = 2000;
@@ -39,7 +40,7 @@ export interface Colours {
  * colour and thicker than the other links, in both themes.
  */
 export const SUPERSEDES_COLOUR = "#8b5cf6";
-export const SUPERSEDES_KIND = "supersedes";
+export const SUPERSEDES_KIND = "supersedes" satisfies LinkKindWord;
 
 /** The attributes of a link edge of `kind` (proposed ones are drawn dashed or amber). */
 export function edgeAttributes(kind: string, proposed: boolean) {

@@ -1,5 +1,6 @@
 import { useState } from "react";
-import { api, errorText, type NoteDto } from "../../api";
+import { api, errorText, type LinkKindWord, type NoteDto } from "../../api";
+import { DEFAULT_LINK_KIND } from "../../states";
 import LinkKindSelect from "./LinkKindSelect";
 import WikiSuggest from "./WikiSuggest";
 import { useNoteSuggestions } from "./useNoteSuggestions";
@@ -11,7 +12,7 @@ export default function LinkEditor({ noteId, onLinked }: { noteId: string; onLin
   const [open, setOpen] = useState(false);
   const [query, setQuery] = useState("");
   const [target, setTarget] = useState<NoteDto | null>(null);
-  const [kind, setKind] = useState("relates");
+  const [kind, setKind] = useState<LinkKindWord>(DEFAULT_LINK_KIND);
   const [reason, setReason] = useState("");
   const [busy, setBusy] = useState(false);
   const [err, setErr] = useState<string | null>(null);
@@ -22,7 +23,7 @@ export default function LinkEditor({ noteId, onLinked }: { noteId: string; onLin
     setOpen(false);
     setQuery("");
     setTarget(null);
-    setKind("relates");
+    setKind(DEFAULT_LINK_KIND);
     setReason("");
     setErr(null);
   };

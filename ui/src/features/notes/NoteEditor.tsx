@@ -1,5 +1,6 @@
 import { useRef, useState } from "react";
-import { api, errorText, type NoteDto } from "../../api";
+import { api, errorText, type LinkKindWord, type NoteDto } from "../../api";
+import { DEFAULT_LINK_KIND } from "../../states";
 import { activeQuery, insertLink, linkLabel, linksInText, type PickedLink } from "../links/wikilink";
 import WikiSuggest from "../links/WikiSuggest";
 import { useNoteSuggestions } from "../links/useNoteSuggestions";
@@ -16,7 +17,7 @@ export default function NoteEditor({ onSaved }: { onSaved: (id: string) => void 
   const [closed, setClosed] = useState<number | null>(null);
   const [active, setActive] = useState(0);
   const [picked, setPicked] = useState<PickedLink[]>([]);
-  const [kind, setKind] = useState("relates");
+  const [kind, setKind] = useState<LinkKindWord>(DEFAULT_LINK_KIND);
   const input = useRef<HTMLTextAreaElement>(null);
   const { t } = useT();
 

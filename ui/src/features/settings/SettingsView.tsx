@@ -1,6 +1,7 @@
 import { useEffect, useState } from "react";
 import { useQuery, useQueryClient } from "@tanstack/react-query";
-import { abortable, api, errorText, type SettingsDto, type SettingsInput } from "../../api";
+import { abortable, api, errorText, type PolicyWord, type Provider, type SettingsDto, type SettingsInput } from "../../api";
+import { POLICIES, SERVER_PROVIDERS, wordOf } from "../../states";
 import { useApp } from "../../app-context";
 import { keys, useChanged } from "../../queries";
 import ImportPanel from "./ImportPanel";
@@ -9,6 +10,11 @@ import LlmPanel from "./LlmPanel";
 import ModelsPanel from "./ModelsPanel";
 import LanguagePanel from "./LanguagePanel";
 import { useT, type Key } from "../../i18n";
+
+const POLICY_TEXT: Record<PolicyWord, Key> = { auto: "settings.policyAuto", review: "settings.policyReview" };
+
+/** A server's protocol by the name people know it by; OpenAI's is said in words. */
+const PROVIDER_LABEL: Partial<Record<Provider, string>> = { ollama: "Ollama" };
 
 const KEY_TEXT: Record<SettingsDto["api_key_storage"], Key> = {
   none: "settings.keyNone",
@@ -89,9 +95,12 @@ export default function SettingsView() {
         <div className="field">
           <label htmlFor="provider">{t("settings.provider")}</label>
           <div>
-            <select id="provider" value={s.provider} onChange={(e) => setS({ ...s, provider: e.target.value })}>
-              <option value="openai">{t("settings.providerOpenai")}</option>
-              <option value="ollama">Ollama</option>
+            <select id="provider" value={s.provider} onChange={(e) => setS({ ...s, provider: wordOf(SERVER_PROVIDERS, e.target.value) ?? s.provider })}>
+              {SERVER_PROVIDERS.map((p) => (
+                <option key={p} value={p}>
+                  {PROVIDER_LABEL[p] ?? t("settings.providerOpenai")}
+                </option>
+              ))}
             </select>
             {envNote("KASTEN_LLM_PROVIDER")}
           </div>
@@ -137,16 +146,22 @@ export default function SettingsView() {
         </div>
         <div className="field">
           <label htmlFor="links_policy">{t("settings.newLinks")}</label>
-          <select id="links_policy" value={s.links_policy} onChange={(e) => setS({ ...s, links_policy: e.target.value })}>
-            <option value="auto">{t("settings.policyAuto")}</option>
-            <option value="review">{t("settings.policyReview")}</option>
+          <select id="links_policy" value={s.links_policy} onChange={(e) => setS({ ...s, links_policy: wordOf(POLICIES, e.target.value) ?? s.links_policy })}>
+            {POLICIES.map((p) => (
+              <option key={p} value={p}>
+                {t(POLICY_TEXT[p])}
+              </option>
+            ))}
           </select>
         </div>
         <div className="field">
           <label htmlFor="edits_policy">{t("settings.edits")}</label>
-          <select id="edits_policy" value={s.edits_policy} onChange={(e) => setS({ ...s, edits_policy: e.target.value })}>
-            <option value="auto">{t("settings.policyAuto")}</option>
-            <option value="review">{t("settings.policyReview")}</option>
+          <select id="edits_policy" value={s.edits_policy} onChange={(e) => setS({ ...s, edits_policy: wordOf(POLICIES, e.target.value) ?? s.edits_policy })}>
+            {POLICIES.map((p) => (
+              <option key={p} value={p}>
+                {t(POLICY_TEXT[p])}
+              </option>
+            ))}
           </select>
         </div>
         <div className="field">

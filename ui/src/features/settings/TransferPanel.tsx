@@ -108,9 +108,15 @@ export default function TransferPanel() {
   };
 
   const progressText = (p: TransferProgressDto) => {
-    if (p.phase === "notes") return t("transfer.exporting");
-    if (p.phase === "indexing" || p.phase === "re-embedding") return t("transfer.indexing");
-    return kind === "restore" ? t("transfer.restoring", { table: p.phase }) : t("transfer.backingUp", { table: p.phase });
+    switch (p.phase) {
+      case "notes":
+        return t("transfer.exporting");
+      case "indexing":
+      case "re_embedding":
+        return t("transfer.indexing");
+      case "rows":
+        return t(kind === "restore" ? "transfer.restoring" : "transfer.backingUp", { table: p.table ?? "" });
+    }
   };
 
   return (
