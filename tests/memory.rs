@@ -420,9 +420,26 @@ fn show_gives_the_validity_and_as_of_returns_what_was_current_then() {
     let shown = ids(&asked, "notes");
     assert!(pos(&shown, &new) < pos(&shown, &old), "{asked:#}");
 
+    // the list as of a day: the notes that had taken effect by its end, newest first
+    let listed = h.json(&["list", "--as-of", "2026-06-30"]);
+    assert_eq!(ids(&listed, "notes")[0], old, "{listed:#}");
+    assert_eq!(pos(&ids(&listed, "notes"), &new), None, "{listed:#}");
+    assert_eq!(listed["total"], 2, "{listed:#}");
+    assert_eq!(listed["as_of"], "2026-06-30", "{listed:#}");
+    let listed = h.json(&["list", "--as-of", "2026-09-01", "--limit", "1"]);
+    assert_eq!(ids(&listed, "notes"), [new.clone()], "{listed:#}");
+    assert_eq!(listed["total"], 3, "{listed:#}");
+    let before = h.ok(&["list", "--as-of", "2026-01-31"]);
+    assert!(
+        before.contains("No note had taken effect by the end of 2026-01-31"),
+        "{before}"
+    );
+    assert_eq!(h.json(&["list"])["total"], 3);
+
     for cmd in [
         vec!["search", "rent", "--as-of", "30.06.2026"],
         vec!["ask", "how much is the rent", "--as-of", "2026-6-30"],
+        vec!["list", "--as-of", "June"],
     ] {
         let out = h.run(&cmd);
         assert!(!out.status.success(), "{cmd:?}");

@@ -40,6 +40,9 @@ pub(crate) enum Command {
     List {
         #[arg(long, default_value_t = 20)]
         limit: usize,
+        /// Only the notes whose value had taken effect by the end of this day (YYYY-MM-DD).
+        #[arg(long, value_name = "DATE")]
+        as_of: Option<String>,
     },
     /// Delete a note and its links.
     Delete { id: String },

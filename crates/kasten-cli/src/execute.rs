@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use anyhow::{Context, Result, anyhow, bail};
+use chrono::NaiveDate;
 use kasten_engine::{Engine, JobOutcome};
 use kasten_share::{Memory, ReviewChange};
 
@@ -28,11 +29,21 @@ pub(crate) async fn execute_shared(memory: &Memory, cmd: Prepared, json: bool) -
             output::added(json, &note, None);
         }
         Prepared::Show(id) => output::show(json, &memory.get(&id).await?),
-        Prepared::List(limit) => output::list(
+        Prepared::List(limit, None) => output::list(
             json,
             &list(memory, limit).await?,
             memory.list_counts().await?,
         ),
+        Prepared::List(limit, Some(day)) => {
+            let (total, notes) = list_as_of(memory, limit, day).await?;
+            let merged = memory.list_counts().await?.merged;
+            output::list_as_of(
+                json,
+                &notes,
+                kasten_engine::ListCounts { total, merged },
+                day,
+            )
+        }
         Prepared::Search(q, k, as_of) => {
             output::search(json, &memory.search_as_of(&q, k, as_of).await?)
         }
@@ -86,6 +97,26 @@ async fn list(memory: &Memory, limit: usize) -> Result<Vec<kasten_core::Note>> {
         }
     }
     Ok(notes)
+}
+
+/// Up to `limit` of the notes that had taken effect by the end of `day`, newest first, and
+/// how many there are, in pages as [`list`].
+async fn list_as_of(
+    memory: &Memory,
+    limit: usize,
+    day: NaiveDate,
+) -> Result<(u64, Vec<kasten_core::Note>)> {
+    let mut notes = Vec::new();
+    loop {
+        let page = (limit - notes.len()).min(kasten_share::MAX_RESULTS);
+        let (total, got) = memory.list_as_of(page.max(1), notes.len(), day).await?;
+        let full = got.len() == page;
+        notes.extend(got);
+        notes.truncate(limit);
+        if !full || notes.len() >= limit {
+            return Ok((total, notes));
+        }
+    }
 }
 
 /// A review or a change by hand, as the user, here or in the owner's engine.

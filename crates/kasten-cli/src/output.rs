@@ -366,19 +366,39 @@ pub fn show(json: bool, d: &NoteDetail) {
 
 /// `total` counts what the list can show; notes merged into another are counted apart.
 pub fn list(json: bool, notes: &[Note], counts: ListCounts) {
-    let ListCounts { total, merged } = counts;
     if json {
-        print_json(&json!({
-            "total": total,
-            "merged": merged,
-            "notes": notes.iter().map(note_json).collect::<Vec<_>>()
-        }));
-        return;
-    }
-    if notes.is_empty() {
+        list_json(notes, counts, None);
+    } else if notes.is_empty() {
         println!("The memory is empty. Add a note with: kasten add \"...\"");
-        return;
+    } else {
+        list_lines(notes, counts.total);
     }
+}
+
+/// `list --as-of DAY`: `total` counts the notes that had taken effect by the end of `day`.
+pub fn list_as_of(json: bool, notes: &[Note], counts: ListCounts, day: chrono::NaiveDate) {
+    if json {
+        list_json(notes, counts, Some(day));
+    } else if notes.is_empty() {
+        println!("No note had taken effect by the end of {day}.");
+    } else {
+        list_lines(notes, counts.total);
+    }
+}
+
+fn list_json(notes: &[Note], counts: ListCounts, as_of: Option<chrono::NaiveDate>) {
+    let mut out = json!({
+        "total": counts.total,
+        "merged": counts.merged,
+        "notes": notes.iter().map(note_json).collect::<Vec<_>>()
+    });
+    if let Some(day) = as_of {
+        out["as_of"] = json!(day.to_string());
+    }
+    print_json(&out);
+}
+
+fn list_lines(notes: &[Note], total: u64) {
     for n in notes {
         println!(
             "{}  {}  {:<7}  {}",

@@ -32,7 +32,7 @@ pub(crate) enum Prepared {
     History(NoteId),
     Edit(NoteId, FieldEdit),
     Show(NoteId),
-    List(usize),
+    List(usize, Option<NaiveDate>),
     Delete(NoteId),
     Search(String, usize, Option<NaiveDate>),
     Import(ImportJob),
@@ -81,7 +81,7 @@ pub(crate) fn prepare(cmd: &Command) -> Result<Prepared> {
             Prepared::Add(NewNote::new(&content)?.at(at), *wait)
         }
         Command::Show { id } => Prepared::Show(NoteId::parse(id)?),
-        Command::List { limit } => Prepared::List(*limit),
+        Command::List { limit, as_of } => Prepared::List(*limit, as_of_day(as_of)?),
         Command::Delete { id } => Prepared::Delete(NoteId::parse(id)?),
         Command::Search { query, k, as_of } => {
             if query.trim().is_empty() {
@@ -268,7 +268,7 @@ pub(crate) fn served_by_owner(p: &Prepared) -> bool {
         p,
         Prepared::Add(_, false)
             | Prepared::Show(_)
-            | Prepared::List(_)
+            | Prepared::List(..)
             | Prepared::Search(..)
             | Prepared::Memory(memory::MemoryCmd::Ask { session: None, .. })
             | Prepared::Memory(memory::MemoryCmd::Consolidate(_))

@@ -286,6 +286,38 @@ impl Engine {
         Ok(self.store.list_notes(limit, offset).await?)
     }
 
+    /// The notes [`Engine::list`] shows that had taken effect by the end of `day` (their
+    /// `valid_from`, read from the text, before the next day), newest first: how many, and
+    /// `limit` of them from `offset`. Walks the list in pages (the day is not stored).
+    pub async fn list_as_of(
+        &self,
+        limit: usize,
+        offset: usize,
+        day: chrono::NaiveDate,
+    ) -> Result<(u64, Vec<Note>), EngineError> {
+        const SCAN: usize = 1_000;
+        let end = kasten_core::validity::end_of(day);
+        let (mut total, mut page, mut at) = (0u64, Vec::new(), 0usize);
+        loop {
+            let notes = self.store.list_notes(SCAN, at).await?;
+            let n = notes.len();
+            for note in notes {
+                if crate::supersede::valid_from(&note) >= end {
+                    continue;
+                }
+                let i = total as usize;
+                if i >= offset && i - offset < limit {
+                    page.push(note);
+                }
+                total += 1;
+            }
+            if n < SCAN {
+                return Ok((total, page));
+            }
+            at += n;
+        }
+    }
+
     pub async fn count(&self) -> Result<u64, EngineError> {
         Ok(self.store.count_notes().await?)
     }

@@ -270,6 +270,18 @@ impl MemoryOps for Client {
         .await
     }
 
+    async fn list_as_of(
+        &self,
+        limit: usize,
+        offset: usize,
+        day: NaiveDate,
+    ) -> Result<(u64, Vec<Note>), ShareError> {
+        self.call(false, READ, |c, ctx| async move {
+            c.list_as_of(ctx, limit, offset, day).await
+        })
+        .await
+    }
+
     async fn ask(
         &self,
         question: &str,

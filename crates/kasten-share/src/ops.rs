@@ -87,6 +87,15 @@ pub trait MemoryOps: Send + Sync {
     /// How many notes `list` can show, and how many were merged away.
     async fn list_counts(&self) -> Result<ListCounts, ShareError>;
 
+    /// The notes `list` shows that had taken effect by the end of `day`
+    /// (`Engine::list_as_of`): how many, and a page of them, newest first.
+    async fn list_as_of(
+        &self,
+        limit: usize,
+        offset: usize,
+        day: NaiveDate,
+    ) -> Result<(u64, Vec<Note>), ShareError>;
+
     /// An answer with citations, from the LLM of the process that has the memory open.
     /// In that process `on_token` sees the answer as it is written; through a connection
     /// it sees the whole answer at once.
@@ -186,6 +195,16 @@ impl MemoryOps for Engine {
 
     async fn list_counts(&self) -> Result<ListCounts, ShareError> {
         Ok(Engine::list_counts(self).await?)
+    }
+
+    async fn list_as_of(
+        &self,
+        limit: usize,
+        offset: usize,
+        day: NaiveDate,
+    ) -> Result<(u64, Vec<Note>), ShareError> {
+        at_most("notes", limit)?;
+        Ok(Engine::list_as_of(self, limit, offset, day).await?)
     }
 
     async fn ask(

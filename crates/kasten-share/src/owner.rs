@@ -323,6 +323,17 @@ impl MemoryService for Handler {
         self.run(|e| async move { e.list_counts().await }).await
     }
 
+    async fn list_as_of(
+        self,
+        _: Context,
+        limit: usize,
+        offset: usize,
+        day: NaiveDate,
+    ) -> Result<(u64, Vec<Note>), RemoteError> {
+        self.run(|e| async move { e.list_as_of(limit, offset, day).await })
+            .await
+    }
+
     async fn ask(
         self,
         _: Context,

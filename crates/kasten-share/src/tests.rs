@@ -142,6 +142,18 @@ async fn a_client_reads_and_writes_through_the_owners_engine() {
             .total,
         2
     );
+    // as of a day: today's list holds both, the day before none
+    let today = chrono::Utc::now().date_naive();
+    let (total, page) = c
+        .list_as_of(1, 1, today)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!((total, ids(&page)), (2, ids(&local[1..])));
+    let (total, page) = c
+        .list_as_of(10, 0, today - chrono::Days::new(1))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!((total, page.len()), (0, 0));
     // a link made through the owner is the agent's, in the owner's memory
     let (a, b) = (&added.notes[0].id, &added.notes[1].id);
     let link = c
@@ -224,6 +236,9 @@ async fn the_limits_and_answers_are_the_same_here_and_through_the_owner() {
     for m in [&here, &there] {
         for r in [
             m.list(too_many, 0).await.map(|_| ()),
+            m.list_as_of(too_many, 0, chrono::Utc::now().date_naive())
+                .await
+                .map(|_| ()),
             m.search("heron", too_many).await.map(|_| ()),
             m.proposals(&[], None, too_many).await.map(|_| ()),
         ] {

@@ -36,6 +36,12 @@ pub trait MemoryService {
     async fn list(limit: usize, offset: usize) -> Result<Vec<Note>, RemoteError>;
     /// `Engine::list_counts`.
     async fn list_counts() -> Result<ListCounts, RemoteError>;
+    /// `Engine::list_as_of`.
+    async fn list_as_of(
+        limit: usize,
+        offset: usize,
+        day: NaiveDate,
+    ) -> Result<(u64, Vec<Note>), RemoteError>;
     /// `Engine::ask_with`, without history.
     async fn ask(question: String, options: AskOptions) -> Result<Answer, RemoteError>;
     /// `Engine::link` as an agent; the link's id.
