@@ -144,16 +144,40 @@ pub fn small_talk(message: &str) -> Option<&'static str> {
     }
 }
 
-/// Share of the question's content terms (stemmed, stop words dropped) found in `text`.
-pub fn term_overlap(tokenizer: &Tokenizer, question: &str, text: &str) -> f64 {
+/// How many of the question's content terms (stemmed, stop words dropped, each once) a
+/// text holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TermMatch {
+    pub held: usize,
+    pub terms: usize,
+}
+
+impl TermMatch {
+    /// The share of the question's terms held (0 for a question without content terms).
+    pub fn share(self) -> f64 {
+        if self.terms == 0 {
+            0.0
+        } else {
+            self.held as f64 / self.terms as f64
+        }
+    }
+}
+
+/// Which of the question's content terms `text` holds.
+pub fn term_match(tokenizer: &Tokenizer, question: &str, text: &str) -> TermMatch {
     let mut q = tokenizer.tokenize(question);
     q.sort();
     q.dedup();
-    if q.is_empty() {
-        return 0.0;
-    }
     let t: std::collections::HashSet<String> = tokenizer.tokenize(text).into_iter().collect();
-    q.iter().filter(|w| t.contains(*w)).count() as f64 / q.len() as f64
+    TermMatch {
+        held: q.iter().filter(|w| t.contains(*w)).count(),
+        terms: q.len(),
+    }
+}
+
+/// Share of the question's content terms (stemmed, stop words dropped) found in `text`.
+pub fn term_overlap(tokenizer: &Tokenizer, question: &str, text: &str) -> f64 {
+    term_match(tokenizer, question, text).share()
 }
 
 /// A retrieved note is shown to the model only if it is about the question: cosine
@@ -370,24 +394,28 @@ pub fn cited_answer_grammar(shown: usize) -> String {
     )
 }
 
-/// Which shown notes (0-based) a small model may quote, and whether it may decline
-/// ("Not in memory."): `current[i]` says note `i` is current (no newer note replaced it),
-/// `overlap[i]` the share of the question's terms it holds, `chain_end[i]` that it ends the
-/// chain the question led the search through (reached from another hit, and no hit reached
-/// from it: "the spouse of X" → X's spouse → where the spouse died). A replaced note is
-/// shown, never quoted: an answer never gives a replaced value as current. When current
-/// notes hold every term of the question, the answer quotes one of them; else, when the
-/// search followed a chain, its last current note; either way it does not decline. Else any
-/// current note, or "Not in memory.".
-pub fn what_to_quote(current: &[bool], overlap: &[f64], chain_end: &[bool]) -> (Vec<usize>, bool) {
+/// Which shown notes (0-based, in the order the search ranked them) a small model may
+/// quote, and whether it may decline ("Not in memory."): `current[i]` says note `i` is
+/// current (no newer note replaced it), `matched[i]` which of the question's terms it
+/// holds, `chain_end[i]` that it ends the chain the question led the search through
+/// (reached from another hit, and no hit reached from it: "the spouse of X" → X's spouse →
+/// where the spouse died). A replaced note is shown, never quoted: an answer never gives a
+/// replaced value as current. In this order, without declining: the best-ranked current
+/// note that holds every term of the question ("the capital of the United Kingdom" is not
+/// answered from "the United Kingdom of Great Britain and Ireland" ranked below it); the
+/// chain's last current note; the current notes holding the most terms, when that is at
+/// least half of them and at least two ("the country of citizenship of X Y" from "X Y is
+/// a citizen of …"). Else any current note, or "Not in memory." (one shared term may be
+/// only the subject: "Anna's birthday" against "Anna's wedding is in May").
+pub fn what_to_quote(
+    current: &[bool],
+    matched: &[TermMatch],
+    chain_end: &[bool],
+) -> (Vec<usize>, bool) {
     let live: Vec<usize> = (0..current.len()).filter(|i| current[*i]).collect();
-    let whole: Vec<usize> = live
-        .iter()
-        .copied()
-        .filter(|i| overlap.get(*i).is_some_and(|o| *o >= 1.0))
-        .collect();
-    if !whole.is_empty() {
-        return (whole, false);
+    let held = |i: usize| matched.get(i).copied().unwrap_or_default();
+    if let Some(whole) = live.iter().copied().find(|i| held(*i).share() >= 1.0) {
+        return (vec![whole], false);
     }
     let ends: Vec<usize> = live
         .iter()
@@ -397,41 +425,89 @@ pub fn what_to_quote(current: &[bool], overlap: &[f64], chain_end: &[bool]) -> (
     if !ends.is_empty() {
         return (ends, false);
     }
+    let most = live.iter().map(|i| held(*i).held).max().unwrap_or(0);
+    let best: Vec<usize> = live
+        .iter()
+        .copied()
+        .filter(|i| held(*i).held == most && held(*i).share() >= 0.5)
+        .collect();
+    if most >= 2 && !best.is_empty() {
+        return (best, false);
+    }
     (live, true)
 }
 
-/// Words of one note an answer may quote, at most.
+/// Words an answer may quote, at most: a note this long or shorter (an atomic note) is
+/// quoted whole, a longer one by the sentence.
 const SPAN_WORDS: usize = 60;
 
+/// Words after which a full stop does not end a sentence.
+const ABBREVIATIONS: &[&str] = &[
+    "mr", "mrs", "ms", "dr", "prof", "st", "jr", "sr", "inc", "ltd", "co", "corp", "vs", "etc",
+    "e.g", "i.e", "no", "fig", "approx", "sept", "jan", "feb", "mar", "apr", "jun", "jul", "aug",
+    "sep", "oct", "nov", "dec",
+];
+
+/// What an answer may quote of a note's text: the whole text when it has at most
+/// [`SPAN_WORDS`] words, else each of its sentences (ended by `.`, `!` or `?` before a word
+/// that starts a sentence, but not after an initial or a common abbreviation, and at line
+/// breaks), cut to that many words. White space collapsed, without the final punctuation
+/// (the answer's full stop follows the citation).
+pub fn quotable_sentences(text: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut push = |words: &[&str]| {
+        let s = words.join(" ");
+        let s = s.trim_end_matches(['.', ',', ';', ':', '!', '?']).trim();
+        if !s.is_empty() && !out.iter().any(|o| o == s) {
+            out.push(s.to_owned());
+        }
+    };
+    let all: Vec<&str> = text.split_whitespace().collect();
+    if all.len() <= SPAN_WORDS {
+        push(&all);
+        return out;
+    }
+    for line in text.lines() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let mut start = 0;
+        for i in 0..words.len() {
+            let w = words[i];
+            let stem = w
+                .trim_end_matches(['.', '!', '?', '"', '\'', ')'])
+                .to_lowercase();
+            let ends = w.ends_with(['.', '!', '?'])
+                && stem.chars().count() > 1
+                && !ABBREVIATIONS.contains(&stem.as_str())
+                && words
+                    .get(i + 1)
+                    .and_then(|n| n.chars().next())
+                    .is_some_and(|c| {
+                        c.is_uppercase() || c.is_ascii_digit() || !c.is_alphanumeric()
+                    });
+            if ends || i + 1 == words.len() {
+                push(&words[start..=i][..(i + 1 - start).min(SPAN_WORDS)]);
+                start = i + 1;
+            }
+        }
+    }
+    out
+}
+
 /// A GBNF grammar for answers of small models that quote: either exactly "Not in memory."
-/// or a run of consecutive words of one of the `quotable` notes (number, content), cited
-/// with that note's number — "pesäpallo [1]." out of note 1's "Goaltender is associated with
-/// the sport of pesäpallo." A small model left free answers from what it learnt rather
-/// than from the note in front of it (the real world's sport, not the one the user wrote);
-/// bound to the words of a note, it picks the note and the words. A quoted run may stop at
-/// any word, with that word's trailing punctuation dropped. Without `may_decline` (a note
-/// holds every term of the question) "Not in memory." is not offered: denied the answer it
-/// learnt, a small model otherwise declines rather than read the note. With no quotable
-/// note, the free form of [`cited_answer_grammar`].
+/// or one whole `quotable` note (number, content; a long note by the sentence,
+/// [`quotable_sentences`]) cited with that note's number — "The goaltender is associated
+/// with the sport of pesäpallo [1]." A small model left free answers from what it learnt
+/// rather than from the note in front of it (the real world's sport, not the one the user
+/// wrote), and one left to stop a quote at any word stops too soon ("Yale University"
+/// quoted as "University"); bound to the notes, it only picks one. Without `may_decline`
+/// (see [`what_to_quote`]) "Not in memory." is not offered: denied the answer it learnt, a
+/// small model otherwise declines rather than read the note. With no quotable note, the
+/// free form of [`cited_answer_grammar`].
 pub fn quoted_answer_grammar(
     quotable: &[(usize, &str)],
     shown: usize,
     may_decline: bool,
 ) -> String {
-    let notes: Vec<(usize, Vec<&str>)> = quotable
-        .iter()
-        .filter(|(n, _)| (1..=shown.max(1)).contains(n))
-        .map(|(n, text)| {
-            (
-                *n,
-                text.split_whitespace().take(SPAN_WORDS).collect::<Vec<_>>(),
-            )
-        })
-        .filter(|(_, w)| !w.is_empty())
-        .collect();
-    if notes.is_empty() {
-        return cited_answer_grammar(shown);
-    }
     let lit = |s: &str| {
         let mut out = String::from("\"");
         for c in s.chars() {
@@ -445,39 +521,23 @@ pub fn quoted_answer_grammar(
         out.push('"');
         out
     };
-    let mut rules = Vec::new();
-    let mut answers = Vec::new();
-    for (n, words) in &notes {
-        let mut starts = Vec::new();
-        for (i, w) in words.iter().enumerate() {
-            let bare = w.trim_end_matches(['.', ',', ';', ':', '!', '?']);
-            let mut alts = Vec::new();
-            if !bare.is_empty() {
-                alts.push(lit(bare));
-                starts.push(format!("q-{n}-{i}"));
-            }
-            if i + 1 < words.len() {
-                alts.push(format!("{} \" \" q-{n}-{}", lit(w), i + 1));
-            }
-            if alts.is_empty() {
-                alts.push(lit(w));
-            }
-            rules.push(format!("q-{n}-{i} ::= {}", alts.join(" | ")));
-        }
-        if !starts.is_empty() {
-            answers.push(format!("( {} ) \" [{n}].\"", starts.join(" | ")));
-        }
+    let answers: Vec<String> = quotable
+        .iter()
+        .filter(|(n, _)| (1..=shown.max(1)).contains(n))
+        .filter_map(|(n, text)| {
+            let sentences: Vec<String> = quotable_sentences(text).iter().map(|s| lit(s)).collect();
+            (!sentences.is_empty()).then(|| format!("( {} ) \" [{n}].\"", sentences.join(" | ")))
+        })
+        .collect();
+    if answers.is_empty() {
+        return cited_answer_grammar(shown);
     }
     let decline = if may_decline {
         format!("\"{NOT_IN_MEMORY}\" | ")
     } else {
         String::new()
     };
-    format!(
-        "root ::= {decline}{}\n{}\n",
-        answers.join(" | "),
-        rules.join("\n")
-    )
+    format!("root ::= {decline}{}\n", answers.join(" | "))
 }
 
 /// The citation numbers in an answer, in order of first use, that name one of the `shown`

@@ -14,7 +14,7 @@
 use chrono::{DateTime, NaiveDate, Utc};
 use kasten_core::chat::{
     NOT_IN_MEMORY, ShownLink, ShownNote, ShownReplaced, Turn, answer_prompt_marked, citations,
-    is_relevant, retrieval_query, says_not_in_memory, small_talk, term_overlap,
+    is_relevant, retrieval_query, says_not_in_memory, small_talk, term_match,
 };
 use kasten_core::lifecycle::Reinforce;
 use kasten_core::text::Tokenizer;
@@ -162,8 +162,8 @@ impl Engine {
         let mut prompt_notes: Vec<ShownNote> = Vec::new();
         // what replaced each shown note, if anything did
         let mut replaced_by: Vec<Option<crate::SupersededBy>> = Vec::new();
-        // the share of the question's terms each shown note holds, and how it was found
-        let mut overlaps: Vec<f64> = Vec::new();
+        // which of the question's terms each shown note holds, and how it was found
+        let mut matched: Vec<kasten_core::chat::TermMatch> = Vec::new();
         let mut vias: Vec<Vec<Via>> = Vec::new();
         {
             // the tokenizer (its stemmer) is not Send: it must not live across an await
@@ -175,14 +175,15 @@ impl Engine {
                     .get(&h.note.id)?
                     .map(|v| qv.iter().zip(v.iter()).map(|(a, b)| a * b).sum::<f32>())
                     .unwrap_or(0.0);
-                let overlap = term_overlap(&tokenizer, &query, &h.note.index_text());
+                let terms = term_match(&tokenizer, &query, &h.note.index_text());
                 // a note reached through a link from a relevant note, or the next note of
                 // the chain the question leads through, comes along with it
                 let linked = h
                     .via
                     .iter()
                     .any(|v| matches!(v, Via::Link { .. } | Via::Chain { .. }));
-                if is_relevant(cosine, overlap, options.min_cosine) || (linked && !shown.is_empty())
+                if is_relevant(cosine, terms.share(), options.min_cosine)
+                    || (linked && !shown.is_empty())
                 {
                     prompt_notes.push(ShownNote {
                         time: h.note.created_at.format("%Y-%m-%d %H:%M").to_string(),
@@ -191,7 +192,7 @@ impl Engine {
                         keywords: h.note.keywords.clone(),
                     });
                     replaced_by.push(h.superseded_by.clone());
-                    overlaps.push(overlap);
+                    matched.push(terms);
                     vias.push(h.via.clone());
                     shown.push(AnswerNote {
                         n: shown.len() + 1,
@@ -267,7 +268,7 @@ impl Engine {
                     })
                     .collect();
                 let (quote, may_decline) =
-                    kasten_core::chat::what_to_quote(&current, &overlaps, &chain_end);
+                    kasten_core::chat::what_to_quote(&current, &matched, &chain_end);
                 let quotable: Vec<(usize, &str)> = quote
                     .iter()
                     .filter_map(|i| prompt_notes.get(*i).map(|n| (i + 1, n.content.as_str())))

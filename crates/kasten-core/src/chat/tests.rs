@@ -200,33 +200,32 @@ fn the_prompt_shows_annotations_and_the_links_between_shown_notes() {
 }
 
 #[test]
-fn a_quoted_answer_is_a_run_of_one_current_notes_words_then_its_number() {
+fn a_quoted_answer_is_one_whole_current_note_then_its_number() {
+    let long = format!(
+        "{}. Apple Inc. was run by Ursula K. Le Guin! Then she left.\n- milk",
+        "word ".repeat(60).trim_end()
+    );
     let notes = [
         (1, "Goaltender is associated with pesäpallo."),
-        (3, "She said \"hi\" back\\slash"),
+        (2, "She said \"hi\" back\\slash. Then she left!"),
+        (3, long.as_str()),
     ];
     let g = quoted_answer_grammar(&notes, 3, true);
-    // a run may start at any word of a note and goes on word by word
-    assert!(
-        g.starts_with(
-            "root ::= \"Not in memory.\" | ( q-1-0 | q-1-1 | q-1-2 | q-1-3 | q-1-4 ) \" [1].\" | ( q-3-0 |"
-        ),
-        "{g}"
+    let words = format!("\"{}\"", "word ".repeat(60).trim_end());
+    assert_eq!(
+        g,
+        format!(
+            "root ::= \"Not in memory.\" | ( \"Goaltender is associated with pesäpallo\" ) \" [1].\" \
+             | ( \"She said \\\"hi\\\" back\\\\slash. Then she left\" ) \" [2].\" \
+             | ( {words} | \"Apple Inc. was run by Ursula K. Le Guin\" | \"Then she left\" | \"- milk\" ) \" [3].\"\n"
+        )
     );
-    assert!(
-        g.contains("\nq-1-3 ::= \"with\" | \"with\" \" \" q-1-4\n"),
-        "{g}"
-    );
-    // the last word stops the run, without its full stop
-    assert!(g.contains("\nq-1-4 ::= \"pesäpallo\"\n"), "{g}");
-    // quotes and backslashes are escaped inside the literals
-    assert!(g.contains("\"\\\"hi\\\"\""), "{g}");
-    assert!(g.contains("\"back\\\\slash\""), "{g}");
-    // note 2 (replaced) is not quotable; no number but the notes' own
-    assert!(!g.contains("q-2-") && !g.contains("[2]"), "{g}");
-    // a note holding every term of the question: no declining
+    // a number beyond the shown notes is not offered
+    let g = quoted_answer_grammar(&notes[..1], 3, true);
+    assert!(!g.contains("[2]") && !g.contains("[3]"), "{g}");
+    // no declining when the notes are sure to hold the answer
     let sure = quoted_answer_grammar(&notes, 3, false);
-    assert!(sure.starts_with("root ::= ( q-1-0"), "{sure}");
+    assert!(sure.starts_with("root ::= ( \"Goaltender"), "{sure}");
     assert!(!sure.contains("Not in memory"));
     // nothing quotable: the free cited form
     assert_eq!(quoted_answer_grammar(&[], 2, true), cited_answer_grammar(2));
@@ -234,42 +233,109 @@ fn a_quoted_answer_is_a_run_of_one_current_notes_words_then_its_number() {
         quoted_answer_grammar(&[(5, "out of range")], 2, true),
         cited_answer_grammar(2)
     );
+    assert_eq!(
+        quoted_answer_grammar(&[(1, " \n. ")], 2, true),
+        cited_answer_grammar(2)
+    );
+}
+
+#[test]
+fn a_long_note_is_quoted_by_the_sentence_and_each_sentence_stays_short() {
+    let text = format!(
+        "{}. Rent is 1,300 euros from Sept. 2026! Paid to Dr. Virtanen on the 1st? 3 rooms.",
+        "word ".repeat(61).trim_end()
+    );
+    let s = quotable_sentences(&text);
+    assert_eq!(s[0].split(' ').count(), 60);
+    assert_eq!(
+        &s[1..],
+        [
+            "Rent is 1,300 euros from Sept. 2026",
+            "Paid to Dr. Virtanen on the 1st",
+            "3 rooms"
+        ]
+    );
+    // a short note is one quote, however many sentences it has
+    assert_eq!(quotable_sentences("One. Two!"), ["One. Two"]);
 }
 
 #[test]
 fn a_small_model_quotes_current_notes_and_the_one_that_holds_the_question() {
-    let no_chain = [false; 3];
+    let m = |held: usize, terms: usize| TermMatch { held, terms };
+    let no_chain = [false; 4];
     // note 0 replaced, note 1 holds every term, note 2 some
     assert_eq!(
-        what_to_quote(&[false, true, true], &[1.0, 1.0, 0.5], &no_chain),
+        what_to_quote(
+            &[false, true, true],
+            &[m(4, 4), m(4, 4), m(2, 4)],
+            &no_chain
+        ),
         (vec![1], false)
     );
-    // none holds every term: any current note, or decline
+    // two hold every term: the better ranked
     assert_eq!(
-        what_to_quote(&[false, true, true], &[1.0, 0.5, 0.5], &no_chain),
+        what_to_quote(&[true, true, true], &[m(2, 4), m(4, 4), m(4, 4)], &no_chain),
+        (vec![1], false)
+    );
+    // none holds every term: those holding the most, at least half and two
+    assert_eq!(
+        what_to_quote(
+            &[false, true, true, true],
+            &[m(4, 4), m(2, 4), m(3, 4), m(3, 4)],
+            &no_chain
+        ),
+        (vec![2, 3], false)
+    );
+    // "the country of citizenship of Ada Wong" from "Ada Wong is a citizen of …"
+    assert_eq!(
+        what_to_quote(&[true, true], &[m(2, 4), m(1, 4)], &no_chain),
+        (vec![0], false)
+    );
+    // one term of two (perhaps only the subject), or less than half: any, or decline
+    assert_eq!(
+        what_to_quote(&[true, true], &[m(1, 2), m(0, 2)], &no_chain),
+        (vec![0, 1], true)
+    );
+    assert_eq!(
+        what_to_quote(
+            &[false, true, true],
+            &[m(5, 5), m(2, 5), m(1, 5)],
+            &no_chain
+        ),
         (vec![1, 2], true)
     );
     // ... unless the search followed a chain: its last current note
     assert_eq!(
-        what_to_quote(&[true, true, true], &[0.5, 0.5, 0.5], &[false, false, true]),
+        what_to_quote(
+            &[true, true, true],
+            &[m(2, 4), m(3, 4), m(2, 4)],
+            &[false, false, true]
+        ),
         (vec![2], false)
     );
     // a note that holds the whole question wins over the chain's end
     assert_eq!(
-        what_to_quote(&[true, true, true], &[1.0, 0.5, 0.5], &[false, false, true]),
+        what_to_quote(
+            &[true, true, true],
+            &[m(4, 4), m(2, 4), m(2, 4)],
+            &[false, false, true]
+        ),
         (vec![0], false)
     );
     // a replaced chain end is not quoted
     assert_eq!(
         what_to_quote(
             &[true, true, false],
-            &[0.5, 0.5, 0.5],
+            &[m(1, 4), m(1, 4), m(2, 4)],
             &[false, false, true]
         ),
         (vec![0, 1], true)
     );
     // everything replaced: nothing to quote (the free form is used)
-    assert_eq!(what_to_quote(&[false], &[1.0], &[false]), (vec![], true));
+    assert_eq!(
+        what_to_quote(&[false], &[m(1, 1)], &[false]),
+        (vec![], true)
+    );
     assert_eq!(what_to_quote(&[true, true], &[], &[]), (vec![0, 1], true));
 }
 
