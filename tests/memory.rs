@@ -97,6 +97,22 @@ fn ask_without_an_llm_still_answers_not_in_memory_and_explains_otherwise() {
 }
 
 #[test]
+fn a_failed_quality_check_is_one_json_report_and_a_failing_exit() {
+    let h = Home::new();
+    add_all(&h);
+    // nothing enriched: the check fails ("nothing checked")
+    let out = h.run(&["--json", "quality"]);
+    assert!(!out.status.success());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let report: Value = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("not one JSON document ({e}): {stdout}"));
+    assert_eq!(report["passed"], false, "{report:#}");
+    assert!(report.get("error").is_none(), "{report:#}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("the quality check failed"), "{err}");
+}
+
+#[test]
 fn near_duplicates_are_merge_proposals_not_second_notes_under_both_policies() {
     for policy in ["auto", "review"] {
         let h = Home::new();

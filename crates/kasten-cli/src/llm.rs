@@ -179,7 +179,10 @@ pub async fn quality(engine: &Engine, json: bool) -> Result<()> {
         }
     }
     if !r.passed {
-        bail!("the quality check failed ({} finding(s))", r.findings.len());
+        return Err(anyhow::Error::new(crate::output::Reported(format!(
+            "the quality check failed ({} finding(s))",
+            r.findings.len()
+        ))));
     }
     if !json {
         println!("quality check passed");

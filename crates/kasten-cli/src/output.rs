@@ -501,6 +501,20 @@ pub fn imported(json: bool, file: &Path, imported: u64, skipped: &[LineError]) {
 }
 
 /// Prints an error for the user and returns exit code 1.
+/// A failure the command's `--json` output already states (e.g. a quality report with
+/// `"passed": false`): [`fail`] still exits non-zero and says it on stderr, but does not
+/// print a second JSON document after the report.
+#[derive(Debug)]
+pub struct Reported(pub String);
+
+impl std::fmt::Display for Reported {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Reported {}
+
 pub fn fail(json: bool, e: &anyhow::Error) -> std::process::ExitCode {
     // The chain reads as "cannot open the memory at …: <cause>".
     let msg = e
@@ -516,7 +530,7 @@ pub fn fail(json: bool, e: &anyhow::Error) -> std::process::ExitCode {
         ),
         _ => msg,
     };
-    if json {
+    if json && e.downcast_ref::<Reported>().is_none() {
         // stdout may be closed already; the message still goes to stderr
         let _ = writeln!(std::io::stdout(), "{}", json!({ "error": msg }));
     }
