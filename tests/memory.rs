@@ -443,7 +443,11 @@ fn show_gives_the_validity_and_as_of_returns_what_was_current_then() {
     assert_eq!(listed["total"], 2, "{listed:#}");
     assert_eq!(listed["as_of"], "2026-06-30", "{listed:#}");
     let listed = h.json(&["list", "--as-of", "2026-09-01", "--limit", "1"]);
-    assert_eq!(ids(&listed, "notes"), [new.clone()], "{listed:#}");
+    assert_eq!(
+        ids(&listed, "notes"),
+        std::slice::from_ref(&new),
+        "{listed:#}"
+    );
     assert_eq!(listed["total"], 3, "{listed:#}");
     let before = h.ok(&["list", "--as-of", "2026-01-31"]);
     assert!(
