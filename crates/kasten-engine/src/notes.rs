@@ -288,34 +288,17 @@ impl Engine {
 
     /// The notes [`Engine::list`] shows that had taken effect by the end of `day` (their
     /// `valid_from`, read from the text, before the next day), newest first: how many, and
-    /// `limit` of them from `offset`. Walks the list in pages (the day is not stored).
+    /// `limit` of them from `offset`.
     pub async fn list_as_of(
         &self,
         limit: usize,
         offset: usize,
         day: chrono::NaiveDate,
     ) -> Result<(u64, Vec<Note>), EngineError> {
-        const SCAN: usize = 1_000;
-        let end = kasten_core::validity::end_of(day);
-        let (mut total, mut page, mut at) = (0u64, Vec::new(), 0usize);
-        loop {
-            let notes = self.store.list_notes(SCAN, at).await?;
-            let n = notes.len();
-            for note in notes {
-                if crate::supersede::valid_from(&note) >= end {
-                    continue;
-                }
-                let i = total as usize;
-                if i >= offset && i - offset < limit {
-                    page.push(note);
-                }
-                total += 1;
-            }
-            if n < SCAN {
-                return Ok((total, page));
-            }
-            at += n;
-        }
+        crate::views::taken_effect_by(day, limit, offset, |at, n| async move {
+            Ok(self.store.list_notes(n, at).await?)
+        })
+        .await
     }
 
     pub async fn count(&self) -> Result<u64, EngineError> {

@@ -26,6 +26,42 @@ pub struct Daily {
     pub tokens: Vec<DayCount>,
 }
 
+/// The notes of a listing that had taken effect by the end of `day` (`valid_from`, read
+/// from the text): how many, and `limit` of them from `offset`. `fetch(at, n)` gives the
+/// listing's `n` notes from `at`; it is walked a page at a time (memory bounded by a page).
+pub(crate) async fn taken_effect_by<F, Fut>(
+    day: chrono::NaiveDate,
+    limit: usize,
+    offset: usize,
+    mut fetch: F,
+) -> Result<(u64, Vec<Note>), EngineError>
+where
+    F: FnMut(usize, usize) -> Fut,
+    Fut: std::future::Future<Output = Result<Vec<Note>, EngineError>>,
+{
+    const SCAN: usize = 1_000;
+    let end = kasten_core::validity::end_of(day);
+    let (mut total, mut page, mut at) = (0u64, Vec::new(), 0usize);
+    loop {
+        let notes = fetch(at, SCAN).await?;
+        let n = notes.len();
+        for note in notes {
+            if crate::supersede::valid_from(&note) >= end {
+                continue;
+            }
+            let i = total as usize;
+            if i >= offset && i - offset < limit {
+                page.push(note);
+            }
+            total += 1;
+        }
+        if n < SCAN {
+            return Ok((total, page));
+        }
+        at += n;
+    }
+}
+
 impl Engine {
     /// A page of notes, newest first, and how many match.
     pub async fn notes_page(
@@ -52,29 +88,11 @@ impl Engine {
         let Some(day) = as_of else {
             return self.notes_page(filter, limit, offset).await;
         };
-        const SCAN: usize = 1_000;
-        let end = kasten_core::validity::end_of(day);
-        let f = filter.into();
-        let (mut total, mut page, mut at) = (0u64, Vec::new(), 0usize);
-        loop {
-            let (_, notes) = self.store.notes_page(&f, SCAN, at).await?;
-            let n = notes.len();
-            for note in notes {
-                if crate::supersede::valid_from(&note) >= end {
-                    continue;
-                }
-                let i = total as usize;
-                if i >= offset && i - offset < limit {
-                    page.push(note);
-                }
-                total += 1;
-            }
-            if n < SCAN {
-                break;
-            }
-            at += n;
-        }
-        Ok((total, page))
+        let f = &filter.into();
+        taken_effect_by(day, limit, offset, |at, n| async move {
+            Ok(self.store.notes_page(f, n, at).await?.1)
+        })
+        .await
     }
 
     /// Graph nodes in id order after `after`.
