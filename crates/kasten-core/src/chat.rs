@@ -175,11 +175,6 @@ pub fn term_match(tokenizer: &Tokenizer, question: &str, text: &str) -> TermMatc
     }
 }
 
-/// Share of the question's content terms (stemmed, stop words dropped) found in `text`.
-pub fn term_overlap(tokenizer: &Tokenizer, question: &str, text: &str) -> f64 {
-    term_match(tokenizer, question, text).share()
-}
-
 /// A retrieved note is shown to the model only if it is about the question: cosine
 /// similarity at least `min_cosine`, or at least half of the question's content terms in
 /// the note. A question none of whose notes pass is "not in memory".
