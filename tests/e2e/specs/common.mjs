@@ -19,6 +19,23 @@ export async function ready(browser) {
 
 export async function nav(browser, view) {
   await $t(browser, `nav-${view}`).click();
+  if (view === "settings") await settingsSettled(browser);
+}
+
+/** Waits until the panels above the settings form have loaded: the LLM panel's servers and
+ * the catalog's models grow the page when they arrive, and a click aimed at the form while
+ * it moves down lands on whatever took its place (a CI run lost the Save click so). */
+async function settingsSettled(browser) {
+  await browser.waitUntil(
+    async () => {
+      const rescan = await browser.$('[data-testid="llm-rescan"]');
+      if (!(await rescan.isExisting()) || !(await rescan.isEnabled())) return false;
+      const models = await browser.$$('[data-testid="models-panel"] li');
+      const modelsError = await browser.$('[data-testid="models-error"]');
+      return models.length > 0 || (await modelsError.isExisting());
+    },
+    { timeout: 60000, timeoutMsg: "the settings view did not finish loading its LLM and model panels" },
+  );
 }
 
 export async function enrichedCount(browser) {
