@@ -206,6 +206,7 @@ async fn a_correction_is_not_merged_into_what_it_corrects() {
         min_cosine: 0.8,
         min_jaccard: 0.6,
         supersede: true,
+        supersede_llm: true,
     })
     .await
     .unwrap();

@@ -52,6 +52,9 @@ pub struct MergeOptions {
     /// Record a `supersedes` link when a new note states another value for what an older
     /// note states (`crate::supersede`).
     pub supersede: bool,
+    /// With `supersede`: after a note's enrichment, ask the LLM in use whether it replaces
+    /// an older note it has a `contradicts` link with (the cases the rule misses).
+    pub supersede_llm: bool,
 }
 
 impl Default for MergeOptions {
@@ -61,6 +64,7 @@ impl Default for MergeOptions {
             min_cosine: 0.92,
             min_jaccard: 0.6,
             supersede: true,
+            supersede_llm: true,
         }
     }
 }
@@ -235,6 +239,7 @@ impl Engine {
                     confidence: f64::from(cos),
                     accepted,
                     at: now,
+                    by_llm: false,
                 });
                 continue;
             }

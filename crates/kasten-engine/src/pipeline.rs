@@ -47,7 +47,7 @@ fn messages(p: &Prompt) -> Vec<Message> {
         .collect()
 }
 
-fn request(p: &Prompt) -> StructuredRequest {
+pub(crate) fn request(p: &Prompt) -> StructuredRequest {
     StructuredRequest {
         messages: messages(p),
         schema_name: p.schema_name.to_owned(),
@@ -639,6 +639,15 @@ impl Engine {
         // here only delays it to the next recompute; the enrichment is committed)
         if let Err(err) = self.place_in_box(&note.id).await {
             tracing::warn!(note = %note.id, %err, "could not place the note in a Box");
+        }
+        // the LLM's word on the older notes it reads like but contradicts (its own
+        // transaction: the enrichment stands whatever happens here)
+        match self.confirm_replacements(&note.id, llm).await {
+            Ok(0) | Err(EngineError::Closing) => {}
+            Ok(n) => tracing::info!(note = %note.id, n, "the LLM found supersessions"),
+            Err(err) => {
+                tracing::warn!(note = %note.id, %err, "could not ask the LLM about supersessions")
+            }
         }
         Ok(JobOutcome::Done {
             note: note.id,

@@ -535,12 +535,22 @@ async fn each_step_can_be_switched_off_for_an_ablation() {
             steps.evolution,
             "{label}: {evolved} evolutions"
         );
-        // with links and evolution off, the link/evolve call is never made
+        // with links and evolution off, the link/evolve call is never made (the questions
+        // about contradicting pairs the fake's links raise are counted apart)
         let calls = fake
             .requests()
             .iter()
-            .filter(|r| r.path.contains("chat"))
+            .filter(|r| r.path.contains("chat") && !r.body.to_string().contains("\"replaces\""))
             .count();
+        let replaces = fake
+            .requests()
+            .iter()
+            .filter(|r| r.body.to_string().contains("\"replaces\""))
+            .count();
+        assert!(
+            steps.links || replaces == 0,
+            "{label}: {replaces} questions without links"
+        );
         let per_note =
             usize::from(steps.construction) + usize::from(steps.links || steps.evolution);
         assert!(

@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::{Engine, EngineError};
 
+mod confirm;
 mod detect;
 mod flags;
 #[cfg(test)]

@@ -120,7 +120,7 @@ impl Store {
                 IF record::exists($to) {
                     RELATE $from->link->$to CONTENT {
                         kind: $d.kind, reason: $d.reason, confidence: $d.confidence,
-                        created_by: $by_merge, status: $d.status, reviewed: false, created_at: $d.at
+                        created_by: $d.by, status: $d.status, reviewed: false, created_at: $d.at
                     };
                 };
             };
@@ -154,6 +154,9 @@ impl Store {
                 confidence: d.confidence,
                 status: held_or_accepted(d.accepted).to_string(),
                 at: d.at,
+                by: if d.by_llm { Actor::Llm } else { Actor::Merge }
+                    .as_str()
+                    .to_owned(),
             })
             .collect();
         let mut resp = self

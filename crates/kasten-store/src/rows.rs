@@ -232,6 +232,8 @@ pub struct DifferWrite {
     /// Applied at once (the link is accepted) or held as a proposal.
     pub accepted: bool,
     pub at: DateTime<Utc>,
+    /// Created by the LLM in use (its word on a pair), else by the rules of merge on write.
+    pub by_llm: bool,
 }
 
 #[derive(Debug, SurrealValue)]
@@ -244,6 +246,7 @@ pub(crate) struct DifferInsert {
     pub(crate) confidence: f64,
     pub(crate) status: String,
     pub(crate) at: DateTime<Utc>,
+    pub(crate) by: String,
 }
 
 #[derive(Debug, SurrealValue)]

@@ -320,6 +320,7 @@ mod tests {
                 confidence: 1.0,
                 accepted,
                 at: Utc::now(),
+                by_llm: false,
             };
         store
             .insert_notes_with(

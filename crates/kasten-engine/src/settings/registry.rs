@@ -90,7 +90,7 @@ fn none() -> Value {
 }
 
 /// Every setting, in the order `kasten config` lists them.
-const REGISTRY: [Setting; 19] = [
+const REGISTRY: [Setting; 20] = [
     setting(
         "llm.provider",
         "openai | ollama | local | none",
@@ -200,6 +200,13 @@ const REGISTRY: [Setting; 19] = [
     setting("merge.supersede", "true | false", None, Rule::Bool, || {
         json!(crate::MergeOptions::default().supersede)
     }),
+    setting(
+        "merge.supersede_llm",
+        "true | false",
+        None,
+        Rule::Bool,
+        || json!(crate::MergeOptions::default().supersede_llm),
+    ),
 ];
 
 const fn keys_and_takes() -> [(&'static str, &'static str); REGISTRY.len()] {

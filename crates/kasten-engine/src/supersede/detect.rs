@@ -177,6 +177,7 @@ impl Engine {
                     confidence: 1.0,
                     accepted,
                     at: now,
+                    by_llm: false,
                 });
             }
         }
