@@ -19,6 +19,7 @@ use kasten_core::markdown::{
 };
 use kasten_core::prompts::{
     Construction, Handles, LinkEvolve, Neighbour, OpKind, construct, is_llm_kind, link_evolve,
+    parse_replacement, replaces,
 };
 use kasten_core::supersession::supersedes;
 use kasten_core::transfer::parse_chat;
@@ -76,7 +77,9 @@ fn note_id(i: usize) -> NoteId {
 /// The two A-Mem answers (construction; link + evolve) after lenient parsing, validated
 /// against `n` shown handles (`n` = first byte mod 13): links and updates name only
 /// shown notes, kinds are known, confidences are in 0..=1, limits hold, nothing repeats.
-/// The same text as note content must stay inside its fence in both prompts.
+/// The answer about a replaced value: a replacement names two different, non-empty values
+/// and reads back as the rule's reason (`attribute: before → now`, one arrow, one colon).
+/// The same text as note content must stay inside its fence in every prompt.
 pub fn llm_answers(data: &[u8]) {
     let Some((&first, rest)) = data.split_first() else {
         return;
@@ -129,7 +132,29 @@ pub fn llm_answers(data: &[u8]) {
             );
         }
     }
+    if let Ok(v) = parse_json_lenient(&text)
+        && let Ok(Some(r)) = parse_replacement(&v)
+    {
+        assert!(
+            !r.attribute.is_empty() && !r.attribute.contains(':'),
+            "{r:?}"
+        );
+        assert!(!r.old_value.is_empty() && !r.new_value.is_empty(), "{r:?}");
+        assert_ne!(r.old_value.to_lowercase(), r.new_value.to_lowercase());
+        let reason = r.reason();
+        assert_eq!(reason.matches(" → ").count(), 1, "{reason}");
+        assert!(
+            !reason.contains("<<<") && !reason.contains(">>>"),
+            "{reason}"
+        );
+        let (attribute, _) = reason.split_once(": ").unwrap_or_default();
+        assert_eq!(attribute, r.attribute, "{reason}");
+    }
     // hostile note text stays data: exactly one fence per note shown
+    let p = replaces(&text, "2024-05-01", &text, "2024-06-01");
+    let user = &p.messages[1].content;
+    assert_eq!(user.matches("<<<").count(), 2, "{user}");
+    assert_eq!(user.matches(">>>").count(), 2, "{user}");
     let p = construct(&text, "2024-05-01");
     let user = &p.messages[1].content;
     assert_eq!(user.matches("<<<").count(), 1, "{user}");
