@@ -233,6 +233,7 @@ impl Engine {
             .into_iter()
             .collect();
         ends.sort();
+        let _filing = self.filing.lock().await;
         let linked = self.store.supersedes_pairs_of(&ends).await?;
         let (mut fresh, mut known) = (Vec::new(), 0u64);
         for d in found {
@@ -473,5 +474,33 @@ mod tests {
             (ids.len() as u64 + 1, 0, 4),
             "{whole:?}"
         );
+    }
+
+    /// The app's idle pass over new notes and a whole walk at the same time (as when
+    /// `kasten consolidate` is served by the open app) file each pair once between them;
+    /// without the filing lock the second write of a pair broke the store's unique index
+    /// and that walk failed.
+    #[tokio::test]
+    async fn two_walks_at_once_file_each_supersession_once() {
+        let e = engine().await;
+        imported(&e).await;
+        let whole = ConsolidateOptions {
+            batch: 1,
+            ..ConsolidateOptions::default()
+        };
+        let new_only = ConsolidateOptions {
+            batch: 1,
+            new_only: true,
+            ..ConsolidateOptions::default()
+        };
+        let (a, b) = tokio::join!(
+            e.consolidate(&whole, &|_| {}),
+            e.consolidate(&new_only, &|_| {})
+        );
+        let (a, b) = (a.unwrap(), b.unwrap());
+        assert_eq!(a.scanned + b.scanned, 14, "{a:?} {b:?}");
+        let found = supersessions(&e).await;
+        assert_eq!(found.len(), 2, "{found:?}");
+        assert_eq!(a.proposed + b.proposed, 2, "{a:?} {b:?}");
     }
 }

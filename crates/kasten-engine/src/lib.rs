@@ -180,6 +180,11 @@ pub struct Engine {
     /// Orders every store write that changes indexed data with the index update that
     /// follows it ([`Engine::index_order`]), so the indexes apply writes in commit order.
     write_order: tokio::sync::Mutex<()>,
+    /// Supersessions filed outside the write path (consolidation, the LLM's word on a pair)
+    /// look for an existing link and write theirs under this lock, so two of them running
+    /// at once (the app's idle pass and `kasten consolidate` served by it) never file the
+    /// same pair twice (the store's unique index refused the second, failing that walk).
+    filing: tokio::sync::Mutex<()>,
     /// Where the LLM API key is kept outside the memory (`secrets.rs`).
     keys: Arc<dyn secrets::KeyStore>,
     /// Tests: every other write waits between its commit and its index update.

@@ -108,6 +108,7 @@ impl Engine {
             diverged: AtomicBool::new(false),
             closing: tokio::sync::watch::Sender::new(false),
             write_order: tokio::sync::Mutex::new(()),
+            filing: tokio::sync::Mutex::new(()),
             keys: Arc::new(secrets::OsKeyring),
             #[cfg(test)]
             stagger: std::sync::atomic::AtomicU64::new(0),

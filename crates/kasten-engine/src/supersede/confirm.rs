@@ -107,7 +107,18 @@ impl Engine {
                 by_llm: true,
             });
         }
-        let found = self.without_kept_both(found).await?;
+        let mut found = self.without_kept_both(found).await?;
+        if found.is_empty() {
+            return Ok(0);
+        }
+        // a consolidation may have filed the pair while the LLM answered
+        let _filing = self.filing.lock().await;
+        let linked = self.store.supersedes_pairs_of(&ends).await?;
+        found.retain(|d| {
+            !linked
+                .iter()
+                .any(|(a, b, _)| (*a == d.from && *b == d.to) || (*a == d.to && *b == d.from))
+        });
         if !found.is_empty() {
             // proposals only: no flag and no link of the indexes until one is accepted
             self.store.insert_notes_with(&[], &[], &found).await?;
