@@ -24,16 +24,7 @@ pub fn construct(content: &str, time: &str) -> Prompt {
         fenced(&cut(content, NOTE_CHARS))
     );
     Prompt {
-        messages: vec![
-            PromptMessage {
-                role: "system",
-                content: SYSTEM.into(),
-            },
-            PromptMessage {
-                role: "user",
-                content: user,
-            },
-        ],
+        messages: system_and_user(SYSTEM, user),
         schema_name: "note_construction",
         schema: json!({
             "type": "object",
@@ -243,16 +234,7 @@ pub fn link_evolve(note: &Neighbour, neighbours: &[Neighbour], handles: &Handles
         ]}
     });
     Prompt {
-        messages: vec![
-            PromptMessage {
-                role: "system",
-                content: SYSTEM.into(),
-            },
-            PromptMessage {
-                role: "user",
-                content: user,
-            },
-        ],
+        messages: system_and_user(SYSTEM, user),
         schema_name: "link_and_evolve",
         schema: json!({
             "type": "object",

@@ -240,16 +240,7 @@ pub fn link_guided(
     link_bytes.sort_unstable_by(|a, b| b.cmp(a));
     let longest = JSON_SLACK + link_bytes.iter().take(max).sum::<usize>();
     Some(Prompt {
-        messages: vec![
-            PromptMessage {
-                role: "system",
-                content: GUIDED_SYSTEM.into(),
-            },
-            PromptMessage {
-                role: "user",
-                content: user,
-            },
-        ],
+        messages: system_and_user(GUIDED_SYSTEM, user),
         schema_name: "links",
         schema: json!({
             "type": "object",

@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 
-use super::{Prompt, PromptMessage, SYSTEM, cut, fenced};
+use super::{Prompt, SYSTEM, cut, fenced, system_and_user};
 use crate::text::Tokenizer;
 
 /// Changes whenever this template or its schema changes; recorded on the link's event.
@@ -67,16 +67,7 @@ pub fn replaces(older: &str, older_day: &str, newer: &str, newer_day: &str) -> P
     );
     let max_tokens = 64 + 2 * (MAX_ATTRIBUTE_CHARS + 2 * MAX_VALUE_CHARS) as u32;
     Prompt {
-        messages: vec![
-            PromptMessage {
-                role: "system",
-                content: SYSTEM.into(),
-            },
-            PromptMessage {
-                role: "user",
-                content: user,
-            },
-        ],
+        messages: system_and_user(SYSTEM, user),
         schema_name: "replaces",
         schema: json!({
             "type": "object",
