@@ -163,9 +163,32 @@ impl TermMatch {
     }
 }
 
+/// Words that after "how" only ask for an amount ("How much is the rent?"): the question's
+/// form, not a term a note would hold.
+const HOW_WORDS: &[&str] = &["much", "many", "long", "often", "old", "far", "soon"];
+
+/// The question without the amount word of each "how much", "how many", … (see
+/// [`HOW_WORDS`]).
+fn without_how_words(question: &str) -> String {
+    let bare = |w: &str| {
+        w.trim_matches(|c: char| !c.is_alphanumeric())
+            .to_lowercase()
+    };
+    let mut out: Vec<&str> = Vec::new();
+    let mut after_how = false;
+    for w in question.split_whitespace() {
+        let b = bare(w);
+        if !(after_how && HOW_WORDS.contains(&b.as_str())) {
+            out.push(w);
+        }
+        after_how = b == "how";
+    }
+    out.join(" ")
+}
+
 /// Which of the question's content terms `text` holds.
 pub fn term_match(tokenizer: &Tokenizer, question: &str, text: &str) -> TermMatch {
-    let mut q = tokenizer.tokenize(question);
+    let mut q = tokenizer.tokenize(&without_how_words(question));
     q.sort();
     q.dedup();
     let t: std::collections::HashSet<String> = tokenizer.tokenize(text).into_iter().collect();

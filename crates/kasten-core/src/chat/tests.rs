@@ -360,6 +360,27 @@ fn relevance_gate() {
     assert!(!is_relevant(0.1, 0.2, 0.35));
 }
 
+/// "How much is the rent?" asks about the rent: the amount word is the question's form,
+/// so a note about the rent holds every term of it (a small model then quotes it instead
+/// of declining).
+#[test]
+fn the_amount_word_after_how_is_not_a_term() {
+    let t = Tokenizer::default();
+    let rent = "From September the rent is 1,300 euros.";
+    for q in ["How much is the rent?", "how MUCH is the rent"] {
+        assert_eq!(term_match(&t, q, rent).share(), 1.0, "{q}");
+    }
+    assert_eq!(
+        term_match(&t, "How many dogs does Ada have?", "Ada has two dogs."),
+        TermMatch { held: 2, terms: 2 }
+    );
+    // only right after "how": elsewhere the word is the question's own
+    assert_eq!(
+        term_match(&t, "Is there much snow in Oulu?", "Oulu had snow.").terms,
+        3
+    );
+}
+
 #[test]
 fn not_in_memory_is_recognised() {
     assert!(says_not_in_memory("Not in memory."));
