@@ -306,3 +306,44 @@ fn dirs_data() -> std::path::PathBuf {
                 .join(".local/share")
         })
 }
+
+/// A note that contradicts an older one is put to the built-in model after its enrichment:
+/// "is it an update of the older note?" The model answers in the asked shape, whatever its
+/// verdict, and anything filed is a proposal in Review created by the LLM.
+#[test]
+fn the_builtin_model_is_asked_whether_a_contradicting_note_replaces_the_older_one() {
+    let h = Home::with_builtin_llm();
+    let add = |time: &str, text: &str| h.ok(&["add", "--time", time, text]).trim().to_owned();
+    let old = add("2026-03-01T09:00:00Z", "My dentist is Dr. Korhonen.");
+    let new = add(
+        "2026-09-01T09:00:00Z",
+        "I switched to a new dentist, Dr. Salo.",
+    );
+    h.ok(&["link", &new, &old, "--kind", "contradicts"]);
+    let out = h
+        .cmd(&["enrich"])
+        .env("KASTEN_LOG", "warn,kasten_engine::supersede=debug")
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run kasten enrich: {e}"));
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{log}");
+    let asked = log
+        .lines()
+        .filter(|l| l.contains("supersede::confirm") && l.contains("answer={\"answer\":"))
+        .count();
+    assert_eq!(asked, 1, "one question, answered in shape: {log}");
+    assert!(!log.contains("could not say"), "{log}");
+    for l in h.json(&["show", &new])["links"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        if l["kind"] == "supersedes" {
+            assert_eq!(
+                (l["status"].as_str(), l["created_by"].as_str()),
+                (Some("proposed"), Some("llm")),
+                "{l}"
+            );
+        }
+    }
+}
