@@ -559,6 +559,22 @@ impl Engine {
             })
             .collect();
 
+        // 5b. the LLM's word on the older notes this one contradicts (filed after the commit)
+        let t3 = Instant::now();
+        let contradicted: Vec<NoteId> = le
+            .links
+            .iter()
+            .filter(|l| l.kind == crate::merge::CONTRADICTS)
+            .map(|l| l.to.clone())
+            .collect();
+        let asked = self
+            .ask_about_replacements(&note, &contradicted, llm)
+            .await?;
+        usage.add(&asked.usage);
+        calls += asked.calls;
+        let replaced = asked.found;
+        let replaces_ms = t3.elapsed().as_millis() as u64;
+
         // 6. apply, in one transaction
         let tokens = u64::from(usage.prompt_tokens) + u64::from(usage.completion_tokens);
         let e = Enrichment {
@@ -590,7 +606,7 @@ impl Engine {
             dropped: (le.dropped + sanitized) as u32,
             timings_ms: serde_json::json!({
                 "construct": construct_ms, "embed": embed_ms, "link_evolve": link_ms,
-                "total": t_start.elapsed().as_millis() as u64
+                "replaces": replaces_ms, "total": t_start.elapsed().as_millis() as u64
             }),
             links,
             updates: writes,
@@ -640,13 +656,13 @@ impl Engine {
         if let Err(err) = self.place_in_box(&note.id).await {
             tracing::warn!(note = %note.id, %err, "could not place the note in a Box");
         }
-        // the LLM's word on the older notes it reads like but contradicts (its own
-        // transaction: the enrichment stands whatever happens here)
-        match self.confirm_replacements(&note.id, llm).await {
-            Ok(0) | Err(EngineError::Closing) => {}
+        // what the LLM found replaced among the older notes this one contradicts: proposals,
+        // in their own transaction (the enrichment stands whatever happens here)
+        match self.file_replacements(replaced).await {
+            Ok(0) => {}
             Ok(n) => tracing::info!(note = %note.id, n, "the LLM found supersessions"),
             Err(err) => {
-                tracing::warn!(note = %note.id, %err, "could not ask the LLM about supersessions")
+                tracing::warn!(note = %note.id, %err, "could not file the LLM's supersessions")
             }
         }
         Ok(JobOutcome::Done {

@@ -1,22 +1,24 @@
-//! The LLM's word on the pairs the rule leaves open. After a note is enriched, each older
-//! note it has a live `contradicts` link with (in either direction) — made by merge on write (the notes read
-//! alike but state other facts) or proposed by the LLM in the link step — is shown to the
-//! LLM in use with the note, and asked whether the newer one replaces the older
+//! The LLM's word on the pairs the rule leaves open. When a note is enriched, each older
+//! note it has a live `contradicts` link with (either way; made by merge on write: the notes
+//! read alike but state other facts) or that the LLM's link step just linked as
+//! `contradicts` is shown to the LLM in use with the note, and asked whether the newer one replaces the older
 //! ([`kasten_core::prompts::replaces`]). A yes whose two values come from the notes becomes
 //! a `supersedes` link created by `llm`, a proposal in Review whatever the links policy (the
 //! models measured say "updated" of pairs that both stay true: the user decides; accepting
 //! it raises its "may be outdated" flags as any accepted supersession does), never again
 //! for a pair kept as "both stay true" or already linked by a supersession of any status.
 //!
-//! It runs after the enrichment's transaction, in its own: a crash in between loses the
-//! question, not a write. The setting `merge.supersede_llm` (with `merge.supersede`, and the
+//! The questions are asked before the enrichment's transaction (their tokens and calls are
+//! the enrichment event's), the proposals written after it in their own, under the engine's
+//! filing lock: a crash in between loses the proposals, not a write, and an enrichment
+//! retried asks again. The setting `merge.supersede_llm` (with `merge.supersede`, and the
 //! link step on) turns it on; an answer the LLM cannot give is logged and the enrichment
 //! stands.
 
 use chrono::Utc;
 use kasten_core::prompts::{self, Replacement};
 use kasten_core::{LinkKind, Note, NoteId, NoteStatus};
-use kasten_llm::LlmClient;
+use kasten_llm::{LlmClient, Usage};
 use kasten_store::{DifferWrite, SUPERSEDES};
 
 use kasten_core::text::Tokenizer;
@@ -28,75 +30,74 @@ const MAX_ASKED: usize = 2;
 /// Confidence of a supersession the LLM confirmed (the rule's are 1.0).
 const LLM_CONFIDENCE: f64 = 0.8;
 
+/// What the questions about one note's pairs found, and what they cost.
+#[derive(Default)]
+pub(crate) struct Asked {
+    /// Supersessions to file once the enrichment is committed.
+    pub(crate) found: Vec<DifferWrite>,
+    pub(crate) usage: Usage,
+    pub(crate) calls: u32,
+}
+
 impl Engine {
-    /// Asks the LLM about `note`'s live `contradicts` pairs (see the module docs); returns
-    /// how many supersessions it filed.
-    pub(crate) async fn confirm_replacements(
+    /// Asks the LLM about the older notes `note` contradicts: those it has a live
+    /// `contradicts` link with, and `proposed` (the link step's `contradicts` targets, not
+    /// written yet); see the module docs. Asked before the enrichment's commit, so the
+    /// questions' tokens and calls are the enrichment's; filed after it
+    /// ([`Engine::file_replacements`]).
+    pub(crate) async fn ask_about_replacements(
         &self,
-        note: &NoteId,
+        note: &Note,
+        proposed: &[NoteId],
         llm: &LlmClient,
-    ) -> Result<usize, EngineError> {
+    ) -> Result<Asked, EngineError> {
+        let mut asked = Asked::default();
         let opts = self.merge_options().await?;
         if !(opts.supersede && opts.supersede_llm && self.pipeline.steps.links) {
-            return Ok(0);
+            return Ok(asked);
         }
         let mut others: Vec<NoteId> = Vec::new();
-        for l in self.store.links_of(note).await? {
+        for l in self.store.links_of(&note.id).await? {
             if l.kind != LinkKind::Contradicts || !l.status.is_live() {
                 continue;
             }
-            let other = if &l.from == note { l.to } else { l.from };
-            if &other != note && !others.contains(&other) {
-                others.push(other);
-            }
+            let other = if l.from == note.id { l.to } else { l.from };
+            others.push(other);
         }
+        others.extend(proposed.iter().cloned());
+        let mut seen = std::collections::HashSet::new();
+        others.retain(|o| *o != note.id && seen.insert(o.clone()));
         if others.is_empty() {
-            return Ok(0);
+            return Ok(asked);
         }
         // a pair a supersession of any status already joins (the rule's, or one the user
         // rejected) is not asked about
-        let mut ends = others.clone();
-        ends.push(note.clone());
-        let linked = self.store.supersedes_pairs_of(&ends).await?;
-        others.retain(|o| {
-            !linked
-                .iter()
-                .any(|(a, b, _)| (a == note && b == o) || (a == o && b == note))
-        });
-        others.truncate(MAX_ASKED);
-        if others.is_empty() {
-            return Ok(0);
-        }
-        let mut ids = others.clone();
-        ids.push(note.clone());
-        let notes: Vec<Note> = self
+        let linked = self.supersedes_between(&note.id, &others).await?;
+        others.retain(|o| !linked.contains(o));
+        let olders: Vec<Note> = self
             .store
-            .get_notes(&ids)
+            .get_notes(&others)
             .await?
             .into_iter()
             .filter(|n| n.status == NoteStatus::Active)
             .collect();
-        let Some(me) = notes.iter().find(|n| &n.id == note) else {
-            return Ok(0);
-        };
         let tokenizer = Tokenizer::default();
-        let mut found = Vec::new();
-        for other in notes.iter().filter(|n| &n.id != note) {
-            // asked when the newer note is enriched: the older one's enrichment would ask
-            // the same question again
-            let Some((newer, older)) = newer_and_older(me, other).filter(|(n, _)| n.id == me.id)
-            else {
-                continue;
-            };
+        // asked when the newer note is enriched: the older one's enrichment would ask the
+        // same question again
+        let pairs = olders
+            .iter()
+            .filter(|o| newer_and_older(note, o).is_some_and(|(n, _)| n.id == note.id))
+            .take(MAX_ASKED);
+        for older in pairs {
             let Some(r) = self
-                .ask_replaces(llm, newer, older)
+                .ask_replaces(llm, note, older, &mut asked)
                 .await?
-                .filter(|r| r.grounded_in(&tokenizer, &older.content, &newer.content))
+                .filter(|r| r.grounded_in(&tokenizer, &older.content, &note.content))
             else {
                 continue;
             };
-            found.push(DifferWrite {
-                from: newer.id.clone(),
+            asked.found.push(DifferWrite {
+                from: note.id.clone(),
                 to: older.id.clone(),
                 kind: SUPERSEDES.into(),
                 reason: r.reason(),
@@ -107,47 +108,98 @@ impl Engine {
                 by_llm: true,
             });
         }
+        Ok(asked)
+    }
+
+    /// Files what [`Engine::ask_about_replacements`] found, as proposals, less the pairs
+    /// kept as "both stay true" or filed meanwhile; returns how many.
+    pub(crate) async fn file_replacements(
+        &self,
+        found: Vec<DifferWrite>,
+    ) -> Result<usize, EngineError> {
         let mut found = self.without_kept_both(found).await?;
         if found.is_empty() {
             return Ok(0);
         }
-        // a consolidation may have filed the pair while the LLM answered
+        // a consolidation may have filed a pair while the LLM answered
         let _filing = self.filing.lock().await;
-        let linked = self.store.supersedes_pairs_of(&ends).await?;
-        found.retain(|d| {
-            !linked
-                .iter()
-                .any(|(a, b, _)| (*a == d.from && *b == d.to) || (*a == d.to && *b == d.from))
-        });
-        if !found.is_empty() {
-            // proposals only: no flag and no link of the indexes until one is accepted
-            self.store.insert_notes_with(&[], &[], &found).await?;
+        let mut kept = Vec::new();
+        for d in found.drain(..) {
+            if self
+                .supersedes_between(&d.from, std::slice::from_ref(&d.to))
+                .await?
+                .is_empty()
+            {
+                kept.push(d);
+            }
         }
-        Ok(found.len())
+        if !kept.is_empty() {
+            // proposals only: no flag and no link of the indexes until one is accepted
+            self.store.insert_notes_with(&[], &[], &kept).await?;
+        }
+        Ok(kept.len())
     }
 
-    /// One question to the LLM; `None` for a no (or a yes that names no change).
+    /// Those of `others` that a `supersedes` link of any status joins to `note`, either way.
+    async fn supersedes_between(
+        &self,
+        note: &NoteId,
+        others: &[NoteId],
+    ) -> Result<Vec<NoteId>, EngineError> {
+        let mut ends = others.to_vec();
+        ends.push(note.clone());
+        let linked = self.store.supersedes_pairs_of(&ends).await?;
+        Ok(others
+            .iter()
+            .filter(|o| {
+                linked
+                    .iter()
+                    .any(|(a, b, _)| (a == note && b == *o) || (a == *o && b == note))
+            })
+            .cloned()
+            .collect())
+    }
+
+    /// One question to the LLM, its cost added to `asked`; `None` for "both stay true"
+    /// (or an update that names no change), or when the LLM could not answer.
     async fn ask_replaces(
         &self,
         llm: &LlmClient,
         newer: &Note,
         older: &Note,
+        asked: &mut Asked,
     ) -> Result<Option<Replacement>, EngineError> {
         let day = |n: &Note| super::valid_from(n).format("%Y-%m-%d").to_string();
         let p = prompts::replaces(&older.content, &day(older), &newer.content, &day(newer));
         let validate = |v: &serde_json::Value| prompts::parse_replacement(v).map(|_| ());
-        let asked = self
+        let answer = self
             .unless_closing(llm.structured(&crate::pipeline::request(&p), &validate))
             .await?;
-        let resp = match asked {
+        let resp = match answer {
             Ok(r) => r,
             Err(e) => {
                 tracing::warn!(newer = %newer.id, older = %older.id, "the LLM could not say whether one note replaces the other: {e}");
                 return Ok(None);
             }
         };
+        asked.usage.add(&resp.usage);
+        asked.calls += resp.attempts;
         tracing::debug!(newer = %newer.id, older = %older.id, answer = %resp.value, "replaces");
         Ok(prompts::parse_replacement(&resp.value).unwrap_or(None))
+    }
+
+    /// Both steps for a note already enriched (tests).
+    #[cfg(test)]
+    pub(crate) async fn confirm_replacements(
+        &self,
+        note: &NoteId,
+        llm: &LlmClient,
+    ) -> Result<usize, EngineError> {
+        let Some(n) = self.store.get_note(note).await? else {
+            return Ok(0);
+        };
+        let asked = self.ask_about_replacements(&n, &[], llm).await?;
+        self.file_replacements(asked.found).await
     }
 }
 
