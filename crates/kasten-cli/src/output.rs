@@ -500,7 +500,6 @@ pub fn imported(json: bool, file: &Path, imported: u64, skipped: &[LineError]) {
     }
 }
 
-/// Prints an error for the user and returns exit code 1.
 /// A failure the command's `--json` output already states (e.g. a quality report with
 /// `"passed": false`): [`fail`] still exits non-zero and says it on stderr, but does not
 /// print a second JSON document after the report.
@@ -515,6 +514,7 @@ impl std::fmt::Display for Reported {
 
 impl std::error::Error for Reported {}
 
+/// Prints an error for the user and returns exit code 1.
 pub fn fail(json: bool, e: &anyhow::Error) -> std::process::ExitCode {
     // The chain reads as "cannot open the memory at …: <cause>".
     let msg = e

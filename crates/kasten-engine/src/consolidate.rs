@@ -238,7 +238,7 @@ impl Engine {
         let (mut fresh, mut known) = (Vec::new(), 0u64);
         for d in found {
             let same = |(a, b, _): &&(NoteId, NoteId, DateTime<Utc>)| {
-                (*a == d.from && *b == d.to) || (*a == d.to && *b == d.from)
+                crate::supersede::same_pair(a, b, &d.from, &d.to)
             };
             match linked.iter().filter(same).map(|l| l.2).min() {
                 Some(at) if at < started => known += 1,

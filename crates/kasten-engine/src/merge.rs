@@ -239,7 +239,7 @@ impl Engine {
                     confidence: f64::from(cos),
                     accepted,
                     at: now,
-                    by_llm: false,
+                    by: Actor::Merge,
                 });
                 continue;
             }

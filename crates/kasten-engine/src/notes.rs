@@ -233,9 +233,9 @@ impl Engine {
                 .await?;
             // a supersession says more than "contradicts" about the same two notes
             differs.retain(|d| {
-                !found.iter().any(|s| {
-                    (s.from == d.from && s.to == d.to) || (s.from == d.to && s.to == d.from)
-                })
+                !found
+                    .iter()
+                    .any(|s| crate::supersede::same_pair(&s.from, &s.to, &d.from, &d.to))
             });
             differs.extend(found);
         }

@@ -56,6 +56,11 @@ struct Edge {
     reason: String,
 }
 
+/// Whether the link `from → to` joins `a` and `b`, either way.
+pub(crate) fn same_pair(from: &NoteId, to: &NoteId, a: &NoteId, b: &NoteId) -> bool {
+    (from == a && to == b) || (from == b && to == a)
+}
+
 /// A note's `valid_from` ([`kasten_core::validity`]).
 pub(crate) fn valid_from(n: &Note) -> DateTime<Utc> {
     validity::valid_from(&n.content, n.source.as_deref(), n.created_at).at

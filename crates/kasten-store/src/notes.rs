@@ -154,9 +154,7 @@ impl Store {
                 confidence: d.confidence,
                 status: held_or_accepted(d.accepted).to_string(),
                 at: d.at,
-                by: if d.by_llm { Actor::Llm } else { Actor::Merge }
-                    .as_str()
-                    .to_owned(),
+                by: d.by.as_str().to_owned(),
             })
             .collect();
         let mut resp = self

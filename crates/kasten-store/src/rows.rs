@@ -232,8 +232,9 @@ pub struct DifferWrite {
     /// Applied at once (the link is accepted) or held as a proposal.
     pub accepted: bool,
     pub at: DateTime<Utc>,
-    /// Created by the LLM in use (its word on a pair), else by the rules of merge on write.
-    pub by_llm: bool,
+    /// Who made it: [`Actor::Merge`] (the rules of merge on write and supersession) or
+    /// [`Actor::Llm`] (the LLM's word on a pair).
+    pub by: Actor,
 }
 
 #[derive(Debug, SurrealValue)]

@@ -320,7 +320,7 @@ mod tests {
                 confidence: 1.0,
                 accepted,
                 at: Utc::now(),
-                by_llm: false,
+                by: kasten_core::Actor::Merge,
             };
         store
             .insert_notes_with(

@@ -1,8 +1,8 @@
 //! The LLM's word on the pairs the rule leaves open. When a note is enriched, each older
 //! note it has a live `contradicts` link with (either way; made by merge on write: the notes
 //! read alike but state other facts) or that the LLM's link step just linked as
-//! `contradicts` is shown to the LLM in use with the note, and asked whether the newer one replaces the older
-//! ([`kasten_core::prompts::replaces`]). A yes whose two values come from the notes becomes
+//! `contradicts` is shown to the LLM in use with the note, and asked whether the newer one
+//! replaces the older ([`kasten_core::prompts::replaces`]). A yes whose two values come from the notes becomes
 //! a `supersedes` link created by `llm`, a proposal in Review whatever the links policy (the
 //! models measured say "updated" of pairs that both stay true: the user decides; accepting
 //! it raises its "may be outdated" flags as any accepted supersession does), never again
@@ -17,12 +17,12 @@
 
 use chrono::Utc;
 use kasten_core::prompts::{self, Replacement};
-use kasten_core::{LinkKind, Note, NoteId, NoteStatus};
+use kasten_core::text::Tokenizer;
+use kasten_core::{Actor, LinkKind, Note, NoteId, NoteStatus};
 use kasten_llm::{LlmClient, Usage};
 use kasten_store::{DifferWrite, SUPERSEDES};
 
-use kasten_core::text::Tokenizer;
-
+use super::same_pair;
 use crate::{Engine, EngineError};
 
 /// Pairs asked about per enriched note (each is one LLM call).
@@ -105,7 +105,7 @@ impl Engine {
                 // the LLM's judgement, always for the user to confirm
                 accepted: false,
                 at: Utc::now(),
-                by_llm: true,
+                by: Actor::Llm,
             });
         }
         Ok(asked)
@@ -117,22 +117,25 @@ impl Engine {
         &self,
         found: Vec<DifferWrite>,
     ) -> Result<usize, EngineError> {
-        let mut found = self.without_kept_both(found).await?;
+        let found = self.without_kept_both(found).await?;
         if found.is_empty() {
             return Ok(0);
         }
         // a consolidation may have filed a pair while the LLM answered
         let _filing = self.filing.lock().await;
-        let mut kept = Vec::new();
-        for d in found.drain(..) {
-            if self
-                .supersedes_between(&d.from, std::slice::from_ref(&d.to))
-                .await?
-                .is_empty()
-            {
-                kept.push(d);
-            }
-        }
+        let ends: Vec<NoteId> = found
+            .iter()
+            .flat_map(|d| [d.from.clone(), d.to.clone()])
+            .collect();
+        let linked = self.store.supersedes_pairs_of(&ends).await?;
+        let kept: Vec<DifferWrite> = found
+            .into_iter()
+            .filter(|d| {
+                !linked
+                    .iter()
+                    .any(|(a, b, _)| same_pair(a, b, &d.from, &d.to))
+            })
+            .collect();
         if !kept.is_empty() {
             // proposals only: no flag and no link of the indexes until one is accepted
             self.store.insert_notes_with(&[], &[], &kept).await?;
@@ -151,11 +154,7 @@ impl Engine {
         let linked = self.store.supersedes_pairs_of(&ends).await?;
         Ok(others
             .iter()
-            .filter(|o| {
-                linked
-                    .iter()
-                    .any(|(a, b, _)| (a == note && b == *o) || (a == *o && b == note))
-            })
+            .filter(|o| linked.iter().any(|(a, b, _)| same_pair(a, b, note, o)))
             .cloned()
             .collect())
     }

@@ -7,7 +7,7 @@ use std::collections::{HashMap, HashSet};
 use chrono::{DateTime, Utc};
 use kasten_core::supersession::supersedes_with;
 use kasten_core::text::Tokenizer;
-use kasten_core::{Note, NoteId, NoteStatus};
+use kasten_core::{Actor, Note, NoteId, NoteStatus};
 use kasten_store::{DifferWrite, SUPERSEDES};
 
 use crate::indexes::Ranked;
@@ -177,7 +177,7 @@ impl Engine {
                     confidence: 1.0,
                     accepted,
                     at: now,
-                    by_llm: false,
+                    by: Actor::Merge,
                 });
             }
         }
