@@ -15,6 +15,7 @@
 //! notes Kasten retrieves, scored with A-Mem's token F1 and BLEU-1 and the official
 //! LoCoMo F1.
 
+mod answers;
 mod checkpoint;
 mod model;
 mod report;

@@ -159,6 +159,8 @@ pub(crate) struct Totals {
     pub(crate) enrich_failed: u64,
     pub(crate) query_tokens: (u64, u64),
     pub(crate) query_tokens_estimated: bool,
+    /// Answers taken from an earlier run of a checkpointed memory instead of asked again.
+    pub(crate) answers_reused: usize,
     /// Whether Kasten's default search followed links (`retrieval.follow_links` resolved
     /// for the LLM; the last sample's).
     pub(crate) follows_links: Option<bool>,

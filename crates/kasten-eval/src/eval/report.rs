@@ -147,6 +147,7 @@ pub(crate) fn build_report(
                 per_question: (totals.query_tokens.0 + totals.query_tokens.1) as f64
                     / answered.max(1) as f64,
                 estimated: totals.query_tokens_estimated,
+                reused: totals.answers_reused,
             },
             retrieved_context_per_query_est: mean_context_tokens,
         },

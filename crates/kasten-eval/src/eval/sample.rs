@@ -9,6 +9,7 @@ use anyhow::{Context, Result, bail};
 use kasten_core::NewNote;
 use kasten_engine::{Engine, JobOutcome, SearchOptions};
 
+use super::answers::Answers;
 use super::checkpoint::Checkpoint;
 use super::model::*;
 use super::schema::{Ingest, Partial, SampleIngest};
@@ -140,7 +141,31 @@ pub(crate) async fn eval_sample(
                 notes.len()
             );
         }
-        score_questions(&engine, sample, k, options, mode, totals, log).await?;
+        // a checkpointed run keeps its answers beside the checkpoint, so answering resumes
+        let mut kept = match &checkpoint {
+            Some(c) if mode.answer => Some(Answers::open(c.dir(), fresh)),
+            _ => None,
+        };
+        score_questions(
+            &engine,
+            sample,
+            k,
+            options,
+            mode,
+            totals,
+            kept.as_mut(),
+            log,
+        )
+        .await?;
+        if let Some(a) = kept.as_ref().filter(|a| a.reused > 0) {
+            totals.answers_reused += a.reused;
+            log(format!(
+                "{}: {} answers taken from an earlier run ({})",
+                sample.sample_id,
+                a.reused,
+                a.file().display()
+            ));
+        }
         Ok(SampleReport {
             sample_id: sample.sample_id.clone(),
             notes: notes.len(),

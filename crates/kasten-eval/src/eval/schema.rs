@@ -193,6 +193,14 @@ pub(crate) struct QueryTokens {
     pub(crate) tokens_out: u64,
     pub(crate) per_question: f64,
     pub(crate) estimated: bool,
+    /// Answers a checkpointed run took from an earlier run (their tokens and time are
+    /// the earlier run's); absent when none.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub(crate) reused: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

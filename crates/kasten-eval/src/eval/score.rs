@@ -8,8 +8,10 @@ use anyhow::{Context, Result, bail};
 use kasten_engine::{Engine, LlmClient, LlmConfig, SearchOptions};
 use kasten_llm::{ChatRequest, Message};
 
+use super::answers::{self, Answers, Given};
 use super::model::*;
 
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn score_questions(
     engine: &Engine,
     sample: &Sample,
@@ -17,6 +19,7 @@ pub(crate) async fn score_questions(
     options: &SearchOptions,
     mode: &Mode,
     totals: &mut Totals,
+    mut kept: Option<&mut Answers>,
     log: &dyn Fn(String),
 ) -> Result<()> {
     // Kasten's default search follows links or not as the memory's setting and LLM say
@@ -91,9 +94,8 @@ pub(crate) async fn score_questions(
         );
         let answer = match &client {
             Some(c) => {
-                let t = Instant::now();
-                let a = answer_question(c, q, index, &out.hits, totals).await?;
-                totals.answer_latency.push(t.elapsed());
+                let a = answer_question(c, q, index, &out.hits, totals, kept.as_deref_mut(), log)
+                    .await?;
                 Some(a)
             }
             None => None,
@@ -252,13 +254,16 @@ pub(crate) async fn score_questions(
     Ok(())
 }
 
-/// Asks the LLM and scores its answer against the gold one.
+/// Asks the LLM (or takes the answer it gave this request before, from `kept`) and scores
+/// its answer against the gold one.
 pub(crate) async fn answer_question(
     client: &LlmClient,
     q: &Question,
     index: usize,
     hits: &[kasten_engine::SearchHit],
     totals: &mut Totals,
+    mut kept: Option<&mut Answers>,
+    log: &dyn Fn(String),
 ) -> Result<Answered> {
     let notes: Vec<kasten_core::chat::ShownNote> = hits
         .iter()
@@ -276,14 +281,37 @@ pub(crate) async fn answer_question(
         max_tokens: Some(64),
         grammar: None,
     };
-    let resp = client
-        .chat(&req)
-        .await
-        .context("the LLM could not answer")?;
-    totals.query_tokens.0 += u64::from(resp.usage.prompt_tokens);
-    totals.query_tokens.1 += u64::from(resp.usage.completion_tokens);
-    totals.query_tokens_estimated |= resp.usage.estimated;
-    let prediction = resp.text.trim().to_owned();
+    let key = answers::key(&req);
+    let earlier = kept.as_deref_mut().and_then(|k| k.take(&key));
+    let given = match earlier {
+        Some(g) => g,
+        None => {
+            let t = std::time::Instant::now();
+            let resp = client
+                .chat(&req)
+                .await
+                .context("the LLM could not answer")?;
+            let g = Given {
+                key,
+                text: resp.text,
+                prompt_tokens: resp.usage.prompt_tokens,
+                completion_tokens: resp.usage.completion_tokens,
+                estimated: resp.usage.estimated,
+                ms: u64::try_from(t.elapsed().as_millis()).unwrap_or(u64::MAX),
+            };
+            if let Some(k) = kept {
+                k.keep(g.clone(), log);
+            }
+            g
+        }
+    };
+    totals
+        .answer_latency
+        .push(std::time::Duration::from_millis(given.ms));
+    totals.query_tokens.0 += u64::from(given.prompt_tokens);
+    totals.query_tokens.1 += u64::from(given.completion_tokens);
+    totals.query_tokens_estimated |= given.estimated;
+    let prediction = given.text.trim().to_owned();
     let gold = match q.category {
         Category::Adversarial => locomo::NOT_MENTIONED.to_owned(),
         _ => q.answer.clone().unwrap_or_default(),
