@@ -187,6 +187,30 @@ impl Store {
         crate::link_records(resp.take(1).map_err(StoreError::from_db)?)
     }
 
+    /// [`Store::links_in_force_of`] for several notes in one query: every accepted link
+    /// into or out of any of `notes`, each once, oldest first.
+    pub async fn links_in_force_of_many(
+        &self,
+        notes: &[NoteId],
+    ) -> Result<Vec<LinkRecord>, StoreError> {
+        if notes.is_empty() {
+            return Ok(Vec::new());
+        }
+        let keys: Vec<String> = notes.iter().map(ToString::to_string).collect();
+        let mut resp = self
+            .db
+            .query(format!(
+                "SELECT {LINK_COLUMNS} FROM array::distinct(array::flatten(array::map($ids, |$k|
+                     array::union(type::record('note', $k)->link, type::record('note', $k)<-link))))
+                 WHERE status = $link_accepted ORDER BY created_at, id;"
+            ))
+            .bind(("ids", keys))
+            .bind(crate::words::words())
+            .await
+            .map_err(StoreError::from_db)?;
+        crate::link_records(resp.take(0).map_err(StoreError::from_db)?)
+    }
+
     /// The flags still waiting (proposed) that the supersession `successor` → `superseded`
     /// raised.
     pub async fn pending_flags_of(

@@ -102,38 +102,69 @@ impl Engine {
         reason: &str,
         at: DateTime<Utc>,
     ) -> Result<Vec<FlagWrite>, EngineError> {
+        self.outdated_flags_of(&[(successor, superseded, reason)], at)
+            .await
+    }
+
+    /// [`Engine::outdated_flags`] of several supersessions (successor, superseded,
+    /// reason), with two reads for all of them: the links in force of every superseded
+    /// note, then the notes they reach. One event per supersession.
+    async fn outdated_flags_of(
+        &self,
+        supersessions: &[(&NoteId, &NoteId, &str)],
+        at: DateTime<Utc>,
+    ) -> Result<Vec<FlagWrite>, EngineError> {
         let tokenizer = Tokenizer::default();
-        let Some(replaced) = Replaced::parse(&tokenizer, reason) else {
-            return Ok(Vec::new());
-        };
-        // each other note, and whether a link's reason states the old value
-        let mut linked: Vec<(NoteId, bool)> = Vec::new();
-        for l in self.store.links_in_force_of(superseded).await? {
-            if NOT_DEPENDING.contains(&l.kind.as_str()) {
-                continue;
-            }
-            let other = if l.from == superseded.as_str() {
-                &l.to
-            } else {
-                &l.from
-            };
-            let other = NoteId::parse(other)?;
-            if &other == successor || &other == superseded {
-                continue;
-            }
-            let named = replaced.names_value(&tokenizer, &l.reason);
-            if !named && !DEPENDS.contains(&l.kind.as_str()) {
-                continue;
-            }
-            match linked.iter_mut().find(|(n, _)| *n == other) {
-                Some(e) => e.1 |= named,
-                None => linked.push((other, named)),
-            }
-        }
-        if linked.is_empty() {
+        let parsed: Vec<(&NoteId, &NoteId, &str, Replaced)> = supersessions
+            .iter()
+            .filter_map(|&(successor, superseded, reason)| {
+                Replaced::parse(&tokenizer, reason).map(|r| (successor, superseded, reason, r))
+            })
+            .collect();
+        if parsed.is_empty() {
             return Ok(Vec::new());
         }
-        let ids: Vec<NoteId> = linked.iter().map(|(n, _)| n.clone()).collect();
+        let mut superseded: Vec<NoteId> = parsed.iter().map(|p| p.1.clone()).collect();
+        superseded.sort_unstable();
+        superseded.dedup();
+        let links = self.store.links_in_force_of_many(&superseded).await?;
+        // for each supersession, each other note and whether a link's reason states the
+        // old value
+        let mut linked_of: Vec<Vec<(NoteId, bool)>> = Vec::with_capacity(parsed.len());
+        for (successor, superseded, _, replaced) in &parsed {
+            let mut linked: Vec<(NoteId, bool)> = Vec::new();
+            for l in &links {
+                if NOT_DEPENDING.contains(&l.kind.as_str()) {
+                    continue;
+                }
+                let other = if l.from == superseded.as_str() {
+                    &l.to
+                } else if l.to == superseded.as_str() {
+                    &l.from
+                } else {
+                    continue;
+                };
+                let other = NoteId::parse(other)?;
+                if &other == *successor || &other == *superseded {
+                    continue;
+                }
+                let named = replaced.names_value(&tokenizer, &l.reason);
+                if !named && !DEPENDS.contains(&l.kind.as_str()) {
+                    continue;
+                }
+                match linked.iter_mut().find(|(n, _)| *n == other) {
+                    Some(e) => e.1 |= named,
+                    None => linked.push((other, named)),
+                }
+            }
+            linked_of.push(linked);
+        }
+        let mut ids: Vec<NoteId> = linked_of.iter().flatten().map(|(n, _)| n.clone()).collect();
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        ids.sort_unstable();
+        ids.dedup();
         let notes: HashMap<NoteId, Note> = self
             .store
             .get_notes(&ids)
@@ -142,41 +173,47 @@ impl Engine {
             .filter(|n| n.status == NoteStatus::Active)
             .map(|n| (n.id.clone(), n))
             .collect();
-        let event = JobId::generate().to_string();
         let mut out = Vec::new();
-        for (id, named) in linked {
-            let Some(n) = notes.get(&id) else {
+        for ((successor, superseded, reason, replaced), linked) in parsed.iter().zip(linked_of) {
+            if linked.is_empty() {
                 continue;
-            };
-            let uses = match replaced.used_in(&tokenizer, &n.content) {
-                Some(what) => what,
-                None if named => replaced.old_text.clone(),
-                None => continue,
-            };
-            out.push(FlagWrite {
-                successor: successor.clone(),
-                superseded: superseded.clone(),
-                note: id,
-                event: event.clone(),
-                reason: format!("uses {uses}, replaced by note {successor} ({reason})"),
-                at,
-            });
+            }
+            let event = JobId::generate().to_string();
+            for (id, named) in linked {
+                let Some(n) = notes.get(&id) else {
+                    continue;
+                };
+                let uses = match replaced.used_in(&tokenizer, &n.content) {
+                    Some(what) => what,
+                    None if named => replaced.old_text.clone(),
+                    None => continue,
+                };
+                out.push(FlagWrite {
+                    successor: (*successor).clone(),
+                    superseded: (*superseded).clone(),
+                    note: id,
+                    event: event.clone(),
+                    reason: format!("uses {uses}, replaced by note {successor} ({reason})"),
+                    at,
+                });
+            }
         }
         Ok(out)
     }
 
     /// The flags that the accepted supersessions among the links written with new notes
-    /// raise (see [`Engine::outdated_flags`]).
+    /// raise (see [`Engine::outdated_flags`]), with two reads for the whole batch.
     pub(crate) async fn flags_on_write(
         &self,
         links: &[DifferWrite],
         at: DateTime<Utc>,
     ) -> Result<Vec<FlagWrite>, EngineError> {
-        let mut out = Vec::new();
-        for d in links.iter().filter(|d| d.accepted && d.kind == SUPERSEDES) {
-            out.extend(self.outdated_flags(&d.from, &d.to, &d.reason, at).await?);
-        }
-        Ok(out)
+        let accepted: Vec<(&NoteId, &NoteId, &str)> = links
+            .iter()
+            .filter(|d| d.accepted && d.kind == SUPERSEDES)
+            .map(|d| (&d.from, &d.to, d.reason.as_str()))
+            .collect();
+        self.outdated_flags_of(&accepted, at).await
     }
 }
 
@@ -184,7 +221,7 @@ impl Engine {
 mod tests {
     use std::collections::BTreeSet;
 
-    use kasten_core::LinkStatus;
+    use kasten_core::{LinkStatus, NewNote};
 
     use super::*;
     use crate::supersede::tests::{NOISE, add, engine, supersedes_links};
@@ -315,6 +352,54 @@ mod tests {
         }
         assert!(sup.outdated.is_none());
         let _ = (d.flat, d.due);
+        e.close().await;
+    }
+
+    /// Two values replaced by the notes of one write: the batch's flags are read together,
+    /// and each note that used an old value is flagged by the supersession of that value.
+    #[tokio::test]
+    async fn two_supersessions_in_one_write_flag_each_its_own_dependents() {
+        let e = engine(PolicyMode::Auto).await;
+        let d = dependents(&e).await;
+        let gym = add(&e, "The gym membership is 35 euros a month.", "2026-03-01").await;
+        let sport = add(
+            &e,
+            "Sport budget: the gym membership 35 euros.",
+            "2026-03-02",
+        )
+        .await;
+        e.link(&sport, &gym, Some("supports"), "", "user")
+            .await
+            .unwrap();
+        let at = |day: &str| Some(format!("{day}T09:00:00Z").parse().unwrap());
+        let batch = vec![
+            NewNote::new("From September the rent is 1,300 euros.")
+                .unwrap()
+                .at(at("2026-09-01")),
+            NewNote::new("From September the gym membership is 45 euros a month.")
+                .unwrap()
+                .at(at("2026-09-01")),
+        ];
+        let mut written = Vec::new();
+        e.add_batches_merging([batch], |b| written.extend(b.notes))
+            .await
+            .unwrap();
+        let (rent, gym_now) = (written[0].id.clone(), written[1].id.clone());
+        assert_eq!(supersedes_links(&e, &rent).await.len(), 1);
+        assert_eq!(supersedes_links(&e, &gym_now).await.len(), 1);
+        let to = |flags: Vec<kasten_core::Link>| -> Vec<NoteId> {
+            flags.into_iter().map(|l| l.to).collect()
+        };
+        assert_eq!(
+            to(flags_from(&e, &rent).await),
+            sorted(vec![d.budget.clone(), d.split.clone()])
+        );
+        let gym_flags = flags_from(&e, &gym_now).await;
+        assert_eq!(to(gym_flags.clone()), vec![sport.clone()]);
+        assert!(
+            gym_flags[0].reason.contains("35 euros → 45 euros"),
+            "{gym_flags:?}"
+        );
         e.close().await;
     }
 
