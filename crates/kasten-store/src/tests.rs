@@ -495,3 +495,44 @@ async fn an_unusable_data_directory_is_a_clear_error() {
     }
     std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
+
+/// The links a note write carries are written with it, whole; a link to a note that is
+/// gone (deleted while the batch was compared) is left out and the batch still lands.
+#[tokio::test]
+async fn the_links_of_a_note_write_land_with_it_and_none_to_a_missing_note()
+-> Result<(), StoreError> {
+    let s = mem().await;
+    let old = note("The rent is 1,200 euros.");
+    s.insert_notes(&[write(&old, vec![1.0, 0.0, 0.0])]).await?;
+    let new = note("The rent is 1,300 euros.");
+    let gone = note("never written");
+    let at = chrono::Utc::now();
+    let differ = |to: &Note, accepted: bool| crate::DifferWrite {
+        from: new.id.clone(),
+        to: to.id.clone(),
+        kind: crate::SUPERSEDES.into(),
+        reason: "rent: 1,200 euros → 1,300 euros".into(),
+        confidence: 1.0,
+        accepted,
+        at,
+        by: kasten_core::Actor::Merge,
+    };
+    s.insert_notes_flagged(
+        &[write(&new, vec![0.0, 1.0, 0.0])],
+        &[],
+        &[differ(&old, true), differ(&gone, false)],
+        &[],
+    )
+    .await?;
+    assert_eq!(s.count_notes().await?, 2);
+    let links = s.links_of(&new.id).await?;
+    assert_eq!(links.len(), 1, "{links:?}");
+    let l = &links[0];
+    assert_eq!((&l.from, &l.to), (&new.id, &old.id));
+    assert_eq!(l.kind.as_str(), crate::SUPERSEDES);
+    assert_eq!(l.reason, "rent: 1,200 euros → 1,300 euros");
+    assert_eq!(l.status, kasten_core::LinkStatus::Accepted);
+    assert_eq!(l.created_by, kasten_core::Actor::Merge);
+    s.close().await;
+    Ok(())
+}
