@@ -613,7 +613,11 @@ fn ensure_loaded<'a>(
         let started = Instant::now();
         check_gguf(&opts.path)?;
         let backend = backend()?;
-        let model = LlamaModel::load_from_file(backend, &opts.path, &LlamaModelParams::default())
+        // Read into memory, not mapped: llama.cpp repacks most weights into a buffer of its
+        // own for the CPU's kernels, and a mapped file kept every page it read for that
+        // resident beside the copy (docs/BENCHMARKS.md, the built-in LLM's peak RSS).
+        let params = LlamaModelParams::default().with_use_mmap(false);
+        let model = LlamaModel::load_from_file(backend, &opts.path, &params)
             .map_err(|e| {
             LlmError::Config(format!(
                 "llama.cpp cannot load {} ({e}); run scripts/setup again, or choose another GGUF file",
