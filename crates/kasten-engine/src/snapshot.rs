@@ -480,10 +480,6 @@ pub(crate) fn read(path: &Path, want: Expect<'_>) -> Result<Indexes, SnapshotFil
         for _ in 0..m {
             to.push(d.id()?);
         }
-        // in id order, as every other way of building the adjacency keeps it (a snapshot
-        // written before that was the rule holds its lists in the order links came)
-        to.sort_unstable();
-        to.dedup();
         if links.insert(from, to).is_some() {
             return Err(mismatch("a note's links are listed twice".into()));
         }
