@@ -29,7 +29,7 @@ pub(crate) struct Given {
     pub(crate) completion_tokens: u32,
     pub(crate) estimated: bool,
     /// How long the model took to answer, in milliseconds.
-    pub(crate) ms: u64,
+    pub(crate) ms: f64,
 }
 
 /// The answers kept for one conversation.
@@ -142,7 +142,7 @@ mod tests {
             prompt_tokens: 100,
             completion_tokens: 7,
             estimated: false,
-            ms: 1234,
+            ms: 1234.5,
         }
     }
 

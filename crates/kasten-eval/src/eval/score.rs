@@ -297,7 +297,7 @@ pub(crate) async fn answer_question(
                 prompt_tokens: resp.usage.prompt_tokens,
                 completion_tokens: resp.usage.completion_tokens,
                 estimated: resp.usage.estimated,
-                ms: u64::try_from(t.elapsed().as_millis()).unwrap_or(u64::MAX),
+                ms: t.elapsed().as_secs_f64() * 1e3,
             };
             if let Some(k) = kept {
                 k.keep(g.clone(), log);
@@ -307,7 +307,7 @@ pub(crate) async fn answer_question(
     };
     totals
         .answer_latency
-        .push(std::time::Duration::from_millis(given.ms));
+        .push(std::time::Duration::try_from_secs_f64(given.ms / 1e3).unwrap_or_default());
     totals.query_tokens.0 += u64::from(given.prompt_tokens);
     totals.query_tokens.1 += u64::from(given.completion_tokens);
     totals.query_tokens_estimated |= given.estimated;
