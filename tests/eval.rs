@@ -540,15 +540,7 @@ fn ablations_are_reported_side_by_side_with_the_full_system() {
 /// LLM enriching anything again.
 #[test]
 fn a_checkpoint_carries_an_enriching_ingest_to_an_empty_cache() {
-    let llm = FakeServer::start("slow:300");
-    let h = Home::with_llm(&llm.openai_url());
-    let (file, cache) = setup(&h);
-    let checkpoints = h.dir.path().join("checkpoints");
-    let (f, c, cp) = (
-        file.display().to_string(),
-        cache.display().to_string(),
-        checkpoints.display().to_string(),
-    );
+    let (llm, h, cache, checkpoints, [f, c, cp]) = checkpointed("slow:300");
     let args = [
         "--json",
         "eval",
@@ -619,15 +611,7 @@ fn a_checkpoint_carries_an_enriching_ingest_to_an_empty_cache() {
 /// otherwise, and a question whose prompt differs is asked again.)
 #[test]
 fn a_checkpointed_run_answers_each_question_once() {
-    let llm = FakeServer::start("normal");
-    let h = Home::with_llm(&llm.openai_url());
-    let (file, cache) = setup(&h);
-    let checkpoints = h.dir.path().join("checkpoints");
-    let (f, c, cp) = (
-        file.display().to_string(),
-        cache.display().to_string(),
-        checkpoints.display().to_string(),
-    );
+    let (llm, h, _, _, [f, c, cp]) = checkpointed("normal");
     let args = [
         "eval",
         "locomo",
@@ -686,6 +670,22 @@ fn a_checkpointed_run_answers_each_question_once() {
         "{redone:#}"
     );
     assert!(llm.request_count() >= before + 5);
+}
+
+/// A home on a fake LLM in `mode` with the LoCoMo fixture, for the checkpointed runs: the
+/// server, the home, the cache and checkpoint folders, and the fixture, cache and
+/// checkpoint paths as the command line takes them.
+fn checkpointed(mode: &str) -> (FakeServer, Home, PathBuf, PathBuf, [String; 3]) {
+    let llm = FakeServer::start(mode);
+    let h = Home::with_llm(&llm.openai_url());
+    let (file, cache) = setup(&h);
+    let checkpoints = h.dir.path().join("checkpoints");
+    let paths = [
+        file.display().to_string(),
+        cache.display().to_string(),
+        checkpoints.display().to_string(),
+    ];
+    (llm, h, cache, checkpoints, paths)
 }
 
 /// Runs kasten with `args`, waits (two minutes at most, else fails with `stalled`) until
