@@ -76,7 +76,7 @@ pub struct StatusEvent {
     pub memory_message: String,
     pub notes: u32,
     pub llm_configured: bool,
-    /// The LLM in use in words ("built-in SmolLM2-135M", "Ollama qwen2.5:7b"), or why
+    /// The LLM in use in words ("built-in Qwen2.5-Coder-0.5B", "Ollama qwen2.5:7b"), or why
     /// there is none.
     pub llm_label: String,
     /// `null` until the first call; then whether the last call worked.

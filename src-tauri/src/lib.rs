@@ -104,7 +104,10 @@ pub fn export_bindings(path: &std::path::Path) -> Result<(), String> {
 
 fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("KASTEN_LOG").unwrap_or_else(|_| {
-        tracing_subscriber::EnvFilter::new("warn,surrealkv=error,kasten_desktop=info")
+        // llama.cpp's log (targets `llama_cpp_2::log` and `llama-cpp-2`) is noise at warn
+        tracing_subscriber::EnvFilter::new(
+            "warn,surrealkv=error,llama_cpp_2=error,llama-cpp-2=error,kasten_desktop=info",
+        )
     });
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)

@@ -40,7 +40,7 @@ pub struct DiscoveredDto {
 /// The LLM in use, in words.
 #[derive(Debug, Clone, Serialize, Type)]
 pub struct LlmInUseDto {
-    /// "built-in SmolLM2-135M", "Ollama qwen2.5:7b", "none", …
+    /// "built-in Qwen2.5-Coder-0.5B", "Ollama qwen2.5:7b", "none", …
     pub label: String,
     pub source: LlmSourceDto,
     pub ready: bool,

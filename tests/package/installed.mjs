@@ -22,7 +22,7 @@ try {
   assert(title === "Kasten", `the window is Kasten's (${title})`);
   assert((await $$t(browser, "note-item")).length === 0, "the memory is fresh (no notes)");
   const llm = await $t(browser, "first-run-llm").getText();
-  assert(llm.includes("built-in SmolLM2-135M"), `the first-run card names the packaged built-in model (${llm})`);
+  assert(llm.includes("built-in Qwen2.5-Coder-0.5B"), `the first-run card names the packaged built-in model (${llm})`);
   assert(await browser.$("button=Load the sample notebook").isDisplayed(), "the first-run card offers the sample notebook");
   ok = true;
   console.log(`installed app: window open on a fresh memory in ${((Date.now() - app.startedAt) / 1000).toFixed(1)} s; ${llm.trim()}`);

@@ -513,7 +513,7 @@ export type LinkStatus =
 
 /**  The LLM in use, in words. */
 export type LlmInUseDto = {
-	/**  "built-in SmolLM2-135M", "Ollama qwen2.5:7b", "none", … */
+	/**  "built-in Qwen2.5-Coder-0.5B", "Ollama qwen2.5:7b", "none", … */
 	label: string,
 	source: LlmSourceDto,
 	ready: boolean,
@@ -780,7 +780,7 @@ export type StatusEvent = {
 	notes: number,
 	llm_configured: boolean,
 	/**
-	 *  The LLM in use in words ("built-in SmolLM2-135M", "Ollama qwen2.5:7b"), or why
+	 *  The LLM in use in words ("built-in Qwen2.5-Coder-0.5B", "Ollama qwen2.5:7b"), or why
 	 *  there is none.
 	 */
 	llm_label: string,

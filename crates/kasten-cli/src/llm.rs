@@ -112,8 +112,9 @@ pub async fn run(engine: &Engine, action: Option<LlmAction>, json: bool) -> Resu
                 println!("  file:  {}", l.options().path.display());
                 if choice.source == kasten_engine::LlmSource::BuiltIn {
                     println!(
-                        "  note:  a tiny English-first model that runs on your CPU; it writes simple notes.\n         \
-                         A bigger model writes much better ones: `kasten llm models` lists the built-in choices\n         \
+                        "  note:  a small model that runs on your CPU: keywords, contexts and links, no rewrites of\n         \
+                         older notes (evolution), answers that quote a note. A bigger model does both:\n         \
+                         `kasten llm models` lists the built-in choices\n         \
                          (`kasten llm install NAME`, then `kasten llm builtin NAME`); or run Ollama or\n         \
                          llama-server and pick it below, or `kasten config set llm.model_path FILE.gguf`."
                     );

@@ -66,8 +66,13 @@ fn main() -> std::process::ExitCode {
 fn init_logging() {
     // surrealkv warns "No runtime available for closing the store" when a clone of its
     // tree is dropped after `Store::close` already closed it; that is noise, not a problem.
+    // llama.cpp's own log comes under two targets: `llama_cpp_2::log` and, for what it says
+    // while loading a model (Qwen's "control-looking token … was not control-type"),
+    // `llama-cpp-2`; neither is the user's concern unless the load fails.
     let filter = tracing_subscriber::EnvFilter::try_from_env("KASTEN_LOG").unwrap_or_else(|_| {
-        tracing_subscriber::EnvFilter::new("warn,surrealkv=error,llama_cpp_2=error")
+        tracing_subscriber::EnvFilter::new(
+            "warn,surrealkv=error,llama_cpp_2=error,llama-cpp-2=error",
+        )
     });
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;

@@ -38,7 +38,7 @@ impl Engine {
         self.pipeline = pipeline;
     }
 
-    /// The LLM in use, in words ("built-in SmolLM2-135M", "Ollama qwen2.5:7b", "none").
+    /// The LLM in use, in words ("built-in Qwen2.5-Coder-0.5B", "Ollama qwen2.5:7b", "none").
     pub fn llm_label(&self) -> &str {
         &self.llm_label
     }

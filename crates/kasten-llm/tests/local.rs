@@ -1,23 +1,26 @@
-//! The built-in model for real: SmolLM2-135M-Instruct through llama.cpp in this process.
+//! A built-in model for real: SmolLM2-135M-Instruct through llama.cpp in this process.
 //! Needs the model `scripts/setup` installs (the test fails and says so without it).
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::panic)]
 
 use std::time::Duration;
 
 use kasten_llm::*;
 use serde_json::json;
 
+/// The quick built-in model (SmolLM2-135M): these tests are about llama.cpp in process,
+/// not about what a model writes, and it answers several times as fast as the default.
+fn quick_model() -> std::path::PathBuf {
+    QUICK_BUILTIN
+        .installed(|k| std::env::var(k).ok())
+        .unwrap_or_else(|| panic!("{} is not installed: run scripts/setup", QUICK_BUILTIN.name))
+}
+
 fn client() -> LlmClient {
-    let path = builtin_model_path(|k| std::env::var(k).ok());
-    assert!(
-        path.is_file(),
-        "the built-in model is not at {}: run scripts/setup",
-        path.display()
-    );
+    let path = quick_model();
     let config = LlmConfig {
         provider: Provider::Local,
         base_url: path.display().to_string(),
-        model: BUILTIN_MODEL_NAME.into(),
+        model: QUICK_BUILTIN.name.into(),
         api_key: None,
     };
     let opts = ClientOptions {
@@ -136,16 +139,11 @@ async fn a_prompt_that_starts_like_the_last_one_reuses_its_cache_and_answers_the
 
 /// A client for the built-in model answering at most `batch` requests together.
 fn client_with_batch(batch: usize) -> LlmClient {
-    let path = builtin_model_path(|k| std::env::var(k).ok());
-    assert!(
-        path.is_file(),
-        "the built-in model is not at {}: run scripts/setup",
-        path.display()
-    );
+    let path = quick_model();
     let config = LlmConfig {
         provider: Provider::Local,
         base_url: path.display().to_string(),
-        model: BUILTIN_MODEL_NAME.into(),
+        model: QUICK_BUILTIN.name.into(),
         api_key: None,
     };
     let opts = ClientOptions {

@@ -15,13 +15,13 @@ export async function builtinLlm({ llmUrl }) {
   try {
     await ready(browser);
     const firstRun = await $t(browser, "first-run-llm").getText();
-    assert(firstRun.includes("built-in SmolLM2-135M"), `the first run names the built-in model (${firstRun})`);
+    assert(firstRun.includes("built-in Qwen2.5-Coder-0.5B"), `the first run names the built-in model (${firstRun})`);
     await $t(browser, "first-run-servers").waitForDisplayed({ timeout: T });
     const found = await $t(browser, "first-run-servers").getText();
     const port = new URL(llmUrl).port;
     assert(found.includes(`127.0.0.1:${port}`) && found.includes("fake-model"), `the first run lists the server found (${found})`);
     const llmStatus = await $t(browser, "llm-status").getText();
-    assert(llmStatus.includes("built-in SmolLM2-135M"), `the status bar names the built-in model (${llmStatus})`);
+    assert(llmStatus.includes("built-in Qwen2.5-Coder-0.5B"), `the status bar names the built-in model (${llmStatus})`);
 
     // typing while nothing runs: the peer of the figure taken while the model enriches
     const typingIdle = await typingLatency(browser);
@@ -53,7 +53,7 @@ export async function builtinLlm({ llmUrl }) {
     // Settings: the built-in model in use, the found server one click away
     await nav(browser, "settings");
     await $t(browser, "llm-in-use").waitForDisplayed({ timeout: T });
-    assert((await $t(browser, "llm-in-use").getText()).includes("built-in SmolLM2-135M"), "Settings name the built-in model");
+    assert((await $t(browser, "llm-in-use").getText()).includes("built-in Qwen2.5-Coder-0.5B"), "Settings name the built-in model");
     await $t(browser, "llm-use-0").waitForDisplayed({ timeout: T });
     await $t(browser, "llm-use-0").click();
     await browser.waitUntil(async () => (await $t(browser, "llm-in-use").getText()).includes("fake-model"), {

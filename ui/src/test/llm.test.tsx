@@ -28,7 +28,7 @@ describe("LlmPanel", () => {
     mocked.llmOverview.mockResolvedValue({ in_use: builtin, discovered: [], env_chooses: false });
     renderWith(<LlmPanel />);
     expect((await screen.findByTestId("llm-in-use")).textContent).toContain("built-in SmolLM2-135M");
-    expect(screen.getByText(/tiny \(135M parameters\) and English-first/)).toBeTruthy();
+    expect(screen.getByText(/small enough to run on this computer without set-up/)).toBeTruthy();
     expect(screen.getByTestId("llm-discovered-none")).toBeTruthy();
     expect((screen.getByTestId("llm-use-builtin") as HTMLButtonElement).disabled).toBe(true);
   });

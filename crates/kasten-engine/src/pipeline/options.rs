@@ -115,7 +115,9 @@ impl Default for PipelineOptions {
 ///   memory's tags and a general list, a short context; at most three links, each to a
 ///   neighbour sharing a term and named by it; **no evolution** (a small model's rewrites
 ///   of other notes were junk).
-/// - `auto`: `small` for the built-in model (a GGUF under 1.5 GB), `full` for servers.
+/// - `auto`: for a model of the catalog, what its quality check decided (`full` only for
+///   one whose evolutions passed it; none so far); for another GGUF file, `small` under
+///   1.5 GB and `full` above; `full` for servers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ModelProfile {
@@ -139,7 +141,11 @@ impl ModelProfile {
         match self {
             Self::Auto => match llm.local() {
                 Some(local) => {
-                    let size = std::fs::metadata(&local.options().path).map_or(0, |m| m.len());
+                    let path = &local.options().path;
+                    if let Some(m) = kasten_llm::catalog::model_of_file(path) {
+                        return if m.evolution { Self::Full } else { Self::Small };
+                    }
+                    let size = std::fs::metadata(path).map_or(0, |m| m.len());
                     if size < 1_500_000_000 {
                         Self::Small
                     } else {

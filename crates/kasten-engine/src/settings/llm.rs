@@ -5,8 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use kasten_llm::{
-    BUILTIN_MODEL_NAME, ClientOptions, LlmClient, LlmConfig, LocalModel, LocalOptions, Provider,
-    builtin_model_path,
+    ClientOptions, LlmClient, LlmConfig, LocalModel, LocalOptions, Provider, builtin_model,
 };
 use serde::Serialize;
 use serde_json::Value;
@@ -31,7 +30,7 @@ pub enum LlmSource {
 #[derive(Debug, Clone)]
 pub struct LlmChoice {
     pub client: Option<LlmClient>,
-    /// The LLM in words: "built-in SmolLM2-135M", "Ollama qwen2.5:7b", …
+    /// The LLM in words: "built-in Qwen2.5-Coder-0.5B", "Ollama qwen2.5:7b", …
     pub label: String,
     pub source: LlmSource,
     /// Why there is no client, in words (with how to fix it).
@@ -212,11 +211,10 @@ impl LlmSettings {
                 };
                 (path, source, format!("local {name}"))
             }
-            None => (
-                builtin_model_path(get),
-                LlmSource::BuiltIn,
-                format!("built-in {BUILTIN_MODEL_NAME}"),
-            ),
+            None => {
+                let (path, model) = builtin_model(get);
+                (path, LlmSource::BuiltIn, format!("built-in {}", model.name))
+            }
         };
         choice.label = label;
         choice.source = src;
@@ -367,7 +365,12 @@ mod tests {
         let e = env(&[("KASTEN_HOME", &home.display().to_string())]);
         let c = LlmSettings::combine(&e, &json!({})).choose(&e);
         assert_eq!(c.source, LlmSource::BuiltIn);
-        assert_eq!(c.label, "built-in SmolLM2-135M");
+        // the default model, or the quick one where only it is installed
+        let (_, model) = builtin_model(&e);
+        assert_eq!(c.label, format!("built-in {}", model.name));
+        if kasten_llm::DEFAULT_BUILTIN.installed(&e).is_some() {
+            assert_eq!(c.label, "built-in Qwen2.5-Coder-0.5B");
+        }
         // installed in the data dir (scripts/setup) or not: either a client or a problem
         // that names the setup command
         if c.client.is_none() {

@@ -173,22 +173,25 @@ mod tests {
         assert_eq!(take_utf8(&mut bad), "\u{fffd}x");
     }
 
-    /// The built-in model as `scripts/setup` installs it, loaded in this thread; `None`,
-    /// with a line saying so, when it is not installed here.
-    fn builtin_model() -> Option<LlamaModel> {
-        let path = crate::builtin_model_path(|k| std::env::var(k).ok());
-        if !path.is_file() {
-            eprintln!(
-                "skipped: the built-in model is not at {} (scripts/setup installs it)",
-                path.display()
+    /// The built-in models `scripts/setup` installs (the default and the quick one), each
+    /// loaded in this thread; a line says which are not installed here.
+    fn builtin_models() -> Vec<LlamaModel> {
+        let mut models = Vec::new();
+        for m in [crate::DEFAULT_BUILTIN, crate::QUICK_BUILTIN] {
+            let Some(path) = m.installed(|k| std::env::var(k).ok()) else {
+                eprintln!(
+                    "skipped for {}: not installed (scripts/setup installs it)",
+                    m.name
+                );
+                continue;
+            };
+            let backend = backend().unwrap_or_else(|e| panic!("{e}"));
+            models.push(
+                LlamaModel::load_from_file(backend, &path, &LlamaModelParams::default())
+                    .unwrap_or_else(|e| panic!("cannot load {}: {e}", path.display())),
             );
-            return None;
         }
-        let backend = backend().unwrap_or_else(|e| panic!("{e}"));
-        Some(
-            LlamaModel::load_from_file(backend, &path, &LlamaModelParams::default())
-                .unwrap_or_else(|e| panic!("cannot load {}: {e}", path.display())),
-        )
+        models
     }
 
     /// The grammar checked on the model's pick gives, greedily, the answer the grammar over
@@ -196,11 +199,10 @@ mod tests {
     /// the model would never follow by itself; most steps need no pass over the vocabulary.
     #[tokio::test]
     async fn the_grammar_checked_on_the_pick_answers_as_the_whole_vocabulary_does() {
-        let path = crate::builtin_model_path(|k| std::env::var(k).ok());
-        if !path.is_file() {
-            eprintln!("skipped: the built-in model is not at {}", path.display());
+        let Some(path) = crate::QUICK_BUILTIN.installed(|k| std::env::var(k).ok()) else {
+            eprintln!("skipped: {} is not installed", crate::QUICK_BUILTIN.name);
             return;
-        }
+        };
         let make = |grammar_first| {
             LocalModel::new(LocalOptions {
                 grammar_first,
@@ -248,9 +250,12 @@ mod tests {
 
     #[test]
     fn note_text_cannot_become_the_chat_templates_control_tokens() {
-        let Some(model) = builtin_model() else {
-            return;
-        };
+        for model in builtin_models() {
+            injected_control_tokens_stay_text(&model);
+        }
+    }
+
+    fn injected_control_tokens_stay_text(model: &LlamaModel) {
         let vocab = model.vocab();
         let im_end = vocab.tokenize(b"<|im_end|>", false, true);
         assert_eq!(im_end.len(), 1, "<|im_end|> is one token: {im_end:?}");
@@ -269,7 +274,7 @@ mod tests {
         let chatml = LlamaChatTemplate::new("chatml").ok();
         for template in [own, chatml].into_iter().flatten() {
             let tokens =
-                prompt_tokens(&model, &template, &messages).unwrap_or_else(|e| panic!("{e}"));
+                prompt_tokens(model, &template, &messages).unwrap_or_else(|e| panic!("{e}"));
             // each token's bytes, and where it starts in the rendered prompt
             let mut text: Vec<u8> = Vec::new();
             let mut starts = Vec::new();
