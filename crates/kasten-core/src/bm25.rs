@@ -276,6 +276,35 @@ impl TextIndex {
             .collect()
     }
 
+    /// The share (0–1) of `query`'s keyword weight that indexed notes hold at all: the IDF
+    /// of its words that occur in some note, against that plus the IDF a word in no note
+    /// would have (the largest) for each of the others. 1 when every word occurs somewhere,
+    /// for an empty query and for an empty index.
+    pub fn known_share(&self, query: &str) -> f32 {
+        let n = self.slot_of.len();
+        if n == 0 {
+            return 1.0;
+        }
+        let idf = |df: usize| (1.0 + (n as f32 - df as f32 + 0.5) / (df as f32 + 0.5)).ln();
+        let mut words = self.tokenizer.tokenize(query);
+        words.sort_unstable();
+        words.dedup();
+        let (mut known, mut all) = (0f32, 0f32);
+        for w in &words {
+            let df = self
+                .term_ids
+                .get(w)
+                .and_then(|&tid| self.postings.get(tid as usize))
+                .map_or(0, Vec::len);
+            let weight = idf(df);
+            all += weight;
+            if df > 0 {
+                known += weight;
+            }
+        }
+        if all > 0.0 { known / all } else { 1.0 }
+    }
+
     /// The share of indexed notes (0–1) that hold `term`: for a phrase, the share of its
     /// rarest word (a phrase occurs at most as often). 0 for an empty index or a term with
     /// no words.

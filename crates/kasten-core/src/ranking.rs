@@ -5,7 +5,11 @@
 //!    `own = w·cos/cos_max + (1−w)·bm25/bm25_max` (w = ½ by default). Unlike reciprocal
 //!    rank fusion this keeps *how much* better a hit is than the next one, so a note with
 //!    a rare exact keyword match is not levelled with the tenth-best paraphrase (Bruch et
-//!    al., "An Analysis of Fusion Functions for Hybrid Retrieval", TOIS 2023).
+//!    al., "An Analysis of Fusion Functions for Hybrid Retrieval", TOIS 2023). The best
+//!    keyword hit speaks only for the query words some note holds: the keyword part is
+//!    scaled by their share of the query's weight (their IDF against the largest IDF for
+//!    each word no note holds), so for "new dog" in a memory without the word "dog" a
+//!    note matching "new" does not outrank the best match in meaning (the puppy).
 //! 2. **Dates.** A note written in a period the query names ("in July 2023") gets a fixed
 //!    bonus on that scale.
 //! 3. **Context.** A note is read in its context: its final score adds a share of the
@@ -29,6 +33,10 @@ pub struct Weights {
     pub context: f32,
     /// Bonus for a note written in a period the query names (0 = dates ignored).
     pub date: f32,
+    /// The share (0–1) of the query's keyword weight that notes hold at all: what the
+    /// keyword list can speak for (see `Bm25Index::known_share`). 1 when every query
+    /// word occurs in some note.
+    pub keyword_share: f32,
 }
 
 /// What one query knows about one note.
@@ -55,7 +63,12 @@ pub fn own_score(s: &Signals, max_vector: f32, max_keyword: f32, w: &Weights) ->
         }
     };
     let wv = w.vector.clamp(0.0, 1.0);
-    let fused = wv * norm(s.vector, max_vector) + (1.0 - wv) * norm(s.keyword, max_keyword);
+    let share = if w.keyword_share.is_finite() {
+        w.keyword_share.clamp(0.0, 1.0)
+    } else {
+        1.0
+    };
+    let fused = wv * norm(s.vector, max_vector) + (1.0 - wv) * share * norm(s.keyword, max_keyword);
     if s.in_period {
         fused + w.date.max(0.0)
     } else {
@@ -125,6 +138,7 @@ mod tests {
         vector: 0.5,
         context: 0.5,
         date: 0.2,
+        keyword_share: 1.0,
     };
 
     fn sig(vector: f32, keyword: f32) -> Signals {
@@ -152,6 +166,39 @@ mod tests {
         assert!((own_score(&dated, 0.6, 12.0, &W) - 1.2).abs() < 1e-6);
         let vector_only = Weights { vector: 1.0, ..W };
         assert!((own_score(&sig(0.3, 12.0), 0.6, 12.0, &vector_only) - 0.5).abs() < 1e-6);
+    }
+
+    #[test]
+    fn the_best_keyword_hit_counts_for_the_share_of_the_query_notes_hold() {
+        // "new dog" where no note says "dog": the one note with "new" is the best keyword
+        // hit, the puppy the best in meaning
+        let half = Weights {
+            keyword_share: 0.4,
+            ..W
+        };
+        let new_only = own_score(&sig(0.2, 3.0), 0.6, 3.0, &half);
+        let puppy = own_score(&sig(0.6, 0.0), 0.6, 3.0, &half);
+        assert!((new_only - (0.5 / 3.0 + 0.2)).abs() < 1e-6, "{new_only}");
+        assert!(puppy > new_only, "{puppy} {new_only}");
+        // with every word held, the keyword half is whole again (and the tie goes to it)
+        assert!(own_score(&sig(0.2, 3.0), 0.6, 3.0, &W) > puppy);
+        // out-of-range shares are clamped, NaN counts as whole
+        let over = Weights {
+            keyword_share: 7.0,
+            ..W
+        };
+        let nan = Weights {
+            keyword_share: f32::NAN,
+            ..W
+        };
+        assert_eq!(
+            own_score(&sig(0.2, 3.0), 0.6, 3.0, &over),
+            own_score(&sig(0.2, 3.0), 0.6, 3.0, &W)
+        );
+        assert_eq!(
+            own_score(&sig(0.2, 3.0), 0.6, 3.0, &nan),
+            own_score(&sig(0.2, 3.0), 0.6, 3.0, &W)
+        );
     }
 
     /// A stream a1..a4 and a lone note b.

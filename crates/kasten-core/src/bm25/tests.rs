@@ -328,3 +328,23 @@ fn damaged_text_bytes_are_errors_not_panics() {
         let _ = TextIndex::decode(&mut Decoder::new(&b));
     }
 }
+
+#[test]
+fn known_share_weighs_the_query_words_no_note_holds() {
+    let mut ix = TextIndex::new();
+    assert_eq!(ix.known_share("new dog"), 1.0, "an empty index");
+    ix.upsert(id("a"), "Gina opened a new online clothing store");
+    ix.upsert(id("b"), "I adopted a golden retriever puppy named Max");
+    ix.upsert(id("c"), "Jon opened a dance studio");
+    // every word held (stop words do not count), or no words at all
+    assert_eq!(ix.known_share("the new store"), 1.0);
+    assert_eq!(ix.known_share("the and"), 1.0);
+    // "dog" is in no note: it weighs as much as the rarest word can
+    let s = ix.known_share("new dog");
+    let idf = |df: f32| (1.0 + (3.0 - df + 0.5) / (df + 0.5)).ln();
+    assert!((s - idf(1.0) / (idf(1.0) + idf(0.0))).abs() < 1e-6, "{s}");
+    assert!(s > 0.0 && s < 0.5, "{s}");
+    // a common held word weighs less than a rare one against the same unknown word
+    assert!(ix.known_share("opened dog") < s);
+    assert_eq!(ix.known_share("quantum"), 0.0);
+}

@@ -247,6 +247,7 @@ impl Engine {
             vector: options.vector_weight as f32,
             context: gamma,
             date: options.date_weight as f32,
+            keyword_share: ix.text.known_share(query),
         };
         let mut own: HashMap<NoteId, (f32, Vec<Via>)> = HashMap::with_capacity(known.len());
         for id in known {
