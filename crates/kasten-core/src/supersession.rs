@@ -9,7 +9,8 @@
 //!    does: the shared prefix holds the subject (a content word) and the predicate (a
 //!    copula such as "is"/"was", or a verb form such as "plays", "died"), the shared suffix
 //!    holds no predicate, and neither span holds a predicate or opens another relation
-//!    ("a citizen of …" against "located in …"). So "Vijay Mallya is a citizen of India" /
+//!    ("a citizen of …" against "located in …"), and the spans do not change twice around a
+//!    shared preposition ("Finnish at home" / "English at work"). So "Vijay Mallya is a citizen of India" /
 //!    "Narendra Modi is a citizen of India" (other subject) and "The capital of Germany is
 //!    Berlin" / "The capital of India is Berlin" (the span is followed by "is") are not
 //!    supersessions.
@@ -331,6 +332,22 @@ fn aligned(new: &[Word<'_>], old: &[Word<'_>]) -> Option<Supersession> {
     let new_mid = trim_change_words(new.get(prefix..new.len() - suffix)?);
     let old_mid = trim_change_words(old.get(prefix..old.len() - suffix)?);
     if !value_shaped(new_mid) || !value_shaped(old_mid) {
+        return None;
+    }
+    // a value and a qualifier that both changed, around a shared preposition, are another
+    // fact beside the first, not a new value: "Sara speaks Finnish at home" / "… English
+    // at work" (a lowercase phrase after it; "Duke of York" / "Earl of Essex" is a name)
+    if new_mid.len() == old_mid.len()
+        && (1..new_mid.len().saturating_sub(1)).any(|i| {
+            let (n, o) = (&new_mid[i], &old_mid[i]);
+            n.norm == o.norm
+                && PREPOSITIONS.contains(&n.norm.as_str())
+                && new_mid[i + 1..]
+                    .iter()
+                    .chain(&old_mid[i + 1..])
+                    .all(|w| w.lowercase())
+        })
+    {
         return None;
     }
     // the subject and the predicate before the value, no predicate after it

@@ -97,6 +97,11 @@ fn everyday_changes() {
         reason("Anna lives in Munich now.", "Anna lives in Berlin.").as_deref(),
         Some("lives: Berlin → Munich")
     );
+    // a value whose words around a preposition are a name is one value
+    assert_eq!(
+        reason("His title is Earl of Essex.", "His title is Duke of York.").as_deref(),
+        Some("title: Duke of York → Earl of Essex")
+    );
     assert_eq!(
         reason("Anna lives in Munich.", "Anna lives in Berlin.").as_deref(),
         Some("lives: Berlin → Munich")
@@ -202,6 +207,11 @@ fn another_relation_or_no_value_is_not_a_supersession() {
         ),
         ("", ""),
         ("...", "Our rent is 1,200 euros."),
+        // two changes around a shared preposition: another fact beside the first
+        (
+            "Sara speaks English at work.",
+            "Sara speaks Finnish at home.",
+        ),
     ] {
         assert_eq!(supersedes(a, b), None, "{a} / {b}");
     }
