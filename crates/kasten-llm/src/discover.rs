@@ -24,7 +24,7 @@ pub struct BuiltinModel {
 }
 
 /// The model Kasten uses when none is chosen, as `scripts/setup` and the .deb install it:
-/// Qwen2.5-Coder-0.5B-Instruct (why this one: README, "The built-in LLM").
+/// Qwen2.5-Coder-0.5B-Instruct (why this one: README, "Built-in models").
 pub const DEFAULT_BUILTIN: BuiltinModel = BuiltinModel {
     dir: "qwen2.5-coder-0.5b-instruct",
     file: "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
