@@ -323,15 +323,18 @@ export async function uiLanguage({ llmUrl }) {
     // Notes: a Chinese search finds the Chinese notes; one opened with its links and history
     await nav(browser, "notes");
     await $t(browser, "search-input").setValue("卡片 笔记");
+    // the first five hits: search places up to a third of them as the first hit's linked
+    // notes before the second hit, and which notes the LLM linked first depends on the
+    // order the notes were enriched in, so the card-box note can come fourth
     const topHits = async () => {
       const out = [];
-      for (const it of (await $$t(browser, "note-item")).slice(0, 3)) out.push(await it.$(".content").getProperty("textContent"));
+      for (const it of (await $$t(browser, "note-item")).slice(0, 5)) out.push(await it.$(".content").getProperty("textContent"));
       return out;
     };
     // the first hits are Chinese notes, the one about the card box among them
     await browser.waitUntil(async () => {
       const top = await topHits();
-      return top.length === 3 && /[\u4e00-\u9fff]/.test(top[0]) && top.some((c) => c.includes("卡片盒"));
+      return top.length === 5 && /[\u4e00-\u9fff]/.test(top[0]) && /[\u4e00-\u9fff]/.test(top[1]) && top.some((c) => c.includes("卡片盒"));
     }, {
       timeout: T,
       timeoutMsg: "a Chinese search did not find the Chinese notes first",
