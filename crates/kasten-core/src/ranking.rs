@@ -34,7 +34,7 @@ pub struct Weights {
     /// Bonus for a note written in a period the query names (0 = dates ignored).
     pub date: f32,
     /// The share (0–1) of the query's keyword weight that notes hold at all: what the
-    /// keyword list can speak for (see `Bm25Index::known_share`). 1 when every query
+    /// keyword list can speak for (see `TextIndex::known_share`). 1 when every query
     /// word occurs in some note.
     pub keyword_share: f32,
 }

@@ -10,10 +10,10 @@
 //!    copula such as "is"/"was", or a verb form such as "plays", "died"), the shared suffix
 //!    holds no predicate, and neither span holds a predicate or opens another relation
 //!    ("a citizen of …" against "located in …"), and the spans do not change twice around a
-//!    shared preposition ("Finnish at home" / "English at work"). So "Vijay Mallya is a citizen of India" /
-//!    "Narendra Modi is a citizen of India" (other subject) and "The capital of Germany is
-//!    Berlin" / "The capital of India is Berlin" (the span is followed by "is") are not
-//!    supersessions.
+//!    shared preposition ("Finnish at home" / "English at work"). So "Vijay Mallya is a
+//!    citizen of India" / "Narendra Modi is a citizen of India" (other subject) and "The
+//!    capital of Germany is Berlin" / "The capital of India is Berlin" (the span is
+//!    followed by "is") are not supersessions.
 //! 2. **The same quantity, another number.** Sentences worded differently that give one
 //!    quantity — the same word before the number ("rent") and the same unit, if any — a
 //!    different number, and otherwise speak of the same things: their content words, less

@@ -69,7 +69,7 @@ pub struct CatalogModel {
     pub default: bool,
     /// Whether it runs evolution (rewrites of older notes) when the profile is left to
     /// Kasten: only a model whose evolutions passed the quality check on real output
-    /// (docs/BENCHMARKS.md, "The built-in LLM"; so far none of the catalog's).
+    /// (docs/BENCHMARKS.md, "The built-in LLMs in process"; so far none of the catalog's).
     pub evolution: bool,
     /// The wheels, in the order their members are appended.
     pub parts: Vec<ModelPart>,

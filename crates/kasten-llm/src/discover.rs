@@ -44,11 +44,19 @@ impl BuiltinModel {
         PathBuf::from("models").join(self.dir).join(self.file)
     }
 
-    /// Where this model is installed (the first home that holds its file), if it is.
-    pub fn installed(&self, get: impl Fn(&str) -> Option<String>) -> Option<PathBuf> {
-        let homes = kasten_homes(&get, dirs::data_dir(), std::env::current_exe().ok());
+    /// Its file in the first of `homes` that holds it.
+    fn find_in(&self, homes: &[PathBuf]) -> Option<PathBuf> {
         let rel = self.rel();
         homes.iter().map(|h| h.join(&rel)).find(|p| p.is_file())
+    }
+
+    /// Where this model is installed (the first home that holds its file), if it is.
+    pub fn installed(&self, get: impl Fn(&str) -> Option<String>) -> Option<PathBuf> {
+        self.find_in(&kasten_homes(
+            &get,
+            dirs::data_dir(),
+            std::env::current_exe().ok(),
+        ))
     }
 }
 
@@ -60,11 +68,6 @@ impl BuiltinModel {
 /// be).
 pub fn builtin_model(get: impl Fn(&str) -> Option<String>) -> (PathBuf, BuiltinModel) {
     builtin_model_in(&get, dirs::data_dir(), std::env::current_exe().ok())
-}
-
-/// The path of [`builtin_model`].
-pub fn builtin_model_path(get: impl Fn(&str) -> Option<String>) -> PathBuf {
-    builtin_model(get).0
 }
 
 /// The homes models are looked for in, in order: `KASTEN_HOME`, `<data_dir>/kasten`, and
@@ -96,14 +99,7 @@ fn builtin_model_in(
     let homes = kasten_homes(get, data_dir, exe);
     [DEFAULT_BUILTIN, QUICK_BUILTIN]
         .into_iter()
-        .find_map(|m| {
-            let rel = m.rel();
-            homes
-                .iter()
-                .map(|h| h.join(&rel))
-                .find(|p| p.is_file())
-                .map(|p| (p, m))
-        })
+        .find_map(|m| m.find_in(&homes).map(|p| (p, m)))
         .unwrap_or_else(|| {
             let rel = DEFAULT_BUILTIN.rel();
             let path = homes.first().map(|h| h.join(&rel)).unwrap_or(rel);
@@ -283,7 +279,7 @@ mod tests {
         let home = std::env::temp_dir().join(format!("kasten-builtin-{}", std::process::id()));
         let file = put(&home, DEFAULT_BUILTIN);
         let h = home.display().to_string();
-        let p = builtin_model_path(|k| (k == "KASTEN_HOME").then(|| h.clone()));
+        let (p, _) = builtin_model(|k| (k == "KASTEN_HOME").then(|| h.clone()));
         assert_eq!(p, file);
         let _ = std::fs::remove_dir_all(&home);
     }

@@ -30,7 +30,7 @@ pub use client::{
 };
 pub use discover::{
     BuiltinModel, DEFAULT_BUILTIN, DISCOVER_VAR, Discovered, KNOWN_PORTS, QUICK_BUILTIN,
-    builtin_model, builtin_model_path, discover, discover_at, discovery_targets,
+    builtin_model, discover, discover_at, discovery_targets,
 };
 pub use error::LlmError;
 pub use local::{LocalModel, LocalOptions, LocalStatus, check_gguf, set_foreground};
