@@ -18,7 +18,8 @@
 //!    quantity — the same word before the number ("rent") and the same unit, if any — a
 //!    different number, and otherwise speak of the same things: their content words, less
 //!    numbers, units and words of time ("From September", "a month"), mostly shared
-//!    (Jaccard ≥ [`MIN_CONTEXT_JACCARD`]).
+//!    (Jaccard ≥ [`MIN_CONTEXT_JACCARD`]), and that do not name different months or days
+//!    as *which* one they speak of ("the bill for January" / "… for February": two bills).
 //!
 //! What changed is said in the words of the notes: the attribute (the last lowercase
 //! content word before the value: "sport", "city", "rent") with the old and the new value,
@@ -453,6 +454,52 @@ fn context(tokenizer: &Tokenizer, words: &[Word<'_>]) -> std::collections::BTree
         .collect()
 }
 
+/// Days of the week, as [`instance_times`] reads them.
+const WEEKDAYS: &[&str] = &[
+    "monday",
+    "tuesday",
+    "wednesday",
+    "thursday",
+    "friday",
+    "saturday",
+    "sunday",
+];
+
+/// Words before a time that makes it part of what is named ("the bill for January", "the
+/// meeting of Monday", "the January bill"), not when a change took effect ("from
+/// September", "since May").
+const NAMING_BEFORE_TIME: &[&str] = &["for", "of"];
+const DETERMINERS: &[&str] = &[
+    "the", "a", "an", "our", "my", "your", "his", "her", "their", "its", "this", "that",
+];
+
+/// The months and days of the week that name which one of a kind a sentence speaks of:
+/// after "for"/"of" ("the bill for January"), or between a determiner and a content word
+/// ("the January bill"). Two sentences naming different ones speak of two things (January's
+/// bill and February's), not of a value that changed.
+fn instance_times(words: &[Word<'_>]) -> std::collections::BTreeSet<String> {
+    let mut out = std::collections::BTreeSet::new();
+    for (i, w) in words.iter().enumerate() {
+        let key = match crate::period::month_of(&w.norm) {
+            Some(m) => format!("month {m}"),
+            None if WEEKDAYS.contains(&w.norm.as_str()) => w.norm.clone(),
+            None => continue,
+        };
+        let before = i
+            .checked_sub(1)
+            .and_then(|b| words.get(b))
+            .map(|b| b.norm.as_str());
+        let after = words.get(i + 1).map(|a| a.norm.as_str());
+        let named_after = before.is_some_and(|b| NAMING_BEFORE_TIME.contains(&b));
+        let modifier = before.is_some_and(|b| DETERMINERS.contains(&b))
+            && after.is_some_and(|a| is_content(a) && !is_time_word(a));
+        if named_after || modifier {
+            out.insert(key);
+        }
+    }
+    out
+}
+
 /// Rule 2 on two sentences.
 fn requantified(tokenizer: &Tokenizer, new: &[Word<'_>], old: &[Word<'_>]) -> Option<Supersession> {
     if new.len() > MAX_WORDS || old.len() > MAX_WORDS {
@@ -465,6 +512,11 @@ fn requantified(tokenizer: &Tokenizer, new: &[Word<'_>], old: &[Word<'_>]) -> Op
     let (cn, co) = (context(tokenizer, new), context(tokenizer, old));
     let union = cn.union(&co).count();
     if union == 0 || (cn.intersection(&co).count() as f64) < MIN_CONTEXT_JACCARD * union as f64 {
+        return None;
+    }
+    // January's bill and February's are two bills, not one whose amount changed
+    let (tn, to) = (instance_times(new), instance_times(old));
+    if !tn.is_empty() && !to.is_empty() && tn.is_disjoint(&to) {
         return None;
     }
     // the same quantities stated with the same values are not a change

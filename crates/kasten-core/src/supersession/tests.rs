@@ -122,6 +122,23 @@ fn everyday_changes() {
         .as_deref(),
         Some("paid: 40 euros → 90 euros")
     );
+    // a month saying when the change took effect, or naming the same bill in both
+    assert_eq!(
+        reason(
+            "From September the rent is 1,300 euros.",
+            "In March the rent was 1,200 euros."
+        )
+        .as_deref(),
+        Some("rent: 1,200 euros → 1,300 euros")
+    );
+    assert_eq!(
+        reason(
+            "The corrected electricity bill for January is 91 euros.",
+            "The electricity bill for January was 85 euros."
+        )
+        .as_deref(),
+        Some("bill: 85 euros → 91 euros")
+    );
     // a sentence among others
     assert!(
         supersedes(
@@ -207,6 +224,19 @@ fn another_relation_or_no_value_is_not_a_supersession() {
         ),
         ("", ""),
         ("...", "Our rent is 1,200 euros."),
+        // a month or day naming which bill or meeting: two of them, not one that changed
+        (
+            "The electricity bill for February was 92 euros.",
+            "The electricity bill for January was 85 euros.",
+        ),
+        (
+            "Our February electricity bill was 92 euros.",
+            "Our January electricity bill was 85 euros.",
+        ),
+        (
+            "The team meeting of Tuesday lasted 45 minutes.",
+            "The team meeting of Monday lasted 30 minutes.",
+        ),
         // two changes around a shared preposition: another fact beside the first
         (
             "Sara speaks English at work.",
