@@ -83,9 +83,16 @@ async fn an_import_skips_what_is_there_and_never_reuses_a_taken_id() -> Result<(
     assert_eq!(third.ids[2], taken, "same id and content: the same note");
     assert_eq!((third.created, third.existing), (2, 1));
     assert_eq!(e.count().await?, 5);
-    // imported links take part in link expansion
-    let hits = e.search("alpha", 2).await?;
-    assert!(hits.hits.iter().any(|h| h.note.id == s.ids[1]), "{hits:?}");
+    // imported links take part in link expansion (room for every note, so the linked
+    // note displaces no nearer direct hit)
+    let hits = e.search("alpha", 10).await?;
+    assert!(
+        hits.hits.iter().any(|h| h.note.id == s.ids[1]
+            && h.via
+                .iter()
+                .any(|v| matches!(v, kasten_core::Via::Link { from } if from == &s.ids[0]))),
+        "{hits:?}"
+    );
     e.close().await;
     Ok(())
 }

@@ -323,9 +323,9 @@ export async function uiLanguage({ llmUrl }) {
     // Notes: a Chinese search finds the Chinese notes; one opened with its links and history
     await nav(browser, "notes");
     await $t(browser, "search-input").setValue("卡片 笔记");
-    // the first five hits: search places up to a third of them as the first hit's linked
-    // notes before the second hit, and which notes the LLM linked first depends on the
-    // order the notes were enriched in, so the card-box note can come fourth
+    // the first five hits: each of the first direct hits may be followed by a note it links
+    // to that is nearer the query than the last direct hit, so the card-box note, the
+    // third direct hit at worst, can come fifth
     const topHits = async () => {
       const out = [];
       for (const it of (await $$t(browser, "note-item")).slice(0, 5)) out.push(await it.$(".content").getProperty("textContent"));

@@ -271,9 +271,16 @@ impl Engine {
         ))
     }
 
-    /// Kasten's ranking plus link expansion: the best hits, each followed by notes its
-    /// accepted links reach (marked `link from <id>`), `k` in total. At most a third of
-    /// the places go to expansions, so strong direct hits are not crowded out.
+    /// Kasten's ranking plus link expansion: the best hits, each followed by the note its
+    /// accepted links reach that is nearest the question (marked `link from <id>`), `k` in
+    /// total. A linked note comes in only if it is at least as near the question (cosine)
+    /// as the direct hit it pushes off the end; at most a third of the places go to
+    /// expansions and at most one follows each direct hit, so a linked note never takes
+    /// the place of a nearer direct hit.
+    ///
+    /// Which linked note follows a hit depends only on the notes (their nearness to the
+    /// question, then the fewer hops, then the id), never on the order links were accepted
+    /// in: a memory rebuilt or restored from a snapshot ranks as the one it was made from.
     pub fn rank_expanded(
         &self,
         query: &str,
@@ -291,45 +298,71 @@ impl Engine {
         }
         let max_expansions = (k / 3).max(1);
         let hops = options.link_hops.max(1);
+        // how near the question each direct hit is: a linked note takes the place of the
+        // last direct hit only if it is at least as near
+        let direct_near: Vec<f32> = fused
+            .iter()
+            .map(|h| Ok(ix.vector.get(&h.id)?.map_or(0.0, |v| cosine(query_vec, &v))))
+            .collect::<Result<_, EngineError>>()?;
         let mut out: Vec<FusedHit> = Vec::with_capacity(k);
         let mut expansions = 0;
-        let mut direct = fused.into_iter();
-        let mut pending_direct: Option<FusedHit> = direct.next();
-        while out.len() < k {
-            let Some(hit) = pending_direct.take() else {
+        for hit in fused {
+            if out.len() >= k {
                 break;
-            };
-            let from = hit.id.clone();
-            let score = hit.score;
+            }
+            let (from, score) = (hit.id.clone(), hit.score);
             match out.iter_mut().find(|h| h.id == hit.id) {
                 // reached through a link earlier and found directly too: keep both reasons
-                Some(seen) => seen.via.extend(hit.via),
+                Some(seen) => {
+                    seen.via.extend(hit.via);
+                    continue;
+                }
                 None => out.push(hit),
             }
-            pending_direct = direct.next();
-            // breadth first from this hit: its own links, then (with 2 hops) theirs
-            let mut frontier = vec![(from, score)];
-            for _ in 0..hops {
+            if expansions >= max_expansions || out.len() >= k {
+                continue;
+            }
+            // breadth first from this hit: its own links, then (with 2 hops) theirs; of
+            // the notes reached that are not listed yet, the one nearest the question
+            let mut best: Option<(f32, u8, NoteId, NoteId)> = None;
+            let mut seen: HashSet<NoteId> = HashSet::from([from.clone()]);
+            let mut frontier = vec![from];
+            for depth in 1..=hops {
                 let mut next = Vec::new();
-                for (at, at_score) in &frontier {
+                for at in &frontier {
                     let Some(ns) = ix.links.get(at) else { continue };
                     for n in ns {
-                        if out.len() >= k || expansions >= max_expansions {
-                            break;
+                        if !seen.insert(n.clone()) {
+                            continue;
                         }
+                        next.push(n.clone());
                         if out.iter().any(|h| &h.id == n) {
                             continue;
                         }
-                        out.push(FusedHit {
-                            id: n.clone(),
-                            score: at_score * 0.5,
-                            via: vec![Via::Link { from: at.clone() }],
+                        let near = ix.vector.get(n)?.map_or(0.0, |v| cosine(query_vec, &v));
+                        let better = best.as_ref().is_none_or(|(b, d, id, _)| {
+                            near > *b || (near == *b && (depth, n) < (*d, id))
                         });
-                        expansions += 1;
-                        next.push((n.clone(), at_score * 0.5));
+                        if better {
+                            best = Some((near, depth, n.clone(), at.clone()));
+                        }
                     }
                 }
                 frontier = next;
+            }
+            // the direct hit that falls off the end if a linked note comes in
+            let displaced = k
+                .checked_sub(expansions + 1)
+                .and_then(|i| direct_near.get(i));
+            if let Some((near, depth, id, at)) = best
+                && displaced.is_none_or(|d| near >= *d)
+            {
+                out.push(FusedHit {
+                    id,
+                    score: score * 0.5f32.powi(i32::from(depth)),
+                    via: vec![Via::Link { from: at }],
+                });
+                expansions += 1;
             }
         }
         Ok(out)

@@ -185,6 +185,76 @@ async fn chat(e: &Engine) -> Result<Vec<kasten_core::Note>, EngineError> {
     .notes)
 }
 
+/// Link expansion: a linked note never takes the place of a direct hit nearer the
+/// question, comes in when there is room, and which of a hit's linked notes comes depends
+/// on the notes, not on the order the links were made in.
+#[tokio::test]
+async fn a_linked_note_comes_in_only_where_no_nearer_direct_hit_goes() -> Result<(), EngineError> {
+    // `tax_first`: the order the two links of the first note are made in
+    async fn memory(tax_first: bool) -> Result<(Engine, Vec<NoteId>), EngineError> {
+        let e = open(&Endpoint::Mem).await?;
+        let mut ids = Vec::new();
+        for (i, text) in [
+            "Anna has a cat named Miso.",
+            "Anna feeds the cat at seven.",
+            "The cat sleeps on the bed of Anna.",
+            "The boiler was serviced in March.",
+            "Quarterly taxes mention the cat food.",
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let d = u32::try_from(i).unwrap_or(0) + 1;
+            ids.push(e.add(note(text, None, day(2024, 1, d))?).await?.id);
+        }
+        let (boiler, tax) = (ids[3].clone(), ids[4].clone());
+        let order = if tax_first {
+            [tax, boiler]
+        } else {
+            [boiler, tax]
+        };
+        for to in &order {
+            e.link(&ids[0], to, None, "test", "user").await?;
+        }
+        Ok((e, ids))
+    }
+    let linked_from = |out: &crate::SearchOutput, id: &NoteId| {
+        out.hits
+            .iter()
+            .position(|h| &h.note.id == id && h.via.iter().any(|v| matches!(v, Via::Link { .. })))
+    };
+    let (e, ids) = memory(false).await?;
+    // three places, three notes about Anna's cat: no linked note displaces one
+    let three = e.search("Anna cat", 3).await?;
+    assert!(
+        three
+            .hits
+            .iter()
+            .all(|h| !h.via.iter().any(|v| matches!(v, Via::Link { .. }))),
+        "{:?}",
+        three.hits
+    );
+    // room for every note: the first hit's linked note nearest the question follows it
+    let all = e.search("Anna cat", 10).await?;
+    let first = all.hits.first().map(|h| h.note.id.clone());
+    assert_eq!(first.as_ref(), Some(&ids[0]), "{:?}", all.hits);
+    assert_eq!(linked_from(&all, &ids[4]), Some(1), "{:?}", all.hits);
+    assert_eq!(linked_from(&all, &ids[3]), None, "one linked note per hit");
+    e.close().await;
+    // the links made the other way round: the same list
+    let (e2, ids2) = memory(true).await?;
+    let again = e2.search("Anna cat", 10).await?;
+    let as_positions = |out: &crate::SearchOutput, ids: &[NoteId]| -> Vec<Option<usize>> {
+        out.hits
+            .iter()
+            .map(|h| ids.iter().position(|i| i == &h.note.id))
+            .collect()
+    };
+    assert_eq!(as_positions(&again, &ids2), as_positions(&all, &ids));
+    e2.close().await;
+    Ok(())
+}
+
 #[tokio::test]
 async fn a_hit_brings_its_neighbour_in_the_same_stream() -> Result<(), EngineError> {
     let e = open(&Endpoint::Mem).await?;
