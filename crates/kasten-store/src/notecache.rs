@@ -13,9 +13,14 @@
 //! before a write can be kept after it. New store methods are covered without knowing
 //! about the cache. Only embedded stores keep one: a SurrealDB server may be written by
 //! other processes.
+//!
+//! One write says which notes it changes ([`Db::query_touching`]): saving a batch of new
+//! notes changes only those notes and the ones they are merged into (links and events are
+//! other tables). It advances the generation the same way but forgets only those notes, so
+//! the notes a bulk write compares each batch with stay cached from one batch to the next.
 
 use std::borrow::Cow;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::future::{Future, IntoFuture};
 use std::pin::Pin;
 use std::sync::Mutex;
@@ -79,6 +84,21 @@ impl NoteCache {
         self.generation.fetch_add(1, SeqCst);
         e.notes.clear();
         e.order.clear();
+    }
+
+    /// A write that changes only the notes of `ids` is being sent or has returned:
+    /// [`NoteCache::written`] for those notes alone (reads still in flight keep nothing).
+    fn written_only(&self, ids: &HashSet<NoteId>) {
+        if !self.enabled {
+            return;
+        }
+        let mut e = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        self.generation.fetch_add(1, SeqCst);
+        if e.notes.is_empty() {
+            return;
+        }
+        e.notes.retain(|id, _| !ids.contains(id));
+        e.order.retain(|id| !ids.contains(id));
     }
 
     /// The generation a read starts at.
@@ -168,13 +188,33 @@ impl Db {
         if writes {
             self.cache.written();
         }
-        let query = match &self.inner {
+        Sent {
+            query: self.send(sql),
+            cache: writes.then_some(Written::All(&self.cache)),
+        }
+    }
+
+    /// [`Db::query`] for a write that changes no note but those of `touched` (it may
+    /// create them, change them or delete them; it may write other tables freely): only
+    /// those notes leave the note cache. The caller answers for the list — a note it
+    /// changes and leaves out would be read stale.
+    pub(crate) fn query_touching<'c>(
+        &'c self,
+        sql: impl Into<Cow<'c, str>>,
+        touched: impl IntoIterator<Item = NoteId>,
+    ) -> Sent<'c> {
+        let touched: HashSet<NoteId> = touched.into_iter().collect();
+        self.cache.written_only(&touched);
+        Sent {
+            query: self.send(sql.into()),
+            cache: Some(Written::Only(&self.cache, touched)),
+        }
+    }
+
+    fn send<'c>(&'c self, sql: Cow<'c, str>) -> Sending<'c> {
+        match &self.inner {
             Conn::Local(db, _) => Sending::Local(db.query(sql)),
             Conn::Any(db) => Sending::Any(db.query(sql)),
-        };
-        Sent {
-            query,
-            cache: writes.then_some(&self.cache),
         }
     }
 
@@ -249,11 +289,28 @@ enum Sending<'c> {
     Any(Query<'c, Any>),
 }
 
-/// A query on its way: [`Query`] that, when it may write, empties the cache again when
-/// it returns.
+/// What a write sent through [`Db`] does to the note cache when it returns.
+pub(crate) enum Written<'c> {
+    /// Empties it.
+    All(&'c NoteCache),
+    /// Forgets these notes.
+    Only(&'c NoteCache, HashSet<NoteId>),
+}
+
+impl Written<'_> {
+    fn apply(&self) {
+        match self {
+            Written::All(c) => c.written(),
+            Written::Only(c, ids) => c.written_only(ids),
+        }
+    }
+}
+
+/// A query on its way: [`Query`] that, when it may write, empties the cache again (or
+/// forgets the notes it changes) when it returns.
 pub(crate) struct Sent<'c> {
     query: Sending<'c>,
-    cache: Option<&'c NoteCache>,
+    cache: Option<Written<'c>>,
 }
 
 impl<'c> Sent<'c> {
@@ -275,11 +332,11 @@ impl<'c> IntoFuture for Sent<'c> {
     fn into_future(self) -> Self::IntoFuture {
         Box::pin(async move {
             // emptied again whether the write returned, failed or was cancelled
-            struct Again<'a>(Option<&'a NoteCache>);
+            struct Again<'a>(Option<Written<'a>>);
             impl Drop for Again<'_> {
                 fn drop(&mut self) {
-                    if let Some(c) = self.0 {
-                        c.written();
+                    if let Some(w) = &self.0 {
+                        w.apply();
                     }
                 }
             }
@@ -329,6 +386,53 @@ mod tests {
         let after = s.get_notes(&ids).await?;
         assert_eq!(after[0].tags, vec!["birds".to_owned()]);
         assert_eq!(after[0].context, "seen");
+        s.close().await;
+        Ok(())
+    }
+
+    /// Saving a batch forgets only the notes it changes: an untouched note stays cached
+    /// across it, the note a new one is merged into is read fresh.
+    #[tokio::test]
+    async fn a_batch_write_forgets_only_the_notes_it_changes() -> Result<(), StoreError> {
+        let s = Store::open(&Endpoint::Mem).await?;
+        let write = |n: &Note| NoteWrite {
+            note: n.clone(),
+            embedding: Some(vec![1.0, 0.0]),
+            embed_model: Some("m".into()),
+            job: None,
+        };
+        let (kept, target) = (
+            crate::tests::note("a heron at the lake"),
+            crate::tests::note("the boat is blue"),
+        );
+        s.insert_notes(&[write(&kept), write(&target)]).await?;
+        let ids = [kept.id.clone(), target.id.clone()];
+        assert_eq!(s.get_notes(&ids).await?.len(), 2);
+
+        let mut repeat = crate::tests::note("the boat is blue!");
+        repeat.status = kasten_core::NoteStatus::Merged;
+        let fresh = crate::tests::note("a new note");
+        let merge = crate::MergeWrite {
+            note: repeat.id.clone(),
+            duplicate_of: target.id.clone(),
+            event: "merge1".into(),
+            reason: "the same".into(),
+            similarity: 0.99,
+            accepted: true,
+            strength: 2.5,
+            at: chrono::Utc::now(),
+        };
+        s.insert_notes_flagged(&[write(&repeat), write(&fresh)], &[merge], &[], &[])
+            .await?;
+        let (hits, misses) = s.note_cache_counts();
+        let after = s.get_notes(&ids).await?;
+        assert_eq!(
+            s.note_cache_counts(),
+            (hits + 1, misses + 1),
+            "the untouched note was not kept, or the merge target was"
+        );
+        assert_eq!(after[0].content, kept.content);
+        assert!((after[1].strength - 2.5).abs() < 1e-9, "{:?}", after[1]);
         s.close().await;
         Ok(())
     }

@@ -131,6 +131,17 @@ impl Store {
         } else {
             format!("{q}{}\nCOMMIT TRANSACTION;", supersede::FLAG_WRITES)
         };
+        // the notes this write changes: the new ones and those they are merged into
+        // (links, events and jobs are other tables; the flags' statements only read notes)
+        let touched: Vec<NoteId> = writes
+            .iter()
+            .map(|w| w.note.id.clone())
+            .chain(
+                merges
+                    .iter()
+                    .flat_map(|m| [m.note.clone(), m.duplicate_of.clone()]),
+            )
+            .collect();
         let merges: Vec<MergeInsert> = merges
             .iter()
             .map(|m| MergeInsert {
@@ -159,7 +170,7 @@ impl Store {
             .collect();
         let mut resp = self
             .db
-            .query(q)
+            .query_touching(q, touched)
             .bind(("notes", notes))
             .bind(("jobs", jobs))
             .bind(("merges", merges))
