@@ -75,9 +75,8 @@ const PREPOSITIONS: &[&str] = &[
     "until", "under", "over", "via", "per",
 ];
 
-/// Words of time besides month names (see [`is_time_word`]), left out when comparing what
-/// two sentences speak of (rule 2).
-const TIME_WORDS: &[&str] = &[
+/// Days of the week: words of time, and what [`instance_times`] reads as naming which one.
+const WEEKDAYS: &[&str] = &[
     "monday",
     "tuesday",
     "wednesday",
@@ -85,6 +84,11 @@ const TIME_WORDS: &[&str] = &[
     "friday",
     "saturday",
     "sunday",
+];
+
+/// Words of time besides month names and [`WEEKDAYS`] (see [`is_time_word`]), left out
+/// when comparing what two sentences speak of (rule 2).
+const TIME_WORDS: &[&str] = &[
     "today",
     "tomorrow",
     "yesterday",
@@ -104,7 +108,7 @@ const TIME_WORDS: &[&str] = &[
 
 /// A month (name or abbreviation, as periods read them) or another word of time.
 fn is_time_word(w: &str) -> bool {
-    crate::period::month_of(w).is_some() || TIME_WORDS.contains(&w)
+    crate::period::month_of(w).is_some() || WEEKDAYS.contains(&w) || TIME_WORDS.contains(&w)
 }
 
 /// One word of a sentence: as written, and as compared.
@@ -453,17 +457,6 @@ fn context(tokenizer: &Tokenizer, words: &[Word<'_>]) -> std::collections::BTree
         .filter_map(|w| stem(tokenizer, &w.norm))
         .collect()
 }
-
-/// Days of the week, as [`instance_times`] reads them.
-const WEEKDAYS: &[&str] = &[
-    "monday",
-    "tuesday",
-    "wednesday",
-    "thursday",
-    "friday",
-    "saturday",
-    "sunday",
-];
 
 /// Words before a time that makes it part of what is named ("the bill for January", "the
 /// meeting of Monday", "the January bill"), not when a change took effect ("from
