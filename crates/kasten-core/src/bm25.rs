@@ -20,6 +20,12 @@ const B: f32 = 0.75;
 /// computed, in a query (most postings are one occurrence in a short note).
 const ONCE_TABLE: usize = 256;
 
+/// BM25's inverse document frequency of a term held by `df` of `n` notes.
+fn idf(n: usize, df: usize) -> f32 {
+    let (n, df) = (n as f32, df as f32);
+    (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
+}
+
 /// BM25's term-frequency weight for a given average document length, with the length
 /// normalisation's constants worked out once per query: `f·(k1+1) / (f + c1 + c2·len)`,
 /// where `c1 = k1·(1−b)` and `c2 = k1·b / avg` (one division per posting instead of two).
@@ -238,8 +244,7 @@ impl TextIndex {
             if p.is_empty() {
                 continue;
             }
-            let df = p.len() as f32;
-            let idf = (1.0 + (n as f32 - df + 0.5) / (df + 0.5)).ln();
+            let idf = idf(n, p.len());
             for &(slot, f) in p {
                 let len = self.lens[slot as usize];
                 let w = match once.get(len as usize) {
@@ -285,7 +290,6 @@ impl TextIndex {
         if n == 0 {
             return 1.0;
         }
-        let idf = |df: usize| (1.0 + (n as f32 - df as f32 + 0.5) / (df as f32 + 0.5)).ln();
         let mut words = self.tokenizer.tokenize(query);
         words.sort_unstable();
         words.dedup();
@@ -296,7 +300,7 @@ impl TextIndex {
                 .get(w)
                 .and_then(|&tid| self.postings.get(tid as usize))
                 .map_or(0, Vec::len);
-            let weight = idf(df);
+            let weight = idf(n, df);
             all += weight;
             if df > 0 {
                 known += weight;
