@@ -197,6 +197,58 @@ fn a_missing_or_corrupt_model_file_names_the_fix_and_loses_no_note() {
 }
 
 #[test]
+fn the_model_runs_on_the_widest_cpu_code_found_and_says_when_none_is() {
+    let h = Home::with_builtin_llm();
+    // ggml's CPU variants beside the program: one is loaded and named
+    h.ok(&[
+        "add",
+        "Water the tomato plants every morning before it gets hot.",
+    ]);
+    let out = h.run(&["enrich"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let variant = err
+        .split("CPU code: ")
+        .nth(1)
+        .map(|rest| {
+            rest.split_whitespace()
+                .next()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .unwrap_or_default();
+    assert!(
+        !variant.is_empty() && variant != "built",
+        "no CPU variant named: {err}"
+    );
+    // pointed at a directory without them: a clear error, the note kept and found
+    let empty = h.dir.path().join("no-cpu-code");
+    std::fs::create_dir_all(&empty).unwrap_or_default();
+    let out = h
+        .cmd(&[
+            "add",
+            "--wait",
+            "The plumber comes on Monday to fix the boiler.",
+        ])
+        .env("KASTEN_CPU_BACKENDS_DIR", &empty)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run kasten: {e}"));
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("KASTEN_CPU_BACKENDS_DIR") && err.contains("libggml-cpu-*.so"),
+        "{err}"
+    );
+    let hits = h.json(&["search", "boiler repair", "-k", "1"]);
+    assert!(
+        hits["hits"][0]["content"]
+            .as_str()
+            .is_some_and(|c| c.contains("plumber")),
+        "{hits:#}"
+    );
+}
+
+#[test]
 fn the_model_catalog_lists_installs_and_uses_builtin_models() {
     let h = Home::with_builtin_llm();
     let home = h.dir.path().join("home");

@@ -225,13 +225,14 @@ pub(crate) async fn enrich(engine: &Engine, retry_failed: bool, json: bool) -> R
         if st.requests > 0 {
             eprintln!(
                 "{}: loaded in {:.1} s ({} MB), read {:.0} prompt tokens/s, wrote {:.1} tokens/s, \
-                 {:.0} % of prompt tokens reused from the cache",
+                 {:.0} % of prompt tokens reused from the cache, CPU code: {}",
                 engine.llm_label(),
                 st.load_ms as f64 / 1000.0,
                 st.model_bytes / 1_000_000,
                 st.prompt_per_sec(),
                 st.generation_per_sec(),
-                100.0 * st.prompt_tokens_reused as f64 / st.prompt_tokens.max(1) as f64
+                100.0 * st.prompt_tokens_reused as f64 / st.prompt_tokens.max(1) as f64,
+                kasten_llm::cpu_variant().unwrap_or_else(|| "built in".to_owned())
             );
         }
     }

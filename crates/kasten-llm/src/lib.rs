@@ -33,7 +33,7 @@ pub use discover::{
     builtin_model, discover, discover_at, discovery_targets,
 };
 pub use error::LlmError;
-pub use local::{LocalModel, LocalOptions, LocalStatus, check_gguf, set_foreground};
+pub use local::{LocalModel, LocalOptions, LocalStatus, check_gguf, cpu_variant, set_foreground};
 pub use parse::{ParseError, parse_json_lenient};
 
 /// Which wire protocol the configured server speaks.

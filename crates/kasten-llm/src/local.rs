@@ -39,6 +39,8 @@ use tokio::sync::{mpsc as tmpsc, oneshot};
 
 use crate::{LlmError, Message, Role};
 
+#[cfg(feature = "cpu-variants")]
+mod cpu;
 mod prompt;
 mod worker;
 
@@ -307,10 +309,37 @@ fn backend() -> Result<&'static LlamaBackend, LlmError> {
         .get_or_init(|| {
             // llama.cpp's own log lines go to `tracing` (debug), not to the user's terminal
             llama_cpp_2::send_logs_to_tracing(llama_cpp_2::LogOptions::default());
-            LlamaBackend::init().map_err(|e| e.to_string())
+            #[cfg(feature = "cpu-variants")]
+            let dir = cpu::load_variants()?;
+            let backend =
+                LlamaBackend::init().map_err(|e| format!("cannot start llama.cpp: {e}"))?;
+            #[cfg(feature = "cpu-variants")]
+            {
+                cpu::check_loaded(&dir)?;
+                tracing::info!(
+                    variant = cpu::loaded_variant().as_deref().unwrap_or("?"),
+                    dir = %dir.display(),
+                    "llama.cpp's CPU code loaded"
+                );
+            }
+            Ok(backend)
         })
         .as_ref()
-        .map_err(|e| LlmError::Config(format!("cannot start llama.cpp: {e}")))
+        .map_err(|e| LlmError::Config(e.clone()))
+}
+
+/// The variant of ggml's CPU code this process runs the built-in model with (`zen4`,
+/// `haswell`, `sse42`, …: the widest SIMD the processor has that Kasten carries), once the
+/// model was first loaded; `None` before, or in a build with one static llama.cpp.
+pub fn cpu_variant() -> Option<String> {
+    #[cfg(feature = "cpu-variants")]
+    {
+        cpu::loaded_variant()
+    }
+    #[cfg(not(feature = "cpu-variants"))]
+    {
+        None
+    }
 }
 
 /// Checks that `path` is a readable GGUF file (its first four bytes are `GGUF`).
