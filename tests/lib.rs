@@ -39,6 +39,30 @@ pub fn kasten_bin() -> PathBuf {
     bin
 }
 
+/// Puts the `kasten` binary into `dir` (linked, else copied) with the shared libraries
+/// beside it that it loads (llama.cpp's, found through its rpath `$ORIGIN`), for a test that
+/// runs it from elsewhere, e.g. as another user. Returns the new binary's path.
+pub fn kasten_bin_in(dir: &Path) -> PathBuf {
+    let src = kasten_bin();
+    let place = |from: &Path, to: &Path| {
+        if std::fs::hard_link(from, to).is_err() {
+            std::fs::copy(from, to)
+                .unwrap_or_else(|e| panic!("copy {} to {}: {e}", from.display(), to.display()));
+        }
+    };
+    let bin = dir.join("kasten");
+    place(&src, &bin);
+    let libs = src.parent().map(Path::to_path_buf).unwrap_or_default();
+    for entry in std::fs::read_dir(&libs).into_iter().flatten().flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with("lib") && name.contains(".so") && entry.path().is_file() {
+            place(&entry.path(), &dir.join(&*name));
+        }
+    }
+    bin
+}
+
 /// Path of another binary of the workspace (e.g. `kasten-fakellm`), next to `kasten`.
 pub fn sibling_bin(name: &str) -> PathBuf {
     let bin = kasten_bin().with_file_name(name);

@@ -151,10 +151,7 @@ async fn another_user_cannot_use_the_memory_even_with_the_files_opened_up() {
     .await;
     // the binary where user nobody can run it
     let bindir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let bin = bindir.path().join("kasten");
-    if std::fs::hard_link(kasten_bin(), &bin).is_err() {
-        std::fs::copy(kasten_bin(), &bin).unwrap_or_else(|e| panic!("{e}"));
-    }
+    let bin = kasten_bin_in(bindir.path());
     use std::os::unix::fs::PermissionsExt;
     let open = |p: &Path, mode: u32| {
         std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode))
