@@ -66,7 +66,9 @@ def main():
                 missing.setdefault(line.split()[0], set()).add(elf)
                 continue
             m = re.search(r"=> (/\S+)", line)
-            if not m or m.group(1).startswith("/usr/lib/kasten/"):
+            # found through the rpath $ORIGIN/../lib/kasten/lib: /usr/bin/../lib/kasten/…
+            lib = os.path.normpath(m.group(1)) if m else ""
+            if not m or lib.startswith("/usr/lib/kasten/"):
                 continue
             pkg = owner(m.group(1))
             if pkg is None:
