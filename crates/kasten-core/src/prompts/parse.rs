@@ -64,6 +64,17 @@ pub(crate) fn plain_reason(reason: &str, place: Place<'_>) -> String {
             last_tail = t2;
             j += 1 + usize::from(joiner);
         }
+        // in apposition ("the related note N1, which …", "notes N1 and N2"): the words
+        // before already name the note, the handle goes (not "the earlier note that note")
+        if lead.is_empty()
+            && let Some(prev) = out
+                .last_mut()
+                .filter(|p| matches!(p.as_str(), "note" | "notes"))
+        {
+            prev.push_str(&last_tail);
+            i = j;
+            continue;
+        }
         let own = match place {
             Place::Link(h) if n == 1 && body == h => Some("that note"),
             Place::Update(h) if n == 1 && body == h => Some("this note"),
@@ -481,6 +492,17 @@ mod tests {
                 Place::NewNote,
                 "Gina's new note mentions Shia Labeouf, and The new note quotes him.",
                 "Gina's note mentions Shia Labeouf, and This note quotes him.",
+            ),
+            // a handle in apposition goes: the words before it name the note
+            (
+                Place::Link("N1"),
+                "The new note plans the trip in the related note N1, which is in May.",
+                "The newer note plans the trip in the earlier note, which is in May.",
+            ),
+            (
+                Place::Update("N2"),
+                "Both plan the trip of the related notes N1 and N2.",
+                "Both plan the trip of the earlier notes.",
             ),
             // nothing to change
             (
