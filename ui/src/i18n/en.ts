@@ -90,7 +90,7 @@ export const en = {
   "notes.serversFound": "LLM servers on this computer (a bigger model writes better notes):",
   "notes.noLlm": "No LLM is set up: notes are saved and searchable, and wait for one (Settings).",
   "notes.builtinLlm":
-    "Notes are annotated by the {label} model that runs on this computer: tiny and English-first, it writes simple notes. A bigger model (Settings) writes much better ones.",
+    "Notes are annotated by the {label} model that runs on this computer: a small model, it writes simple notes. A bigger model (Settings) writes much better ones.",
   "notes.otherLlm": "Notes are annotated by {label}.",
   "notes.pending": "pending",
   "notes.pendingTitle": "waiting for the LLM",

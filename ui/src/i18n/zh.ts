@@ -80,7 +80,7 @@ export const zh: Dict = {
   "notes.serversFound": "这台电脑上的 LLM 服务（更大的模型写出的笔记更好）：",
   "notes.noLlm": "尚未设置 LLM：笔记会被保存并可搜索，等设置好 LLM 后再标注（见“设置”）。",
   "notes.builtinLlm":
-    "笔记由在这台电脑上运行的 {label} 模型标注：它很小，以英语为主，写出的标注比较简单。更大的模型（见“设置”）会写得好得多。",
+    "笔记由在这台电脑上运行的 {label} 模型标注：它是小模型，写出的标注比较简单。更大的模型（见“设置”）会写得好得多。",
   "notes.otherLlm": "笔记由 {label} 标注。",
   "notes.pending": "待处理",
   "notes.pendingTitle": "等待 LLM 处理",
