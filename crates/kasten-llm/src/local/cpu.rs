@@ -40,9 +40,8 @@ pub fn candidate_dirs() -> Vec<PathBuf> {
         .ok()
         .and_then(|exe| exe.parent().map(Path::to_path_buf))
     {
+        dirs.push(exe_dir.clone());
         dirs.push(exe_dir.join("../lib/kasten/lib"));
-        dirs.push(exe_dir);
-        dirs.swap(0, 1);
     }
     if let Some(built) = llama_cpp_sys_2::BACKENDS_DIR {
         dirs.push(PathBuf::from(built));
