@@ -312,7 +312,10 @@ fn with_an_llm_notes_are_enriched_and_questions_answered_and_scored() {
     assert_eq!(again["samples"][0]["ingest"]["cached"], true, "{again:#}");
     assert_eq!(again["tokens"]["ingest_llm"], r["tokens"]["ingest_llm"]);
     assert_eq!(r["llm"]["steps"], "full");
-    assert_eq!(r["llm"]["prompt_version"], "amem-v5");
+    assert_eq!(
+        r["llm"]["prompt_version"],
+        kasten_core::prompts::PROMPT_VERSION
+    );
 
     // an ablation is a memory of its own: not the full system's cache, and its step skipped
     let ablated = h.json(&[

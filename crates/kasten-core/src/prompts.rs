@@ -23,7 +23,7 @@ use crate::NoteId;
 use crate::states::LinkKind;
 
 /// Changes whenever a template or schema changes; recorded on every event.
-pub const PROMPT_VERSION: &str = "amem-v5";
+pub const PROMPT_VERSION: &str = "amem-v6";
 
 /// Link kinds the LLM may choose from.
 pub const LINK_KINDS: &[LinkKind] = LinkKind::FOR_LLM;
@@ -125,7 +125,9 @@ mod guided;
 mod parse;
 mod replace;
 
-pub use amem::{Construction, Handles, Neighbour, construct, link_evolve};
+pub use amem::{
+    Construction, EVOLVE_SHOWN, Handles, Neighbour, Vetted, construct, link_evolve, vet,
+};
 pub use guided::{
     GUIDED_MIN_CONFIDENCE, GUIDED_PROMPT_VERSION, construct_guided, guided_candidates, link_guided,
     shared_terms,

@@ -49,6 +49,8 @@ pub const PROMPT_WORDS: &[&str] = &[
     "annotate",
     "strengths of the new note",
     "topic, people, purpose",
+    // the system prompt's "You maintain a Zettelkasten memory"
+    "zettelkasten",
     // the link-and-evolve answer's field names and operations (`note_tags` is "note tags"
     // once normalised); its everyday words ("target", "kind", "reason", "links",
     // "updates", "shared") are left out: honest sentences use them

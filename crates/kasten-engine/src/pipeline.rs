@@ -436,6 +436,23 @@ impl Engine {
                     reason: e,
                     raw: resp.value.to_string(),
                 })?;
+                if !small {
+                    // what the quality check would flag is not stored (the guided prompt's
+                    // reasons are written by the pipeline, not the model)
+                    let mut terms = me.keywords.clone();
+                    terms.extend(prompts::guided_candidates(&me.content));
+                    let common = self.common_terms(&terms)?;
+                    let is_common = |t: &str| common.contains(&t.to_lowercase());
+                    let v = prompts::vet(&mut le, &me, &shown, &is_common);
+                    tracing::debug!(
+                        note = %note.id,
+                        links_reworded = v.links_reworded,
+                        links_dropped = v.links_dropped,
+                        ops_proposed = v.ops_proposed,
+                        ops_dropped = v.ops_dropped,
+                        "the answer held to the quality rules"
+                    );
+                }
                 if !steps.links {
                     le.links.clear();
                 }

@@ -158,32 +158,52 @@ impl Handles {
     }
 }
 
+/// Neighbours (nearest first) shown with all their annotations, the ones the model may
+/// evolve; the others are shown with their date, content and keywords, to link to. Keeps
+/// the link prompt near A-Mem's ~1,200 tokens per note at k = 10 (every neighbour in full
+/// took ~1,700) and evolution on the notes nearest the new one.
+pub const EVOLVE_SHOWN: usize = 4;
+/// Characters of a link's or an operation's reason asked for in the schema: a few words
+/// naming what both notes are about (longer reasons described the operation instead).
+const AMEM_REASON_CHARS: usize = 80;
+
 /// Prompt 2: links from the new note to its neighbours, neighbour updates as operations,
-/// and tag operations on the new note itself (A-Mem's `tags_to_update`). Every neighbour is
-/// shown with its date, keywords, tags and whole context: an operation may only remove what
-/// the model was shown, and what no operation names stays as it is.
+/// and tag operations on the new note itself (A-Mem's `tags_to_update`). The nearest
+/// [`EVOLVE_SHOWN`] neighbours are shown with their date, keywords, tags and whole context
+/// and only they may be updated: an operation may only remove what the model was shown, and
+/// what no operation names stays as it is. The rest are shown to link to.
 pub fn link_evolve(note: &Neighbour, neighbours: &[Neighbour], handles: &Handles) -> Prompt {
     let date = |t: &Option<String>| t.as_deref().map(|t| format!(" ({t})")).unwrap_or_default();
     let mut shown = String::new();
     for (i, n) in neighbours.iter().enumerate() {
-        shown.push_str(&format!(
-            "{}{} {}\n  k: {} | t: {} | c: {}\n",
+        let head = format!(
+            "{}{} {}\n",
             Handles::handle(i),
             date(&n.time),
             fenced(&cut(&n.content, NEIGHBOUR_PREVIEW_CHARS)).replace('\n', " "),
-            n.keywords.join(", "),
-            n.tags.join(", "),
-            n.context.replace('\n', " ")
-        ));
+        );
+        shown.push_str(&head);
+        if i < EVOLVE_SHOWN {
+            shown.push_str(&format!(
+                "  k: {} | t: {} | c: {}\n",
+                n.keywords.join(", "),
+                n.tags.join(", "),
+                n.context.replace('\n', " ")
+            ));
+        } else if !n.keywords.is_empty() {
+            shown.push_str(&format!("  k: {}\n", n.keywords.join(", ")));
+        }
     }
+    let evolvable = neighbours.len().min(EVOLVE_SHOWN);
+    let last = Handles::handle(evolvable.saturating_sub(1));
     let user = format!(
-        "New note{}:\n{}\nk: {} | t: {} | c: {}\n\nRelated notes (k keywords, t tags, c context):\n{shown}\n\
-         links: related notes to link to (kind: {}; one-line reason; confidence 0-1).\n\
-         updates: only where the new note changes how an older note should be understood: \
-         add/remove a tag or keyword it has, or set_context; each with a one-line reason. \
-         What you do not name stays.\n\
+        "New note{}:\n{}\nk: {} | t: {} | c: {}\n\nRelated notes, nearest first (k keywords, t tags, c context):\n{shown}\n\
+         links: related notes to link to (kind: {}; confidence 0-1).\n\
+         updates: only N1-{last}, only where the new note changes how an older note should be \
+         understood: add/remove a tag or keyword it has, or set_context. What you do not name stays.\n\
          note_tags: add/remove the new note's own tags if the related notes show better ones.\n\
-         Use only the handles above.",
+         Every reason: a few words naming the person, place, thing or event both notes are \
+         about, not what the change does. Use only the handles above.",
         date(&note.time),
         fenced(&cut(&note.content, NOTE_CHARS)),
         note.keywords.join(", "),
@@ -192,7 +212,7 @@ pub fn link_evolve(note: &Neighbour, neighbours: &[Neighbour], handles: &Handles
         link_kind_list()
     );
     let hs = handles.all();
-    let reason = json!({"type": "string", "maxLength": MAX_OP_REASON_CHARS});
+    let reason = json!({"type": "string", "maxLength": AMEM_REASON_CHARS.min(MAX_OP_REASON_CHARS)});
     let tag_op = |ops: &[&str]| {
         json!({
             "type": "object",
@@ -247,7 +267,7 @@ pub fn link_evolve(note: &Neighbour, neighbours: &[Neighbour], handles: &Handles
                         "properties": {
                             "target": {"type": "string", "enum": hs},
                             "kind": {"type": "string", "enum": LINK_KINDS},
-                            "reason": {"type": "string", "maxLength": MAX_REASON_CHARS},
+                            "reason": {"type": "string", "maxLength": AMEM_REASON_CHARS.min(MAX_REASON_CHARS)},
                             "confidence": {"type": "number", "minimum": 0, "maximum": 1}
                         },
                         "required": ["target", "kind", "reason", "confidence"],
@@ -256,11 +276,11 @@ pub fn link_evolve(note: &Neighbour, neighbours: &[Neighbour], handles: &Handles
                 },
                 "updates": {
                     "type": "array",
-                    "maxItems": hs.len().min(MAX_UPDATES),
+                    "maxItems": evolvable.min(MAX_UPDATES),
                     "items": {
                         "type": "object",
                         "properties": {
-                            "target": {"type": "string", "enum": hs},
+                            "target": {"type": "string", "enum": &hs[..evolvable]},
                             "ops": field_ops
                         },
                         "required": ["target", "ops"],
@@ -278,6 +298,157 @@ pub fn link_evolve(note: &Neighbour, neighbours: &[Neighbour], handles: &Handles
         }),
         max_tokens: LINK_EVOLVE_MAX_TOKENS,
     }
+}
+
+/// Holds a link-and-evolve answer to the quality check's rules before anything is stored
+/// (what [`crate::quality::check`] would flag is never written): a link whose reason uses
+/// the prompt's words gets a plain reason naming what both notes share ("both mention …"),
+/// or is dropped when they share nothing but `common` terms; an update of a note beyond the
+/// nearest [`EVOLVE_SHOWN`], and an operation whose reason uses the prompt's words or names
+/// nothing the two notes share (before and after the update), are dropped; so is a tag
+/// operation on the new note whose reason uses the prompt's words. Says what it changed
+/// (what it dropped is also added to `le.dropped`). A reason the schema's length cut mid-sentence
+/// ends at its last whole word, without a dangling "and", marked with "…".
+pub fn vet(
+    le: &mut LinkEvolve,
+    me: &Neighbour,
+    shown: &[Neighbour],
+    common: &dyn Fn(&str) -> bool,
+) -> Vetted {
+    use crate::quality::{contains_prompt_text, names_something_shared};
+    let tok = crate::text::Tokenizer::default();
+    let mut v = Vetted::default();
+    for l in &mut le.links {
+        l.reason = tidy_cut(&l.reason, AMEM_REASON_CHARS);
+    }
+    for op in le
+        .updates
+        .iter_mut()
+        .flat_map(|u| u.ops.iter_mut())
+        .chain(le.note_tags.iter_mut())
+    {
+        op.reason = tidy_cut(&op.reason, AMEM_REASON_CHARS);
+    }
+    let by = format!("{} {} {}", me.content, me.context, me.keywords.join(" "));
+    le.links.retain_mut(|l| {
+        if !contains_prompt_text(&l.reason, &me.content) {
+            return true;
+        }
+        let Some(n) = shown.iter().find(|n| n.id == l.to) else {
+            v.links_dropped += 1;
+            return false;
+        };
+        // a term whose words (stemmed) were already named is not named again
+        let mut named: Vec<String> = Vec::new();
+        let mut stems: BTreeSet<String> = BTreeSet::new();
+        for t in super::shared_terms(me, n, common) {
+            let ts = tok.tokenize(&t);
+            if named.len() < 3 && !ts.iter().all(|s| stems.contains(s)) {
+                stems.extend(ts);
+                named.push(t);
+            }
+        }
+        if named.is_empty() {
+            v.links_dropped += 1;
+            return false;
+        }
+        l.reason = format!("both mention {}", named.join(", "));
+        v.links_reworded += 1;
+        true
+    });
+    le.updates.retain_mut(|u| {
+        v.ops_proposed += u.ops.len();
+        let Some(n) = shown.iter().take(EVOLVE_SHOWN).find(|n| n.id == u.target) else {
+            v.ops_dropped += u.ops.len();
+            return false;
+        };
+        let (mut keywords, mut tags, mut context) =
+            (n.keywords.clone(), n.tags.clone(), n.context.clone());
+        for op in &u.ops {
+            op.apply(&mut keywords, &mut tags, &mut context);
+        }
+        let before = format!("{} {} {}", n.content, n.context, n.keywords.join(" "));
+        let after = format!("{} {} {}", n.content, context, keywords.join(" "));
+        let ops = u.ops.len();
+        u.ops.retain(|op| {
+            !contains_prompt_text(&op.reason, &n.content)
+                && names_something_shared(&tok, &op.reason, &before, &by)
+                && names_something_shared(&tok, &op.reason, &after, &by)
+        });
+        v.ops_dropped += ops - u.ops.len();
+        !u.ops.is_empty()
+    });
+    let ops = le.note_tags.len();
+    v.ops_proposed += ops;
+    le.note_tags
+        .retain(|op| !contains_prompt_text(&op.reason, &me.content));
+    v.ops_dropped += ops - le.note_tags.len();
+    le.dropped += v.links_dropped + v.ops_dropped;
+    v
+}
+
+/// What [`vet`] changed in an answer.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Vetted {
+    /// Links whose reason used the prompt's words, given one naming what both notes share.
+    pub links_reworded: usize,
+    /// Links dropped: a reason in the prompt's words and nothing shared to name instead.
+    pub links_dropped: usize,
+    /// Operations proposed (on neighbours and on the new note's tags).
+    pub ops_proposed: usize,
+    /// Operations dropped (on neighbours and on the new note's tags).
+    pub ops_dropped: usize,
+}
+
+/// Words a cut sentence does not end on.
+const DANGLING: &[&str] = &[
+    "and",
+    "or",
+    "but",
+    "the",
+    "a",
+    "an",
+    "of",
+    "to",
+    "in",
+    "on",
+    "with",
+    "for",
+    "which",
+    "that",
+    "its",
+    "their",
+    "including",
+    "as",
+    "by",
+];
+
+/// `reason` as stored when a length cut may have ended it mid-sentence: at `max` characters
+/// (or one short, the cut's marker), it ends at its last whole word, without a dangling
+/// conjunction, article or comma, followed by "…".
+fn tidy_cut(reason: &str, max: usize) -> String {
+    let r = reason.trim_end_matches('…').trim_end();
+    if r.chars().count() + 1 < max {
+        return reason.to_owned();
+    }
+    let mut words: Vec<&str> = r.split_whitespace().collect();
+    // the last word may be cut
+    words.pop();
+    while let Some(w) = words.last() {
+        let bare = w
+            .trim_end_matches(|c: char| !c.is_alphanumeric())
+            .to_lowercase();
+        if bare.is_empty() || DANGLING.contains(&bare.as_str()) {
+            words.pop();
+        } else {
+            break;
+        }
+    }
+    if words.is_empty() {
+        return reason.to_owned();
+    }
+    let joined = words.join(" ");
+    format!("{}…", joined.trim_end_matches([',', ';', ':']))
 }
 
 #[cfg(test)]
@@ -340,6 +511,159 @@ mod tests {
             p.schema["properties"]["note_tags"]["maxItems"],
             json!(MAX_NOTE_TAG_OPS)
         );
+    }
+
+    #[test]
+    fn only_the_nearest_neighbours_are_shown_in_full_and_may_be_updated() {
+        let ids: Vec<NoteId> = (0..6).map(|i| id(&format!("n{i}"))).collect();
+        let shown: Vec<Neighbour> = ids
+            .iter()
+            .map(|i| {
+                let mut n = nb(i.as_str(), "Walked the dog along the river.");
+                n.keywords = vec!["dog walk".into()];
+                n.tags = vec!["pets".into()];
+                n.context = "About the dog's evening walk.".into();
+                n
+            })
+            .collect();
+        let me = nb("m", "The dog hurt its paw on the river path.");
+        let p = link_evolve(&me, &shown, &Handles::new(ids));
+        let body = &p.messages[1].content;
+        assert_eq!(
+            body.matches("| t: pets | c:").count(),
+            EVOLVE_SHOWN,
+            "{body}"
+        );
+        assert_eq!(
+            body.matches("  k: dog walk\n").count(),
+            6 - EVOLVE_SHOWN,
+            "{body}"
+        );
+        assert!(body.contains("updates: only N1-N4,"), "{body}");
+        let props = &p.schema["properties"];
+        assert_eq!(
+            props["updates"]["items"]["properties"]["target"]["enum"],
+            json!(["N1", "N2", "N3", "N4"])
+        );
+        assert_eq!(
+            props["links"]["items"]["properties"]["target"]["enum"]
+                .as_array()
+                .map(Vec::len),
+            Some(6)
+        );
+    }
+
+    #[test]
+    fn what_the_quality_check_would_flag_is_not_stored() {
+        use crate::prompts::{FieldOp, OpKind, ProposedLink, ProposedUpdate};
+        let mut near = nb("a", "Booked the ferry to Lisbon for the conference.");
+        near.keywords = vec!["ferry".into(), "Lisbon".into()];
+        near.context = "About travel: the trip to the Lisbon conference.".into();
+        let mut far = nb("b", "Paid the electricity bill.");
+        far.keywords = vec!["electricity bill".into()];
+        let mut other = nb("c", "Bought new running shoes.");
+        other.keywords = vec!["running shoes".into()];
+        let shown: Vec<Neighbour> = [near.clone(), far.clone(), other.clone()]
+            .into_iter()
+            .chain((0..EVOLVE_SHOWN).map(|i| nb(&format!("x{i}"), "Lisbon hotel booked.")))
+            .collect();
+        let mut late = shown[EVOLVE_SHOWN].clone();
+        late.id = id("late");
+        let mut shown = shown;
+        shown.push(late.clone());
+        let mut me = nb("m", "The Lisbon conference moved to May.");
+        me.keywords = vec!["Lisbon conference".into()];
+        let op = |op, value: &str, reason: &str| FieldOp {
+            op,
+            value: value.into(),
+            reason: reason.into(),
+        };
+        let link = |to: &Neighbour, reason: &str| ProposedLink {
+            to: to.id.clone(),
+            kind: "relates".into(),
+            reason: reason.into(),
+            confidence: 0.9,
+        };
+        let mut le = LinkEvolve {
+            links: vec![
+                link(&near, "both about the Lisbon conference"),
+                link(&near, "provides additional context"),
+                link(&far, "provides additional context"),
+            ],
+            updates: vec![
+                ProposedUpdate {
+                    target: near.id.clone(),
+                    ops: vec![
+                        op(OpKind::AddTag, "plans", "the Lisbon conference moved"),
+                        op(
+                            OpKind::AddTag,
+                            "travel",
+                            "the newer note adds the tag travel",
+                        ),
+                        op(OpKind::AddKeyword, "may", "it changed"),
+                    ],
+                },
+                ProposedUpdate {
+                    target: late.id.clone(),
+                    ops: vec![op(OpKind::AddTag, "hotel", "the Lisbon hotel")],
+                },
+                ProposedUpdate {
+                    target: other.id.clone(),
+                    ops: vec![op(OpKind::AddTag, "sport", "running matters")],
+                },
+            ],
+            note_tags: vec![
+                op(OpKind::AddTag, "travel", "the Lisbon trip"),
+                op(OpKind::AddTag, "work", "a better tag"),
+            ],
+            ..LinkEvolve::default()
+        };
+        let v = vet(&mut le, &me, &shown, &|_| false);
+        let reasons: Vec<&str> = le.links.iter().map(|l| l.reason.as_str()).collect();
+        // a reason in the prompt's words is replaced by what both notes share, or the link
+        // goes when they share nothing
+        assert_eq!(
+            reasons,
+            [
+                "both about the Lisbon conference",
+                "both mention lisbon conference"
+            ]
+        );
+        assert_eq!(le.updates.len(), 1, "{:?}", le.updates);
+        assert_eq!(le.updates[0].target, near.id);
+        assert_eq!(
+            le.updates[0]
+                .ops
+                .iter()
+                .map(|o| o.value.as_str())
+                .collect::<Vec<_>>(),
+            ["plans"]
+        );
+        assert_eq!(le.note_tags.len(), 1);
+        // the far link, two of near's ops, late's op (beyond the nearest), other's op
+        // (names nothing shared), one note tag op
+        assert_eq!(
+            v,
+            Vetted {
+                links_reworded: 1,
+                links_dropped: 1,
+                ops_proposed: 7,
+                ops_dropped: 5
+            }
+        );
+        assert_eq!(le.dropped, 6);
+    }
+
+    #[test]
+    fn a_reason_cut_by_the_schema_ends_at_a_whole_word() {
+        let cut80 =
+            "The newer note provides additional information about the tomato seedlings, and t";
+        assert_eq!(cut80.chars().count(), 80);
+        assert_eq!(
+            tidy_cut(cut80, 80),
+            "The newer note provides additional information about the tomato seedlings…"
+        );
+        assert_eq!(tidy_cut("both about Lisbon", 80), "both about Lisbon");
     }
 
     #[test]
