@@ -26,7 +26,7 @@ pub(crate) const STOP_WORDS: &[&str] = &[
     "would", "you", "your", "yours",
 ];
 
-fn is_cjk(c: char) -> bool {
+pub(crate) fn is_cjk(c: char) -> bool {
     matches!(c as u32,
         0x3040..=0x30FF   // Hiragana, Katakana
         | 0x3400..=0x4DBF // CJK Extension A

@@ -318,8 +318,10 @@ pub fn vet(
     use crate::quality::{contains_prompt_text, names_something_shared};
     let tok = crate::text::Tokenizer::default();
     let mut v = Vetted::default();
+    let cjk = |t: &str| t.chars().any(crate::text::is_cjk);
+    let cjk_ok = cjk(&me.content) || shown.iter().any(|n| cjk(&n.content));
     for l in &mut le.links {
-        l.reason = tidy_cut(&l.reason, AMEM_REASON_CHARS);
+        l.reason = tidy_cut(&l.reason, AMEM_REASON_CHARS, cjk_ok);
     }
     for op in le
         .updates
@@ -327,7 +329,7 @@ pub fn vet(
         .flat_map(|u| u.ops.iter_mut())
         .chain(le.note_tags.iter_mut())
     {
-        op.reason = tidy_cut(&op.reason, AMEM_REASON_CHARS);
+        op.reason = tidy_cut(&op.reason, AMEM_REASON_CHARS, cjk_ok);
     }
     let by = format!("{} {} {}", me.content, me.context, me.keywords.join(" "));
     le.links.retain_mut(|l| {
@@ -423,23 +425,31 @@ const DANGLING: &[&str] = &[
     "by",
 ];
 
-/// `reason` as stored when a length cut may have ended it mid-sentence: at `max` characters
-/// (or one short, the cut's marker), it ends at its last whole word, without a dangling
-/// conjunction, article or comma, followed by "…".
-fn tidy_cut(reason: &str, max: usize) -> String {
-    let r = reason.trim_end_matches('…').trim_end();
-    if r.chars().count() + 1 < max {
-        return reason.to_owned();
+/// `reason` as stored: a sentence the schema's length cut (at `max` characters, or one
+/// short, the cut's marker) may have ended mid-word loses its last word; a reason in
+/// English that switches to Chinese midway (`cjk_ok` false: neither note uses it) ends
+/// where it switched; what is left does not end on a dangling conjunction, article or
+/// comma, and ends with "…" when anything was cut.
+fn tidy_cut(reason: &str, max: usize, cjk_ok: bool) -> String {
+    let mut r = reason.trim_end_matches('…').trim_end();
+    let mut cut = r.len() < reason.len();
+    if !cjk_ok && let Some(i) = r.find(crate::text::is_cjk) {
+        r = &r[..i];
+        cut = true;
     }
     let mut words: Vec<&str> = r.split_whitespace().collect();
-    // the last word may be cut
-    words.pop();
+    if r.chars().count() + 1 >= max {
+        // the last word may be cut
+        words.pop();
+        cut = true;
+    }
     while let Some(w) = words.last() {
         let bare = w
             .trim_end_matches(|c: char| !c.is_alphanumeric())
             .to_lowercase();
         if bare.is_empty() || DANGLING.contains(&bare.as_str()) {
             words.pop();
+            cut = true;
         } else {
             break;
         }
@@ -448,7 +458,12 @@ fn tidy_cut(reason: &str, max: usize) -> String {
         return reason.to_owned();
     }
     let joined = words.join(" ");
-    format!("{}…", joined.trim_end_matches([',', ';', ':']))
+    let kept = joined.trim_end_matches([',', ';', ':']);
+    if cut || kept.len() < joined.len() {
+        format!("{kept}…")
+    } else {
+        joined
+    }
 }
 
 #[cfg(test)]
@@ -660,10 +675,31 @@ mod tests {
             "The newer note provides additional information about the tomato seedlings, and t";
         assert_eq!(cut80.chars().count(), 80);
         assert_eq!(
-            tidy_cut(cut80, 80),
+            tidy_cut(cut80, 80, false),
             "The newer note provides additional information about the tomato seedlings…"
         );
-        assert_eq!(tidy_cut("both about Lisbon", 80), "both about Lisbon");
+        assert_eq!(
+            tidy_cut("both about Lisbon", 80, false),
+            "both about Lisbon"
+        );
+        // a model that closes the string after "and" (the handle's rewrite made it shorter)
+        assert_eq!(
+            tidy_cut(
+                "supports the earlier note by mentioning knee soreness and",
+                80,
+                false
+            ),
+            "supports the earlier note by mentioning knee soreness…"
+        );
+        // a reason that switches to Chinese midway, where no note is in Chinese
+        assert_eq!(
+            tidy_cut("more about the tomato seedlings on the阳台", 80, false),
+            "more about the tomato seedlings…"
+        );
+        assert_eq!(
+            tidy_cut("both about 阳台 tomatoes", 80, true),
+            "both about 阳台 tomatoes"
+        );
     }
 
     #[test]
