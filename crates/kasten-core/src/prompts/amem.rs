@@ -159,13 +159,14 @@ impl Handles {
 }
 
 /// Neighbours (nearest first) shown with all their annotations, the ones the model may
-/// evolve; the others are shown with their date, content and keywords, to link to. Keeps
-/// the link prompt near A-Mem's ~1,200 tokens per note at k = 10 (every neighbour in full
-/// took ~1,700) and evolution on the notes nearest the new one.
+/// evolve; the others are shown with their date and content, to link to. Keeps the link
+/// prompt within A-Mem's ~1,200 tokens per note at k = 10 (every neighbour in full took
+/// ~1,700) and evolution on the notes nearest the new one.
 pub const EVOLVE_SHOWN: usize = 4;
-/// Characters of a link's or an operation's reason asked for in the schema: a few words
-/// naming what both notes are about (longer reasons described the operation instead).
-const AMEM_REASON_CHARS: usize = 80;
+/// Characters of a link's or an operation's `about` (stored as its reason): the person,
+/// place, thing or event both notes are about, in a few words. A field called "reason" got
+/// sentences describing the operation, ~20 tokens each, cut at any length asked for.
+const AMEM_ABOUT_CHARS: usize = 40;
 
 /// Prompt 2: links from the new note to its neighbours, neighbour updates as operations,
 /// and tag operations on the new note itself (A-Mem's `tags_to_update`). The nearest
@@ -190,8 +191,6 @@ pub fn link_evolve(note: &Neighbour, neighbours: &[Neighbour], handles: &Handles
                 n.tags.join(", "),
                 n.context.replace('\n', " ")
             ));
-        } else if !n.keywords.is_empty() {
-            shown.push_str(&format!("  k: {}\n", n.keywords.join(", ")));
         }
     }
     let evolvable = neighbours.len().min(EVOLVE_SHOWN);
@@ -202,8 +201,8 @@ pub fn link_evolve(note: &Neighbour, neighbours: &[Neighbour], handles: &Handles
          updates: only N1-{last}, only where the new note changes how an older note should be \
          understood: add/remove a tag or keyword it has, or set_context. What you do not name stays.\n\
          note_tags: add/remove the new note's own tags if the related notes show better ones.\n\
-         Every reason: a few words naming the person, place, thing or event both notes are \
-         about, not what the change does. Use only the handles above.",
+         about: the person, place, thing or event both notes are about, in a few words. \
+         Use only the handles above.",
         date(&note.time),
         fenced(&cut(&note.content, NOTE_CHARS)),
         note.keywords.join(", "),
@@ -212,16 +211,16 @@ pub fn link_evolve(note: &Neighbour, neighbours: &[Neighbour], handles: &Handles
         link_kind_list()
     );
     let hs = handles.all();
-    let reason = json!({"type": "string", "maxLength": AMEM_REASON_CHARS.min(MAX_OP_REASON_CHARS)});
+    let about = json!({"type": "string", "maxLength": AMEM_ABOUT_CHARS});
     let tag_op = |ops: &[&str]| {
         json!({
             "type": "object",
             "properties": {
                 "op": {"type": "string", "enum": ops},
                 "tag": {"type": "string", "maxLength": MAX_TERM_CHARS},
-                "reason": reason
+                "about": about
             },
-            "required": ["op", "tag", "reason"],
+            "required": ["op", "tag", "about"],
             "additionalProperties": false
         })
     };
@@ -236,9 +235,9 @@ pub fn link_evolve(note: &Neighbour, neighbours: &[Neighbour], handles: &Handles
                 "properties": {
                     "op": {"type": "string", "enum": ["add_keyword", "remove_keyword"]},
                     "keyword": {"type": "string", "maxLength": MAX_TERM_CHARS},
-                    "reason": reason
+                    "about": about
                 },
-                "required": ["op", "keyword", "reason"],
+                "required": ["op", "keyword", "about"],
                 "additionalProperties": false
             },
             {
@@ -246,9 +245,9 @@ pub fn link_evolve(note: &Neighbour, neighbours: &[Neighbour], handles: &Handles
                 "properties": {
                     "op": {"type": "string", "enum": ["set_context"]},
                     "context": {"type": "string", "maxLength": MAX_CONTEXT_CHARS},
-                    "reason": reason
+                    "about": about
                 },
-                "required": ["op", "context", "reason"],
+                "required": ["op", "context", "about"],
                 "additionalProperties": false
             }
         ]}
@@ -267,10 +266,10 @@ pub fn link_evolve(note: &Neighbour, neighbours: &[Neighbour], handles: &Handles
                         "properties": {
                             "target": {"type": "string", "enum": hs},
                             "kind": {"type": "string", "enum": LINK_KINDS},
-                            "reason": {"type": "string", "maxLength": AMEM_REASON_CHARS.min(MAX_REASON_CHARS)},
+                            "about": about,
                             "confidence": {"type": "number", "minimum": 0, "maximum": 1}
                         },
-                        "required": ["target", "kind", "reason", "confidence"],
+                        "required": ["target", "kind", "about", "confidence"],
                         "additionalProperties": false
                     }
                 },
@@ -321,7 +320,7 @@ pub fn vet(
     let cjk = |t: &str| t.chars().any(crate::text::is_cjk);
     let cjk_ok = cjk(&me.content) || shown.iter().any(|n| cjk(&n.content));
     for l in &mut le.links {
-        l.reason = tidy_cut(&l.reason, AMEM_REASON_CHARS, cjk_ok);
+        l.reason = tidy_cut(&l.reason, AMEM_ABOUT_CHARS, cjk_ok);
     }
     for op in le
         .updates
@@ -329,7 +328,7 @@ pub fn vet(
         .flat_map(|u| u.ops.iter_mut())
         .chain(le.note_tags.iter_mut())
     {
-        op.reason = tidy_cut(&op.reason, AMEM_REASON_CHARS, cjk_ok);
+        op.reason = tidy_cut(&op.reason, AMEM_ABOUT_CHARS, cjk_ok);
     }
     let by = format!("{} {} {}", me.content, me.context, me.keywords.join(" "));
     le.links.retain_mut(|l| {
@@ -549,9 +548,12 @@ mod tests {
             EVOLVE_SHOWN,
             "{body}"
         );
+        // the others: date and content only
+        assert_eq!(body.matches("dog walk").count(), EVOLVE_SHOWN, "{body}");
         assert_eq!(
-            body.matches("  k: dog walk\n").count(),
-            6 - EVOLVE_SHOWN,
+            body.matches("N6 (2024-05-01) <<< Walked the dog along the river. >>>\n")
+                .count(),
+            1,
             "{body}"
         );
         assert!(body.contains("updates: only N1-N4,"), "{body}");
@@ -565,6 +567,57 @@ mod tests {
                 .as_array()
                 .map(Vec::len),
             Some(6)
+        );
+    }
+
+    #[test]
+    fn links_and_operations_say_in_a_few_words_what_both_notes_are_about() {
+        let h = Handles::new([id("a")]);
+        let n = nb("a", "Booked the ferry to Lisbon.");
+        let p = link_evolve(&nb("m", "The Lisbon trip moved."), &[n], &h);
+        let props = &p.schema["properties"];
+        let link = &props["links"]["items"];
+        assert_eq!(
+            link["properties"]["about"]["maxLength"],
+            json!(AMEM_ABOUT_CHARS)
+        );
+        assert!(link["properties"].get("reason").is_none());
+        for op in props["updates"]["items"]["properties"]["ops"]["items"]["anyOf"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .chain([&props["note_tags"]["items"]])
+        {
+            assert_eq!(
+                op["properties"]["about"]["maxLength"],
+                json!(AMEM_ABOUT_CHARS)
+            );
+            assert!(
+                op["required"]
+                    .as_array()
+                    .is_some_and(|r| r.contains(&json!("about")))
+            );
+        }
+        // what `about` says is the stored reason
+        let le = LinkEvolve::from_value(
+            &json!({
+                "links": [{"target": "N1", "kind": "relates", "about": "the Lisbon trip", "confidence": 0.9}],
+                "updates": [{"target": "N1", "ops": [{"op": "add_tag", "tag": "travel", "about": "the Lisbon trip"}]}],
+                "note_tags": []
+            }),
+            &h,
+        )
+        .unwrap_or_default();
+        assert_eq!(
+            le.links.first().map(|l| l.reason.as_str()),
+            Some("the Lisbon trip")
+        );
+        assert_eq!(
+            le.updates
+                .first()
+                .and_then(|u| u.ops.first())
+                .map(|o| o.reason.as_str()),
+            Some("the Lisbon trip")
         );
     }
 

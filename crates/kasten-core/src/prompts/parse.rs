@@ -213,6 +213,15 @@ pub struct FieldOp {
     pub reason: String,
 }
 
+/// A link's or an operation's reason: `about` (what both notes are about, asked for since
+/// `amem-v7`), else `reason` (earlier prompt versions, the guided prompts).
+fn about_or_reason(v: &Value) -> &str {
+    v.get("about")
+        .or_else(|| v.get("reason"))
+        .and_then(Value::as_str)
+        .unwrap_or("")
+}
+
 impl FieldOp {
     /// Reads `{op, tag|keyword|context, reason}`; `None` for an unknown op or an empty value.
     fn from_value(v: &Value, place: Place<'_>) -> Option<Self> {
@@ -232,7 +241,7 @@ impl FieldOp {
         if value.is_empty() {
             return None;
         }
-        let reason = v.get("reason").and_then(Value::as_str).unwrap_or("");
+        let reason = about_or_reason(v);
         let reason = cut(&plain_reason(reason, place), MAX_OP_REASON_CHARS);
         Some(Self { op, value, reason })
     }
@@ -346,8 +355,8 @@ impl LinkEvolve {
         };
         let mut out = LinkEvolve::default();
         let mut seen = BTreeSet::new();
-        for l in links {
-            let l = l.as_object().ok_or("each link must be an object")?;
+        for value in links {
+            let l = value.as_object().ok_or("each link must be an object")?;
             let target = l
                 .get("target")
                 .and_then(Value::as_str)
@@ -367,10 +376,7 @@ impl LinkEvolve {
                 continue;
             }
             let reason = cut(
-                &plain_reason(
-                    l.get("reason").and_then(Value::as_str).unwrap_or(""),
-                    Place::Link(target.trim()),
-                ),
+                &plain_reason(about_or_reason(value), Place::Link(target.trim())),
                 MAX_REASON_CHARS,
             );
             let confidence = l.get("confidence").and_then(Value::as_f64).unwrap_or(0.5);
