@@ -163,9 +163,10 @@ impl Handles {
 /// prompt within A-Mem's ~1,200 tokens per note at k = 10 (every neighbour in full took
 /// ~1,700) and evolution on the notes nearest the new one.
 pub const EVOLVE_SHOWN: usize = 4;
-/// Characters of a link's or an operation's `about` (stored as its reason): the person,
-/// place, thing or event both notes are about, in a few words. A field called "reason" got
-/// sentences describing the operation, ~20 tokens each, cut at any length asked for.
+/// Characters of a link's or an operation's `about` (stored as its reason): in a few words,
+/// the thing, place, plan or event both notes are about. A field called "reason" got
+/// sentences describing the operation, ~20 tokens each, cut at any length asked for; asked
+/// for "the person, place, thing or event", the 1.5B answered with a speaker's name.
 const AMEM_ABOUT_CHARS: usize = 40;
 
 /// Prompt 2: links from the new note to its neighbours, neighbour updates as operations,
@@ -201,8 +202,8 @@ pub fn link_evolve(note: &Neighbour, neighbours: &[Neighbour], handles: &Handles
          updates: only N1-{last}, only where the new note changes how an older note should be \
          understood: add/remove a tag or keyword it has, or set_context. What you do not name stays.\n\
          note_tags: add/remove the new note's own tags if the related notes show better ones.\n\
-         about: the person, place, thing or event both notes are about, in a few words. \
-         Use only the handles above.",
+         about: in 3-6 words, the thing, place, plan or event both notes are about \
+         (a name alone is not enough). Use only the handles above.",
         date(&note.time),
         fenced(&cut(&note.content, NOTE_CHARS)),
         note.keywords.join(", "),
