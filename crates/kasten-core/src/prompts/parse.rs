@@ -223,7 +223,7 @@ fn about_or_reason(v: &Value) -> &str {
 }
 
 impl FieldOp {
-    /// Reads `{op, tag|keyword|context, reason}`; `None` for an unknown op or an empty value.
+    /// Reads `{op, tag|keyword|context, about|reason}`; `None` for an unknown op or an empty value.
     fn from_value(v: &Value, place: Place<'_>) -> Option<Self> {
         let op = OpKind::parse(v.get("op")?.as_str()?)?;
         let key = match op {
