@@ -23,7 +23,7 @@ use crate::NoteId;
 use crate::states::LinkKind;
 
 /// Changes whenever a template or schema changes; recorded on every event.
-pub const PROMPT_VERSION: &str = "amem-v7";
+pub const PROMPT_VERSION: &str = "amem-v8";
 
 /// Link kinds the LLM may choose from.
 pub const LINK_KINDS: &[LinkKind] = LinkKind::FOR_LLM;

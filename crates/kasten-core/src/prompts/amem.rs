@@ -159,10 +159,14 @@ impl Handles {
 }
 
 /// Neighbours (nearest first) shown with all their annotations, the ones the model may
-/// evolve; the others are shown with their date and content, to link to. Keeps the link
-/// prompt within A-Mem's ~1,200 tokens per note at k = 10 (every neighbour in full took
-/// ~1,700) and evolution on the notes nearest the new one.
-pub const EVOLVE_SHOWN: usize = 4;
+/// evolve; the others are shown with their date and the start of their content, to link
+/// to. Keeps the link prompt near A-Mem's ~1,200 tokens per note at k = 10 (every
+/// neighbour in full took ~1,700, the nearest four ~1,400) and evolution on the notes
+/// nearest the new one.
+pub const EVOLVE_SHOWN: usize = 3;
+/// Characters of a far neighbour's content shown (the nearest show
+/// `NEIGHBOUR_PREVIEW_CHARS`): enough to tell what it is about, to link to it.
+const FAR_PREVIEW_CHARS: usize = 80;
 /// Characters of a link's or an operation's `about` (stored as its reason): in a few words,
 /// the thing, place, plan or event both notes are about. A field called "reason" got
 /// sentences describing the operation, ~20 tokens each, cut at any length asked for; asked
@@ -173,16 +177,23 @@ const AMEM_ABOUT_CHARS: usize = 40;
 /// and tag operations on the new note itself (A-Mem's `tags_to_update`). The nearest
 /// [`EVOLVE_SHOWN`] neighbours are shown with their date, keywords, tags and whole context
 /// and only they may be updated: an operation may only remove what the model was shown, and
-/// what no operation names stays as it is. The rest are shown to link to.
+/// what no operation names stays as it is. The rest are shown to link to, by the start of
+/// their content. The new note shows its tags and context, not its keywords (taken from
+/// its own text, shown just above).
 pub fn link_evolve(note: &Neighbour, neighbours: &[Neighbour], handles: &Handles) -> Prompt {
     let date = |t: &Option<String>| t.as_deref().map(|t| format!(" ({t})")).unwrap_or_default();
     let mut shown = String::new();
     for (i, n) in neighbours.iter().enumerate() {
+        let preview = if i < EVOLVE_SHOWN {
+            NEIGHBOUR_PREVIEW_CHARS
+        } else {
+            FAR_PREVIEW_CHARS
+        };
         let head = format!(
             "{}{} {}\n",
             Handles::handle(i),
             date(&n.time),
-            fenced(&cut(&n.content, NEIGHBOUR_PREVIEW_CHARS)).replace('\n', " "),
+            fenced(&cut(&n.content, preview)).replace('\n', " "),
         );
         shown.push_str(&head);
         if i < EVOLVE_SHOWN {
@@ -197,7 +208,7 @@ pub fn link_evolve(note: &Neighbour, neighbours: &[Neighbour], handles: &Handles
     let evolvable = neighbours.len().min(EVOLVE_SHOWN);
     let last = Handles::handle(evolvable.saturating_sub(1));
     let user = format!(
-        "New note{}:\n{}\nk: {} | t: {} | c: {}\n\nRelated notes, nearest first (k keywords, t tags, c context):\n{shown}\n\
+        "New note{}:\n{}\nt: {} | c: {}\n\nRelated notes, nearest first (k keywords, t tags, c context):\n{shown}\n\
          links: related notes to link to (kind: {}; confidence 0-1).\n\
          updates: only N1-{last}, only where the new note changes how an older note should be \
          understood: add/remove a tag or keyword it has, or set_context. What you do not name stays.\n\
@@ -206,7 +217,6 @@ pub fn link_evolve(note: &Neighbour, neighbours: &[Neighbour], handles: &Handles
          (a name alone is not enough). Use only the handles above.",
         date(&note.time),
         fenced(&cut(&note.content, NOTE_CHARS)),
-        note.keywords.join(", "),
         note.tags.join(", "),
         note.context,
         link_kind_list()
@@ -557,11 +567,11 @@ mod tests {
             1,
             "{body}"
         );
-        assert!(body.contains("updates: only N1-N4,"), "{body}");
+        assert!(body.contains("updates: only N1-N3,"), "{body}");
         let props = &p.schema["properties"];
         assert_eq!(
             props["updates"]["items"]["properties"]["target"]["enum"],
-            json!(["N1", "N2", "N3", "N4"])
+            json!(["N1", "N2", "N3"])
         );
         assert_eq!(
             props["links"]["items"]["properties"]["target"]["enum"]
@@ -569,6 +579,30 @@ mod tests {
                 .map(Vec::len),
             Some(6)
         );
+    }
+
+    #[test]
+    fn far_neighbours_show_less_of_their_content_and_the_new_note_no_keywords() {
+        let long = "Walked the dog along the river past the old mill, then back over the \
+                    bridge by the bakery where we bought bread.";
+        let shown: Vec<Neighbour> = (0..5).map(|i| nb(&format!("n{i}"), long)).collect();
+        let mut me = nb("m", "The dog hurt its paw on the river path.");
+        me.keywords = vec!["paw injury".into()];
+        me.tags = vec!["pets".into()];
+        let p = link_evolve(
+            &me,
+            &shown,
+            &Handles::new(shown.iter().map(|n| n.id.clone())),
+        );
+        let body = &p.messages[1].content;
+        assert!(!body.contains("paw injury"), "{body}");
+        assert!(body.contains("\nt: pets | c: "), "{body}");
+        let shown_as = |max| fenced(&cut(long, max)).replace('\n', " ");
+        let near = format!("N1 (2024-05-01) {}", shown_as(NEIGHBOUR_PREVIEW_CHARS));
+        let far = format!("N5 (2024-05-01) {}\n", shown_as(FAR_PREVIEW_CHARS));
+        assert!(body.contains(&near), "{body}");
+        assert!(body.contains(&far), "{body}");
+        assert!(far.len() < near.len());
     }
 
     #[test]
