@@ -316,7 +316,8 @@ pub fn link_evolve(note: &Neighbour, neighbours: &[Neighbour], handles: &Handles
 /// or is dropped when they share nothing but `common` terms; an update of a note beyond the
 /// nearest [`EVOLVE_SHOWN`], and an operation whose reason uses the prompt's words or names
 /// nothing the two notes share (before and after the update), are dropped; so is a tag
-/// operation on the new note whose reason uses the prompt's words. Says what it changed
+/// operation on the new note whose reason uses the prompt's words, and any operation that
+/// would write them (a tag "n1", seen from the 0.5B). Says what it changed
 /// (what it dropped is also added to `le.dropped`). A reason the schema's length cut mid-sentence
 /// ends at its last whole word, without a dangling "and", marked with "…".
 pub fn vet(
@@ -384,6 +385,7 @@ pub fn vet(
         let ops = u.ops.len();
         u.ops.retain(|op| {
             !contains_prompt_text(&op.reason, &n.content)
+                && !writes_prompt_text(op, &n.content)
                 && names_something_shared(&tok, &op.reason, &before, &by)
                 && names_something_shared(&tok, &op.reason, &after, &by)
         });
@@ -392,11 +394,22 @@ pub fn vet(
     });
     let ops = le.note_tags.len();
     v.ops_proposed += ops;
-    le.note_tags
-        .retain(|op| !contains_prompt_text(&op.reason, &me.content));
+    le.note_tags.retain(|op| {
+        !contains_prompt_text(&op.reason, &me.content) && !writes_prompt_text(op, &me.content)
+    });
     v.ops_dropped += ops - le.note_tags.len();
     le.dropped += v.links_dropped + v.ops_dropped;
     v
+}
+
+/// Whether `op` would write the prompt's words into a note whose content is `content`: a
+/// tag, keyword or context naming a handle ("n1") or a field. Removing one is fine.
+fn writes_prompt_text(op: &super::FieldOp, content: &str) -> bool {
+    use super::OpKind;
+    matches!(
+        op.op,
+        OpKind::AddTag | OpKind::AddKeyword | OpKind::SetContext
+    ) && crate::quality::contains_prompt_text(&op.value, content)
 }
 
 /// What [`vet`] changed in an answer.
@@ -718,6 +731,8 @@ mod tests {
             note_tags: vec![
                 op(OpKind::AddTag, "travel", "the Lisbon trip"),
                 op(OpKind::AddTag, "work", "a better tag"),
+                // a handle written as a tag, with a fine reason
+                op(OpKind::AddTag, "n1", "the Lisbon conference"),
             ],
             ..LinkEvolve::default()
         };
@@ -742,19 +757,25 @@ mod tests {
                 .collect::<Vec<_>>(),
             ["plans"]
         );
-        assert_eq!(le.note_tags.len(), 1);
+        assert_eq!(
+            le.note_tags
+                .iter()
+                .map(|o| o.value.as_str())
+                .collect::<Vec<_>>(),
+            ["travel"]
+        );
         // the far link, two of near's ops, late's op (beyond the nearest), other's op
-        // (names nothing shared), one note tag op
+        // (names nothing shared), two note tag ops
         assert_eq!(
             v,
             Vetted {
                 links_reworded: 1,
                 links_dropped: 1,
-                ops_proposed: 7,
-                ops_dropped: 5
+                ops_proposed: 8,
+                ops_dropped: 6
             }
         );
-        assert_eq!(le.dropped, 6);
+        assert_eq!(le.dropped, 7);
     }
 
     #[test]
