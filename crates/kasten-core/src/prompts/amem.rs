@@ -403,13 +403,19 @@ pub fn vet(
 }
 
 /// Whether `op` would write the prompt's words into a note whose content is `content`: a
-/// tag, keyword or context naming a handle ("n1") or a field. Removing one is fine.
+/// tag, keyword or context naming a handle ("n1") or a field, or a tag or keyword that is
+/// one of the link prompt's field letters ("k", "t", "c"; the 0.5B wrote the tag "c").
+/// Removing one is fine.
 fn writes_prompt_text(op: &super::FieldOp, content: &str) -> bool {
     use super::OpKind;
-    matches!(
-        op.op,
-        OpKind::AddTag | OpKind::AddKeyword | OpKind::SetContext
-    ) && crate::quality::contains_prompt_text(&op.value, content)
+    let letter = || matches!(op.value.trim().to_lowercase().as_str(), "k" | "t" | "c");
+    match op.op {
+        OpKind::AddTag | OpKind::AddKeyword => {
+            letter() || crate::quality::contains_prompt_text(&op.value, content)
+        }
+        OpKind::SetContext => crate::quality::contains_prompt_text(&op.value, content),
+        OpKind::RemoveTag | OpKind::RemoveKeyword => false,
+    }
 }
 
 /// What [`vet`] changed in an answer.
@@ -731,8 +737,9 @@ mod tests {
             note_tags: vec![
                 op(OpKind::AddTag, "travel", "the Lisbon trip"),
                 op(OpKind::AddTag, "work", "a better tag"),
-                // a handle written as a tag, with a fine reason
+                // a handle and a field's letter written as tags, with fine reasons
                 op(OpKind::AddTag, "n1", "the Lisbon conference"),
+                op(OpKind::AddTag, "C", "the Lisbon conference"),
             ],
             ..LinkEvolve::default()
         };
@@ -765,17 +772,17 @@ mod tests {
             ["travel"]
         );
         // the far link, two of near's ops, late's op (beyond the nearest), other's op
-        // (names nothing shared), two note tag ops
+        // (names nothing shared), three note tag ops
         assert_eq!(
             v,
             Vetted {
                 links_reworded: 1,
                 links_dropped: 1,
-                ops_proposed: 8,
-                ops_dropped: 6
+                ops_proposed: 9,
+                ops_dropped: 7
             }
         );
-        assert_eq!(le.dropped, 7);
+        assert_eq!(le.dropped, 8);
     }
 
     #[test]
