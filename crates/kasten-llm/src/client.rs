@@ -129,7 +129,7 @@ impl LlmClient {
     ) -> Result<(ChatResponse, u32), LlmError> {
         if let Some(local) = &self.local {
             let grammar = match schema {
-                Some((_, s)) => Some(grammar_for(s)?),
+                Some((_, s)) => Some(grammar_for(s, local.options().compact_json)?),
                 None => grammar.map(str::to_owned),
             };
             let g = self

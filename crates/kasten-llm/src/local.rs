@@ -68,6 +68,11 @@ pub struct LocalOptions {
     /// The most requests answered together (each its own sequence, one token for each
     /// per decode); 1 answers one at a time.
     pub batch: usize,
+    /// JSON answers on one line: a schema's grammar allows no newline or indentation
+    /// between tokens (`KASTEN_LLM_COMPACT_JSON=1`; off by default). Measured with the
+    /// 1.5B, which pretty-prints: fewer tokens, but mostly because it links a tenth as
+    /// often (docs/BENCHMARKS.md, "Compact JSON"), so no model uses it.
+    pub compact_json: bool,
 }
 
 /// The most requests answered together.
@@ -185,6 +190,8 @@ impl LocalOptions {
                 .and_then(|v| v.trim().parse::<usize>().ok())
                 .filter(|&n| n > 0)
                 .map_or(DEFAULT_BATCH, |n| n.min(MAX_BATCH)),
+            // `KASTEN_LLM_COMPACT_JSON=1` turns it on, to measure what it changes
+            compact_json: std::env::var("KASTEN_LLM_COMPACT_JSON").is_ok_and(|v| v.trim() == "1"),
         }
     }
 }

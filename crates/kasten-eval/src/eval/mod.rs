@@ -193,6 +193,7 @@ pub async fn run(cmd: &EvalCommand, json_out: bool, shell: &dyn Shell) -> Result
     // the LLM every other command would use: the environment, else the built-in model
     // (each sample is a memory of its own, with no stored settings)
     let mut prompt_version = kasten_core::prompts::PROMPT_VERSION;
+    let mut compact_json = false;
     let llm = if *no_llm {
         None
     } else {
@@ -203,6 +204,7 @@ pub async fn run(cmd: &EvalCommand, json_out: bool, shell: &dyn Shell) -> Result
                 if choice.profile == kasten_engine::ModelProfile::Small {
                     prompt_version = kasten_core::prompts::GUIDED_PROMPT_VERSION;
                 }
+                compact_json = c.local().is_some_and(|l| l.options().compact_json);
                 Some(c.config().clone())
             }
             (None, problem) => bail!(
@@ -216,6 +218,7 @@ pub async fn run(cmd: &EvalCommand, json_out: bool, shell: &dyn Shell) -> Result
     let mode = Mode {
         llm,
         prompt_version,
+        compact_json,
         steps: kasten_engine::Steps {
             construction: !no_construction,
             links: !no_links,
@@ -349,9 +352,10 @@ impl Sink<'_> {
     async fn run(&self, mode: &Mode) -> Result<(Vec<SampleReport>, Totals)> {
         let variant = match &mode.llm {
             Some(c) if mode.enrich => format!(
-                "llm-{}-{}-{}",
+                "llm-{}-{}{}-{}",
                 safe_name(&c.model),
                 safe_name(mode.prompt_version),
+                if mode.compact_json { "-compact" } else { "" },
                 mode.steps.label()
             ),
             _ => "plain".to_owned(),
@@ -393,6 +397,7 @@ fn ablation_modes(full: &Mode) -> Vec<(&'static str, Mode)> {
     let with = |construction, links, evolution| Mode {
         llm: full.llm.clone(),
         prompt_version: full.prompt_version,
+        compact_json: full.compact_json,
         steps: kasten_engine::Steps {
             construction,
             links,
@@ -416,6 +421,7 @@ fn ablation_modes(full: &Mode) -> Vec<(&'static str, Mode)> {
         Mode {
             llm: if full.answer { full.llm.clone() } else { None },
             prompt_version: full.prompt_version,
+            compact_json: full.compact_json,
             steps: kasten_engine::Steps::default(),
             answer: full.answer,
             enrich: false,

@@ -174,6 +174,9 @@ pub(crate) struct Mode {
     pub(crate) llm: Option<LlmConfig>,
     /// The enrichment prompts' version (part of the cache key, with the model).
     pub(crate) prompt_version: &'static str,
+    /// Whether the built-in model writes its JSON on one line (part of the cache key: it
+    /// changes what the model writes).
+    pub(crate) compact_json: bool,
     /// The A-Mem steps that run (the ablations switch them off).
     pub(crate) steps: kasten_engine::Steps,
     pub(crate) answer: bool,

@@ -91,6 +91,7 @@ pub(crate) fn build_report(
             provider: c.provider,
             model: c.model.clone(),
             prompt_version: h.mode.prompt_version.to_owned(),
+            compact_json: h.mode.compact_json,
             steps: h.mode.steps.label(),
             enriched: h.mode.enrich,
         }),

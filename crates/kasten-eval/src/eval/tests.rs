@@ -100,6 +100,7 @@ fn mode(llm: bool, answer: bool) -> Mode {
             api_key: None,
         }),
         prompt_version: "p1",
+        compact_json: false,
         steps: kasten_engine::Steps {
             construction: true,
             links: false,

@@ -147,14 +147,35 @@ pub(super) fn batch_last(n_prompt: usize) -> i32 {
     i32::try_from(n_prompt.saturating_sub(1)).unwrap_or(0)
 }
 
-/// The GBNF grammar llama.cpp derives from a JSON schema.
-pub(crate) fn grammar_for(schema: &serde_json::Value) -> Result<String, LlmError> {
-    llama_cpp_2::json_schema_to_grammar(&schema.to_string()).map_err(|e| {
+/// The GBNF grammar llama.cpp derives from a JSON schema. `compact`: the JSON on one line,
+/// at most one space between its tokens. llama.cpp's grammar allows a newline and up to 20
+/// spaces or tabs of indentation there, and the Qwen2.5-Coder models pretty-print; held to
+/// one line, the 1.5B writes fewer tokens but leaves most arrays empty (it links a tenth
+/// as often), so it is a lever to measure with, off by default.
+pub(crate) fn grammar_for(schema: &serde_json::Value, compact: bool) -> Result<String, LlmError> {
+    let grammar = llama_cpp_2::json_schema_to_grammar(&schema.to_string()).map_err(|e| {
         LlmError::Config(format!(
             "the answer's schema cannot be compiled to a grammar: {e}"
         ))
-    })
+    })?;
+    if !compact {
+        return Ok(grammar);
+    }
+    Ok(grammar
+        .lines()
+        .map(|line| {
+            if line.trim_start().starts_with("space ::=") {
+                COMPACT_SPACE
+            } else {
+                line
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n"))
 }
+
+/// The whitespace rule of a compact answer: nothing or one space.
+const COMPACT_SPACE: &str = "space ::= | \" \"";
 
 #[cfg(test)]
 mod tests {
@@ -222,7 +243,7 @@ mod tests {
             "additionalProperties": false
         });
         let grammars = [
-            grammar_for(&schema).unwrap_or_else(|e| panic!("{e}")),
+            grammar_for(&schema, false).unwrap_or_else(|e| panic!("{e}")),
             "root ::= \"yes\" | \"no\"".to_owned(),
         ];
         let messages = [
@@ -325,8 +346,43 @@ mod tests {
             "required": ["target", "reason"],
             "additionalProperties": false
         });
-        let g = grammar_for(&schema).unwrap_or_default();
+        let g = grammar_for(&schema, false).unwrap_or_default();
         assert!(g.contains("root"), "{g}");
         assert!(g.contains("N2"), "{g}");
+        assert!(
+            g.contains(r#""\n""#),
+            "llama.cpp's grammar allows newlines: {g}"
+        );
+    }
+
+    /// A compact grammar is the same grammar with one rule changed: between JSON tokens
+    /// nothing or one space, never a newline or indentation.
+    #[test]
+    fn a_compact_grammar_allows_no_newline_between_tokens() {
+        let schema = serde_json::json!({
+            "type": "object",
+            "properties": {"links": {"type": "array", "items": {"type": "string"}}},
+            "required": ["links"],
+            "additionalProperties": false
+        });
+        let loose = grammar_for(&schema, false).unwrap_or_default();
+        let compact = grammar_for(&schema, true).unwrap_or_default();
+        let space = |g: &str| {
+            g.lines()
+                .filter(|l| l.starts_with("space ::="))
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(space(&compact), vec![COMPACT_SPACE.to_owned()], "{compact}");
+        assert_eq!(space(&loose).len(), 1, "{loose}");
+        assert_ne!(space(&loose), space(&compact));
+        let others = |g: &str| {
+            g.lines()
+                .filter(|l| !l.starts_with("space ::="))
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(others(&loose), others(&compact));
+        assert!(!compact.contains(r#""\n""#), "{compact}");
     }
 }
