@@ -14,6 +14,26 @@ const CONSTRUCT_MAX_TOKENS: u32 = 300;
 /// Tokens allowed for the full link-and-evolve answer.
 const LINK_EVOLVE_MAX_TOKENS: u32 = 700;
 
+/// The budget of an answer to a prompt about `texts`: `english` (the fixed budgets above,
+/// which the longest answer in English fits: three or more characters a token) unless
+/// a text is in a CJK script, where a character takes about a token: then every character
+/// the schema lets the model write (`free_chars`) and `json` tokens for the JSON around
+/// them. An answer cut at the budget is malformed, and greedy decoding cuts it again on
+/// every retry: the note would never be enriched.
+fn budget(texts: &[&str], english: u32, free_chars: usize, json: usize) -> u32 {
+    if texts.iter().any(|t| t.chars().any(crate::text::is_cjk)) {
+        english.max(u32::try_from(free_chars + json).unwrap_or(u32::MAX))
+    } else {
+        english
+    }
+}
+
+/// Characters a construction answer may write: its keywords, tags and context.
+const CONSTRUCT_FREE_CHARS: usize = (MAX_KEYWORDS + MAX_TAGS) * MAX_TERM_CHARS + MAX_CONTEXT_CHARS;
+/// Tokens of a construction answer's JSON besides them: the four keys, and for each
+/// keyword and tag its quotes, comma and line break (characters counted as tokens).
+const CONSTRUCT_JSON_TOKENS: usize = 80 + (MAX_KEYWORDS + MAX_TAGS) * 4;
+
 /// Prompt 1: keywords, tags and context for a new note.
 pub fn construct(content: &str, time: &str) -> Prompt {
     let user = format!(
@@ -37,7 +57,12 @@ pub fn construct(content: &str, time: &str) -> Prompt {
             "required": ["keywords", "tags", "context", "tier"],
             "additionalProperties": false
         }),
-        max_tokens: CONSTRUCT_MAX_TOKENS,
+        max_tokens: budget(
+            &[content],
+            CONSTRUCT_MAX_TOKENS,
+            CONSTRUCT_FREE_CHARS,
+            CONSTRUCT_JSON_TOKENS,
+        ),
     }
 }
 
@@ -306,9 +331,28 @@ pub fn link_evolve(note: &Neighbour, neighbours: &[Neighbour], handles: &Handles
             "required": ["links", "updates", "note_tags"],
             "additionalProperties": false
         }),
-        max_tokens: LINK_EVOLVE_MAX_TOKENS,
+        max_tokens: budget(
+            &std::iter::once(note.content.as_str())
+                .chain(neighbours.iter().map(|n| n.content.as_str()))
+                .collect::<Vec<_>>(),
+            LINK_EVOLVE_MAX_TOKENS,
+            LINK_EVOLVE_FREE_CHARS,
+            LINK_EVOLVE_JSON_TOKENS,
+        ),
     }
 }
+
+/// Characters a link-and-evolve answer may write: each link's `about`; on each updated
+/// note, operations writing a context (the longest) and their `about`s; the new note's tag
+/// operation with its tag and `about`.
+const LINK_EVOLVE_FREE_CHARS: usize = MAX_LINKS * AMEM_ABOUT_CHARS
+    + MAX_UPDATES * MAX_OPS * (MAX_CONTEXT_CHARS + AMEM_ABOUT_CHARS)
+    + MAX_NOTE_TAG_OPS * (MAX_TERM_CHARS + AMEM_ABOUT_CHARS);
+/// Tokens of its JSON besides them: the keys, handles, kinds and numbers of each object
+/// (a link, an update, an operation), up to ~60 characters each, counted as tokens (a
+/// cap, not a cost: only an answer that runs on uses it).
+const LINK_EVOLVE_JSON_TOKENS: usize =
+    80 + 60 * (MAX_LINKS + MAX_UPDATES + MAX_UPDATES * MAX_OPS + MAX_NOTE_TAG_OPS);
 
 /// Holds a link-and-evolve answer to the quality check's rules before anything is stored
 /// (what [`crate::quality::check`] would flag is never written): a link whose reason uses
@@ -499,6 +543,78 @@ fn tidy_cut(reason: &str, max: usize, cjk_ok: bool) -> String {
 mod tests {
     use super::*;
     use crate::prompts::testing::{id, nb};
+
+    /// An upper bound on the tokens of an answer in a CJK script: a token for each
+    /// character of the answer on one line (a CJK character takes about one, ASCII three or
+    /// more a token) and one for each line break with its indentation.
+    fn cjk_tokens(answer: &Value) -> usize {
+        let line = serde_json::to_string(answer).unwrap_or_default();
+        let pretty = serde_json::to_string_pretty(answer).unwrap_or_default();
+        line.chars().count() + pretty.lines().count()
+    }
+
+    /// The longest answer each full prompt's schema allows for a Chinese note fits its
+    /// token budget (300 and 700 did not: a context of 300 characters is ~300 tokens), and
+    /// an English note keeps the budgets its answers were measured with.
+    #[test]
+    fn the_full_budgets_fit_the_longest_answer_in_chinese() {
+        let zh = "卢曼用卡片盒笔记法积累了约九万张卡片，写出七十多本书。";
+        let term = "卡".repeat(MAX_TERM_CHARS);
+        let about = "片".repeat(AMEM_ABOUT_CHARS);
+        let context = "盒".repeat(MAX_CONTEXT_CHARS);
+        let longest = json!({
+            "keywords": vec![&term; MAX_KEYWORDS],
+            "tags": vec![&term; MAX_TAGS],
+            "context": context,
+            "tier": "short_term",
+        });
+        let p = construct(zh, "2024-05-02");
+        assert!(Construction::from_value(&longest).is_ok());
+        assert!(
+            cjk_tokens(&longest) > CONSTRUCT_MAX_TOKENS as usize,
+            "the case needs more than the English budget"
+        );
+        assert!(
+            cjk_tokens(&longest) <= p.max_tokens as usize,
+            "{} tokens, budget {}",
+            cjk_tokens(&longest),
+            p.max_tokens
+        );
+        assert_eq!(
+            construct("Planted tomatoes and basil.", "2024-05-02").max_tokens,
+            CONSTRUCT_MAX_TOKENS
+        );
+
+        let me = nb("m", zh);
+        let ns: Vec<Neighbour> = (0..10)
+            .map(|i| nb(&format!("n{i}"), "写出七十多本书。"))
+            .collect();
+        let h = Handles::new(ns.iter().map(|n| n.id.clone()));
+        let p = link_evolve(&me, &ns, &h);
+        let link = json!({"target": "N10", "kind": "same-entity", "about": about, "confidence": 0.123_456_789_012_345_6});
+        let op = json!({"op": "set_context", "context": context, "about": about});
+        let update = json!({"target": "N3", "ops": vec![op; MAX_OPS]});
+        let longest = json!({
+            "links": vec![link; MAX_LINKS],
+            "updates": vec![update; MAX_UPDATES],
+            "note_tags": vec![json!({"op": "remove_tag", "tag": term, "about": about}); MAX_NOTE_TAG_OPS],
+        });
+        assert!(
+            cjk_tokens(&longest) <= p.max_tokens as usize,
+            "{} tokens, budget {}",
+            cjk_tokens(&longest),
+            p.max_tokens
+        );
+        let en: Vec<Neighbour> = ns
+            .iter()
+            .map(|n| nb(&n.id.to_string(), "Wrote books."))
+            .collect();
+        let me_en = nb("m", "Luhmann kept a slip box.");
+        assert_eq!(
+            link_evolve(&me_en, &en, &h).max_tokens,
+            LINK_EVOLVE_MAX_TOKENS
+        );
+    }
 
     #[test]
     fn the_proposed_tier_is_optional_and_never_a_project() {
