@@ -94,8 +94,9 @@ pub(crate) struct LlmReport {
     pub(crate) provider: Provider,
     pub(crate) model: String,
     pub(crate) prompt_version: String,
-    /// The built-in model's JSON answers on one line (`KASTEN_LLM_COMPACT_JSON`).
-    #[serde(default)]
+    /// The built-in model's JSON answers on one line (`KASTEN_LLM_COMPACT_JSON`); only
+    /// when on.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub(crate) compact_json: bool,
     /// `full`, or the A-Mem steps left out.
     pub(crate) steps: String,
