@@ -22,8 +22,10 @@ use serde_json::{Value, json};
 use crate::NoteId;
 use crate::states::LinkKind;
 
-/// Changes whenever a template or schema changes; recorded on every event.
-pub const PROMPT_VERSION: &str = "amem-v8";
+/// Changes whenever a template, a schema or what [`vet`] keeps changes; recorded on every
+/// event. `amem-v9`: `amem-v8`'s prompts; a link whose `about` names nothing both notes
+/// share is reworded to what they share, or dropped.
+pub const PROMPT_VERSION: &str = "amem-v9";
 
 /// Link kinds the LLM may choose from.
 pub const LINK_KINDS: &[LinkKind] = LinkKind::FOR_LLM;

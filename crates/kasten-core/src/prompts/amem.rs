@@ -356,8 +356,9 @@ const LINK_EVOLVE_JSON_TOKENS: usize =
 
 /// Holds a link-and-evolve answer to the quality check's rules before anything is stored
 /// (what [`crate::quality::check`] would flag is never written): a link whose reason uses
-/// the prompt's words gets a plain reason naming what both notes share ("both mention …"),
-/// or is dropped when they share nothing but `common` terms; an update of a note beyond the
+/// the prompt's words or names nothing both notes share gets a plain reason naming what
+/// they share ("both mention …"), or is dropped when they share nothing but `common`
+/// terms; an update of a note beyond the
 /// nearest [`EVOLVE_SHOWN`], and an operation whose reason uses the prompt's words or names
 /// nothing the two notes share (before and after the update), are dropped; so is a tag
 /// operation on the new note whose reason uses the prompt's words, and any operation that
@@ -388,10 +389,17 @@ pub fn vet(
     }
     let by = format!("{} {} {}", me.content, me.context, me.keywords.join(" "));
     le.links.retain_mut(|l| {
-        if !contains_prompt_text(&l.reason, &me.content) {
+        let target = shown.iter().find(|n| n.id == l.to);
+        // an `about` one note alone names ("paella" on links from a note on a dental
+        // crown to four notes, seen from the 1.5B) explains nothing
+        let unshared = target.is_some_and(|n| {
+            let of_n = format!("{} {} {}", n.content, n.context, n.keywords.join(" "));
+            !names_something_shared(&tok, &l.reason, &by, &of_n)
+        });
+        if !unshared && !contains_prompt_text(&l.reason, &me.content) {
             return true;
         }
-        let Some(n) = shown.iter().find(|n| n.id == l.to) else {
+        let Some(n) = target else {
             v.links_dropped += 1;
             return false;
         };
@@ -899,6 +907,60 @@ mod tests {
             }
         );
         assert_eq!(le.dropped, 8);
+    }
+
+    /// Seen from the 1.5B on five everyday notes: the note on the crown's insurance linked
+    /// to all four others "about" paella, a word of one of them. Where the two notes share
+    /// something the link says so; where they share nothing it goes.
+    #[test]
+    fn a_link_about_what_only_one_note_names_is_reworded_or_dropped() {
+        let me = nb(
+            "m",
+            "The insurance covers half of the dental crown, so I pay 225 euros.",
+        );
+        let dentist = nb(
+            "a",
+            "The dentist said the crown costs 450 euros and takes two visits.",
+        );
+        let pan = nb(
+            "b",
+            "Anna's birthday is on June 14; she wants a cast-iron pan for her cooking.",
+        );
+        let mut paella = nb(
+            "c",
+            "Anna and I will cook paella with the new cast-iron pan on Saturday.",
+        );
+        paella.context = "Cooking paella with Anna.".into();
+        let link = |to: &Neighbour, about: &str| crate::prompts::ProposedLink {
+            to: to.id.clone(),
+            kind: "elaborates".into(),
+            reason: about.into(),
+            confidence: 0.8,
+        };
+        let mut le = LinkEvolve {
+            links: vec![
+                link(&dentist, "paella"),
+                link(&pan, "paella"),
+                link(&paella, "paella"),
+                link(&dentist, "the crown's cost"),
+            ],
+            ..LinkEvolve::default()
+        };
+        let shown = [dentist.clone(), pan.clone(), paella.clone()];
+        let v = vet(&mut le, &me, &shown, &|_| false);
+        let kept: Vec<(&NoteId, &str)> = le
+            .links
+            .iter()
+            .map(|l| (&l.to, l.reason.as_str()))
+            .collect();
+        assert_eq!(
+            kept,
+            [
+                (&dentist.id, "both mention crown, euros"),
+                (&dentist.id, "the crown's cost"),
+            ]
+        );
+        assert_eq!((v.links_reworded, v.links_dropped), (1, 2));
     }
 
     #[test]
