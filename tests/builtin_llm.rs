@@ -405,3 +405,115 @@ fn the_builtin_model_is_asked_whether_a_contradicting_note_replaces_the_older_on
         }
     }
 }
+
+/// A-Mem's whole loop with a real model that may evolve notes: Qwen2.5-Coder-1.5B on the
+/// full prompts (construction, links, evolution) over five related notes, one at a time.
+/// Every note is enriched; links and evolutions, whatever the model chose, passed `vet`
+/// and pass the quality check (each evolution's reason names something the two notes
+/// share). Where the model is not installed it says so and checks nothing.
+#[test]
+fn a_stronger_model_runs_the_whole_loop_and_what_it_keeps_passes_the_check() {
+    let Some(model) = kasten_llm::catalog::find_model("qwen2.5-coder-1.5b") else {
+        panic!("the catalog has no qwen2.5-coder-1.5b");
+    };
+    let Some(path) = kasten_llm::catalog::installed_path(&model, |k| std::env::var(k).ok()) else {
+        eprintln!(
+            "skipped: {} is not installed (`kasten llm install {}`)",
+            model.title, model.name
+        );
+        return;
+    };
+    let h = Home::with_builtin_llm();
+    let run = |args: &[&str]| {
+        let out = h
+            .cmd(args)
+            .env("KASTEN_LLM_PROVIDER", "local")
+            .env("KASTEN_LLM_MODEL_PATH", &path)
+            .env("KASTEN_LLM_PROFILE", "full")
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run kasten: {e}"));
+        assert!(
+            out.status.success(),
+            "kasten {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.stdout
+    };
+    let notes = [
+        "Maya joined the climbing gym downtown in March.",
+        "Maya's birthday is on 3 June; she wants a climbing harness.",
+        "Maya sprained her ankle bouldering and cannot climb for six weeks.",
+        "Maya switched from climbing to swimming while her ankle heals.",
+        "Bought Maya a swimming cap instead of the harness for her birthday.",
+    ];
+    for text in notes {
+        run(&["add", text]);
+        run(&["enrich"]);
+    }
+    let ids = h.all_ids();
+    assert_eq!(ids.len(), notes.len());
+    for id in &ids {
+        enriched(&h, id);
+    }
+    // the full prompts ran: construction for every note, links and evolution for each
+    // note that had older ones
+    let events: Value =
+        serde_json::from_slice(&run(&["--json", "events", "--limit", "50"])).unwrap_or(Value::Null);
+    let enrichments: Vec<&Value> = events["events"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["kind"] == "enrich")
+        .collect();
+    assert_eq!(enrichments.len(), notes.len(), "{events:#}");
+    for e in &enrichments {
+        assert_eq!(
+            e["prompt_version"].as_str(),
+            Some(kasten_core::prompts::PROMPT_VERSION),
+            "{e:#}"
+        );
+    }
+    let two_calls = enrichments
+        .iter()
+        .filter(|e| e["llm_calls"].as_u64() == Some(2))
+        .count();
+    assert_eq!(two_calls, notes.len() - 1, "{events:#}");
+    // what it kept passes the check
+    let out = h
+        .cmd(&["--json", "quality"])
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run kasten quality: {e}"));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    assert!(out.status.success(), "{report:#}");
+    assert_eq!(report["passed"].as_bool(), Some(true), "{report:#}");
+    assert_eq!(
+        report["evolutions_naming_shared"], report["evolutions_with_source"],
+        "{report:#}"
+    );
+    let applied: Value = serde_json::from_slice(&run(&[
+        "--json",
+        "proposals",
+        "--status",
+        "applied",
+        "--limit",
+        "200",
+    ]))
+    .unwrap_or(Value::Null);
+    let items = applied["items"].as_array().cloned().unwrap_or_default();
+    let links = items.iter().filter(|i| i["kind"] == "link").count();
+    let evolutions: Vec<&Value> = items
+        .iter()
+        .filter(|i| i["kind"] == "edit" && i["label"] == "evolution")
+        .collect();
+    for e in &evolutions {
+        assert!(
+            !e["reason"].as_str().unwrap_or_default().trim().is_empty(),
+            "{e:#}"
+        );
+    }
+    eprintln!(
+        "{}: {links} links, {} evolutions, quality check passed",
+        model.title,
+        evolutions.len()
+    );
+}
