@@ -358,9 +358,9 @@ const LINK_EVOLVE_JSON_TOKENS: usize =
 /// (what [`crate::quality::check`] would flag is never written): a link whose reason uses
 /// the prompt's words or names nothing both notes share gets a plain reason naming what
 /// they share ("both mention …"), or is dropped when they share nothing but `common`
-/// terms; an update of a note beyond the
-/// nearest [`EVOLVE_SHOWN`], and an operation whose reason uses the prompt's words or names
-/// nothing the two notes share (before and after the update), are dropped; so is a tag
+/// terms; an update of a note beyond the nearest [`EVOLVE_SHOWN`], and an operation whose
+/// reason uses the prompt's words or names nothing the two notes share (before and after
+/// the update), are dropped; so is a tag
 /// operation on the new note whose reason uses the prompt's words, and any operation that
 /// would write them (a tag "n1", seen from the 0.5B). Says what it changed
 /// (what it dropped is also added to `le.dropped`). A reason the schema's length cut mid-sentence
