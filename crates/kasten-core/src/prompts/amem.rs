@@ -354,6 +354,11 @@ const LINK_EVOLVE_FREE_CHARS: usize = MAX_LINKS * AMEM_ABOUT_CHARS
 const LINK_EVOLVE_JSON_TOKENS: usize =
     80 + 60 * (MAX_LINKS + MAX_UPDATES + MAX_UPDATES * MAX_OPS + MAX_NOTE_TAG_OPS);
 
+/// What a reason may name of a note: its content, context and keywords.
+fn own_words(n: &Neighbour) -> String {
+    format!("{} {} {}", n.content, n.context, n.keywords.join(" "))
+}
+
 /// Holds a link-and-evolve answer to the quality check's rules before anything is stored
 /// (what [`crate::quality::check`] would flag is never written): a link whose reason uses
 /// the prompt's words or names nothing both notes share gets a plain reason naming what
@@ -387,15 +392,13 @@ pub fn vet(
     {
         op.reason = tidy_cut(&op.reason, AMEM_ABOUT_CHARS, cjk_ok);
     }
-    let by = format!("{} {} {}", me.content, me.context, me.keywords.join(" "));
+    let by = own_words(me);
     le.links.retain_mut(|l| {
         let target = shown.iter().find(|n| n.id == l.to);
         // an `about` one note alone names ("paella" on links from a note on a dental
         // crown to four notes, seen from the 1.5B) explains nothing
-        let unshared = target.is_some_and(|n| {
-            let of_n = format!("{} {} {}", n.content, n.context, n.keywords.join(" "));
-            !names_something_shared(&tok, &l.reason, &by, &of_n)
-        });
+        let unshared =
+            target.is_some_and(|n| !names_something_shared(&tok, &l.reason, &by, &own_words(n)));
         if !unshared && !contains_prompt_text(&l.reason, &me.content) {
             return true;
         }
@@ -432,7 +435,7 @@ pub fn vet(
         for op in &u.ops {
             op.apply(&mut keywords, &mut tags, &mut context);
         }
-        let before = format!("{} {} {}", n.content, n.context, n.keywords.join(" "));
+        let before = own_words(n);
         let after = format!("{} {} {}", n.content, context, keywords.join(" "));
         let ops = u.ops.len();
         u.ops.retain(|op| {
