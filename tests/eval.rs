@@ -339,6 +339,11 @@ fn with_an_llm_notes_are_enriched_and_questions_answered_and_scored() {
         ablated["samples"][0]["ingest"]["cached"], false,
         "{ablated:#}"
     );
+    // without evolution the link prompt asks for links alone: its own prompt version
+    assert_eq!(
+        ablated["llm"]["prompt_version"],
+        kasten_core::prompts::LINKS_PROMPT_VERSION
+    );
     let ablated_in = ablated["tokens"]["ingest_llm"]["in"].as_u64().unwrap_or(0);
     let full_in = r["tokens"]["ingest_llm"]["in"].as_u64().unwrap_or(0);
     assert!(
@@ -523,6 +528,11 @@ fn ablations_are_reported_side_by_side_with_the_full_system() {
     }
     assert_eq!(rows[0]["recall_at_k"], r["recall_at_k"]);
     assert_eq!(rows[2]["steps"], "no-links");
+    // without evolution nothing is written for it (the fake fills every array it may)
+    assert!(
+        num(&rows[3]["tokens_per_note"]) < num(&rows[0]["tokens_per_note"]),
+        "{r:#}"
+    );
     assert!(num(&rows[0]["tokens_per_note"]) > 0.0, "{r:#}");
     assert_eq!(num(&rows[4]["tokens_per_note"]), 0.0, "{r:#}");
     // the flag runs only with an LLM, and not with a single ablation

@@ -27,6 +27,11 @@ use crate::states::LinkKind;
 /// share is reworded to what they share, or dropped.
 pub const PROMPT_VERSION: &str = "amem-v9";
 
+/// Recorded on events enriched with A-Mem's prompts without evolution ([`link_only`]: the
+/// link prompt asks for links alone); part of the eval cache key. Follows
+/// [`PROMPT_VERSION`]: the same construction, neighbours, link schema and [`vet`].
+pub const LINKS_PROMPT_VERSION: &str = "amem-v9-links";
+
 /// Link kinds the LLM may choose from.
 pub const LINK_KINDS: &[LinkKind] = LinkKind::FOR_LLM;
 
@@ -128,7 +133,7 @@ mod parse;
 mod replace;
 
 pub use amem::{
-    Construction, EVOLVE_SHOWN, Handles, Neighbour, Vetted, construct, link_evolve, vet,
+    Construction, EVOLVE_SHOWN, Handles, Neighbour, Vetted, construct, link_evolve, link_only, vet,
 };
 pub use guided::{
     GUIDED_MIN_CONFIDENCE, GUIDED_PROMPT_VERSION, construct_guided, guided_candidates, link_guided,

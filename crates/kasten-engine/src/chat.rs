@@ -226,7 +226,7 @@ impl Engine {
 
         let llm = self.llm_client().ok_or(EngineError::NoLlm)?;
         let links = self.links_among(&shown).await?;
-        let small = self.pipeline.profile == crate::ModelProfile::Small;
+        let small = self.pipeline.profile.guided();
         // a replaced note is marked with what replaced it, by its number when shown too
         let replaced: Vec<Option<ShownReplaced>> = replaced_by
             .iter()

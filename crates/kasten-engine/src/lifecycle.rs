@@ -360,7 +360,7 @@ impl Engine {
         let small = self
             .llm
             .as_ref()
-            .map(|llm| self.pipeline.profile.resolve(llm) == crate::ModelProfile::Small);
+            .map(|llm| self.pipeline.profile.resolve(llm).guided());
         FollowLinks::from_u8(self.follow_links.load(std::sync::atomic::Ordering::Relaxed))
             .resolve(small)
     }

@@ -284,7 +284,8 @@ impl Engine {
         let mut usage = Usage::default();
         let mut calls = 0u32;
 
-        let small = self.pipeline.profile.resolve(llm) == ModelProfile::Small;
+        let profile = self.pipeline.profile.resolve(llm);
+        let small = profile.guided();
 
         // 1. construct
         let t0 = Instant::now();
@@ -331,7 +332,9 @@ impl Engine {
         } else {
             prompts::construct(&note.content, &note.created_at.to_rfc3339())
         };
-        let steps = self.pipeline.steps;
+        let mut steps = self.pipeline.steps;
+        // a profile without evolution is not asked for it
+        steps.evolution &= profile.evolves();
         let mut c = if steps.construction {
             let validate = |v: &serde_json::Value| Construction::from_value(v).map(|_| ());
             let resp: StructuredResponse = self
@@ -387,8 +390,9 @@ impl Engine {
         // 4. link + evolve
         let t2 = Instant::now();
         let mut le = LinkEvolve::default();
-        // the guided prompt only proposes links: without them it has nothing to ask
-        let asks = steps.links || (steps.evolution && !small);
+        // the guided prompt only proposes links: without them it has nothing to ask (and a
+        // small model's profile has no evolution)
+        let asks = steps.links || steps.evolution;
         if !neighbours.is_empty() && asks {
             let handles = Handles::new(neighbours.iter().map(|n| n.id.clone()));
             let shown: Vec<Neighbour> = neighbours
@@ -419,9 +423,14 @@ impl Engine {
                 let is_common = |t: &str| common.contains(&t.to_lowercase());
                 prompts::link_guided(&me, &shown, &handles, &is_common)
                     .map(|p| (p, LinkEvolve::from_guided as Parse))
-            } else {
+            } else if steps.evolution {
                 Some((
                     prompts::link_evolve(&me, &shown, &handles),
+                    LinkEvolve::from_value as Parse,
+                ))
+            } else {
+                Some((
+                    prompts::link_only(&me, &shown, &handles),
                     LinkEvolve::from_value as Parse,
                 ))
             };
@@ -609,12 +618,7 @@ impl Engine {
             tier: c.tier.map(|t| t.as_str().to_owned()),
             embed_model: self.embedder.model_id().to_owned(),
             llm_model: llm.config().model.clone(),
-            prompt_version: if small {
-                prompts::GUIDED_PROMPT_VERSION
-            } else {
-                prompts::PROMPT_VERSION
-            }
-            .to_owned(),
+            prompt_version: profile.prompt_version(steps).to_owned(),
             tokens_in: u64::from(usage.prompt_tokens),
             tokens_out: u64::from(usage.completion_tokens),
             tokens_estimated: usage.estimated,

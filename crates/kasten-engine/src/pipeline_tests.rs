@@ -535,6 +535,12 @@ async fn each_step_can_be_switched_off_for_an_ablation() {
             steps.evolution,
             "{label}: {evolved} evolutions"
         );
+        // without evolution the link prompt asks for links alone
+        let asked_to_evolve = fake
+            .requests()
+            .iter()
+            .any(|r| r.body.to_string().contains("\"link_and_evolve\""));
+        assert_eq!(asked_to_evolve, steps.evolution, "{label}");
         // with links and evolution off, the link/evolve call is never made (the questions
         // about contradicting pairs the fake's links raise are counted apart)
         let calls = fake

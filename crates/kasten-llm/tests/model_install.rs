@@ -166,6 +166,7 @@ async fn test_model(server: &Arc<Server>) -> CatalogModel {
         author: "the test".into(),
         about: "a test".into(),
         default: false,
+        full_prompts: false,
         evolution: false,
         parts,
     }

@@ -395,8 +395,9 @@ export const en = {
   // LLM panel
   "llm.title": "LLM in use",
   "llm.does": " · does {steps}",
-  // the engine's two pipeline profiles (kasten_engine::pipeline steps()), worded here
+  // the engine's three pipeline profiles (kasten_engine::pipeline steps()), worded here
   "llm.stepsFull": "construction, links and evolution",
+  "llm.stepsLinks": "construction and links; no evolution (this model's rewrites of older notes are not asked for)",
   "llm.stepsSmall": "construction (guided) and links; no evolution (a small model's rewrites of older notes are not kept)",
   "llm.builtinNote":
     "The built-in model is small enough to run on this computer without set-up: it writes keywords and contexts from the note and links notes, but does not rewrite older notes (evolution), and its answers quote a note rather than reason over several. A bigger model does both: download a stronger built-in model under Models, start Ollama, LM Studio or llama-server and pick it below, or use a GGUF file you have.",

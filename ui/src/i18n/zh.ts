@@ -372,6 +372,7 @@ export const zh: Dict = {
   "llm.title": "正在使用的 LLM",
   "llm.does": " · 负责 {steps}",
   "llm.stepsFull": "构建、链接和演化",
+  "llm.stepsLinks": "构建和链接；不做演化（不请这个模型改写旧笔记）",
   "llm.stepsSmall": "构建（引导式）和链接；不做演化（小模型对旧笔记的改写不会保留）",
   "llm.builtinNote":
     "内置模型足够小，无需设置即可在这台电脑上运行：它从笔记中提取关键词和上下文并链接笔记，但不改写旧笔记（演化），回答时引用一条笔记而不是综合多条笔记推理。更大的模型两者都能做到：在“模型”中下载更强的内置模型，启动 Ollama、LM Studio 或 llama-server 后在下面选择它，或使用你已有的 GGUF 文件。",

@@ -206,6 +206,24 @@ const AMEM_ABOUT_CHARS: usize = 40;
 /// their content. The new note shows its tags and context, not its keywords (taken from
 /// its own text, shown just above).
 pub fn link_evolve(note: &Neighbour, neighbours: &[Neighbour], handles: &Handles) -> Prompt {
+    link_prompt(note, neighbours, handles, true)
+}
+
+/// Prompt 2 without evolution ([`LINKS_PROMPT_VERSION`]): the same note and neighbours,
+/// shown as [`link_evolve`] shows them, and only the links asked for; nothing in it asks
+/// for, or lets the model write, an update of an older note or of the new note's tags. For
+/// a model that runs A-Mem's prompts without evolution (the profile `links`), which then
+/// writes none of the tokens an evolution would take.
+pub fn link_only(note: &Neighbour, neighbours: &[Neighbour], handles: &Handles) -> Prompt {
+    link_prompt(note, neighbours, handles, false)
+}
+
+fn link_prompt(
+    note: &Neighbour,
+    neighbours: &[Neighbour],
+    handles: &Handles,
+    evolve: bool,
+) -> Prompt {
     let date = |t: &Option<String>| t.as_deref().map(|t| format!(" ({t})")).unwrap_or_default();
     let mut shown = String::new();
     for (i, n) in neighbours.iter().enumerate() {
@@ -232,12 +250,19 @@ pub fn link_evolve(note: &Neighbour, neighbours: &[Neighbour], handles: &Handles
     }
     let evolvable = neighbours.len().min(EVOLVE_SHOWN);
     let last = Handles::handle(evolvable.saturating_sub(1));
+    let evolution = if evolve {
+        format!(
+            "updates: only N1-{last}, only where the new note changes how an older note should be \
+             understood: add/remove a tag or keyword it has, or set_context. What you do not name stays.\n\
+             note_tags: add/remove the new note's own tags if the related notes show better ones.\n"
+        )
+    } else {
+        String::new()
+    };
     let user = format!(
         "New note{}:\n{}\nt: {} | c: {}\n\nRelated notes, nearest first (k keywords, t tags, c context):\n{shown}\n\
          links: related notes to link to (kind: {}; confidence 0-1).\n\
-         updates: only N1-{last}, only where the new note changes how an older note should be \
-         understood: add/remove a tag or keyword it has, or set_context. What you do not name stays.\n\
-         note_tags: add/remove the new note's own tags if the related notes show better ones.\n\
+         {evolution}\
          about: in 3-6 words, the thing, place, plan or event both notes are about \
          (a name alone is not enough). Use only the handles above.",
         date(&note.time),
@@ -288,27 +313,49 @@ pub fn link_evolve(note: &Neighbour, neighbours: &[Neighbour], handles: &Handles
             }
         ]}
     });
+    let links = json!({
+        "type": "array",
+        "maxItems": hs.len().min(MAX_LINKS),
+        "items": {
+            "type": "object",
+            "properties": {
+                "target": {"type": "string", "enum": hs},
+                "kind": {"type": "string", "enum": LINK_KINDS},
+                "about": about,
+                "confidence": {"type": "number", "minimum": 0, "maximum": 1}
+            },
+            "required": ["target", "kind", "about", "confidence"],
+            "additionalProperties": false
+        }
+    });
+    let texts: Vec<&str> = std::iter::once(note.content.as_str())
+        .chain(neighbours.iter().map(|n| n.content.as_str()))
+        .collect();
+    if !evolve {
+        return Prompt {
+            messages: system_and_user(SYSTEM, user),
+            schema_name: "links",
+            schema: json!({
+                "type": "object",
+                "properties": {"links": links},
+                "required": ["links"],
+                "additionalProperties": false
+            }),
+            max_tokens: budget(
+                &texts,
+                LINK_EVOLVE_MAX_TOKENS,
+                LINK_FREE_CHARS,
+                LINK_JSON_TOKENS,
+            ),
+        };
+    }
     Prompt {
         messages: system_and_user(SYSTEM, user),
         schema_name: "link_and_evolve",
         schema: json!({
             "type": "object",
             "properties": {
-                "links": {
-                    "type": "array",
-                    "maxItems": hs.len().min(MAX_LINKS),
-                    "items": {
-                        "type": "object",
-                        "properties": {
-                            "target": {"type": "string", "enum": hs},
-                            "kind": {"type": "string", "enum": LINK_KINDS},
-                            "about": about,
-                            "confidence": {"type": "number", "minimum": 0, "maximum": 1}
-                        },
-                        "required": ["target", "kind", "about", "confidence"],
-                        "additionalProperties": false
-                    }
-                },
+                "links": links,
                 "updates": {
                     "type": "array",
                     "maxItems": evolvable.min(MAX_UPDATES),
@@ -332,15 +379,18 @@ pub fn link_evolve(note: &Neighbour, neighbours: &[Neighbour], handles: &Handles
             "additionalProperties": false
         }),
         max_tokens: budget(
-            &std::iter::once(note.content.as_str())
-                .chain(neighbours.iter().map(|n| n.content.as_str()))
-                .collect::<Vec<_>>(),
+            &texts,
             LINK_EVOLVE_MAX_TOKENS,
             LINK_EVOLVE_FREE_CHARS,
             LINK_EVOLVE_JSON_TOKENS,
         ),
     }
 }
+
+/// Characters a links-only answer may write (each link's `about`), and the tokens of its
+/// JSON besides them (counted as [`LINK_EVOLVE_JSON_TOKENS`] counts them).
+const LINK_FREE_CHARS: usize = MAX_LINKS * AMEM_ABOUT_CHARS;
+const LINK_JSON_TOKENS: usize = 80 + 60 * MAX_LINKS;
 
 /// Characters a link-and-evolve answer may write: each link's `about`; on each updated
 /// note, operations writing a context (the longest) and their `about`s; the new note's tag
@@ -616,6 +666,14 @@ mod tests {
             cjk_tokens(&longest),
             p.max_tokens
         );
+        let links_only = json!({"links": longest["links"]});
+        let p = link_only(&me, &ns, &h);
+        assert!(
+            cjk_tokens(&links_only) <= p.max_tokens as usize,
+            "{} tokens, budget {}",
+            cjk_tokens(&links_only),
+            p.max_tokens
+        );
         let en: Vec<Neighbour> = ns
             .iter()
             .map(|n| nb(&n.id.to_string(), "Wrote books."))
@@ -625,6 +683,46 @@ mod tests {
             link_evolve(&me_en, &en, &h).max_tokens,
             LINK_EVOLVE_MAX_TOKENS
         );
+    }
+
+    #[test]
+    fn without_evolution_the_link_prompt_asks_for_links_alone() {
+        let mut ns: Vec<Neighbour> = (0..5)
+            .map(|i| nb(&format!("n{i}"), &format!("Lisbon trip, plan {i}.")))
+            .collect();
+        ns[0].keywords = vec!["lisbon".into()];
+        ns[0].context = "Planning the Lisbon trip in May.".into();
+        let h = Handles::new(ns.iter().map(|n| n.id.clone()));
+        let me = nb("m", "The Lisbon trip moved to June.");
+        let both = link_evolve(&me, &ns, &h);
+        let only = link_only(&me, &ns, &h);
+        let user = |p: &Prompt| p.messages.last().map(|m| m.content.clone()).unwrap();
+        // the same note and neighbours, shown the same way
+        let listing = |t: &str| t[..t.find("links:").unwrap()].to_owned();
+        assert_eq!(listing(&user(&only)), listing(&user(&both)));
+        assert!(user(&only).contains("Planning the Lisbon trip in May."));
+        // nothing asks for an update, and the schema has no place for one
+        for word in ["updates", "note_tags", "set_context"] {
+            assert!(user(&both).contains(word), "{word}");
+            assert!(!user(&only).contains(word), "{word}: {}", user(&only));
+        }
+        assert_eq!(only.schema["required"], json!(["links"]));
+        let keys: Vec<&String> = only.schema["properties"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .collect();
+        assert_eq!(keys, ["links"]);
+        assert_eq!(
+            only.schema["properties"]["links"],
+            both.schema["properties"]["links"]
+        );
+        assert_ne!(only.schema_name, both.schema_name);
+        // an answer to it reads as a link-and-evolve answer without operations
+        let answer = json!({"links": [{"target": "N1", "kind": "follows", "about": "the Lisbon trip", "confidence": 0.8}]});
+        let le = LinkEvolve::from_value(&answer, &h).unwrap();
+        assert_eq!(le.links.len(), 1);
+        assert!(le.updates.is_empty() && le.note_tags.is_empty());
     }
 
     #[test]

@@ -115,14 +115,18 @@ impl Default for PipelineOptions {
 ///   memory's tags and a general list, a short context; at most three links, each to a
 ///   neighbour sharing a term and named by it; **no evolution** (a small model's rewrites
 ///   of other notes were junk).
-/// - `auto`: for a model of the catalog, what its quality check decided (`full` only for
-///   one whose evolutions passed it; none so far); for another GGUF file, `small` under
-///   1.5 GB and `full` above; `full` for servers.
+/// - `links`: A-Mem's prompts for construction and links, **no evolution**: the link
+///   prompt asks for links alone, so no tokens go to operations that would not be kept.
+/// - `auto`: for a model of the catalog, what its measurements decided (its `prompts` and
+///   `evolution`: `full` for one whose evolutions earned their place, none so far; `links`
+///   for one that writes A-Mem's annotations and links well; else `small`); for another
+///   GGUF file, `small` under 1.5 GB and `full` above; `full` for servers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ModelProfile {
     Auto,
     Full,
+    Links,
     Small,
 }
 
@@ -131,6 +135,7 @@ impl ModelProfile {
         match s.trim().to_ascii_lowercase().as_str() {
             "auto" => Some(Self::Auto),
             "full" => Some(Self::Full),
+            "links" => Some(Self::Links),
             "small" => Some(Self::Small),
             _ => None,
         }
@@ -143,7 +148,11 @@ impl ModelProfile {
                 Some(local) => {
                     let path = &local.options().path;
                     if let Some(m) = kasten_llm::catalog::model_of_file(path) {
-                        return if m.evolution { Self::Full } else { Self::Small };
+                        return match (m.full_prompts, m.evolution) {
+                            (true, true) => Self::Full,
+                            (true, false) => Self::Links,
+                            (false, _) => Self::Small,
+                        };
                     }
                     let size = std::fs::metadata(path).map_or(0, |m| m.len());
                     if size < 1_500_000_000 {
@@ -164,7 +173,33 @@ impl ModelProfile {
             Self::Small => {
                 "construction (guided) and links; no evolution (a small model's rewrites of older notes are not kept)"
             }
+            Self::Links => {
+                "construction and links; no evolution (this model's rewrites of older notes are not asked for)"
+            }
             _ => "construction, links and evolution",
+        }
+    }
+
+    /// Whether the model gets the guided prompts of a small model (resolved first).
+    pub fn guided(self) -> bool {
+        self == Self::Small
+    }
+
+    /// Whether this profile (resolved first) runs evolution: only `full`.
+    pub fn evolves(self) -> bool {
+        matches!(self, Self::Full | Self::Auto)
+    }
+
+    /// The version of the prompts a note enriched under this profile (resolved first) with
+    /// `steps` is recorded with: the guided prompts, A-Mem's with evolution, or A-Mem's
+    /// asking for links alone (a profile without evolution, or the steps without it).
+    pub fn prompt_version(self, steps: Steps) -> &'static str {
+        if self.guided() {
+            kasten_core::prompts::GUIDED_PROMPT_VERSION
+        } else if steps.evolution && self.evolves() {
+            kasten_core::prompts::PROMPT_VERSION
+        } else {
+            kasten_core::prompts::LINKS_PROMPT_VERSION
         }
     }
 }
@@ -208,3 +243,50 @@ pub struct RunSummary {
 
 /// The setting key for the review policy.
 pub(crate) const POLICY_SETTING: &str = "policy";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kasten_core::prompts::{GUIDED_PROMPT_VERSION, LINKS_PROMPT_VERSION, PROMPT_VERSION};
+
+    #[test]
+    fn each_profile_is_named_runs_its_steps_and_records_its_prompts() {
+        let all = Steps::default();
+        let no_evolution = Steps {
+            evolution: false,
+            ..all
+        };
+        for (name, p, evolves, version) in [
+            ("full", ModelProfile::Full, true, PROMPT_VERSION),
+            ("links", ModelProfile::Links, false, LINKS_PROMPT_VERSION),
+            ("small", ModelProfile::Small, false, GUIDED_PROMPT_VERSION),
+        ] {
+            assert_eq!(ModelProfile::parse(name), Some(p));
+            assert_eq!(serde_json::to_value(p).ok(), Some(serde_json::json!(name)));
+            assert_eq!(p.evolves(), evolves, "{name}");
+            assert_eq!(p.guided(), name == "small", "{name}");
+            assert_eq!(p.steps().contains("no evolution"), !evolves, "{name}");
+            assert_eq!(p.prompt_version(all), version, "{name}");
+        }
+        // the full profile's ablation without evolution asks for links alone
+        assert_eq!(
+            ModelProfile::Full.prompt_version(no_evolution),
+            LINKS_PROMPT_VERSION
+        );
+        assert_eq!(
+            ModelProfile::Small.prompt_version(no_evolution),
+            GUIDED_PROMPT_VERSION
+        );
+    }
+
+    /// The app shows a profile's steps in the user's language by looking up the engine's
+    /// English words in its dictionary: every profile's words must be there.
+    #[test]
+    fn the_app_can_translate_every_profiles_steps() {
+        let en = include_str!("../../../../ui/src/i18n/en.ts");
+        for p in [ModelProfile::Full, ModelProfile::Links, ModelProfile::Small] {
+            let quoted = format!("\"{}\"", p.steps());
+            assert!(en.contains(&quoted), "{quoted} is not in ui/src/i18n/en.ts");
+        }
+    }
+}

@@ -128,7 +128,7 @@ const REGISTRY: [Setting; 20] = [
     ),
     setting(
         "llm.profile",
-        "auto | full | small (what the model is trusted to do)",
+        "auto | full | links | small (what the model is trusted to do)",
         Some("KASTEN_LLM_PROFILE"),
         Rule::Profile,
         || json!("auto"),

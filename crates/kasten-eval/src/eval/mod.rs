@@ -201,9 +201,11 @@ pub async fn run(cmd: &EvalCommand, json_out: bool, shell: &dyn Shell) -> Result
         let choice = kasten_engine::LlmSettings::combine(&env, &json!({})).choose(&env);
         match (&choice.client, &choice.problem) {
             (Some(c), _) => {
-                if choice.profile == kasten_engine::ModelProfile::Small {
-                    prompt_version = kasten_core::prompts::GUIDED_PROMPT_VERSION;
-                }
+                prompt_version = choice.profile.prompt_version(kasten_engine::Steps {
+                    construction: !no_construction,
+                    links: !no_links,
+                    evolution: !no_evolution,
+                });
                 compact_json = c.local().is_some_and(|l| l.options().compact_json);
                 Some(c.config().clone())
             }
@@ -391,12 +393,18 @@ impl Sink<'_> {
 }
 
 /// The configurations `--ablations` runs besides the full system: each A-Mem step off,
-/// and no LLM at ingest. A small model's guided prompts make no evolution, so for it
-/// "no evolution" is the full system and is not run again.
+/// and no LLM at ingest. "No evolution" runs only where the full system evolves (A-Mem's
+/// prompts with evolution; it then asks for links alone): for a profile without evolution
+/// it is the full system and is not run again.
 fn ablation_modes(full: &Mode) -> Vec<(&'static str, Mode)> {
-    let with = |construction, links, evolution| Mode {
+    let evolves = full.prompt_version == kasten_core::prompts::PROMPT_VERSION;
+    let with = |construction, links, evolution: bool| Mode {
         llm: full.llm.clone(),
-        prompt_version: full.prompt_version,
+        prompt_version: if evolves && !evolution {
+            kasten_core::prompts::LINKS_PROMPT_VERSION
+        } else {
+            full.prompt_version
+        },
         compact_json: full.compact_json,
         steps: kasten_engine::Steps {
             construction,
@@ -411,7 +419,7 @@ fn ablation_modes(full: &Mode) -> Vec<(&'static str, Mode)> {
         ("no-construction", with(false, true, true)),
         ("no-links", with(true, false, true)),
     ];
-    if full.prompt_version != kasten_core::prompts::GUIDED_PROMPT_VERSION {
+    if evolves {
         out.push(("no-evolution", with(true, true, false)));
     }
     // the memory without an LLM; when answering, the same model answers from it, so the

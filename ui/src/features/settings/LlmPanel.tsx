@@ -102,9 +102,11 @@ export default function LlmPanel() {
   const { o, error, busy, reload, pick } = useLlmOverview();
   const [path, setPath] = useState("");
   const { t } = useT();
-  // the engine words its profile's steps in English: the two it has are in the dictionary
-  const stepsText = (steps: string) =>
-    steps === en["llm.stepsFull"] ? t("llm.stepsFull") : steps === en["llm.stepsSmall"] ? t("llm.stepsSmall") : steps;
+  // the engine words its profile's steps in English: the three it has are in the dictionary
+  const stepsText = (steps: string) => {
+    const key = (["llm.stepsFull", "llm.stepsLinks", "llm.stepsSmall"] as const).find((k) => en[k] === steps);
+    return key ? t(key) : steps;
+  };
   return (
     <section className="card" style={{ maxWidth: 720 }} data-testid="llm-panel">
       <h3 style={{ marginTop: 0, fontSize: 14 }}>{t("llm.title")}</h3>
