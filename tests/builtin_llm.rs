@@ -338,8 +338,14 @@ fn the_model_catalog_lists_installs_and_uses_builtin_models() {
         "{v:#}"
     );
     assert_eq!(v["in_use"]["model_path"].as_str(), file.to_str());
-    // the catalog's models run without evolution: their quality checks decided it
-    assert_eq!(v["in_use"]["profile"], "small", "{v:#}");
+    // the 1.5B runs A-Mem's prompts without evolution: its measurements decided it
+    assert_eq!(v["in_use"]["profile"], "links", "{v:#}");
+    assert!(
+        v["in_use"]["steps"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("construction and links; no evolution")),
+        "{v:#}"
+    );
     let cfg = json_of(&["--json", "config"]);
     assert_eq!(cfg["llm"]["model_path"].as_str(), file.to_str(), "{cfg:#}");
     let out = with_home(&["llm", "builtin"]);

