@@ -350,6 +350,43 @@ fn with_an_llm_notes_are_enriched_and_questions_answered_and_scored() {
         ablated_in > 0 && ablated_in < full_in,
         "construction only reads less: {ablated_in} vs {full_in}"
     );
+
+    // A-Mem's prompts without evolution (the profile `links`) are the run without
+    // evolution: the same steps, the same memory in the cache
+    let args = [
+        "--json",
+        "eval",
+        "locomo",
+        &f,
+        "--cache",
+        &c,
+        "-k",
+        "3",
+        "--samples",
+        "conv-a",
+    ];
+    let mut without = args.to_vec();
+    without.push("--no-evolution");
+    let without = h.json(&without[1..]);
+    assert_eq!(without["llm"]["steps"], "no-evolution", "{without:#}");
+    assert_eq!(without["samples"][0]["ingest"]["cached"], false);
+    let out = h
+        .cmd(&args)
+        .env("KASTEN_LLM_PROFILE", "links")
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let links: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    assert_eq!(links["llm"]["steps"], "no-evolution", "{links:#}");
+    assert_eq!(
+        links["llm"]["prompt_version"],
+        kasten_core::prompts::LINKS_PROMPT_VERSION
+    );
+    assert_eq!(links["samples"][0]["ingest"]["cached"], true, "{links:#}");
 }
 
 /// `--no-enrich`: the LLM only answers, from the memory `--no-llm` builds (the same cached

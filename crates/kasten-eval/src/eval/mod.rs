@@ -194,6 +194,11 @@ pub async fn run(cmd: &EvalCommand, json_out: bool, shell: &dyn Shell) -> Result
     // (each sample is a memory of its own, with no stored settings)
     let mut prompt_version = kasten_core::prompts::PROMPT_VERSION;
     let mut compact_json = false;
+    let mut steps = kasten_engine::Steps {
+        construction: !no_construction,
+        links: !no_links,
+        evolution: !no_evolution,
+    };
     let llm = if *no_llm {
         None
     } else {
@@ -201,11 +206,13 @@ pub async fn run(cmd: &EvalCommand, json_out: bool, shell: &dyn Shell) -> Result
         let choice = kasten_engine::LlmSettings::combine(&env, &json!({})).choose(&env);
         match (&choice.client, &choice.problem) {
             (Some(c), _) => {
-                prompt_version = choice.profile.prompt_version(kasten_engine::Steps {
-                    construction: !no_construction,
-                    links: !no_links,
-                    evolution: !no_evolution,
-                });
+                // A-Mem's prompts without evolution are the full profile's run without it:
+                // the same steps, the same memory in the cache (a small model's guided
+                // prompts keep their own steps' name, "full")
+                if !choice.profile.guided() && !choice.profile.evolves() {
+                    steps.evolution = false;
+                }
+                prompt_version = choice.profile.prompt_version(steps);
                 compact_json = c.local().is_some_and(|l| l.options().compact_json);
                 Some(c.config().clone())
             }
@@ -221,11 +228,7 @@ pub async fn run(cmd: &EvalCommand, json_out: bool, shell: &dyn Shell) -> Result
         llm,
         prompt_version,
         compact_json,
-        steps: kasten_engine::Steps {
-            construction: !no_construction,
-            links: !no_links,
-            evolution: !no_evolution,
-        },
+        steps,
         answer: *answer,
         enrich: !no_enrich,
         held_out: *held_out,
