@@ -298,17 +298,22 @@ fn with_an_llm_notes_are_enriched_and_questions_answered_and_scored() {
     assert_eq!(r["questions"]["scored"], 4);
     let plain = eval(&h, &file, &cache, &["-k", "3", "--samples", "conv-a"]);
     assert_eq!(plain["samples"][0]["ingest"]["cached"], false, "{plain:#}");
-    let again = h.json(&[
-        "eval",
-        "locomo",
-        &f,
-        "--cache",
-        &c,
-        "-k",
-        "3",
-        "--samples",
-        "conv-a",
-    ]);
+    // the same conversation with the LLM, `extra` flags after it
+    let conv_a = |extra: &[&'static str]| {
+        let mut a: Vec<String> = ["eval", "locomo", &f, "--cache", &c, "-k", "3"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        a.extend(
+            ["--samples", "conv-a"]
+                .iter()
+                .chain(extra)
+                .map(|s| s.to_string()),
+        );
+        a
+    };
+    let json_of = |args: Vec<String>| h.json(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let again = json_of(conv_a(&[]));
     assert_eq!(again["samples"][0]["ingest"]["cached"], true, "{again:#}");
     assert_eq!(again["tokens"]["ingest_llm"], r["tokens"]["ingest_llm"]);
     assert_eq!(r["llm"]["steps"], "full");
@@ -318,19 +323,7 @@ fn with_an_llm_notes_are_enriched_and_questions_answered_and_scored() {
     );
 
     // an ablation is a memory of its own: not the full system's cache, and its step skipped
-    let ablated = h.json(&[
-        "eval",
-        "locomo",
-        &f,
-        "--cache",
-        &c,
-        "-k",
-        "3",
-        "--samples",
-        "conv-a",
-        "--no-links",
-        "--no-evolution",
-    ]);
+    let ablated = json_of(conv_a(&["--no-links", "--no-evolution"]));
     assert_eq!(
         ablated["llm"]["steps"], "no-links+no-evolution",
         "{ablated:#}"
@@ -353,25 +346,13 @@ fn with_an_llm_notes_are_enriched_and_questions_answered_and_scored() {
 
     // A-Mem's prompts without evolution (the profile `links`) are the run without
     // evolution: the same steps, the same memory in the cache
-    let args = [
-        "--json",
-        "eval",
-        "locomo",
-        &f,
-        "--cache",
-        &c,
-        "-k",
-        "3",
-        "--samples",
-        "conv-a",
-    ];
-    let mut without = args.to_vec();
-    without.push("--no-evolution");
-    let without = h.json(&without[1..]);
+    let without = json_of(conv_a(&["--no-evolution"]));
     assert_eq!(without["llm"]["steps"], "no-evolution", "{without:#}");
     assert_eq!(without["samples"][0]["ingest"]["cached"], false);
+    let mut args = vec!["--json".to_owned()];
+    args.extend(conv_a(&[]));
     let out = h
-        .cmd(&args)
+        .cmd(&args.iter().map(String::as_str).collect::<Vec<_>>())
         .env("KASTEN_LLM_PROFILE", "links")
         .output()
         .unwrap_or_else(|e| panic!("{e}"));
