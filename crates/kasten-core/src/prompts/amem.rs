@@ -273,46 +273,6 @@ fn link_prompt(
     );
     let hs = handles.all();
     let about = json!({"type": "string", "maxLength": AMEM_ABOUT_CHARS});
-    let tag_op = |ops: &[&str]| {
-        json!({
-            "type": "object",
-            "properties": {
-                "op": {"type": "string", "enum": ops},
-                "tag": {"type": "string", "maxLength": MAX_TERM_CHARS},
-                "about": about
-            },
-            "required": ["op", "tag", "about"],
-            "additionalProperties": false
-        })
-    };
-    let field_ops = json!({
-        "type": "array",
-        "minItems": 1,
-        "maxItems": MAX_OPS,
-        "items": {"anyOf": [
-            tag_op(&["remove_tag", "add_tag"]),
-            {
-                "type": "object",
-                "properties": {
-                    "op": {"type": "string", "enum": ["add_keyword", "remove_keyword"]},
-                    "keyword": {"type": "string", "maxLength": MAX_TERM_CHARS},
-                    "about": about
-                },
-                "required": ["op", "keyword", "about"],
-                "additionalProperties": false
-            },
-            {
-                "type": "object",
-                "properties": {
-                    "op": {"type": "string", "enum": ["set_context"]},
-                    "context": {"type": "string", "maxLength": MAX_CONTEXT_CHARS},
-                    "about": about
-                },
-                "required": ["op", "context", "about"],
-                "additionalProperties": false
-            }
-        ]}
-    });
     let links = json!({
         "type": "array",
         "maxItems": hs.len().min(MAX_LINKS),
@@ -331,28 +291,48 @@ fn link_prompt(
     let texts: Vec<&str> = std::iter::once(note.content.as_str())
         .chain(neighbours.iter().map(|n| n.content.as_str()))
         .collect();
-    if !evolve {
-        return Prompt {
-            messages: system_and_user(SYSTEM, user),
-            schema_name: "links",
-            schema: json!({
+    let (schema_name, schema, free_chars, json_tokens) = if evolve {
+        let tag_op = |ops: &[&str]| {
+            json!({
                 "type": "object",
-                "properties": {"links": links},
-                "required": ["links"],
+                "properties": {
+                    "op": {"type": "string", "enum": ops},
+                    "tag": {"type": "string", "maxLength": MAX_TERM_CHARS},
+                    "about": about
+                },
+                "required": ["op", "tag", "about"],
                 "additionalProperties": false
-            }),
-            max_tokens: budget(
-                &texts,
-                LINK_EVOLVE_MAX_TOKENS,
-                LINK_FREE_CHARS,
-                LINK_JSON_TOKENS,
-            ),
+            })
         };
-    }
-    Prompt {
-        messages: system_and_user(SYSTEM, user),
-        schema_name: "link_and_evolve",
-        schema: json!({
+        let field_ops = json!({
+            "type": "array",
+            "minItems": 1,
+            "maxItems": MAX_OPS,
+            "items": {"anyOf": [
+                tag_op(&["remove_tag", "add_tag"]),
+                {
+                    "type": "object",
+                    "properties": {
+                        "op": {"type": "string", "enum": ["add_keyword", "remove_keyword"]},
+                        "keyword": {"type": "string", "maxLength": MAX_TERM_CHARS},
+                        "about": about
+                    },
+                    "required": ["op", "keyword", "about"],
+                    "additionalProperties": false
+                },
+                {
+                    "type": "object",
+                    "properties": {
+                        "op": {"type": "string", "enum": ["set_context"]},
+                        "context": {"type": "string", "maxLength": MAX_CONTEXT_CHARS},
+                        "about": about
+                    },
+                    "required": ["op", "context", "about"],
+                    "additionalProperties": false
+                }
+            ]}
+        });
+        let schema = json!({
             "type": "object",
             "properties": {
                 "links": links,
@@ -377,13 +357,27 @@ fn link_prompt(
             },
             "required": ["links", "updates", "note_tags"],
             "additionalProperties": false
-        }),
-        max_tokens: budget(
-            &texts,
-            LINK_EVOLVE_MAX_TOKENS,
+        });
+        (
+            "link_and_evolve",
+            schema,
             LINK_EVOLVE_FREE_CHARS,
             LINK_EVOLVE_JSON_TOKENS,
-        ),
+        )
+    } else {
+        let schema = json!({
+            "type": "object",
+            "properties": {"links": links},
+            "required": ["links"],
+            "additionalProperties": false
+        });
+        ("links", schema, LINK_FREE_CHARS, LINK_JSON_TOKENS)
+    };
+    Prompt {
+        messages: system_and_user(SYSTEM, user),
+        schema_name,
+        schema,
+        max_tokens: budget(&texts, LINK_EVOLVE_MAX_TOKENS, free_chars, json_tokens),
     }
 }
 
@@ -395,14 +389,14 @@ const LINK_JSON_TOKENS: usize = 80 + 60 * MAX_LINKS;
 /// Characters a link-and-evolve answer may write: each link's `about`; on each updated
 /// note, operations writing a context (the longest) and their `about`s; the new note's tag
 /// operation with its tag and `about`.
-const LINK_EVOLVE_FREE_CHARS: usize = MAX_LINKS * AMEM_ABOUT_CHARS
+const LINK_EVOLVE_FREE_CHARS: usize = LINK_FREE_CHARS
     + MAX_UPDATES * MAX_OPS * (MAX_CONTEXT_CHARS + AMEM_ABOUT_CHARS)
     + MAX_NOTE_TAG_OPS * (MAX_TERM_CHARS + AMEM_ABOUT_CHARS);
 /// Tokens of its JSON besides them: the keys, handles, kinds and numbers of each object
 /// (a link, an update, an operation), up to ~60 characters each, counted as tokens (a
 /// cap, not a cost: only an answer that runs on uses it).
 const LINK_EVOLVE_JSON_TOKENS: usize =
-    80 + 60 * (MAX_LINKS + MAX_UPDATES + MAX_UPDATES * MAX_OPS + MAX_NOTE_TAG_OPS);
+    LINK_JSON_TOKENS + 60 * (MAX_UPDATES + MAX_UPDATES * MAX_OPS + MAX_NOTE_TAG_OPS);
 
 /// What a reason may name of a note: its content, context and keywords.
 fn own_words(n: &Neighbour) -> String {

@@ -117,7 +117,7 @@ impl Default for PipelineOptions {
 ///   of other notes were junk).
 /// - `links`: A-Mem's prompts for construction and links, **no evolution**: the link
 ///   prompt asks for links alone, so no tokens go to operations that would not be kept.
-/// - `auto`: for a model of the catalog, what its measurements decided (its `prompts` and
+/// - `auto`: for a model of the catalog, what its measurements decided (its `full_prompts` and
 ///   `evolution`: `full` for one whose evolutions earned their place, none so far; `links`
 ///   for one that writes A-Mem's annotations and links well; else `small`); for another
 ///   GGUF file, `small` under 1.5 GB and `full` above; `full` for servers.
