@@ -192,7 +192,7 @@ pub async fn run(cmd: &EvalCommand, json_out: bool, shell: &dyn Shell) -> Result
     let k = (*k).max(1);
     // the LLM every other command would use: the environment, else the built-in model
     // (each sample is a memory of its own, with no stored settings)
-    let mut prompt_version = kasten_core::prompts::PROMPT_VERSION;
+    let mut profile = kasten_engine::ModelProfile::Full;
     let mut compact_json = false;
     let mut steps = kasten_engine::Steps {
         construction: !no_construction,
@@ -209,10 +209,10 @@ pub async fn run(cmd: &EvalCommand, json_out: bool, shell: &dyn Shell) -> Result
                 // A-Mem's prompts without evolution are the full profile's run without it:
                 // the same steps, the same memory in the cache (a small model's guided
                 // prompts keep their own steps' name, "full")
-                if !choice.profile.guided() && !choice.profile.evolves() {
+                profile = choice.profile;
+                if !profile.guided() && !profile.evolves() {
                     steps.evolution = false;
                 }
-                prompt_version = choice.profile.prompt_version(steps);
                 compact_json = c.local().is_some_and(|l| l.options().compact_json);
                 Some(c.config().clone())
             }
@@ -226,7 +226,8 @@ pub async fn run(cmd: &EvalCommand, json_out: bool, shell: &dyn Shell) -> Result
     };
     let mode = Mode {
         llm,
-        prompt_version,
+        profile,
+        prompt_version: profile.prompt_version(steps),
         compact_json,
         steps,
         answer: *answer,
@@ -400,23 +401,23 @@ impl Sink<'_> {
 /// prompts with evolution; it then asks for links alone): for a profile without evolution
 /// it is the full system and is not run again.
 fn ablation_modes(full: &Mode) -> Vec<(&'static str, Mode)> {
-    let evolves = full.prompt_version == kasten_core::prompts::PROMPT_VERSION;
-    let with = |construction, links, evolution: bool| Mode {
-        llm: full.llm.clone(),
-        prompt_version: if evolves && !evolution {
-            kasten_core::prompts::LINKS_PROMPT_VERSION
-        } else {
-            full.prompt_version
-        },
-        compact_json: full.compact_json,
-        steps: kasten_engine::Steps {
+    let evolves = full.profile.evolves();
+    let with = |construction, links, evolution| {
+        let steps = kasten_engine::Steps {
             construction,
             links,
             evolution,
-        },
-        answer: full.answer,
-        enrich: true,
-        held_out: false,
+        };
+        Mode {
+            llm: full.llm.clone(),
+            profile: full.profile,
+            prompt_version: full.profile.prompt_version(steps),
+            compact_json: full.compact_json,
+            steps,
+            answer: full.answer,
+            enrich: true,
+            held_out: false,
+        }
     };
     let mut out = vec![
         ("no-construction", with(false, true, true)),
@@ -431,6 +432,7 @@ fn ablation_modes(full: &Mode) -> Vec<(&'static str, Mode)> {
         "no-llm",
         Mode {
             llm: if full.answer { full.llm.clone() } else { None },
+            profile: full.profile,
             prompt_version: full.prompt_version,
             compact_json: full.compact_json,
             steps: kasten_engine::Steps::default(),

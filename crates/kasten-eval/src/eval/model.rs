@@ -172,6 +172,8 @@ pub(crate) struct Totals {
 pub(crate) struct Mode {
     /// The LLM that enriches notes at ingest (and answers with --answer).
     pub(crate) llm: Option<LlmConfig>,
+    /// The profile the LLM runs (resolved), which says the prompts' version for the steps.
+    pub(crate) profile: kasten_engine::ModelProfile,
     /// The enrichment prompts' version (part of the cache key, with the model).
     pub(crate) prompt_version: &'static str,
     /// Whether the built-in model writes its JSON on one line (part of the cache key: it

@@ -99,6 +99,7 @@ fn mode(llm: bool, answer: bool) -> Mode {
             model: "m".to_owned(),
             api_key: None,
         }),
+        profile: kasten_engine::ModelProfile::Full,
         prompt_version: "p1",
         compact_json: false,
         steps: kasten_engine::Steps {
