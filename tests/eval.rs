@@ -771,3 +771,104 @@ fn resumed(out: &std::process::Output, calls: usize) -> Value {
     assert!(calls < 13, "{calls} calls: started over?");
     r
 }
+
+/// `--memory` scores a finished memory as it stands: restored from a backup of the cached
+/// one it ranks as that did; with a note deleted from it, the question that note answered
+/// loses its evidence. It takes one conversation and only a memory the eval finished.
+#[test]
+fn a_finished_memory_is_scored_as_it_stands() {
+    let h = Home::new();
+    let (file, cache) = setup(&h);
+    let cached = eval(&h, &file, &cache, &["-k", "3", "--samples", "conv-a"]);
+    let folder = std::fs::read_dir(&cache)
+        .ok()
+        .and_then(|d| {
+            d.filter_map(Result::ok)
+                .map(|e| e.path())
+                .find(|p| p.is_dir())
+        })
+        .unwrap_or_else(|| panic!("no cached memory in {}", cache.display()));
+
+    // the cached memory backed up and restored elsewhere, with its marker beside it
+    let backup = h.dir.path().join("conv-a.json");
+    let memory = h.dir.path().join("mem");
+    let db = |p: &Path| format!("surrealkv://{}", p.display());
+    let b = backup.display().to_string();
+    h.ok(&["--db", &db(&folder), "backup", &b]);
+    let f = file.display().to_string();
+    let m = memory.display().to_string();
+    let scored = |extra: &[&str]| -> std::process::Output {
+        let mut args = vec![
+            "--json", "eval", "locomo", &f, "--no-llm", "-k", "3", "--memory", &m,
+        ];
+        args.extend_from_slice(extra);
+        h.run(&args)
+    };
+    h.ok(&["--db", &db(&memory), "restore", &b]);
+    let unfinished = scored(&["--samples", "conv-a"]);
+    assert!(!unfinished.status.success());
+    assert!(
+        String::from_utf8_lossy(&unfinished.stderr).contains("not a memory this eval finished"),
+        "{}",
+        String::from_utf8_lossy(&unfinished.stderr)
+    );
+    std::fs::copy(
+        folder.join("kasten-eval-complete.json"),
+        memory.join("kasten-eval-complete.json"),
+    )
+    .unwrap_or_else(|e| panic!("cannot copy the marker: {e}"));
+    let both = scored(&[]);
+    assert!(!both.status.success());
+    assert!(
+        String::from_utf8_lossy(&both.stderr).contains("one conversation"),
+        "{}",
+        String::from_utf8_lossy(&both.stderr)
+    );
+
+    let as_is = |out: std::process::Output| -> Value {
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap_or_default()
+    };
+    let same = as_is(scored(&["--samples", "conv-a", "--per-question"]));
+    assert_eq!(same["recall_at_k"], cached["recall_at_k"], "{same:#}");
+    assert_eq!(same["samples"][0]["ingest"]["cached"], true, "{same:#}");
+
+    // the pottery turn deleted from the memory: its question has nothing left to find
+    let listed = h.json(&["--db", &db(&memory), "list", "--limit", "100"]);
+    let pottery = listed["notes"]
+        .as_array()
+        .and_then(|a| {
+            a.iter()
+                .find(|n| n["content"].as_str().is_some_and(|c| c.contains("pottery")))
+        })
+        .and_then(|n| n["id"].as_str())
+        .unwrap_or_else(|| panic!("no pottery note: {listed:#}"))
+        .to_owned();
+    h.ok(&["--db", &db(&memory), "delete", &pottery]);
+    let without = as_is(scored(&["--samples", "conv-a", "--per-question"]));
+    let recall_of = |r: &Value, question: &str| -> Value {
+        r["per_question"]
+            .as_array()
+            .and_then(|qs| qs.iter().find(|q| q["question"] == question))
+            .map(|q| q["systems"]["kasten"]["recall"].clone())
+            .unwrap_or_default()
+    };
+    assert_eq!(
+        recall_of(&same, "What class did Ann start?"),
+        1.0,
+        "{same:#}"
+    );
+    assert_eq!(
+        recall_of(&without, "What class did Ann start?"),
+        0.0,
+        "{without:#}"
+    );
+    assert!(
+        num(&without["recall_at_k"]["overall"]) < num(&same["recall_at_k"]["overall"]),
+        "{without:#}"
+    );
+}

@@ -106,6 +106,12 @@ pub enum EvalCommand {
             requires = "checkpoint"
         )]
         checkpoint_every: u64,
+        /// Score the memory in DIR as it stands instead of a cached one: a memory this eval
+        /// finished (its kasten-eval-complete.json beside it), e.g. a checkpoint restored
+        /// there and changed by hand (evolution rolled back, annotations removed). Nothing
+        /// is ingested or enriched; one conversation (--samples).
+        #[arg(long, value_name = "DIR", conflicts_with_all = ["fresh", "ablations", "checkpoint"])]
+        memory: Option<PathBuf>,
     },
     /// Current facts when facts change (MemoryAgentBench FactConsolidation): whether the
     /// newest fact asked about is in the top 1 / 5 of the search (and, with --answer, the
@@ -185,6 +191,7 @@ pub async fn run(cmd: &EvalCommand, json_out: bool, shell: &dyn Shell) -> Result
         no_enrich,
         checkpoint,
         checkpoint_every,
+        memory,
     } = cmd
     else {
         bail!("no such benchmark")
@@ -259,9 +266,27 @@ pub async fn run(cmd: &EvalCommand, json_out: bool, shell: &dyn Shell) -> Result
     if samples.is_empty() {
         bail!("{} holds no conversations", file.display());
     }
-    let cache_dir = match cache {
-        Some(d) => d.clone(),
-        None => default_cache_dir()?,
+    if let Some(m) = memory {
+        if samples.len() != 1 {
+            let ids: Vec<&str> = samples.iter().map(|s| s.sample_id.as_str()).collect();
+            bail!(
+                "--memory scores one conversation; name it with --samples (here: {})",
+                ids.join(", ")
+            );
+        }
+        if !m.join(COMPLETE).is_file() {
+            bail!(
+                "{} is not a memory this eval finished (no {COMPLETE} in it); restore a \
+                 complete checkpoint there first (`kasten --db surrealkv://DIR restore FILE`, \
+                 then copy the checkpoint's {COMPLETE} into DIR)",
+                m.display()
+            );
+        }
+    }
+    let cache_dir = match (memory, cache) {
+        (Some(m), _) => m.clone(),
+        (None, Some(d)) => d.clone(),
+        (None, None) => default_cache_dir()?,
     };
     let log = |s: String| {
         if !json_out {
@@ -279,6 +304,7 @@ pub async fn run(cmd: &EvalCommand, json_out: bool, shell: &dyn Shell) -> Result
         checkpoint: checkpoint
             .as_deref()
             .map(|d| (d, std::time::Duration::from_secs(*checkpoint_every))),
+        memory: memory.as_deref(),
         log: &log,
         shell,
     };
@@ -348,6 +374,8 @@ struct Sink<'a> {
     options: &'a SearchOptions,
     /// Where enriching ingests are checkpointed, and how often.
     checkpoint: Option<(&'a Path, std::time::Duration)>,
+    /// A memory to score as it stands (`--memory`), in place of the cached one.
+    memory: Option<&'a Path>,
     log: &'a dyn Fn(String),
     shell: &'a dyn Shell,
 }
@@ -369,15 +397,19 @@ impl Sink<'_> {
         let mut totals = Totals::default();
         let mut reports = Vec::new();
         for sample in self.samples {
-            let dir = self.cache.join(format!(
-                "{:016x}-{}-{variant}-v{NOTE_FORMAT}",
-                self.hash,
-                safe_name(&sample.sample_id)
-            ));
+            let dir = match self.memory {
+                Some(m) => m.to_path_buf(),
+                None => self.cache.join(format!(
+                    "{:016x}-{}-{variant}-v{NOTE_FORMAT}",
+                    self.hash,
+                    safe_name(&sample.sample_id)
+                )),
+            };
             let run = eval_sample(
                 sample,
                 &dir,
                 self.fresh,
+                self.memory.is_some(),
                 self.k,
                 self.options,
                 mode,

@@ -33,6 +33,7 @@ pub(crate) async fn eval_sample(
     sample: &Sample,
     dir: &Path,
     fresh: bool,
+    as_it_stands: bool,
     k: usize,
     options: &SearchOptions,
     mode: &Mode,
@@ -46,6 +47,10 @@ pub(crate) async fn eval_sample(
     let mut cached = !fresh && marker.is_file();
     let enrich = mode.llm.is_some() && mode.enrich;
     let mut resume = !fresh && !cached && enrich && partial.is_file();
+    if as_it_stands && !cached {
+        // never cleared nor ingested into: it is the caller's memory
+        bail!("{} is not a memory this eval finished", dir.display());
+    }
     if !cached && !resume && dir.exists() {
         // a partial ingest without an LLM (quick to redo) or --fresh: start over
         std::fs::remove_dir_all(dir)
@@ -134,7 +139,8 @@ pub(crate) async fn eval_sample(
         totals.enriched += ingest.ingest.enriched;
         totals.enrich_failed += ingest.ingest.enrichment_failed;
         let count = engine.count().await? as usize;
-        if count != notes.len() {
+        // a memory scored as it stands (`--memory`) may have lost notes on purpose
+        if count != notes.len() && !as_it_stands {
             bail!(
                 "the cached memory at {} holds {count} notes, expected {}; run again with --fresh",
                 dir.display(),
