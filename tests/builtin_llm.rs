@@ -371,6 +371,66 @@ fn dirs_data() -> std::path::PathBuf {
         })
 }
 
+/// A model that answers in its own words (the profile `links`) quotes the current note when
+/// a shown note was replaced: which value is current is the memory's knowledge, not the
+/// model's. The answer is the newer note's words with its number, never the old value.
+#[test]
+fn a_replaced_value_is_answered_by_quoting_the_note_that_replaced_it() {
+    let h = Home::with_builtin_llm();
+    let add = |text: &str, time: &str| -> String {
+        // written without an LLM: the supersession is found on write by the rule
+        let out = h
+            .cmd(&["--json", "add", text, "--time", time])
+            .env("KASTEN_LLM_PROVIDER", "none")
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run kasten add: {e}"));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        v["id"].as_str().unwrap_or_default().to_owned()
+    };
+    let old = add("Our rent is 1,200 euros a month.", "2026-03-01");
+    let new = add("From September the rent is 1,300 euros.", "2026-03-10");
+    assert_eq!(
+        h.json(&["show", &old])["superseded_by"]["id"],
+        new.as_str(),
+        "the rule did not find the change"
+    );
+    let out = h
+        .cmd(&["--json", "ask", "How much is our rent?"])
+        .env("KASTEN_LLM_PROFILE", "links")
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run kasten ask: {e}"));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let a: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    let answer = a["answer"].as_str().unwrap_or_default();
+    assert!(
+        !answer.contains("1,200"),
+        "the replaced value as the answer: {a:#}"
+    );
+    let (quote, cite) = answer
+        .rsplit_once(" [")
+        .unwrap_or_else(|| panic!("no citation at the end: {a:#}"));
+    assert!(
+        !quote.is_empty() && "From September the rent is 1,300 euros.".contains(quote),
+        "not a quote of the current note: {a:#}"
+    );
+    let n: u64 = cite.trim_end_matches("].").parse().unwrap_or(0);
+    let cited = a["notes"]
+        .as_array()
+        .and_then(|ns| ns.iter().find(|x| x["n"].as_u64() == Some(n)))
+        .and_then(|x| x["id"].as_str())
+        .unwrap_or_default();
+    assert_eq!(cited, new, "{a:#}");
+}
+
 /// A note that contradicts an older one is put to the built-in model after its enrichment:
 /// "is it an update of the older note?" The model answers in the asked shape, whatever its
 /// verdict, and anything filed is a proposal in Review created by the LLM.

@@ -226,7 +226,6 @@ impl Engine {
 
         let llm = self.llm_client().ok_or(EngineError::NoLlm)?;
         let links = self.links_among(&shown).await?;
-        let small = self.pipeline.profile.guided();
         // a replaced note is marked with what replaced it, by its number when shown too
         let replaced: Vec<Option<ShownReplaced>> = replaced_by
             .iter()
@@ -238,6 +237,12 @@ impl Engine {
                 })
             })
             .collect();
+        // A small model always quotes a current note; a model that answers in its own words
+        // quotes too when a shown note was replaced: which value is current is the memory's
+        // knowledge, and a model left free answers from its own (the real world's value) or
+        // declines. Only the built-in model is held to the quote (servers ignore grammars).
+        let quote = self.pipeline.profile.guided()
+            || (replaced.iter().any(Option::is_some) && llm.local().is_some());
         let as_of = options.as_of.map(|d| d.format("%Y-%m-%d").to_string());
         let req = ChatRequest {
             messages: to_messages(answer_prompt_marked(
@@ -249,9 +254,9 @@ impl Engine {
                 as_of.as_deref(),
             )),
             temperature: 0.0,
-            max_tokens: Some(if small { 120 } else { 600 }),
-            // a small model quotes a current note (kasten_core::chat::what_to_quote)
-            grammar: small.then(|| {
+            max_tokens: Some(if quote { 120 } else { 600 }),
+            // the current note quoted is chosen by kasten_core::chat::what_to_quote
+            grammar: quote.then(|| {
                 let current: Vec<bool> = (0..prompt_notes.len())
                     .map(|i| replaced.get(i).is_none_or(Option::is_none))
                     .collect();
