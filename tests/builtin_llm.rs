@@ -377,19 +377,27 @@ fn dirs_data() -> std::path::PathBuf {
 #[test]
 fn a_replaced_value_is_answered_by_quoting_the_note_that_replaced_it() {
     let h = Home::with_builtin_llm();
-    let add = |text: &str, time: &str| -> String {
-        // written without an LLM: the supersession is found on write by the rule
+    // a command with one variable set, which must succeed, and its --json output
+    let json_with = |var: &str, value: &str, args: &[&str]| -> Value {
         let out = h
-            .cmd(&["--json", "add", text, "--time", time])
-            .env("KASTEN_LLM_PROVIDER", "none")
+            .cmd(args)
+            .env(var, value)
             .output()
-            .unwrap_or_else(|e| panic!("cannot run kasten add: {e}"));
+            .unwrap_or_else(|e| panic!("cannot run kasten {args:?}: {e}"));
         assert!(
             out.status.success(),
-            "{}",
+            "kasten {args:?}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
+    };
+    // written without an LLM: the supersession is found on write by the rule
+    let add = |text: &str, time: &str| -> String {
+        let v = json_with(
+            "KASTEN_LLM_PROVIDER",
+            "none",
+            &["--json", "add", text, "--time", time],
+        );
         v["id"].as_str().unwrap_or_default().to_owned()
     };
     let old = add("Our rent is 1,200 euros a month.", "2026-03-01");
@@ -399,17 +407,11 @@ fn a_replaced_value_is_answered_by_quoting_the_note_that_replaced_it() {
         new.as_str(),
         "the rule did not find the change"
     );
-    let out = h
-        .cmd(&["--json", "ask", "How much is our rent?"])
-        .env("KASTEN_LLM_PROFILE", "links")
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run kasten ask: {e}"));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let a = json_with(
+        "KASTEN_LLM_PROFILE",
+        "links",
+        &["--json", "ask", "How much is our rent?"],
     );
-    let a: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
     let answer = a["answer"].as_str().unwrap_or_default();
     assert!(
         !answer.contains("1,200"),
