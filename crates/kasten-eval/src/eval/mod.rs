@@ -266,22 +266,12 @@ pub async fn run(cmd: &EvalCommand, json_out: bool, shell: &dyn Shell) -> Result
     if samples.is_empty() {
         bail!("{} holds no conversations", file.display());
     }
-    if let Some(m) = memory {
-        if samples.len() != 1 {
-            let ids: Vec<&str> = samples.iter().map(|s| s.sample_id.as_str()).collect();
-            bail!(
-                "--memory scores one conversation; name it with --samples (here: {})",
-                ids.join(", ")
-            );
-        }
-        if !m.join(COMPLETE).is_file() {
-            bail!(
-                "{} is not a memory this eval finished (no {COMPLETE} in it); restore a \
-                 complete checkpoint there first (`kasten --db surrealkv://DIR restore FILE`, \
-                 then copy the checkpoint's {COMPLETE} into DIR)",
-                m.display()
-            );
-        }
+    if memory.is_some() && samples.len() != 1 {
+        let ids: Vec<&str> = samples.iter().map(|s| s.sample_id.as_str()).collect();
+        bail!(
+            "--memory scores one conversation; name it with --samples (here: {})",
+            ids.join(", ")
+        );
     }
     let cache_dir = match (memory, cache) {
         (Some(m), _) => m.clone(),

@@ -49,7 +49,12 @@ pub(crate) async fn eval_sample(
     let mut resume = !fresh && !cached && enrich && partial.is_file();
     if as_it_stands && !cached {
         // never cleared nor ingested into: it is the caller's memory
-        bail!("{} is not a memory this eval finished", dir.display());
+        bail!(
+            "{} is not a memory this eval finished (no {COMPLETE} in it); restore a complete \
+             checkpoint there first (`kasten --db surrealkv://DIR restore FILE`, then copy the \
+             checkpoint's {COMPLETE} into DIR)",
+            dir.display()
+        );
     }
     if !cached && !resume && dir.exists() {
         // a partial ingest without an LLM (quick to redo) or --fresh: start over
