@@ -412,6 +412,53 @@ fn with_no_enrich_the_llm_only_answers_from_the_plain_memory() {
     assert_eq!(out.status.code(), Some(2));
 }
 
+/// `--answer-with ask`: the questions are answered as chat answers them, and the report
+/// says what the answers cite (turns of the conversation) beside their scores.
+#[test]
+fn answers_by_ask_are_scored_and_their_citations_reported() {
+    let llm = FakeServer::start("normal");
+    let h = Home::with_llm(&llm.openai_url());
+    let (file, cache) = setup(&h);
+    let (f, c) = (file.display().to_string(), cache.display().to_string());
+    let r = h.json(&[
+        "eval",
+        "locomo",
+        &f,
+        "--answer",
+        "--answer-with",
+        "ask",
+        "--no-enrich",
+        "--per-question",
+        "--cache",
+        &c,
+        "--samples",
+        "conv-a",
+    ]);
+    let a = &r["answers"];
+    assert_eq!(a["by"], "ask", "{r:#}");
+    assert_eq!(a["questions"], 5, "{r:#}");
+    // the test server cites the first note it is shown in every answer it gives
+    let citing = num(&a["ask"]["citing"]);
+    assert!(citing > 0.0 && citing <= 1.0, "{r:#}");
+    assert!(num(&a["ask"]["notes_shown_per_answer"]) > 0.0, "{r:#}");
+    let turns = ["D1:1", "D1:2", "D1:3", "D1:4", "D2:1", "D2:2", "D2:3"];
+    let mut cited_any = false;
+    for q in r["per_question"].as_array().into_iter().flatten() {
+        let ans = &q["answer"];
+        let prediction = ans["prediction"].as_str().unwrap_or_default();
+        for t in ans["cited"].as_array().into_iter().flatten() {
+            cited_any = true;
+            assert!(turns.contains(&t.as_str().unwrap_or_default()), "{q:#}");
+            assert!(prediction.contains('['), "the answer as given: {q:#}");
+        }
+    }
+    assert!(cited_any, "{r:#}");
+    assert!(num(&a["locomo_f1_categories_1_to_4"]) > 0.0, "{r:#}");
+    // it needs --answer
+    let out = h.run(&["eval", "locomo", &f, "--cache", &c, "--answer-with", "ask"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
 /// An enriching ingest killed part way resumes after the last note added on the next run,
 /// instead of starting over (a run with a real model takes hours).
 #[test]

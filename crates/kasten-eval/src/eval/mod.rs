@@ -36,6 +36,7 @@ use kasten_engine::{LlmConfig, SearchOptions};
 use serde_json::json;
 
 use crate::cache::{default_cache_dir, fnv1a64, safe_name};
+pub use model::AnswerWith;
 use model::*;
 use report::*;
 use sample::*;
@@ -59,6 +60,13 @@ pub enum EvalCommand {
         /// answers (A-Mem's F1 and BLEU-1, the official LoCoMo F1).
         #[arg(long, conflicts_with = "no_llm")]
         answer: bool,
+        /// How --answer answers: `amem`, A-Mem's answer prompt over the top k (the
+        /// published figures); `ask`, Kasten's own `ask` as chat, the CLI and MCP answer
+        /// (its retrieval, its prompt with citations), scored with the citations taken
+        /// out and "Not in memory." read as "not mentioned", and reported with what the
+        /// answers cite. Answers of `ask` are always asked afresh.
+        #[arg(long, value_enum, default_value_t = AnswerWith::Amem, requires = "answer")]
+        answer_with: AnswerWith,
         /// Ablation: the LLM writes no keywords, tags or context (links and evolution still
         /// run). Cached apart from the full system.
         #[arg(long, conflicts_with = "no_llm")]
@@ -180,6 +188,7 @@ pub async fn run(cmd: &EvalCommand, json_out: bool, shell: &dyn Shell) -> Result
         k,
         no_llm,
         answer,
+        answer_with,
         no_construction,
         no_links,
         no_evolution,
@@ -238,6 +247,7 @@ pub async fn run(cmd: &EvalCommand, json_out: bool, shell: &dyn Shell) -> Result
         compact_json,
         steps,
         answer: *answer,
+        answer_with: *answer_with,
         enrich: !no_enrich,
         held_out: *held_out,
     };
@@ -437,6 +447,7 @@ fn ablation_modes(full: &Mode) -> Vec<(&'static str, Mode)> {
             compact_json: full.compact_json,
             steps,
             answer: full.answer,
+            answer_with: full.answer_with,
             enrich: true,
             held_out: false,
         }
@@ -459,6 +470,7 @@ fn ablation_modes(full: &Mode) -> Vec<(&'static str, Mode)> {
             compact_json: full.compact_json,
             steps: kasten_engine::Steps::default(),
             answer: full.answer,
+            answer_with: full.answer_with,
             enrich: false,
             held_out: false,
         },

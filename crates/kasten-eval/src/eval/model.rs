@@ -117,6 +117,52 @@ pub(crate) struct Answered {
     pub(crate) f1: f64,
     pub(crate) bleu1: f64,
     pub(crate) locomo_f1: f64,
+    /// `--answer-with ask`: the turns (dia ids) of the notes the answer cites.
+    pub(crate) cited: Vec<String>,
+}
+
+/// How `--answer` answers: A-Mem's answer prompt over the top k (what the published
+/// figures use), or Kasten's own `ask` (its retrieval and relevance gate, its prompt with
+/// citations, quoting as the model's profile says) — what a person gets in chat.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum AnswerWith {
+    #[default]
+    Amem,
+    Ask,
+}
+
+impl AnswerWith {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            AnswerWith::Amem => "amem",
+            AnswerWith::Ask => "ask",
+        }
+    }
+}
+
+/// `--answer-with ask`: what the answers cite and when they decline.
+#[derive(Default)]
+pub(crate) struct AskTally {
+    /// Answers to questions of categories 1-4 (the memory holds the answer).
+    pub(crate) answerable: usize,
+    /// Of those, answers that say "Not in memory."
+    pub(crate) answerable_declined: usize,
+    /// Of those, answers that cite at least one note.
+    pub(crate) answerable_citing: usize,
+    /// Notes cited in answers to questions with known evidence, and how many of them are
+    /// evidence turns of their question.
+    pub(crate) cited: usize,
+    pub(crate) cited_evidence: usize,
+    /// Questions with known evidence, and those whose answer cites an evidence turn.
+    pub(crate) with_evidence: usize,
+    pub(crate) evidence_cited: usize,
+    /// Adversarial questions answered, and those answered "Not in memory."
+    pub(crate) adversarial: usize,
+    pub(crate) adversarial_declined: usize,
+    /// Notes shown to the model, over all answers.
+    pub(crate) shown: usize,
+    /// `[n]` that named no shown note.
+    pub(crate) invalid_citations: usize,
 }
 
 /// One question's results.
@@ -166,6 +212,8 @@ pub(crate) struct Totals {
     pub(crate) follows_links: Option<bool>,
     /// `--held-out`: per sample, per grid setting, the recall of each scored question.
     pub(crate) grid: Vec<(String, Vec<Vec<f64>>)>,
+    /// `--answer-with ask`: citations and declines.
+    pub(crate) ask: AskTally,
 }
 
 /// What the run does besides retrieval.
@@ -182,6 +230,7 @@ pub(crate) struct Mode {
     /// The A-Mem steps that run (the ablations switch them off).
     pub(crate) steps: kasten_engine::Steps,
     pub(crate) answer: bool,
+    pub(crate) answer_with: AnswerWith,
     /// Whether the LLM enriches the notes at ingest (false: it only answers, from the
     /// memory `--no-llm` builds).
     pub(crate) enrich: bool,

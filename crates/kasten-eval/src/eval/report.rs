@@ -128,6 +128,8 @@ pub(crate) fn build_report(
             bleu1_categories_1_to_4: mean_1_to_4(&totals.bleu1),
             locomo_f1: Means::of(&totals.locomo_f1, Metric::LocomoF1),
             locomo_f1_categories_1_to_4: mean_1_to_4(&totals.locomo_f1),
+            by: h.mode.answer_with.name().to_owned(),
+            ask: (h.mode.answer_with == AnswerWith::Ask).then(|| ask_answers(&totals.ask)),
         }),
         latency_ms: Latencies {
             search: stats_ms(&totals.search_latency),
@@ -163,6 +165,19 @@ pub(crate) fn build_report(
     }
 }
 
+fn ask_answers(t: &AskTally) -> AskAnswers {
+    let share = |n: usize, of: usize| (of > 0).then(|| n as f64 / of as f64);
+    AskAnswers {
+        citing: share(t.answerable_citing, t.answerable),
+        citation_precision: share(t.cited_evidence, t.cited),
+        evidence_cited: share(t.evidence_cited, t.with_evidence),
+        declined_answerable: share(t.answerable_declined, t.answerable),
+        declined_adversarial: share(t.adversarial_declined, t.adversarial),
+        notes_shown_per_answer: share(t.shown, t.answerable + t.adversarial),
+        invalid_citations: t.invalid_citations,
+    }
+}
+
 fn question_report(r: &QuestionResult) -> QuestionReport {
     let systems = System::ALL
         .iter()
@@ -189,6 +204,7 @@ fn question_report(r: &QuestionResult) -> QuestionReport {
             f1: a.f1,
             bleu1: a.bleu1,
             locomo_f1: a.locomo_f1,
+            cited: a.cited.clone(),
         }),
     }
 }
@@ -281,7 +297,7 @@ pub(crate) fn print_report(r: &Report) {
         println!();
     }
     if let Some(a) = &r.answers {
-        println!("\nanswers ({} questions)", a.questions);
+        println!("\nanswers ({} questions, by {})", a.questions, a.by);
         print!("{:<24}{:>9}", "metric", "1-4");
         for c in &Category::ALL {
             print!("{:>15}", format!("{} {}", c.id(), c.name()));
@@ -297,6 +313,17 @@ pub(crate) fn print_report(r: &Report) {
                 print!("{:>15}", f(means.category(*c)));
             }
             println!();
+        }
+        if let Some(k) = &a.ask {
+            println!(
+                "ask: {} of answers cite a note, {} of the notes cited are evidence, {} of the questions with evidence cite it; \"Not in memory.\" to {} of the answerable and {} of the adversarial questions; {} notes shown per answer",
+                f(k.citing),
+                f(k.citation_precision),
+                f(k.evidence_cited),
+                f(k.declined_answerable),
+                f(k.declined_adversarial),
+                f(k.notes_shown_per_answer),
+            );
         }
     }
     let l = &r.latency_ms.search;

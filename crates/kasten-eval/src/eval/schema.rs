@@ -170,6 +170,40 @@ pub(crate) struct Answers {
     pub(crate) bleu1_categories_1_to_4: Option<f64>,
     pub(crate) locomo_f1: Means,
     pub(crate) locomo_f1_categories_1_to_4: Option<f64>,
+    /// `amem` (A-Mem's answer prompt over the top k) or `ask` (Kasten's `ask`).
+    #[serde(default = "amem", skip_serializing_if = "is_amem")]
+    pub(crate) by: String,
+    /// With `ask`: what the answers cite and when they decline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) ask: Option<AskAnswers>,
+}
+
+fn amem() -> String {
+    "amem".to_owned()
+}
+
+fn is_amem(by: &str) -> bool {
+    by == "amem"
+}
+
+/// `--answer-with ask`: the answers' citations and declines (shares are null without
+/// answers they could be taken of).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct AskAnswers {
+    /// Answers to questions of categories 1-4 that cite at least one note.
+    pub(crate) citing: Option<f64>,
+    /// Cited notes that are an evidence turn of their question (questions with known
+    /// evidence).
+    pub(crate) citation_precision: Option<f64>,
+    /// Questions with known evidence whose answer cites one of its evidence turns.
+    pub(crate) evidence_cited: Option<f64>,
+    /// Answers "Not in memory." to questions of categories 1-4 (the memory holds them).
+    pub(crate) declined_answerable: Option<f64>,
+    /// Answers "Not in memory." to adversarial questions (it does not).
+    pub(crate) declined_adversarial: Option<f64>,
+    pub(crate) notes_shown_per_answer: Option<f64>,
+    /// `[n]` naming no shown note (dropped from the citations).
+    pub(crate) invalid_citations: usize,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -234,6 +268,9 @@ pub(crate) struct AnswerReport {
     pub(crate) f1: f64,
     pub(crate) bleu1: f64,
     pub(crate) locomo_f1: f64,
+    /// `--answer-with ask`: the turns the answer cites.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) cited: Vec<String>,
 }
 
 /// With `--per-question`: one question's result.

@@ -92,13 +92,14 @@ pub(crate) async fn score_questions(
                 .map(|h| h.note.content.chars().count())
                 .sum(),
         );
-        let answer = match &client {
-            Some(c) => {
-                let a = answer_question(c, q, index, &out.hits, totals, kept.as_deref_mut(), log)
-                    .await?;
-                Some(a)
+        let answer = match (&client, mode.answer_with) {
+            (Some(_), AnswerWith::Ask) => {
+                Some(ask_question(engine, q, &known, &to_dia, totals).await?)
             }
-            None => None,
+            (Some(c), AnswerWith::Amem) => Some(
+                answer_question(c, q, index, &out.hits, totals, kept.as_deref_mut(), log).await?,
+            ),
+            (None, _) => None,
         };
         let mut retrieved: HashMap<System, Vec<String>> = HashMap::new();
         retrieved.insert(
@@ -254,6 +255,100 @@ pub(crate) async fn score_questions(
     Ok(())
 }
 
+/// Answers with Kasten's `ask` (nothing kept: asked afresh), scores the answer without its
+/// citations ("Not in memory." read as LoCoMo's "not mentioned") and tallies what it cites:
+/// `known` are the question's evidence turns, `to_dia` turns note ids into turns.
+pub(crate) async fn ask_question(
+    engine: &Engine,
+    q: &Question,
+    known: &[String],
+    to_dia: &dyn Fn(Vec<String>) -> Vec<String>,
+    totals: &mut Totals,
+) -> Result<Answered> {
+    let t = std::time::Instant::now();
+    let a = engine
+        .ask_with(
+            &q.question,
+            &[],
+            &kasten_engine::AskOptions::default(),
+            &|_| {},
+        )
+        .await
+        .context("ask could not answer")?;
+    totals.answer_latency.push(t.elapsed());
+    if let Some(u) = &a.usage {
+        totals.query_tokens.0 += u64::from(u.prompt_tokens);
+        totals.query_tokens.1 += u64::from(u.completion_tokens);
+        totals.query_tokens_estimated |= u.estimated;
+    }
+    let cited = to_dia(a.citations.iter().map(ToString::to_string).collect());
+    let tally = &mut totals.ask;
+    tally.shown += a.notes.len();
+    tally.invalid_citations += a.invalid_citations;
+    if q.category == Category::Adversarial {
+        tally.adversarial += 1;
+        tally.adversarial_declined += usize::from(a.not_in_memory);
+    } else {
+        tally.answerable += 1;
+        tally.answerable_declined += usize::from(a.not_in_memory);
+        tally.answerable_citing += usize::from(!cited.is_empty());
+        if !known.is_empty() {
+            tally.with_evidence += 1;
+            let hits = cited.iter().filter(|c| known.contains(c)).count();
+            tally.cited += cited.len();
+            tally.cited_evidence += hits;
+            tally.evidence_cited += usize::from(hits > 0);
+        }
+    }
+    let prediction = a.answer.trim().to_owned();
+    let scored = if a.not_in_memory {
+        locomo::NOT_MENTIONED.to_owned()
+    } else {
+        without_citations(&prediction)
+    };
+    let gold = match q.category {
+        Category::Adversarial => locomo::NOT_MENTIONED.to_owned(),
+        _ => q.answer.clone().unwrap_or_default(),
+    };
+    Ok(Answered {
+        f1: locomo::token_f1(&scored, &gold),
+        bleu1: locomo::bleu1(&scored, &gold),
+        locomo_f1: locomo::locomo_f1(&scored, &gold, q.category),
+        prediction,
+        cited,
+    })
+}
+
+/// An answer's text without its `[n]` / `[n, m]` citations (a person sees them as links to
+/// the notes, not as words of the answer).
+pub(crate) fn without_citations(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(open) = rest.find('[') {
+        let after = &rest[open + 1..];
+        let close = after.find(']');
+        let is_citation = close.is_some_and(|c| {
+            let inner = &after[..c];
+            !inner.trim().is_empty()
+                && inner
+                    .chars()
+                    .all(|ch| ch.is_ascii_digit() || ch == ',' || ch.is_whitespace())
+        });
+        match (is_citation, close) {
+            (true, Some(c)) => {
+                out.push_str(rest[..open].trim_end_matches(' '));
+                rest = &after[c + 1..];
+            }
+            _ => {
+                out.push_str(&rest[..=open]);
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out.trim().to_owned()
+}
+
 /// Asks the LLM (or takes the answer it gave this request before, from `kept`) and scores
 /// its answer against the gold one.
 pub(crate) async fn answer_question(
@@ -321,5 +416,6 @@ pub(crate) async fn answer_question(
         bleu1: locomo::bleu1(&prediction, &gold),
         locomo_f1: locomo::locomo_f1(&prediction, &gold, q.category),
         prediction,
+        cited: Vec::new(),
     })
 }

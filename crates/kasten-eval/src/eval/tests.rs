@@ -58,6 +58,7 @@ fn totals(answer: bool) -> Totals {
             f1: 1.0,
             bleu1: 0.5,
             locomo_f1: 0.75,
+            cited: Vec::new(),
         }),
     });
     t.search_latency = vec![Duration::from_millis(3), Duration::from_millis(5)];
@@ -108,6 +109,7 @@ fn mode(llm: bool, answer: bool) -> Mode {
             evolution: true,
         },
         answer,
+        answer_with: AnswerWith::Amem,
         enrich: true,
         held_out: true,
     }
@@ -207,6 +209,76 @@ fn the_report_without_an_llm_and_its_ablations_are_the_json_they_were() {
         new.get("answers").is_some_and(Value::is_null),
         "null, not absent"
     );
+}
+
+/// Answered by `ask`: the report says so and gives what the answers cite, as shares of
+/// the answers they are taken of; the per-question answer lists the turns it cites.
+#[test]
+fn answers_by_ask_report_their_citations_and_declines() {
+    let options = SearchOptions::default();
+    let mut m = mode(true, true);
+    m.answer_with = AnswerWith::Ask;
+    let header = Header {
+        file: Path::new("/data/locomo.json"),
+        hash: 0xabc,
+        cache: Path::new("/cache"),
+        k: 3,
+        options: &options,
+        mode: &m,
+    };
+    let mut t = totals(true);
+    t.ask = AskTally {
+        answerable: 4,
+        answerable_declined: 1,
+        answerable_citing: 3,
+        cited: 5,
+        cited_evidence: 2,
+        with_evidence: 4,
+        evidence_cited: 2,
+        adversarial: 2,
+        adversarial_declined: 2,
+        shown: 30,
+        invalid_citations: 1,
+    };
+    if let Some(a) = t.results[0].answer.as_mut() {
+        a.cited = vec!["D1:1".to_owned()];
+    }
+    let v = typed(&build_report(&header, &[], &t, true, Duration::ZERO));
+    let a = &v["answers"];
+    assert_eq!(a["by"], "ask");
+    assert_eq!(a["ask"]["citing"], 0.75);
+    assert_eq!(a["ask"]["citation_precision"], 0.4);
+    assert_eq!(a["ask"]["evidence_cited"], 0.5);
+    assert_eq!(a["ask"]["declined_answerable"], 0.25);
+    assert_eq!(a["ask"]["declined_adversarial"], 1.0);
+    assert_eq!(a["ask"]["notes_shown_per_answer"], 5.0);
+    assert_eq!(a["ask"]["invalid_citations"], 1);
+    assert_eq!(v["per_question"][0]["answer"]["cited"][0], "D1:1");
+    // A-Mem's answers say nothing of it: the report is the one it always was
+    assert!(
+        typed(&report(true, true, true))["answers"]
+            .get("by")
+            .is_none()
+    );
+}
+
+/// An answer is scored on its words: its citations are links for a person, not words.
+#[test]
+fn citations_are_taken_out_of_an_answer_before_it_is_scored() {
+    use super::score::without_citations;
+    assert_eq!(
+        without_citations("She ran a charity race [3]."),
+        "She ran a charity race."
+    );
+    assert_eq!(
+        without_citations("[1] Pottery [2, 4] and painting"),
+        "Pottery and painting"
+    );
+    assert_eq!(
+        without_citations("The list [a] stays [ ] as [1x] is"),
+        "The list [a] stays [ ] as [1x] is"
+    );
+    assert_eq!(without_citations("unclosed [2"), "unclosed [2");
 }
 
 /// What `kasten --json eval locomo --no-llm --per-question --held-out` printed on the
