@@ -306,17 +306,24 @@ pub(crate) async fn ask_question(
     } else {
         without_citations(&prediction)
     };
+    Ok(scored_answer(q, &scored, prediction, cited))
+}
+
+/// An answer scored against the question's gold answer (LoCoMo's "not mentioned" for an
+/// adversarial question): `scored` is what the metrics read, `prediction` the answer as
+/// given.
+fn scored_answer(q: &Question, scored: &str, prediction: String, cited: Vec<String>) -> Answered {
     let gold = match q.category {
         Category::Adversarial => locomo::NOT_MENTIONED.to_owned(),
         _ => q.answer.clone().unwrap_or_default(),
     };
-    Ok(Answered {
-        f1: locomo::token_f1(&scored, &gold),
-        bleu1: locomo::bleu1(&scored, &gold),
-        locomo_f1: locomo::locomo_f1(&scored, &gold, q.category),
+    Answered {
+        f1: locomo::token_f1(scored, &gold),
+        bleu1: locomo::bleu1(scored, &gold),
+        locomo_f1: locomo::locomo_f1(scored, &gold, q.category),
         prediction,
         cited,
-    })
+    }
 }
 
 /// An answer's text without its `[n]` / `[n, m]` citations (a person sees them as links to
@@ -407,15 +414,10 @@ pub(crate) async fn answer_question(
     totals.query_tokens.1 += u64::from(given.completion_tokens);
     totals.query_tokens_estimated |= given.estimated;
     let prediction = given.text.trim().to_owned();
-    let gold = match q.category {
-        Category::Adversarial => locomo::NOT_MENTIONED.to_owned(),
-        _ => q.answer.clone().unwrap_or_default(),
-    };
-    Ok(Answered {
-        f1: locomo::token_f1(&prediction, &gold),
-        bleu1: locomo::bleu1(&prediction, &gold),
-        locomo_f1: locomo::locomo_f1(&prediction, &gold, q.category),
+    Ok(scored_answer(
+        q,
+        &prediction.clone(),
         prediction,
-        cited: Vec::new(),
-    })
+        Vec::new(),
+    ))
 }

@@ -115,18 +115,23 @@ fn mode(llm: bool, answer: bool) -> Mode {
     }
 }
 
-/// The report of the fixed inputs, with or without an LLM and answers.
-fn report(llm: bool, answer: bool, per_question: bool) -> Report {
-    let options = SearchOptions::default();
-    let m = mode(llm, answer);
-    let header = Header {
+/// The header of the fixed inputs' run.
+fn header<'a>(options: &'a SearchOptions, mode: &'a Mode) -> Header<'a> {
+    Header {
         file: Path::new("/data/locomo.json"),
         hash: 0xabc,
         cache: Path::new("/cache"),
         k: 3,
-        options: &options,
-        mode: &m,
-    };
+        options,
+        mode,
+    }
+}
+
+/// The report of the fixed inputs, with or without an LLM and answers.
+fn report(llm: bool, answer: bool, per_question: bool) -> Report {
+    let options = SearchOptions::default();
+    let m = mode(llm, answer);
+    let header = header(&options, &m);
     let samples = vec![
         SampleReport {
             sample_id: "conv-a".to_owned(),
@@ -218,14 +223,6 @@ fn answers_by_ask_report_their_citations_and_declines() {
     let options = SearchOptions::default();
     let mut m = mode(true, true);
     m.answer_with = AnswerWith::Ask;
-    let header = Header {
-        file: Path::new("/data/locomo.json"),
-        hash: 0xabc,
-        cache: Path::new("/cache"),
-        k: 3,
-        options: &options,
-        mode: &m,
-    };
     let mut t = totals(true);
     t.ask = AskTally {
         answerable: 4,
@@ -243,7 +240,13 @@ fn answers_by_ask_report_their_citations_and_declines() {
     if let Some(a) = t.results[0].answer.as_mut() {
         a.cited = vec!["D1:1".to_owned()];
     }
-    let v = typed(&build_report(&header, &[], &t, true, Duration::ZERO));
+    let v = typed(&build_report(
+        &header(&options, &m),
+        &[],
+        &t,
+        true,
+        Duration::ZERO,
+    ));
     let a = &v["answers"];
     assert_eq!(a["by"], "ask");
     assert_eq!(a["ask"]["citing"], 0.75);
