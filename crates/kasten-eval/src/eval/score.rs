@@ -326,8 +326,8 @@ fn scored_answer(q: &Question, scored: &str, prediction: String, cited: Vec<Stri
     }
 }
 
-/// An answer's text without its `[n]` / `[n, m]` citations (a person sees them as links to
-/// the notes, not as words of the answer).
+/// An answer's text without its `[n]` / `[n, m]` / `[n-m]` citations (a person sees them as
+/// links to the notes, not as words of the answer).
 pub(crate) fn without_citations(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
@@ -337,9 +337,9 @@ pub(crate) fn without_citations(text: &str) -> String {
         let is_citation = close.is_some_and(|c| {
             let inner = &after[..c];
             !inner.trim().is_empty()
-                && inner
-                    .chars()
-                    .all(|ch| ch.is_ascii_digit() || ch == ',' || ch.is_whitespace())
+                && inner.chars().all(|ch| {
+                    ch.is_ascii_digit() || matches!(ch, ',' | '-' | '–') || ch.is_whitespace()
+                })
         });
         match (is_citation, close) {
             (true, Some(c)) => {

@@ -282,6 +282,7 @@ fn citations_are_taken_out_of_an_answer_before_it_is_scored() {
         "The list [a] stays [ ] as [1x] is"
     );
     assert_eq!(without_citations("unclosed [2"), "unclosed [2");
+    assert_eq!(without_citations("Lisbon [1-3]."), "Lisbon.");
 }
 
 /// What `kasten --json eval locomo --no-llm --per-question --held-out` printed on the
