@@ -69,8 +69,15 @@ fn setup(h: &Home) -> (PathBuf, PathBuf) {
 }
 
 fn eval(h: &Home, file: &Path, cache: &Path, extra: &[&str]) -> Value {
+    let mut args = vec!["--no-llm"];
+    args.extend_from_slice(extra);
+    eval_with_llm(h, file, cache, &args)
+}
+
+/// `kasten --json eval locomo FILE --cache CACHE …` with the home's LLM.
+fn eval_with_llm(h: &Home, file: &Path, cache: &Path, extra: &[&str]) -> Value {
     let (f, c) = (file.display().to_string(), cache.display().to_string());
-    let mut args = vec!["eval", "locomo", &f, "--no-llm", "--cache", &c];
+    let mut args = vec!["eval", "locomo", &f, "--cache", &c];
     args.extend_from_slice(extra);
     h.json(&args)
 }
@@ -259,19 +266,19 @@ fn with_an_llm_notes_are_enriched_and_questions_answered_and_scored() {
     let h = Home::with_llm(&llm.openai_url());
     let (file, cache) = setup(&h);
     let (f, c) = (file.display().to_string(), cache.display().to_string());
-    let r = h.json(&[
-        "eval",
-        "locomo",
-        &f,
-        "--answer",
-        "--cache",
-        &c,
-        "-k",
-        "3",
-        "--samples",
-        "conv-a",
-        "--per-question",
-    ]);
+    let r = eval_with_llm(
+        &h,
+        &file,
+        &cache,
+        &[
+            "--answer",
+            "-k",
+            "3",
+            "--samples",
+            "conv-a",
+            "--per-question",
+        ],
+    );
     assert_eq!(r["llm"]["model"], "fake-model", "{r:#}");
     let ingest = &r["tokens"]["ingest_llm"];
     assert_eq!(ingest["notes_enriched"], 7, "{r:#}");
@@ -378,19 +385,12 @@ fn with_no_enrich_the_llm_only_answers_from_the_plain_memory() {
     let h = Home::with_llm(&llm.openai_url());
     let (file, cache) = setup(&h);
     let (f, c) = (file.display().to_string(), cache.display().to_string());
-    let r = h.json(&[
-        "eval",
-        "locomo",
-        &f,
-        "--answer",
-        "--no-enrich",
-        "--cache",
-        &c,
-        "-k",
-        "3",
-        "--samples",
-        "conv-a",
-    ]);
+    let r = eval_with_llm(
+        &h,
+        &file,
+        &cache,
+        &["--answer", "--no-enrich", "-k", "3", "--samples", "conv-a"],
+    );
     assert_eq!(r["llm"]["enriched"], false, "{r:#}");
     assert_eq!(r["samples"][0]["ingest"]["enriched"], 0, "{r:#}");
     assert_eq!(
@@ -420,20 +420,20 @@ fn answers_by_ask_are_scored_and_their_citations_reported() {
     let h = Home::with_llm(&llm.openai_url());
     let (file, cache) = setup(&h);
     let (f, c) = (file.display().to_string(), cache.display().to_string());
-    let r = h.json(&[
-        "eval",
-        "locomo",
-        &f,
-        "--answer",
-        "--answer-with",
-        "ask",
-        "--no-enrich",
-        "--per-question",
-        "--cache",
-        &c,
-        "--samples",
-        "conv-a",
-    ]);
+    let r = eval_with_llm(
+        &h,
+        &file,
+        &cache,
+        &[
+            "--answer",
+            "--answer-with",
+            "ask",
+            "--no-enrich",
+            "--per-question",
+            "--samples",
+            "conv-a",
+        ],
+    );
     let a = &r["answers"];
     assert_eq!(a["by"], "ask", "{r:#}");
     assert_eq!(a["questions"], 5, "{r:#}");
@@ -559,18 +559,12 @@ fn ablations_are_reported_side_by_side_with_the_full_system() {
     let h = Home::with_llm(&llm.openai_url());
     let (file, cache) = setup(&h);
     let (f, c) = (file.display().to_string(), cache.display().to_string());
-    let r = h.json(&[
-        "eval",
-        "locomo",
-        &f,
-        "--cache",
-        &c,
-        "-k",
-        "3",
-        "--samples",
-        "conv-a",
-        "--ablations",
-    ]);
+    let r = eval_with_llm(
+        &h,
+        &file,
+        &cache,
+        &["-k", "3", "--samples", "conv-a", "--ablations"],
+    );
     let rows = r["ablations"].as_array().cloned().unwrap_or_default();
     let names: Vec<&str> = rows
         .iter()
