@@ -10,6 +10,8 @@
 //! - [`fusion`]: reciprocal-rank fusion of ranked lists, keeping provenance.
 //! - [`timeline`]: notes by time and by position in their source stream.
 //! - [`period`]: calendar periods named in a query, for date-aware ranking.
+//! - [`relative`]: relative dates in a note ("last week") read against its day, for the
+//!   answer prompt.
 //! - [`facts`]: the numbers and names of a text, so notes stating different facts are never
 //!   merged.
 //! - [`supersession`]: a newer note stating another value for the same subject and
@@ -41,6 +43,7 @@ pub mod prompts;
 pub mod provenance;
 pub mod quality;
 pub mod ranking;
+pub mod relative;
 pub mod snapshot;
 pub mod states;
 pub mod supersession;

@@ -187,7 +187,11 @@ impl Engine {
                 {
                     prompt_notes.push(ShownNote {
                         time: h.note.created_at.format("%Y-%m-%d %H:%M").to_string(),
-                        content: h.note.content.clone(),
+                        // "last week" read against the note's day: the model can give a date
+                        content: kasten_core::relative::with_dates_resolved(
+                            &h.note.content,
+                            h.note.created_at.date_naive(),
+                        ),
                         context: h.note.context.clone(),
                         keywords: h.note.keywords.clone(),
                     });
@@ -497,5 +501,61 @@ mod cited_tests {
         };
         let cited: Vec<usize> = a.cited_notes().iter().map(|n| n.n).collect();
         assert_eq!(cited, vec![3, 1]);
+    }
+}
+
+#[cfg(test)]
+mod prompt_tests {
+    use kasten_core::NewNote;
+    use kasten_store::Endpoint;
+
+    use crate::tests::HashEmbedder;
+    use crate::{Engine, EngineOptions, PipelineOptions};
+
+    #[tokio::test]
+    async fn a_notes_relative_dates_reach_the_model_read_against_its_day_and_stay_as_written() {
+        let fake = kasten_fakellm::FakeLlm::start(kasten_fakellm::Mode::Normal)
+            .await
+            .unwrap();
+        let options = EngineOptions {
+            llm: Some(crate::pipeline_tests::client(
+                &fake,
+                kasten_llm::Provider::Openai,
+                std::time::Duration::from_secs(10),
+            )),
+            pipeline: PipelineOptions::default(),
+            storage: None,
+        };
+        let e = Engine::open_with(
+            &Endpoint::Mem,
+            HashEmbedder::arc("h", 128, 3),
+            options,
+            &|_| {},
+        )
+        .await
+        .unwrap();
+        let text = "Jon started going to the gym last week.";
+        let at = "2023-03-16T13:56:00Z".parse().ok();
+        let id = e.add(NewNote::new(text).unwrap().at(at)).await.unwrap().id;
+        let a = e
+            .ask("When did Jon start going to the gym?", &[], &|_| {})
+            .await
+            .unwrap();
+        assert!(a.notes.iter().any(|n| n.id == id), "{a:?}");
+        let body = fake
+            .requests()
+            .iter()
+            .map(|r| r.body.to_string())
+            .rfind(|b| b.contains("Question: When did Jon"))
+            .unwrap();
+        assert!(
+            body.contains("gym last week (the week before 16 March 2023)."),
+            "{body}"
+        );
+        // what the person sees and what is stored are the note as written
+        let shown = a.notes.iter().find(|n| n.id == id).unwrap();
+        assert_eq!(shown.content, text);
+        assert_eq!(e.get(&id).await.unwrap().note.content, text);
+        e.close().await;
     }
 }
