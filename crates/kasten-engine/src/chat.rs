@@ -507,33 +507,17 @@ mod cited_tests {
 #[cfg(test)]
 mod prompt_tests {
     use kasten_core::NewNote;
-    use kasten_store::Endpoint;
 
-    use crate::tests::HashEmbedder;
-    use crate::{Engine, EngineOptions, PipelineOptions};
+    use crate::PipelineOptions;
+    use crate::tests::{HashEmbedder, engine_with_fake_and};
 
     #[tokio::test]
     async fn a_notes_relative_dates_reach_the_model_read_against_its_day_and_stay_as_written() {
         let fake = kasten_fakellm::FakeLlm::start(kasten_fakellm::Mode::Normal)
             .await
             .unwrap();
-        let options = EngineOptions {
-            llm: Some(crate::pipeline_tests::client(
-                &fake,
-                kasten_llm::Provider::Openai,
-                std::time::Duration::from_secs(10),
-            )),
-            pipeline: PipelineOptions::default(),
-            storage: None,
-        };
-        let e = Engine::open_with(
-            &Endpoint::Mem,
-            HashEmbedder::arc("h", 128, 3),
-            options,
-            &|_| {},
-        )
-        .await
-        .unwrap();
+        let workers = PipelineOptions::default().workers;
+        let e = engine_with_fake_and(&fake, workers, HashEmbedder::arc("h", 128, 3)).await;
         let text = "Jon started going to the gym last week.";
         let at = "2023-03-16T13:56:00Z".parse().ok();
         let id = e.add(NewNote::new(text).unwrap().at(at)).await.unwrap().id;
