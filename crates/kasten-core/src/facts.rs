@@ -13,7 +13,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Words for numbers, counted like digits ("three tickets" / "four tickets").
-const NUMBER_WORDS: &[&str] = &[
+pub(crate) const NUMBER_WORDS: &[&str] = &[
     "zero",
     "one",
     "two",

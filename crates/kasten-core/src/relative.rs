@@ -10,6 +10,8 @@
 
 use chrono::{Datelike, Days, Months, NaiveDate, Weekday};
 
+use crate::facts::NUMBER_WORDS;
+
 /// `text` with the reading of each relative date it holds added in parentheses right
 /// after it: "yesterday" → "yesterday (15 March 2023)", "last Friday" → "last Friday (the
 /// Friday before 16 March 2023)", "last month" → "last month (February 2023)". `day` is
@@ -116,6 +118,19 @@ fn weekday_name(w: Weekday) -> &'static str {
     }
 }
 
+/// Counts spelled out that are read: one to twelve ([`NUMBER_WORDS`] is indexed by value).
+const SPELLED_MAX: u32 = 12;
+
+/// The value of a count spelled out, "one" to "twelve".
+fn spelled(word: &str) -> Option<u32> {
+    NUMBER_WORDS
+        .iter()
+        .take(SPELLED_MAX as usize + 1)
+        .position(|n| *n == word)
+        .and_then(|i| u32::try_from(i).ok())
+        .filter(|v| *v >= 1)
+}
+
 /// A count before "days ago", "weeks ago": an exact number, or a vague one (`None`) kept
 /// in words.
 enum Count {
@@ -126,13 +141,9 @@ enum Count {
 /// The count at the start of `w` and how many words it takes: "two", "3", "a", "an",
 /// "a few", "a couple of", "few", "several".
 fn count_at(w: &[&str]) -> Option<(Count, usize)> {
-    const NUMBERS: [&str; 12] = [
-        "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
-        "twelve",
-    ];
     let first = *w.first()?;
-    if let Some(i) = NUMBERS.iter().position(|n| *n == first) {
-        return Some((Count::Exact(i as u32 + 1), 1));
+    if let Some(v) = spelled(first) {
+        return Some((Count::Exact(v), 1));
     }
     if let Ok(n) = first.parse::<u32>()
         && (1..=100).contains(&n)
@@ -152,12 +163,10 @@ fn count_at(w: &[&str]) -> Option<(Count, usize)> {
 }
 
 fn count_words(n: u32) -> String {
-    const WORDS: [&str; 12] = [
-        "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
-        "twelve",
-    ];
-    WORDS
-        .get((n as usize).wrapping_sub(1))
+    (1..=SPELLED_MAX)
+        .contains(&n)
+        .then(|| NUMBER_WORDS.get(n as usize))
+        .flatten()
         .map_or_else(|| n.to_string(), |w| (*w).to_owned())
 }
 
