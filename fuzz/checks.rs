@@ -10,7 +10,8 @@ use std::collections::HashSet;
 use std::sync::OnceLock;
 
 use kasten_core::chat::{
-    ShownLink, ShownNote, answer_prompt, citations, says_not_in_memory, small_talk,
+    ShownLink, ShownNote, answer_prompt, citations, notes_the_answer_uses, says_not_in_memory,
+    small_talk,
 };
 use kasten_core::import::{parse_jsonl_bytes, parse_time};
 use kasten_core::markdown::{
@@ -299,6 +300,18 @@ pub fn chat_answer(data: &[u8]) {
         fenced += 1;
     }
     assert!(fenced >= notes.len(), "{user}");
+    // an answer read back to the notes holding its words: shown notes only, each once,
+    // at most three; the notes are pieces of the input, the question its first half
+    let pieces: Vec<String> = answer.split('\n').take(shown).map(str::to_owned).collect();
+    let half: String = answer.chars().take(answer.chars().count() / 2).collect();
+    let tokenizer = kasten_core::text::Tokenizer::default();
+    let used = notes_the_answer_uses(&tokenizer, &answer, &half, &pieces);
+    assert!(used.len() <= 3, "{used:?}");
+    let mut once = HashSet::new();
+    for n in &used {
+        assert!((1..=pieces.len()).contains(n), "{n} of {}", pieces.len());
+        assert!(once.insert(*n), "{n} repeated");
+    }
 }
 
 /// JSON Lines import: every record is a note with content, good and bad lines are told

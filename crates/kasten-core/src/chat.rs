@@ -605,6 +605,101 @@ pub fn citations(answer: &str, shown: usize) -> (Vec<usize>, usize) {
     (out, invalid)
 }
 
+/// An answer's text without its `[n]` / `[n, m]` / `[n-m]` citations (a person sees them as
+/// links to the notes, not as words of the answer); other brackets stay.
+pub fn without_citations(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(open) = rest.find('[') {
+        let after = &rest[open + 1..];
+        let close = after.find(']');
+        let is_citation = close.is_some_and(|c| {
+            let inner = &after[..c];
+            !inner.trim().is_empty()
+                && inner.chars().all(|ch| {
+                    ch.is_ascii_digit() || matches!(ch, ',' | '-' | '–') || ch.is_whitespace()
+                })
+        });
+        match (is_citation, close) {
+            (true, Some(c)) => {
+                out.push_str(rest[..open].trim_end_matches(' '));
+                rest = &after[c + 1..];
+            }
+            _ => {
+                out.push_str(&rest[..=open]);
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out.trim().to_owned()
+}
+
+/// Words an answer uses to say where it comes from ("In the notes, …", "[1] mentions …"),
+/// not what it says: they point at no note.
+const SOURCE_WORDS: &str = "note notes noted mention mentions mentioned memory according states \
+stated says said";
+
+/// Notes an answer's words are read back to, at most.
+const MAX_WORD_SOURCES: usize = 3;
+
+/// The shown notes an answer's words come from, for an answer that cites none (a model
+/// left free often forgets to): 1-based numbers, the note holding most of the answer's
+/// own terms first. `notes[i]` is note `i + 1` as the model saw it (its text and its
+/// day in words, so a date the answer took from when the note was written is found).
+/// The answer's own terms are its content terms that the question does not have (the
+/// question's own words are in every shown note), or all of them when it only repeats
+/// the question. The first note must hold two of them (one, when that is all there
+/// is); each further note two of those no chosen note holds (one, when one is left) —
+/// a multi-hop answer is read back to each note it joins. None when no note holds enough: an answer in the
+/// model's own words is not pinned on a note.
+pub fn notes_the_answer_uses(
+    tokenizer: &Tokenizer,
+    answer: &str,
+    question: &str,
+    notes: &[String],
+) -> Vec<usize> {
+    use std::collections::HashSet;
+    let source: HashSet<String> = tokenizer.tokenize(SOURCE_WORDS).into_iter().collect();
+    let asked: HashSet<String> = tokenizer.tokenize(question).into_iter().collect();
+    let mut said: Vec<String> = tokenizer.tokenize(&without_citations(answer));
+    said.retain(|w| !source.contains(w));
+    said.sort();
+    said.dedup();
+    let own: Vec<String> = said
+        .iter()
+        .filter(|w| !asked.contains(*w))
+        .cloned()
+        .collect();
+    let mut want = if own.is_empty() { said } else { own };
+    let held: Vec<HashSet<String>> = notes
+        .iter()
+        .map(|t| tokenizer.tokenize(t).into_iter().collect())
+        .collect();
+    let mut chosen: Vec<usize> = Vec::new();
+    while chosen.len() < MAX_WORD_SOURCES && !want.is_empty() {
+        // the most of what is still wanted; on a tie the better-ranked note
+        let best = held
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !chosen.contains(&(i + 1)))
+            .map(|(i, h)| (i + 1, want.iter().filter(|w| h.contains(*w)).count()))
+            .fold(None, |acc: Option<(usize, usize)>, (n, c)| match acc {
+                Some((_, best)) if best >= c => acc,
+                _ => Some((n, c)),
+            });
+        let Some((n, count)) = best else { break };
+        if count == 0 || count < want.len().min(2) {
+            break;
+        }
+        chosen.push(n);
+        if let Some(h) = held.get(n - 1) {
+            want.retain(|w| !h.contains(w));
+        }
+    }
+    chosen
+}
+
 /// Whether the model said the notes do not hold the answer.
 pub fn says_not_in_memory(answer: &str) -> bool {
     let a = answer.trim().trim_matches(|c: char| c == '"' || c == '*');

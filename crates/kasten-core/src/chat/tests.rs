@@ -415,3 +415,91 @@ fn the_small_model_grammar_names_only_shown_notes() {
     );
     assert!(cited_answer_grammar(0).contains("cite ::= \"1\"\n"));
 }
+
+/// An answer is scored (and read back to its notes) on its words: its citations are links for a person, not words.
+#[test]
+fn citations_are_taken_out_of_an_answer_before_it_is_scored() {
+    assert_eq!(
+        without_citations("She ran a charity race [3]."),
+        "She ran a charity race."
+    );
+    assert_eq!(
+        without_citations("[1] Pottery [2, 4] and painting"),
+        "Pottery and painting"
+    );
+    assert_eq!(
+        without_citations("The list [a] stays [ ] as [1x] is"),
+        "The list [a] stays [ ] as [1x] is"
+    );
+    assert_eq!(without_citations("unclosed [2"), "unclosed [2");
+    assert_eq!(without_citations("Lisbon [1-3]."), "Lisbon.");
+}
+
+fn owned(notes: &[&str]) -> Vec<String> {
+    notes.iter().map(|s| (*s).to_owned()).collect()
+}
+
+/// An answer that cites nothing is read back to the notes holding its own words: the
+/// words the question does not have, the best-ranked note on a tie.
+#[test]
+fn an_uncited_answer_is_read_back_to_the_note_holding_its_own_words() {
+    let t = Tokenizer::default();
+    let notes = owned(&[
+        "Jon: I started going to the gym again. 16 March 2023",
+        "Jon: I lost my job as a banker yesterday (19 January 2023). 20 January 2023",
+        "Gina: my boss let me go, so I lost my job too. 21 January 2023",
+    ]);
+    let q = "When did Jon lose his job as a banker?";
+    // the question's own words are in two notes; the date only in the second
+    assert_eq!(
+        notes_the_answer_uses(
+            &t,
+            "In the notes, Jon lost his job as a banker on 19 January 2023.",
+            q,
+            &notes
+        ),
+        vec![2]
+    );
+    // a short answer of one word that only one note holds
+    assert_eq!(
+        notes_the_answer_uses(&t, "Banker.", "What was Jon's job?", &notes),
+        vec![2]
+    );
+    // words no note holds: not pinned on any note
+    assert!(notes_the_answer_uses(&t, "He moved to Lisbon to paint.", q, &notes).is_empty());
+    // one word of two is not enough for the first note
+    assert!(notes_the_answer_uses(&t, "Lisbon, in January.", q, &notes).is_empty());
+    // only "Not in memory." and citations is nothing to read back
+    assert!(notes_the_answer_uses(&t, "[1]", q, &notes).is_empty());
+}
+
+/// A multi-hop answer is read back to each note it joins.
+#[test]
+fn an_answer_joining_two_notes_is_read_back_to_both() {
+    let t = Tokenizer::default();
+    let notes = owned(&[
+        "Gina: my boss let me go, I lost my job at Door Dash. 21 January 2023",
+        "Jon: I lost my job as a banker. 19 January 2023",
+        "Jon: dancing makes me happy, I will open a studio. 20 January 2023",
+    ]);
+    let q = "What do Jon and Gina both have in common?";
+    assert_eq!(
+        notes_the_answer_uses(
+            &t,
+            "Both lost their jobs: Jon as a banker, Gina at Door Dash.",
+            q,
+            &notes
+        ),
+        vec![1, 2]
+    );
+    // the source words ("notes", "mentions") point at nothing
+    assert_eq!(
+        notes_the_answer_uses(
+            &t,
+            "[2] mentions that Jon wants to open a dance studio.",
+            q,
+            &notes
+        ),
+        vec![3]
+    );
+}

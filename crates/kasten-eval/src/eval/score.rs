@@ -304,7 +304,7 @@ pub(crate) async fn ask_question(
     let scored = if a.not_in_memory {
         locomo::NOT_MENTIONED.to_owned()
     } else {
-        without_citations(&prediction)
+        kasten_core::chat::without_citations(&prediction)
     };
     Ok(scored_answer(q, &scored, prediction, cited))
 }
@@ -324,36 +324,6 @@ fn scored_answer(q: &Question, scored: &str, prediction: String, cited: Vec<Stri
         prediction,
         cited,
     }
-}
-
-/// An answer's text without its `[n]` / `[n, m]` / `[n-m]` citations (a person sees them as
-/// links to the notes, not as words of the answer).
-pub(crate) fn without_citations(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(open) = rest.find('[') {
-        let after = &rest[open + 1..];
-        let close = after.find(']');
-        let is_citation = close.is_some_and(|c| {
-            let inner = &after[..c];
-            !inner.trim().is_empty()
-                && inner.chars().all(|ch| {
-                    ch.is_ascii_digit() || matches!(ch, ',' | '-' | '–') || ch.is_whitespace()
-                })
-        });
-        match (is_citation, close) {
-            (true, Some(c)) => {
-                out.push_str(rest[..open].trim_end_matches(' '));
-                rest = &after[c + 1..];
-            }
-            _ => {
-                out.push_str(&rest[..=open]);
-                rest = after;
-            }
-        }
-    }
-    out.push_str(rest);
-    out.trim().to_owned()
 }
 
 /// Asks the LLM (or takes the answer it gave this request before, from `kept`) and scores

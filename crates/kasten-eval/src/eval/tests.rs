@@ -265,26 +265,6 @@ fn answers_by_ask_report_their_citations_and_declines() {
     );
 }
 
-/// An answer is scored on its words: its citations are links for a person, not words.
-#[test]
-fn citations_are_taken_out_of_an_answer_before_it_is_scored() {
-    use super::score::without_citations;
-    assert_eq!(
-        without_citations("She ran a charity race [3]."),
-        "She ran a charity race."
-    );
-    assert_eq!(
-        without_citations("[1] Pottery [2, 4] and painting"),
-        "Pottery and painting"
-    );
-    assert_eq!(
-        without_citations("The list [a] stays [ ] as [1x] is"),
-        "The list [a] stays [ ] as [1x] is"
-    );
-    assert_eq!(without_citations("unclosed [2"), "unclosed [2");
-    assert_eq!(without_citations("Lisbon [1-3]."), "Lisbon.");
-}
-
 /// What `kasten --json eval locomo --no-llm --per-question --held-out` printed on the
 /// end-to-end test's file before the report was typed reads into the types and prints
 /// back unchanged.
