@@ -30,6 +30,9 @@ pub struct AnswerDto {
     pub answer: String,
     /// The notes the answer cites, in order of first citation, with their `[n]`.
     pub citations: Vec<CitationDto>,
+    /// The model cited no note: `citations` are the notes the answer's words come from
+    /// (the answer has no `[n]`).
+    pub citations_inferred: bool,
     /// The memory holds nothing that answers the question.
     pub not_in_memory: bool,
     /// The question needed no retrieval (e.g. a greeting).
@@ -77,6 +80,7 @@ pub async fn ask(
     Ok(AnswerDto {
         not_in_memory: a.not_in_memory,
         skipped_retrieval: matches!(a.retrieval, kasten_engine::Retrieval::Skipped { .. }),
+        citations_inferred: a.citations_inferred,
         citations: a
             .cited_notes()
             .into_iter()

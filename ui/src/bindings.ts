@@ -190,6 +190,11 @@ export type AnswerDto = {
 	answer: string,
 	/**  The notes the answer cites, in order of first citation, with their `[n]`. */
 	citations: CitationDto[],
+	/**
+	 *  The model cited no note: `citations` are the notes the answer's words come from
+	 *  (the answer has no `[n]`).
+	 */
+	citations_inferred: boolean,
 	/**  The memory holds nothing that answers the question. */
 	not_in_memory: boolean,
 	/**  The question needed no retrieval (e.g. a greeting). */

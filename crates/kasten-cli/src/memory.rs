@@ -276,6 +276,7 @@ fn answer_json(a: &Answer) -> serde_json::Value {
     json!({
         "answer": a.answer,
         "citations": a.citations,
+        "citations_inferred": a.citations_inferred,
         "notes": notes,
         "not_in_memory": a.not_in_memory,
         "retrieval": a.retrieval,
@@ -295,6 +296,9 @@ fn print_sources(a: &Answer) {
                 );
             }
         }
+    }
+    if a.citations_inferred {
+        eprintln!("(the answer cites no note; its words come from:)");
     }
     for n in a.notes.iter().filter(|n| n.cited) {
         eprintln!("[{}] {}  {}", n.n, n.id, preview(&n.content, 70));

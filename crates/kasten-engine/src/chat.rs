@@ -14,7 +14,8 @@
 use chrono::{DateTime, NaiveDate, Utc};
 use kasten_core::chat::{
     NOT_IN_MEMORY, ShownLink, ShownNote, ShownReplaced, Turn, answer_prompt_marked, citations,
-    is_relevant, retrieval_query, says_not_in_memory, small_talk, term_match,
+    is_relevant, notes_the_answer_uses, retrieval_query, says_not_in_memory, small_talk,
+    term_match,
 };
 use kasten_core::lifecycle::Reinforce;
 use kasten_core::text::Tokenizer;
@@ -82,6 +83,10 @@ pub struct Answer {
     pub answer: String,
     /// Ids of the cited notes, in order of first citation; always notes in `notes`.
     pub citations: Vec<NoteId>,
+    /// The model cited no note: `citations` are the shown notes the answer's words come
+    /// from ([`kasten_core::chat::notes_the_answer_uses`]), the answer has no `[n]`.
+    #[serde(default)]
+    pub citations_inferred: bool,
     /// The notes shown to the model, numbered as in the prompt.
     pub notes: Vec<AnswerNote>,
     pub not_in_memory: bool,
@@ -216,6 +221,7 @@ impl Engine {
             return Ok(Answer {
                 answer: NOT_IN_MEMORY.to_owned(),
                 citations: Vec::new(),
+                citations_inferred: false,
                 notes: Vec::new(),
                 not_in_memory: true,
                 retrieval: Retrieval::Used {
@@ -291,10 +297,21 @@ impl Engine {
             .await?
             .map_err(|e| EngineError::Llm(e.to_string()))?;
         let not_in_memory = says_not_in_memory(&resp.text);
-        let (numbers, invalid) = if not_in_memory {
+        let (mut numbers, invalid) = if not_in_memory {
             (Vec::new(), 0)
         } else {
             citations(&resp.text, shown.len())
+        };
+        // an answer that cites nothing is read back to the notes holding its words, each
+        // as the model saw it: its text and its day
+        let citations_inferred = numbers.is_empty() && !not_in_memory && {
+            let seen: Vec<String> = prompt_notes
+                .iter()
+                .zip(&shown)
+                .map(|(p, s)| format!("{} {}", p.content, s.created_at.format("%-d %B %Y")))
+                .collect();
+            numbers = notes_the_answer_uses(&Tokenizer::default(), &resp.text, question, &seen);
+            !numbers.is_empty()
         };
         for n in &numbers {
             if let Some(s) = shown.get_mut(n - 1) {
@@ -319,6 +336,7 @@ impl Engine {
         Ok(Answer {
             answer: resp.text,
             citations: cited,
+            citations_inferred,
             notes: shown,
             not_in_memory,
             retrieval: Retrieval::Used {
@@ -378,6 +396,7 @@ impl Engine {
             return Ok(Answer {
                 answer: SMALL_TALK_OFFLINE.to_owned(),
                 citations: Vec::new(),
+                citations_inferred: false,
                 notes: Vec::new(),
                 not_in_memory: false,
                 retrieval: skipped,
@@ -409,6 +428,7 @@ impl Engine {
         Ok(Answer {
             answer: resp.text,
             citations: Vec::new(),
+            citations_inferred: false,
             notes: Vec::new(),
             not_in_memory: false,
             retrieval: skipped,
@@ -489,6 +509,7 @@ mod cited_tests {
         let a = Answer {
             answer: "Yes [3], and also [1].".into(),
             citations: vec![notes[2].id.clone(), notes[0].id.clone()],
+            citations_inferred: false,
             notes,
             not_in_memory: false,
             retrieval: Retrieval::Used {
@@ -540,6 +561,51 @@ mod prompt_tests {
         let shown = a.notes.iter().find(|n| n.id == id).unwrap();
         assert_eq!(shown.content, text);
         assert_eq!(e.get(&id).await.unwrap().note.content, text);
+        e.close().await;
+    }
+
+    /// A model that forgets to cite: the answer is read back to the note its words come
+    /// from, and says so; an answer that cites keeps the model's citations.
+    #[tokio::test]
+    async fn an_answer_without_citations_is_read_back_to_the_note_its_words_come_from() {
+        let fake = kasten_fakellm::FakeLlm::start(kasten_fakellm::Mode::Normal)
+            .await
+            .unwrap();
+        let workers = PipelineOptions::default().workers;
+        let e = engine_with_fake_and(&fake, workers, HashEmbedder::arc("h", 128, 3)).await;
+        let banker = e
+            .add(NewNote::new("Jon lost his job as a banker, so he opens a dance studio.").unwrap())
+            .await
+            .unwrap()
+            .id;
+        let gym = e
+            .add(NewNote::new("Jon lost his gym membership card again.").unwrap())
+            .await
+            .unwrap()
+            .id;
+        let question = "What did Jon do after he lost his job?";
+        fake.set_responder(|v| {
+            v.last_user()
+                .contains("Question: What did Jon do")
+                .then(|| "In the notes, Jon opens a dance studio.".to_owned())
+        });
+        let a = e.ask(question, &[], &|_| {}).await.unwrap();
+        assert!(a.notes.iter().any(|n| n.id == gym), "{a:?}");
+        assert!(a.citations_inferred, "{a:?}");
+        assert_eq!(a.citations, vec![banker.clone()]);
+        assert!(a.notes.iter().all(|n| n.cited == (n.id == banker)), "{a:?}");
+        assert_eq!(a.answer, "In the notes, Jon opens a dance studio.");
+
+        // the model's own citation stands, even where the words say otherwise
+        let gym_n = a.notes.iter().find(|n| n.id == gym).unwrap().n;
+        fake.set_responder(move |v| {
+            v.last_user()
+                .contains("Question: What did Jon do")
+                .then(|| format!("Jon opens a dance studio [{gym_n}]."))
+        });
+        let a = e.ask(question, &[], &|_| {}).await.unwrap();
+        assert!(!a.citations_inferred, "{a:?}");
+        assert_eq!(a.citations, vec![gym]);
         e.close().await;
     }
 }

@@ -359,6 +359,7 @@ impl KastenMcp {
                 })
                 .collect(),
             citations: a.citations.iter().map(|c| c.to_string()).collect(),
+            citations_inferred: a.citations_inferred,
             answer: a.answer,
             not_in_memory: a.not_in_memory,
         }))

@@ -191,6 +191,9 @@ pub struct AnswerOut {
     pub answer: String,
     /// Ids of the cited notes, in order of first citation.
     pub citations: Vec<String>,
+    /// The model cited no note: `citations` are the notes the answer's words come from,
+    /// and the answer has no `[n]`.
+    pub citations_inferred: bool,
     /// The cited notes.
     pub notes: Vec<Cited>,
     /// True when the memory does not hold the answer.

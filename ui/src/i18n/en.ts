@@ -341,6 +341,7 @@ export const en = {
   "chat.notInMemory": "Not in memory.",
   "chat.notInMemoryBody": "None of your notes answers this.",
   "chat.showInGraph": "Show cited notes in the graph",
+  "chat.sourcesInferred": "The answer names no note; its words come from:",
   "chat.placeholder": "Ask a question (Enter sends, Shift+Enter for a new line)",
   "chat.question": "Question",
   "chat.answering": "Answering…",

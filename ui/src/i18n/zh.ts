@@ -320,6 +320,7 @@ export const zh: Dict = {
   "chat.notInMemory": "记忆中没有。",
   "chat.notInMemoryBody": "你的笔记里没有能回答这个问题的内容。",
   "chat.showInGraph": "在图谱中显示被引用的笔记",
+  "chat.sourcesInferred": "回答未注明笔记；其中的词语来自：",
   "chat.placeholder": "提一个问题（Enter 发送，Shift+Enter 换行）",
   "chat.question": "问题",
   "chat.answering": "正在回答…",

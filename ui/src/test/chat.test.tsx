@@ -26,6 +26,7 @@ describe("ChatView", () => {
           resolve({
             answer: "Pixel is a border collie [1].",
             citations: [{ n: 1, id: "NOTE1", preview: "Ada's dog Pixel is a border collie" }],
+            citations_inferred: false,
             not_in_memory: false,
             skipped_retrieval: false,
           });
@@ -46,7 +47,7 @@ describe("ChatView", () => {
   });
 
   it("says plainly when the memory does not hold the answer", async () => {
-    ask.mockResolvedValue({ answer: "Not in memory.", citations: [], not_in_memory: true, skipped_retrieval: false });
+    ask.mockResolvedValue({ answer: "Not in memory.", citations: [], citations_inferred: false, not_in_memory: true, skipped_retrieval: false });
     renderWith(<ChatView />);
     await userEvent.type(screen.getByTestId("chat-input"), "What is my passport number?{Enter}");
     expect(await screen.findByText("Not in memory.", { selector: "strong" })).toBeTruthy();
@@ -57,6 +58,7 @@ describe("ChatView", () => {
     ask.mockResolvedValue({
       answer: "Yes [3].",
       citations: [{ n: 3, id: "NOTE3", preview: "the third note shown" }],
+      citations_inferred: false,
       not_in_memory: false,
       skipped_retrieval: false,
     });
@@ -68,10 +70,43 @@ describe("ChatView", () => {
   });
 
   it("does not turn [n] without a matching citation into a link", async () => {
-    ask.mockResolvedValue({ answer: "See [7].", citations: [], not_in_memory: false, skipped_retrieval: false });
+    ask.mockResolvedValue({ answer: "See [7].", citations: [], citations_inferred: false, not_in_memory: false, skipped_retrieval: false });
     renderWith(<ChatView />);
     await userEvent.type(screen.getByTestId("chat-input"), "q{Enter}");
     await waitFor(() => expect(screen.getByTestId("chat-answer").textContent).toContain("See [7]."));
     expect(screen.queryByTestId("citation")).toBeNull();
+  });
+
+  it("lists the notes an answer without [n] was read back to, and says so", async () => {
+    ask.mockResolvedValue({
+      answer: "Pixel is a border collie.",
+      citations: [{ n: 2, id: "NOTE2", preview: "Ada's dog Pixel is a border collie" }],
+      citations_inferred: true,
+      not_in_memory: false,
+      skipped_retrieval: false,
+    });
+    const { ctx } = renderWith(<ChatView />);
+    await userEvent.type(screen.getByTestId("chat-input"), "What breed is Pixel?{Enter}");
+    await waitFor(() => expect(screen.getByTestId("chat-answer").getAttribute("data-done")).toBe("true"));
+    expect(screen.getByTestId("chat-sources-inferred").textContent).toContain("its words come from");
+    // no [n] in the text to click; the note is in the list below it
+    expect(screen.queryByTestId("citation")).toBeNull();
+    await userEvent.click(screen.getByTestId("chat-source"));
+    expect(ctx.openNote).toHaveBeenCalledWith("NOTE2");
+  });
+
+  it("does not say the sources were inferred when the model cited them", async () => {
+    ask.mockResolvedValue({
+      answer: "Yes [3].",
+      citations: [{ n: 3, id: "NOTE3", preview: "the third note shown" }],
+      citations_inferred: false,
+      not_in_memory: false,
+      skipped_retrieval: false,
+    });
+    renderWith(<ChatView />);
+    await userEvent.type(screen.getByTestId("chat-input"), "q{Enter}");
+    await waitFor(() => expect(screen.getByTestId("chat-answer").getAttribute("data-done")).toBe("true"));
+    expect(screen.queryByTestId("chat-sources-inferred")).toBeNull();
+    expect(screen.getByTestId("chat-source")).toBeTruthy();
   });
 });

@@ -219,7 +219,7 @@ describe("the as-of date control", () => {
   });
 
   it("asks Chat as of the day chosen, and says so under the question", async () => {
-    mocked.ask.mockResolvedValue({ answer: "The rent is 1,200 euros [1].", citations: [{ n: 1, id: OLD, preview: "Our rent is 1,200 euros a month." }], not_in_memory: false, skipped_retrieval: false });
+    mocked.ask.mockResolvedValue({ answer: "The rent is 1,200 euros [1].", citations: [{ n: 1, id: OLD, preview: "Our rent is 1,200 euros a month." }], citations_inferred: false, not_in_memory: false, skipped_retrieval: false });
     renderWith(<WithAsOf ui={<ChatView />} />);
     fireEvent.change(screen.getByTestId("as-of-date"), { target: { value: "2026-06-30" } });
     await userEvent.type(screen.getByTestId("chat-input"), "what is our rent");

@@ -149,6 +149,12 @@ pub(crate) struct AskTally {
     pub(crate) answerable_declined: usize,
     /// Of those, answers that cite at least one note.
     pub(crate) answerable_citing: usize,
+    /// Of those, answers whose citations were read back from their words (the model
+    /// cited nothing), and the notes so cited (questions with known evidence) that are
+    /// evidence.
+    pub(crate) answerable_inferred: usize,
+    pub(crate) inferred: usize,
+    pub(crate) inferred_evidence: usize,
     /// Notes cited in answers to questions with known evidence, and how many of them are
     /// evidence turns of their question.
     pub(crate) cited: usize,

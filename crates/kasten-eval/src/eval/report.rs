@@ -169,6 +169,8 @@ fn ask_answers(t: &AskTally) -> AskAnswers {
     let share = |n: usize, of: usize| (of > 0).then(|| n as f64 / of as f64);
     AskAnswers {
         citing: share(t.answerable_citing, t.answerable),
+        citing_inferred: share(t.answerable_inferred, t.answerable),
+        inferred_precision: share(t.inferred_evidence, t.inferred),
         citation_precision: share(t.cited_evidence, t.cited),
         evidence_cited: share(t.evidence_cited, t.with_evidence),
         declined_answerable: share(t.answerable_declined, t.answerable),

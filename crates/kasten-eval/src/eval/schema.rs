@@ -192,6 +192,14 @@ fn is_amem(by: &str) -> bool {
 pub(crate) struct AskAnswers {
     /// Answers to questions of categories 1-4 that cite at least one note.
     pub(crate) citing: Option<f64>,
+    /// Of the answers to questions of categories 1-4, those whose model cited nothing and
+    /// whose citations are the notes their words come from (part of `citing`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) citing_inferred: Option<f64>,
+    /// Of the notes so cited (questions with known evidence), those that are an evidence
+    /// turn of their question (part of `citation_precision`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) inferred_precision: Option<f64>,
     /// Cited notes that are an evidence turn of their question (questions with known
     /// evidence).
     pub(crate) citation_precision: Option<f64>,

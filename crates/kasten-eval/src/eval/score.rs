@@ -292,12 +292,17 @@ pub(crate) async fn ask_question(
         tally.answerable += 1;
         tally.answerable_declined += usize::from(a.not_in_memory);
         tally.answerable_citing += usize::from(!cited.is_empty());
+        tally.answerable_inferred += usize::from(a.citations_inferred);
         if !known.is_empty() {
             tally.with_evidence += 1;
             let hits = cited.iter().filter(|c| known.contains(c)).count();
             tally.cited += cited.len();
             tally.cited_evidence += hits;
             tally.evidence_cited += usize::from(hits > 0);
+            if a.citations_inferred {
+                tally.inferred += cited.len();
+                tally.inferred_evidence += hits;
+            }
         }
     }
     let prediction = a.answer.trim().to_owned();

@@ -228,6 +228,9 @@ fn answers_by_ask_report_their_citations_and_declines() {
         answerable: 4,
         answerable_declined: 1,
         answerable_citing: 3,
+        answerable_inferred: 1,
+        inferred: 2,
+        inferred_evidence: 1,
         cited: 5,
         cited_evidence: 2,
         with_evidence: 4,
@@ -251,6 +254,8 @@ fn answers_by_ask_report_their_citations_and_declines() {
     assert_eq!(a["by"], "ask");
     assert_eq!(a["ask"]["citing"], 0.75);
     assert_eq!(a["ask"]["citation_precision"], 0.4);
+    assert_eq!(a["ask"]["citing_inferred"], 0.25);
+    assert_eq!(a["ask"]["inferred_precision"], 0.5);
     assert_eq!(a["ask"]["evidence_cited"], 0.5);
     assert_eq!(a["ask"]["declined_answerable"], 0.25);
     assert_eq!(a["ask"]["declined_adversarial"], 1.0);

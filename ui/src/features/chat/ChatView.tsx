@@ -99,11 +99,16 @@ export default function ChatView() {
                 })}
               </div>
               {turn.error && <div className="error">{turn.error}</div>}
+              {turn.answer?.citations_inferred && turn.answer.citations.length > 0 && (
+                <div className="small muted" style={{ marginTop: 6 }} data-testid="chat-sources-inferred">
+                  {t("chat.sourcesInferred")}
+                </div>
+              )}
               {turn.answer && turn.answer.citations.length > 0 && (
                 <ol className="small muted" style={{ margin: "6px 0 0", paddingLeft: 20 }}>
                   {turn.answer.citations.map((c) => (
                     <li key={c.n}>
-                      <button className="citation" style={{ fontWeight: 400 }} onClick={() => openNote(c.id)} translate="no">
+                      <button className="citation" style={{ fontWeight: 400 }} data-testid="chat-source" onClick={() => openNote(c.id)} translate="no">
                         {c.preview}
                       </button>
                     </li>
