@@ -191,7 +191,9 @@ impl Engine {
                     || (linked && !shown.is_empty())
                 {
                     prompt_notes.push(ShownNote {
-                        time: h.note.created_at.format("%Y-%m-%d %H:%M").to_string(),
+                        // in words, as the relative dates' readings are: a model copies
+                        // the form it is shown ("on 2023-01-29" against "29 January 2023")
+                        time: h.note.created_at.format("%-d %B %Y, %H:%M").to_string(),
                         // "last week" read against the note's day: the model can give a date
                         content: kasten_core::relative::with_dates_resolved(
                             &h.note.content,
@@ -303,12 +305,11 @@ impl Engine {
             citations(&resp.text, shown.len())
         };
         // an answer that cites nothing is read back to the notes holding its words, each
-        // as the model saw it: its text and its day
+        // as the model saw it: its text and its time
         let citations_inferred = numbers.is_empty() && !not_in_memory && {
             let seen: Vec<String> = prompt_notes
                 .iter()
-                .zip(&shown)
-                .map(|(p, s)| format!("{} {}", p.content, s.created_at.format("%-d %B %Y")))
+                .map(|p| format!("{} {}", p.content, p.time))
                 .collect();
             numbers = notes_the_answer_uses(&Tokenizer::default(), &resp.text, question, &seen);
             !numbers.is_empty()
@@ -532,13 +533,18 @@ mod prompt_tests {
     use crate::PipelineOptions;
     use crate::tests::{HashEmbedder, engine_with_fake_and};
 
-    #[tokio::test]
-    async fn a_notes_relative_dates_reach_the_model_read_against_its_day_and_stay_as_written() {
+    async fn fake_and_engine() -> (kasten_fakellm::FakeLlm, crate::Engine) {
         let fake = kasten_fakellm::FakeLlm::start(kasten_fakellm::Mode::Normal)
             .await
             .unwrap();
         let workers = PipelineOptions::default().workers;
         let e = engine_with_fake_and(&fake, workers, HashEmbedder::arc("h", 128, 3)).await;
+        (fake, e)
+    }
+
+    #[tokio::test]
+    async fn a_notes_relative_dates_reach_the_model_read_against_its_day_and_stay_as_written() {
+        let (fake, e) = fake_and_engine().await;
         let text = "Jon started going to the gym last week.";
         let at = "2023-03-16T13:56:00Z".parse().ok();
         let id = e.add(NewNote::new(text).unwrap().at(at)).await.unwrap().id;
@@ -557,6 +563,11 @@ mod prompt_tests {
             body.contains("gym last week (the week before 16 March 2023)."),
             "{body}"
         );
+        // the note's time in words too, the form the answer should give a date in
+        assert!(
+            body.contains("(16 March 2023, 13:56) <<<Jon started"),
+            "{body}"
+        );
         // what the person sees and what is stored are the note as written
         let shown = a.notes.iter().find(|n| n.id == id).unwrap();
         assert_eq!(shown.content, text);
@@ -568,11 +579,7 @@ mod prompt_tests {
     /// from, and says so; an answer that cites keeps the model's citations.
     #[tokio::test]
     async fn an_answer_without_citations_is_read_back_to_the_note_its_words_come_from() {
-        let fake = kasten_fakellm::FakeLlm::start(kasten_fakellm::Mode::Normal)
-            .await
-            .unwrap();
-        let workers = PipelineOptions::default().workers;
-        let e = engine_with_fake_and(&fake, workers, HashEmbedder::arc("h", 128, 3)).await;
+        let (fake, e) = fake_and_engine().await;
         let banker = e
             .add(NewNote::new("Jon lost his job as a banker, so he opens a dance studio.").unwrap())
             .await
