@@ -646,13 +646,13 @@ const MAX_WORD_SOURCES: usize = 3;
 /// The shown notes an answer's words come from, for an answer that cites none (a model
 /// left free often forgets to): 1-based numbers, the note holding most of the answer's
 /// own terms first. `notes[i]` is note `i + 1` as the model saw it (its text and its
-/// day in words, so a date the answer took from when the note was written is found).
+/// time in words, so a date the answer took from when the note was written is found).
 /// The answer's own terms are its content terms that the question does not have (the
 /// question's own words are in every shown note), or all of them when it only repeats
 /// the question. The first note must hold two of them (one, when that is all there
 /// is); each further note two of those no chosen note holds (one, when one is left) —
-/// a multi-hop answer is read back to each note it joins. None when no note holds enough: an answer in the
-/// model's own words is not pinned on a note.
+/// a multi-hop answer is read back to each note it joins. None when no note holds
+/// enough: an answer in the model's own words is not pinned on a note.
 pub fn notes_the_answer_uses(
     tokenizer: &Tokenizer,
     answer: &str,
