@@ -202,6 +202,8 @@ async fn an_agent_uses_every_tool_through_a_real_mcp_client() {
     );
     let cited = answer["citations"].as_array().cloned().unwrap_or_default();
     assert!(!cited.is_empty(), "no citations: {answer}");
+    // the fake model cites: the citations are its own, not read back from the words
+    assert_eq!(answer["citations_inferred"], false, "{answer}");
     let all_ids: Vec<String> = recent["notes"]
         .as_array()
         .map(|a| {

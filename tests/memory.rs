@@ -60,6 +60,8 @@ fn ask_cites_notes_it_showed_and_says_when_something_is_not_in_memory() {
     assert_eq!(citations[0], ids[0], "{a:#}");
     assert_eq!(a["not_in_memory"], false);
     assert!(a["answer"].as_str().unwrap_or_default().contains("[1]"));
+    // the model's own citations, not read back from the answer's words
+    assert_eq!(a["citations_inferred"], false, "{a:#}");
     // the cited note was reinforced
     let n = h.json(&["show", &ids[0]]);
     assert_eq!(n["access_count"], 1, "{n:#}");
@@ -68,6 +70,7 @@ fn ask_cites_notes_it_showed_and_says_when_something_is_not_in_memory() {
     assert_eq!(a["not_in_memory"], true, "{a:#}");
     assert_eq!(a["answer"], "Not in memory.");
     assert!(strs(&a["citations"]).is_empty());
+    assert_eq!(a["citations_inferred"], false, "{a:#}");
 
     // small talk skips retrieval, and says so
     let a = h.json(&["ask", "hello!"]);
