@@ -8,7 +8,7 @@
 //! "lately", "the other day") and a weekday alone ("on Friday") are left as written.
 //! English only.
 
-use chrono::{Datelike, Days, Months, NaiveDate, Weekday};
+use chrono::{DateTime, Datelike, Days, Months, NaiveDate, Utc, Weekday};
 
 use crate::facts::NUMBER_WORDS;
 
@@ -85,8 +85,17 @@ fn words(text: &str) -> Vec<Word<'_>> {
     out
 }
 
+/// A day as the model is shown it ("16 March 2023"): the readings and the notes' times
+/// in one form, the form a model then writes its dates in.
+const DAY_IN_WORDS: &str = "%-d %B %Y";
+
 fn day_text(d: NaiveDate) -> String {
-    d.format("%-d %B %Y").to_string()
+    d.format(DAY_IN_WORDS).to_string()
+}
+
+/// When a note was written, as the answer prompt shows it: "16 March 2023, 13:56".
+pub fn time_in_words(t: DateTime<Utc>) -> String {
+    t.format(&format!("{DAY_IN_WORDS}, %H:%M")).to_string()
 }
 
 fn month_text(d: NaiveDate) -> String {
@@ -229,13 +238,10 @@ fn reading_at(w: &[&str], day: NaiveDate) -> Option<(usize, String)> {
             let name = if season == "fall" { "autumn" } else { season };
             return Some((2, format!("{name} {year}")));
         }
-        ("last", d) if weekday_of(d).is_some() => {
+        (side @ ("last" | "next"), d) if weekday_of(d).is_some() => {
             let name = weekday_of(d).map(weekday_name)?;
-            return Some((2, format!("the {name} before {before}")));
-        }
-        ("next", d) if weekday_of(d).is_some() => {
-            let name = weekday_of(d).map(weekday_name)?;
-            return Some((2, format!("the {name} after {before}")));
+            let side = if side == "last" { "before" } else { "after" };
+            return Some((2, format!("the {name} {side} {before}")));
         }
         _ => {}
     }

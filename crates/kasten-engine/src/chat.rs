@@ -193,7 +193,7 @@ impl Engine {
                     prompt_notes.push(ShownNote {
                         // in words, as the relative dates' readings are: a model copies
                         // the form it is shown ("on 2023-01-29" against "29 January 2023")
-                        time: h.note.created_at.format("%-d %B %Y, %H:%M").to_string(),
+                        time: kasten_core::relative::time_in_words(h.note.created_at),
                         // "last week" read against the note's day: the model can give a date
                         content: kasten_core::relative::with_dates_resolved(
                             &h.note.content,
