@@ -684,10 +684,7 @@ pub fn notes_the_answer_uses(
             .enumerate()
             .filter(|(i, _)| !chosen.contains(&(i + 1)))
             .map(|(i, h)| (i + 1, want.iter().filter(|w| h.contains(*w)).count()))
-            .fold(None, |acc: Option<(usize, usize)>, (n, c)| match acc {
-                Some((_, best)) if best >= c => acc,
-                _ => Some((n, c)),
-            });
+            .max_by_key(|&(n, count)| (count, std::cmp::Reverse(n)));
         let Some((n, count)) = best else { break };
         if count == 0 || count < want.len().min(2) {
             break;

@@ -306,14 +306,15 @@ impl Engine {
         };
         // an answer that cites nothing is read back to the notes holding its words, each
         // as the model saw it: its text and its time
-        let citations_inferred = numbers.is_empty() && !not_in_memory && {
+        let mut citations_inferred = false;
+        if numbers.is_empty() && !not_in_memory {
             let seen: Vec<String> = prompt_notes
                 .iter()
                 .map(|p| format!("{} {}", p.content, p.time))
                 .collect();
             numbers = notes_the_answer_uses(&Tokenizer::default(), &resp.text, question, &seen);
-            !numbers.is_empty()
-        };
+            citations_inferred = !numbers.is_empty();
+        }
         for n in &numbers {
             if let Some(s) = shown.get_mut(n - 1) {
                 s.cited = true;
