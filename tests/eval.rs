@@ -459,6 +459,50 @@ fn answers_by_ask_are_scored_and_their_citations_reported() {
     assert_eq!(out.status.code(), Some(2));
 }
 
+/// `--search-terms`: the LLM writes each scored question's search terms; the searches
+/// with them are scored beside Kasten's own, with the calls' tokens and each question's
+/// terms. Without the flag, none of it is in the report.
+#[test]
+fn search_terms_are_scored_beside_kasten_s_own_search() {
+    let llm = FakeServer::start("normal");
+    let h = Home::with_llm(&llm.openai_url());
+    let (file, cache) = setup(&h);
+    let args = ["--per-question", "--samples", "conv-a"];
+    let mut with = vec!["--search-terms"];
+    with.extend_from_slice(&args);
+    let r = eval_with_llm(&h, &file, &cache, &with);
+    for system in ["kasten_with_terms", "llm_terms"] {
+        let rec = &r["systems"][system]["recall_at_k"];
+        assert_eq!(rec["questions"], 4, "{system}: {r:#}");
+        assert!((0.0..=1.0).contains(&num(&rec["overall"])), "{system}");
+    }
+    let calls = &r["tokens"]["search_terms"];
+    assert_eq!(calls["questions"], 4, "{r:#}");
+    assert_eq!(calls["failed"], 0, "{r:#}");
+    assert!(num(&calls["per_question"]) > 0.0, "{r:#}");
+    // the adversarial question is not scored for retrieval: no terms are asked for it
+    let questions = r["per_question"].as_array().cloned().unwrap_or_default();
+    let with_terms = questions
+        .iter()
+        .filter(|q| q["search_terms"].as_array().is_some_and(|t| !t.is_empty()))
+        .count();
+    assert_eq!(with_terms, 4, "{r:#}");
+    let sunrise = questions
+        .iter()
+        .find(|q| q["question"] == "When did Ann paint the sunrise?")
+        .cloned()
+        .unwrap_or_default();
+    let terms = sunrise["search_terms"].to_string();
+    assert!(terms.contains("paint"), "{sunrise:#}");
+
+    let plain = eval_with_llm(&h, &file, &cache, &args);
+    assert!(
+        plain["systems"].get("kasten_with_terms").is_none(),
+        "{plain:#}"
+    );
+    assert!(plain["tokens"].get("search_terms").is_none(), "{plain:#}");
+}
+
 /// An enriching ingest killed part way resumes after the last note added on the next run,
 /// instead of starting over (a run with a real model takes hours).
 #[test]

@@ -278,6 +278,7 @@ fn answer_json(a: &Answer) -> serde_json::Value {
         "citations": a.citations,
         "citations_inferred": a.citations_inferred,
         "notes": notes,
+        "search_terms": a.search_terms,
         "not_in_memory": a.not_in_memory,
         "retrieval": a.retrieval,
         "invalid_citations": a.invalid_citations,

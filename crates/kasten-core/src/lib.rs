@@ -12,6 +12,8 @@
 //! - [`period`]: calendar periods named in a query, for date-aware ranking.
 //! - [`relative`]: relative dates in a note ("last week") read against its day, for the
 //!   answer prompt.
+//! - [`search_terms`]: a question turned into search terms by the LLM (A-Mem's retrieval):
+//!   the prompt, its schema, the parser.
 //! - [`facts`]: the numbers and names of a text, so notes stating different facts are never
 //!   merged.
 //! - [`supersession`]: a newer note stating another value for the same subject and
@@ -44,6 +46,7 @@ pub mod provenance;
 pub mod quality;
 pub mod ranking;
 pub mod relative;
+pub mod search_terms;
 pub mod snapshot;
 pub mod states;
 pub mod supersession;

@@ -3,7 +3,10 @@
 //! 1. Small talk (greetings, thanks) is recognised by a word list and answered without
 //!    retrieval; the answer says so (`retrieval: skipped`).
 //! 2. Otherwise the question (with the previous one for short follow-ups) is retrieved
-//!    with the default search: hybrid ranking plus link expansion.
+//!    with the default search: hybrid ranking plus link expansion. Where
+//!    `retrieval.search_terms` says so, the LLM first writes the question's search terms
+//!    (A-Mem's retrieval, [`kasten_core::search_terms`]) and the search runs on the
+//!    question with them; a failed call costs the answer nothing (the question alone).
 //! 3. Only notes that pass the relevance gate are shown to the LLM, numbered `[1]..[n]`.
 //!    If none passes, the answer is "Not in memory." — decided by Kasten, without the LLM,
 //!    so it is testable and costs nothing.
@@ -89,6 +92,10 @@ pub struct Answer {
     pub citations_inferred: bool,
     /// The notes shown to the model, numbered as in the prompt.
     pub notes: Vec<AnswerNote>,
+    /// The terms the LLM wrote for the question and the search ran with beside it
+    /// (`retrieval.search_terms`); empty when none were asked for or none came back.
+    #[serde(default)]
+    pub search_terms: Vec<String>,
     pub not_in_memory: bool,
     pub retrieval: Retrieval,
     /// `[n]` in the answer that named no shown note (dropped).
@@ -158,11 +165,28 @@ impl Engine {
         }
 
         let query = retrieval_query(question, history);
-        let found = self
-            .search_question(&query, options.k.max(1), options.as_of)
-            .await?;
-        let candidates = found.hits.len();
+        let k = options.k.max(1);
+        let mut found = self.search_question(&query, k, options.as_of).await?;
         let qv = self.embed_query(&query).await?;
+        let mut judged = self.judge(&found.hits, &qv, &query)?;
+        // The LLM's terms widen the search only, and only for a question the memory is
+        // about: which notes are shown is still decided by the question's own words and
+        // meaning (the relevance gate below), and a question no note is about is "Not in
+        // memory." without calling the model.
+        let about = judged
+            .iter()
+            .any(|(cosine, terms)| is_relevant(*cosine, terms.share(), options.min_cosine));
+        let (terms, terms_usage) = if about && self.uses_search_terms() {
+            self.question_terms(&query).await?
+        } else {
+            (Vec::new(), None)
+        };
+        if !terms.is_empty() {
+            let searched = kasten_core::search_terms::with_question(&query, &terms);
+            found = self.search_question(&searched, k, options.as_of).await?;
+            judged = self.judge(&found.hits, &qv, &query)?;
+        }
+        let candidates = found.hits.len();
         let mut shown: Vec<AnswerNote> = Vec::new();
         let mut prompt_notes: Vec<ShownNote> = Vec::new();
         // what replaced each shown note, if anything did
@@ -171,16 +195,7 @@ impl Engine {
         let mut matched: Vec<kasten_core::chat::TermMatch> = Vec::new();
         let mut vias: Vec<Vec<Via>> = Vec::new();
         {
-            // the tokenizer (its stemmer) is not Send: it must not live across an await
-            let tokenizer = Tokenizer::default();
-            let ix = self.read_indexes()?;
-            for h in found.hits {
-                let cosine = ix
-                    .vector
-                    .get(&h.note.id)?
-                    .map(|v| qv.iter().zip(v.iter()).map(|(a, b)| a * b).sum::<f32>())
-                    .unwrap_or(0.0);
-                let terms = term_match(&tokenizer, &query, &h.note.index_text());
+            for (h, (cosine, terms)) in found.hits.into_iter().zip(judged) {
                 // a note reached through a link from a relevant note, or the next note of
                 // the chain the question leads through, comes along with it
                 let linked = h
@@ -225,6 +240,7 @@ impl Engine {
                 citations: Vec::new(),
                 citations_inferred: false,
                 notes: Vec::new(),
+                search_terms: terms,
                 not_in_memory: true,
                 retrieval: Retrieval::Used {
                     candidates,
@@ -232,7 +248,7 @@ impl Engine {
                 },
                 invalid_citations: 0,
                 model: None,
-                usage: None,
+                usage: terms_usage,
             });
         }
 
@@ -335,11 +351,17 @@ impl Engine {
             self.reinforce_quietly(&cited, Reinforce::Cited).await;
         }
         let shown_count = shown.len();
+        // the answer's tokens include the call that wrote its search terms
+        let mut usage = resp.usage;
+        if let Some(u) = &terms_usage {
+            usage.add(u);
+        }
         Ok(Answer {
             answer: resp.text,
             citations: cited,
             citations_inferred,
             notes: shown,
+            search_terms: terms,
             not_in_memory,
             retrieval: Retrieval::Used {
                 candidates,
@@ -347,8 +369,67 @@ impl Engine {
             },
             invalid_citations: invalid,
             model: Some(resp.model),
-            usage: Some(resp.usage),
+            usage: Some(usage),
         })
+    }
+
+    /// Each hit's cosine similarity to the question's vector and the question's terms it
+    /// holds: what the relevance gate judges it by.
+    fn judge(
+        &self,
+        hits: &[crate::SearchHit],
+        qv: &[f32],
+        query: &str,
+    ) -> Result<Vec<(f32, kasten_core::chat::TermMatch)>, EngineError> {
+        // the tokenizer (its stemmer) is not Send: it must not live across an await
+        let tokenizer = Tokenizer::default();
+        let ix = self.read_indexes()?;
+        hits.iter()
+            .map(|h| {
+                let cosine = ix
+                    .vector
+                    .get(&h.note.id)?
+                    .map(|v| qv.iter().zip(v.iter()).map(|(a, b)| a * b).sum::<f32>())
+                    .unwrap_or(0.0);
+                Ok((cosine, term_match(&tokenizer, query, &h.note.index_text())))
+            })
+            .collect()
+    }
+
+    /// The search terms the LLM in use writes for `question`
+    /// ([`kasten_core::search_terms`]), with the call's tokens. A model that answers
+    /// without usable terms, or fails, leaves the search to the question alone (logged):
+    /// the answer never fails for want of terms. Only a closing engine is an error.
+    pub async fn question_terms(
+        &self,
+        question: &str,
+    ) -> Result<(Vec<String>, Option<Usage>), EngineError> {
+        use kasten_core::search_terms;
+        let Some(llm) = self.llm_client() else {
+            return Ok((Vec::new(), None));
+        };
+        let req = kasten_llm::StructuredRequest {
+            messages: to_messages(search_terms::prompt(question)),
+            schema_name: search_terms::SCHEMA_NAME.to_owned(),
+            schema: search_terms::schema(),
+            temperature: 0.0,
+            max_tokens: Some(search_terms::MAX_TOKENS),
+        };
+        let valid = |v: &serde_json::Value| {
+            search_terms::parse(v)
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        };
+        match self.unless_closing(llm.structured(&req, &valid)).await? {
+            Ok(r) => Ok((
+                search_terms::parse(&r.value).unwrap_or_default(),
+                Some(r.usage),
+            )),
+            Err(e) => {
+                tracing::warn!(error = %e, "no search terms from the LLM; searching the question alone");
+                Ok((Vec::new(), None))
+            }
+        }
     }
 
     /// The accepted links between the shown notes, by the notes' numbers in the prompt,
@@ -400,6 +481,7 @@ impl Engine {
                 citations: Vec::new(),
                 citations_inferred: false,
                 notes: Vec::new(),
+                search_terms: Vec::new(),
                 not_in_memory: false,
                 retrieval: skipped,
                 invalid_citations: 0,
@@ -432,6 +514,7 @@ impl Engine {
             citations: Vec::new(),
             citations_inferred: false,
             notes: Vec::new(),
+            search_terms: Vec::new(),
             not_in_memory: false,
             retrieval: skipped,
             invalid_citations: 0,
@@ -513,6 +596,7 @@ mod cited_tests {
             citations: vec![notes[2].id.clone(), notes[0].id.clone()],
             citations_inferred: false,
             notes,
+            search_terms: Vec::new(),
             not_in_memory: false,
             retrieval: Retrieval::Used {
                 candidates: 4,
@@ -614,6 +698,69 @@ mod prompt_tests {
         let a = e.ask(question, &[], &|_| {}).await.unwrap();
         assert!(!a.citations_inferred, "{a:?}");
         assert_eq!(a.citations, vec![gym]);
+        e.close().await;
+    }
+
+    /// `retrieval.search_terms`: on, the LLM writes the question's search terms before the
+    /// search, the answer says which and counts their tokens; a model that writes none
+    /// still gets its answer; off, the model is asked only for the answer.
+    #[tokio::test]
+    async fn the_llm_writes_the_search_terms_the_answer_s_search_runs_with() {
+        let (fake, e) = fake_and_engine().await;
+        e.add(NewNote::new("Jon teaches dancing in his ballroom studio downtown.").unwrap())
+            .await
+            .unwrap();
+        let question = "Where does Jon teach dancing?";
+        let terms_asked = |fake: &kasten_fakellm::FakeLlm| {
+            fake.requests()
+                .iter()
+                .filter(|r| r.body.to_string().contains("\"search_terms\""))
+                .count()
+        };
+        fake.set_responder(|v| {
+            (v.schema_name() == Some("search_terms"))
+                .then(|| r#"{"keywords": ["ballroom studio", "dance class", "Jon"]}"#.to_owned())
+        });
+        e.set_setting_checked("retrieval.search_terms", "on")
+            .await
+            .unwrap();
+        let a = e.ask(question, &[], &|_| {}).await.unwrap();
+        assert_eq!(terms_asked(&fake), 1);
+        assert_eq!(a.search_terms, ["ballroom studio", "dance class", "Jon"]);
+        assert!(!a.notes.is_empty(), "{a:?}");
+        let asked = fake
+            .requests()
+            .iter()
+            .map(|r| r.body.to_string())
+            .find(|b| b.contains("\"search_terms\""))
+            .unwrap();
+        assert!(
+            asked.contains("Question: Where does Jon teach dancing?"),
+            "{asked}"
+        );
+        let with_terms = a.usage.unwrap();
+
+        // terms the answer cannot use cost the answer nothing
+        fake.set_responder(|v| {
+            (v.schema_name() == Some("search_terms")).then(|| "no keywords today".to_owned())
+        });
+        let a = e.ask(question, &[], &|_| {}).await.unwrap();
+        assert!(a.search_terms.is_empty(), "{a:?}");
+        assert!(!a.notes.is_empty(), "{a:?}");
+
+        e.set_setting_checked("retrieval.search_terms", "off")
+            .await
+            .unwrap();
+        let before = terms_asked(&fake);
+        let a = e.ask(question, &[], &|_| {}).await.unwrap();
+        assert_eq!(terms_asked(&fake), before);
+        assert!(a.search_terms.is_empty() && !a.notes.is_empty(), "{a:?}");
+        // the same note shown: the answer's tokens with terms are both calls'
+        let answer_only = a.usage.unwrap();
+        assert!(
+            with_terms.prompt_tokens > answer_only.prompt_tokens,
+            "{with_terms:?} {answer_only:?}"
+        );
         e.close().await;
     }
 }

@@ -73,8 +73,8 @@ pub use kasten_store::{
     retry_on_conflict,
 };
 pub use lifecycle::{
-    ARCHIVE_THRESHOLD_SETTING, ArchiveCandidate, FOLLOW_LINKS_SETTING, FollowLinks,
-    REINFORCE_SETTING, ReinforceOn, STRENGTH_WEIGHT_SETTING,
+    ARCHIVE_THRESHOLD_SETTING, ArchiveCandidate, AutoSwitch, FOLLOW_LINKS_SETTING,
+    REINFORCE_SETTING, ReinforceOn, SEARCH_TERMS_SETTING, STRENGTH_WEIGHT_SETTING,
 };
 pub use manual::{DEFAULT_LINK_KIND, agent_actor, is_agent, link_kinds};
 pub use merge::{MERGE_SETTING, MergeInfo, MergeOptions, jaccard as merge_jaccard};
@@ -163,8 +163,10 @@ pub struct Engine {
     strength_weight: AtomicF64,
     /// `retrieval.reinforce`, read at open ([`lifecycle::ReinforceOn`] as a number).
     reinforce_on: std::sync::atomic::AtomicU8,
-    /// `retrieval.follow_links`, read at open ([`lifecycle::FollowLinks`] as a number).
+    /// `retrieval.follow_links`, read at open ([`lifecycle::AutoSwitch`] as a number).
     follow_links: std::sync::atomic::AtomicU8,
+    /// `retrieval.search_terms`, read at open ([`lifecycle::AutoSwitch`] as a number).
+    search_terms: std::sync::atomic::AtomicU8,
     /// Starts the name of every job worker of this engine: unique to this open (process
     /// id and a ULID), so that `close` can give back exactly the jobs it still holds.
     worker_prefix: String,

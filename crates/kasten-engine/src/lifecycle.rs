@@ -66,15 +66,24 @@ impl ReinforceOn {
 /// context but not followed by search.
 pub const FOLLOW_LINKS_SETTING: &str = "retrieval.follow_links";
 
-/// Whether search follows links (setting [`FOLLOW_LINKS_SETTING`]).
+/// Setting (group `retrieval`, field `search_terms`): whether chat and `ask` search with
+/// the terms the LLM writes for the question (A-Mem's retrieval, `kasten_core::search_terms`)
+/// beside the question's own words — `on`, `off`, or `auto` (the default): on, except while
+/// the LLM in use is a small model on the guided prompts. Measured with Qwen2.5-Coder-1.5B
+/// on LoCoMo (docs/BENCHMARKS.md, "Search terms"). It costs one short LLM call per question.
+pub const SEARCH_TERMS_SETTING: &str = "retrieval.search_terms";
+
+/// A retrieval step that depends on the model: on, off, or `auto` — on except while the
+/// LLM in use is a small model on the guided prompts ([`FOLLOW_LINKS_SETTING`],
+/// [`SEARCH_TERMS_SETTING`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FollowLinks {
+pub enum AutoSwitch {
     Auto,
     On,
     Off,
 }
 
-impl FollowLinks {
+impl AutoSwitch {
     pub fn parse(s: &str) -> Option<Self> {
         Some(match s.trim().to_ascii_lowercase().as_str() {
             "auto" => Self::Auto,
@@ -347,22 +356,43 @@ impl Engine {
     }
 
     /// Whether search follows links (setting `retrieval.follow_links`, read at open).
-    pub async fn follow_links_setting(&self) -> Result<FollowLinks, EngineError> {
+    pub async fn follow_links_setting(&self) -> Result<AutoSwitch, EngineError> {
         Ok(self
-            .retrieval_word("follow_links", FollowLinks::parse)
+            .retrieval_word("follow_links", AutoSwitch::parse)
             .await?
-            .unwrap_or(FollowLinks::Auto))
+            .unwrap_or(AutoSwitch::Auto))
+    }
+
+    /// Whether chat searches with the LLM's terms (setting `retrieval.search_terms`, read
+    /// at open).
+    pub async fn search_terms_setting(&self) -> Result<AutoSwitch, EngineError> {
+        Ok(self
+            .retrieval_word("search_terms", AutoSwitch::parse)
+            .await?
+            .unwrap_or(AutoSwitch::Auto))
+    }
+
+    /// Whether the LLM in use is a small model on the guided prompts (`None`: no LLM).
+    fn small_llm(&self) -> Option<bool> {
+        self.llm
+            .as_ref()
+            .map(|llm| self.pipeline.profile.resolve(llm).guided())
     }
 
     /// Whether search follows links now: [`Engine::follow_links_setting`] (as last read)
     /// resolved for the LLM in use.
     pub fn follows_links(&self) -> bool {
-        let small = self
-            .llm
-            .as_ref()
-            .map(|llm| self.pipeline.profile.resolve(llm).guided());
-        FollowLinks::from_u8(self.follow_links.load(std::sync::atomic::Ordering::Relaxed))
-            .resolve(small)
+        AutoSwitch::from_u8(self.follow_links.load(std::sync::atomic::Ordering::Relaxed))
+            .resolve(self.small_llm())
+    }
+
+    /// Whether chat and `ask` search with the LLM's terms now:
+    /// [`Engine::search_terms_setting`] (as last read) resolved for the LLM in use; never
+    /// without an LLM.
+    pub fn uses_search_terms(&self) -> bool {
+        self.llm.is_some()
+            && AutoSwitch::from_u8(self.search_terms.load(std::sync::atomic::Ordering::Relaxed))
+                .resolve(self.small_llm())
     }
 
     /// Reads the retrieval settings the search path keeps at hand (at open, and when one
@@ -375,6 +405,10 @@ impl Engine {
         );
         self.follow_links.store(
             self.follow_links_setting().await?.to_u8(),
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        self.search_terms.store(
+            self.search_terms_setting().await?.to_u8(),
             std::sync::atomic::Ordering::Relaxed,
         );
         Ok(())

@@ -102,6 +102,7 @@ impl Engine {
             strength_weight: AtomicF64::default(),
             reinforce_on: std::sync::atomic::AtomicU8::new(0),
             follow_links: std::sync::atomic::AtomicU8::new(0),
+            search_terms: std::sync::atomic::AtomicU8::new(0),
             worker_prefix: format!("{}-{}-", std::process::id(), JobId::generate()),
             snapshot_path,
             from_snapshot: AtomicBool::new(false),

@@ -52,7 +52,7 @@ enum Rule {
     /// `all | chat | off`
     Reinforce,
     /// `auto | on | off`
-    FollowLinks,
+    AutoSwitch,
     /// A number in 0-1.
     Fraction,
 }
@@ -90,7 +90,7 @@ fn none() -> Value {
 }
 
 /// Every setting, in the order `kasten config` lists them.
-const REGISTRY: [Setting; 20] = [
+const REGISTRY: [Setting; 21] = [
     setting(
         "llm.provider",
         "openai | ollama | local | none",
@@ -178,7 +178,14 @@ const REGISTRY: [Setting; 20] = [
         "retrieval.follow_links",
         "auto | on | off (search follows links; auto: not a small model's)",
         None,
-        Rule::FollowLinks,
+        Rule::AutoSwitch,
+        || json!("auto"),
+    ),
+    setting(
+        "retrieval.search_terms",
+        "auto | on | off (chat searches with the terms the LLM writes for the question; auto: not with a small model)",
+        None,
+        Rule::AutoSwitch,
         || json!("auto"),
     ),
     setting(
@@ -311,7 +318,7 @@ pub fn validate_setting(key: &str, raw: &str) -> Result<Value, SettingError> {
         Rule::Reinforce => crate::lifecycle::ReinforceOn::parse(v)
             .map(|_| json!(v.trim().to_ascii_lowercase()))
             .ok_or_else(bad),
-        Rule::FollowLinks => crate::lifecycle::FollowLinks::parse(v)
+        Rule::AutoSwitch => crate::lifecycle::AutoSwitch::parse(v)
             .map(|_| json!(v.trim().to_ascii_lowercase()))
             .ok_or_else(bad),
         Rule::Fraction => v

@@ -120,6 +120,11 @@ pub enum EvalCommand {
         /// is ingested or enriched; one conversation (--samples).
         #[arg(long, value_name = "DIR", conflicts_with_all = ["fresh", "ablations", "checkpoint"])]
         memory: Option<PathBuf>,
+        /// The LLM first writes each question's search terms, as A-Mem retrieves; the
+        /// search on the question with them (`kasten_with_terms`) and on them alone
+        /// (`llm_terms`) are scored beside Kasten's, with the calls' tokens and time.
+        #[arg(long, conflicts_with = "no_llm")]
+        search_terms: bool,
     },
     /// Current facts when facts change (MemoryAgentBench FactConsolidation): whether the
     /// newest fact asked about is in the top 1 / 5 of the search (and, with --answer, the
@@ -201,6 +206,7 @@ pub async fn run(cmd: &EvalCommand, json_out: bool, shell: &dyn Shell) -> Result
         checkpoint,
         checkpoint_every,
         memory,
+        search_terms,
     } = cmd
     else {
         bail!("no such benchmark")
@@ -250,6 +256,7 @@ pub async fn run(cmd: &EvalCommand, json_out: bool, shell: &dyn Shell) -> Result
         answer_with: *answer_with,
         enrich: !no_enrich,
         held_out: *held_out,
+        search_terms: *search_terms,
     };
     let t_run = Instant::now();
     let bytes = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
@@ -450,6 +457,7 @@ fn ablation_modes(full: &Mode) -> Vec<(&'static str, Mode)> {
             answer_with: full.answer_with,
             enrich: true,
             held_out: false,
+            search_terms: full.search_terms,
         }
     };
     let mut out = vec![
@@ -473,6 +481,7 @@ fn ablation_modes(full: &Mode) -> Vec<(&'static str, Mode)> {
             answer_with: full.answer_with,
             enrich: false,
             held_out: false,
+            search_terms: false,
         },
     ));
     out

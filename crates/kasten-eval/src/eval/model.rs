@@ -50,10 +50,12 @@ pub(crate) enum System {
     TwoHops,
     BoxBoost,
     Chain,
+    WithTerms,
+    TermsOnly,
 }
 
 impl System {
-    pub(crate) const ALL: [System; 12] = [
+    pub(crate) const ALL: [System; 14] = [
         System::Kasten,
         System::Dense,
         System::Bm25,
@@ -66,6 +68,8 @@ impl System {
         System::TwoHops,
         System::BoxBoost,
         System::Chain,
+        System::WithTerms,
+        System::TermsOnly,
     ];
 
     pub(crate) fn name(self) -> &'static str {
@@ -82,6 +86,8 @@ impl System {
             System::TwoHops => "kasten_two_hops",
             System::BoxBoost => "kasten_box_boost",
             System::Chain => "kasten_chain",
+            System::WithTerms => "kasten_with_terms",
+            System::TermsOnly => "llm_terms",
         }
     }
 
@@ -103,7 +109,18 @@ impl System {
             System::Chain => {
                 "variant: Kasten following the question through a chain of notes (what ask retrieves)"
             }
+            System::WithTerms => {
+                "variant: Kasten's search on the question with the LLM's search terms (--search-terms)"
+            }
+            System::TermsOnly => {
+                "variant: Kasten's search on the LLM's search terms alone, as A-Mem retrieves (--search-terms)"
+            }
         }
+    }
+
+    /// Measured only with `--search-terms` (absent from the report otherwise).
+    pub(crate) fn needs_terms(self) -> bool {
+        matches!(self, System::WithTerms | System::TermsOnly)
     }
 
     pub(crate) fn is_baseline(self) -> bool {
@@ -180,6 +197,8 @@ pub(crate) struct QuestionResult {
     pub(crate) retrieved: HashMap<System, Vec<String>>,
     pub(crate) recall: HashMap<System, f64>,
     pub(crate) answer: Option<Answered>,
+    /// `--search-terms`: the terms the LLM wrote for the question (empty: none usable).
+    pub(crate) search_terms: Option<Vec<String>>,
 }
 
 pub(crate) struct SampleReport {
@@ -220,6 +239,18 @@ pub(crate) struct Totals {
     pub(crate) grid: Vec<(String, Vec<Vec<f64>>)>,
     /// `--answer-with ask`: citations and declines.
     pub(crate) ask: AskTally,
+    /// `--search-terms`: what writing the questions' search terms cost.
+    pub(crate) terms: TermsTally,
+}
+
+/// `--search-terms`: the calls that wrote each question's search terms.
+#[derive(Default)]
+pub(crate) struct TermsTally {
+    pub(crate) questions: usize,
+    /// Calls whose answer held no usable term (the question alone was searched).
+    pub(crate) failed: usize,
+    pub(crate) tokens: (u64, u64),
+    pub(crate) latency: Vec<Duration>,
 }
 
 /// What the run does besides retrieval.
@@ -241,4 +272,7 @@ pub(crate) struct Mode {
     /// memory `--no-llm` builds).
     pub(crate) enrich: bool,
     pub(crate) held_out: bool,
+    /// The LLM writes each question's search terms, and the searches with them are
+    /// scored beside Kasten's own.
+    pub(crate) search_terms: bool,
 }

@@ -68,6 +68,7 @@ pub(crate) fn build_report(
     let recall_of = |s: System| Means::of(totals.recall.get(&s).unwrap_or(&empty), Metric::Recall);
     let systems = System::ALL
         .iter()
+        .filter(|s| !s.needs_terms() || h.mode.search_terms)
         .map(|&s| {
             (
                 s.name().to_owned(),
@@ -153,6 +154,17 @@ pub(crate) fn build_report(
                 reused: totals.answers_reused,
             },
             retrieved_context_per_query_est: mean_context_tokens,
+            search_terms: h.mode.search_terms.then(|| {
+                let t = &totals.terms;
+                SearchTermsCalls {
+                    questions: t.questions,
+                    failed: t.failed,
+                    tokens_in: t.tokens.0,
+                    tokens_out: t.tokens.1,
+                    per_question: (t.tokens.0 + t.tokens.1) as f64 / t.questions.max(1) as f64,
+                    latency_ms: stats_ms(&t.latency),
+                }
+            }),
         },
         ingest: IngestTotals {
             notes: totals.ingested_notes,
@@ -208,6 +220,7 @@ fn question_report(r: &QuestionResult) -> QuestionReport {
             locomo_f1: a.locomo_f1,
             cited: a.cited.clone(),
         }),
+        search_terms: r.search_terms.clone(),
     }
 }
 
@@ -291,10 +304,13 @@ pub(crate) fn print_report(r: &Report) {
     }
     println!();
     for s in System::ALL {
-        let rec = r.systems.get(s.name()).map(|s| &s.recall_at_k);
-        print!("{:<24}{:>9}", s.name(), f(rec.and_then(|m| m.overall)));
+        // a variant not measured in this run (`--search-terms`) has no row
+        let Some(rec) = r.systems.get(s.name()).map(|s| &s.recall_at_k) else {
+            continue;
+        };
+        print!("{:<24}{:>9}", s.name(), f(rec.overall));
         for c in cats {
-            print!("{:>15}", f(rec.and_then(|m| m.category(*c))));
+            print!("{:>15}", f(rec.category(*c)));
         }
         println!();
     }

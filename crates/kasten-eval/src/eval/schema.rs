@@ -254,6 +254,23 @@ pub(crate) struct Tokens {
     pub(crate) ingest_llm: IngestTokens,
     pub(crate) query_llm: QueryTokens,
     pub(crate) retrieved_context_per_query_est: f64,
+    /// `--search-terms`: the calls that wrote the questions' search terms (absent without).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) search_terms: Option<SearchTermsCalls>,
+}
+
+/// `--search-terms`: one call per question scored for retrieval.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct SearchTermsCalls {
+    pub(crate) questions: usize,
+    /// Calls whose answer held no usable term: the question was searched alone.
+    pub(crate) failed: usize,
+    #[serde(rename = "in")]
+    pub(crate) tokens_in: u64,
+    #[serde(rename = "out")]
+    pub(crate) tokens_out: u64,
+    pub(crate) per_question: f64,
+    pub(crate) latency_ms: LatencyMs,
 }
 
 /// The notes ingested in this run (cached memories are not ingested again).
@@ -290,6 +307,9 @@ pub(crate) struct QuestionReport {
     pub(crate) evidence: Vec<String>,
     pub(crate) systems: BTreeMap<String, QuestionSystem>,
     pub(crate) answer: Option<AnswerReport>,
+    /// `--search-terms`: the terms the LLM wrote (empty: none usable); absent without.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) search_terms: Option<Vec<String>>,
 }
 
 /// A ranking setting of the `--held-out` grid.

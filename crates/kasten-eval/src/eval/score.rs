@@ -5,6 +5,7 @@ use std::time::Instant;
 
 use crate::locomo::{self, Category, Question, Sample};
 use anyhow::{Context, Result, bail};
+use kasten_core::search_terms;
 use kasten_engine::{Engine, LlmClient, LlmConfig, SearchOptions};
 use kasten_llm::{ChatRequest, Message};
 
@@ -55,7 +56,7 @@ pub(crate) async fn score_questions(
         .enumerate()
         .flat_map(|(i, b)| b.members.into_iter().map(move |m| (m, i)))
         .collect();
-    let client = if mode.answer {
+    let client = if mode.answer || mode.search_terms {
         match engine.llm_client() {
             Some(c) => Some(c.clone()),
             None => bail!("{}", LlmConfig::missing_reason()),
@@ -79,7 +80,7 @@ pub(crate) async fn score_questions(
             totals.skipped_no_evidence += 1;
         }
         let score_retrieval = !adversarial && !known.is_empty();
-        if !score_retrieval && client.is_none() {
+        if !score_retrieval && !mode.answer {
             continue;
         }
 
@@ -92,7 +93,7 @@ pub(crate) async fn score_questions(
                 .map(|h| h.note.content.chars().count())
                 .sum(),
         );
-        let answer = match (&client, mode.answer_with) {
+        let answer = match (client.as_ref().filter(|_| mode.answer), mode.answer_with) {
             (Some(_), AnswerWith::Ask) => {
                 Some(ask_question(engine, q, &known, &to_dia, totals).await?)
             }
@@ -107,6 +108,30 @@ pub(crate) async fn score_questions(
             to_dia(out.hits.iter().map(|h| h.note.id.to_string()).collect()),
         );
         let mut recall = HashMap::new();
+        let mut search_terms = None;
+        if score_retrieval && mode.search_terms && client.is_some() {
+            let kasten = retrieved.get(&System::Kasten).cloned().unwrap_or_default();
+            let terms = question_terms(engine, &q.question, totals).await?;
+            search_terms = Some(terms.clone().unwrap_or_default());
+            // no usable terms: the search a user gets is the question's alone
+            let (with, alone) = match terms {
+                Some(terms) => {
+                    let with = search_terms::with_question(&q.question, &terms);
+                    let with = engine.search_with(&with, k, options).await?.hits;
+                    let alone = engine
+                        .search_with(&terms.join(", "), k, options)
+                        .await?
+                        .hits;
+                    let ids = |hits: Vec<kasten_engine::SearchHit>| {
+                        to_dia(hits.into_iter().map(|h| h.note.id.to_string()).collect())
+                    };
+                    (ids(with), ids(alone))
+                }
+                None => (kasten.clone(), kasten),
+            };
+            retrieved.insert(System::WithTerms, with);
+            retrieved.insert(System::TermsOnly, alone);
+        }
         if score_retrieval {
             let qv = engine.embed_query(&q.question).await?;
             let ids = |v: Vec<(kasten_core::NoteId, f32)>| -> Vec<String> {
@@ -241,12 +266,13 @@ pub(crate) async fn score_questions(
             retrieved,
             recall,
             answer,
+            search_terms,
         });
     }
     log(format!(
         "{}: {scored} questions scored for retrieval{}",
         sample.sample_id,
-        if client.is_some() {
+        if mode.answer {
             ", every question answered"
         } else {
             ""
@@ -329,6 +355,28 @@ fn scored_answer(q: &Question, scored: &str, prediction: String, cited: Vec<Stri
         prediction,
         cited,
     }
+}
+
+/// The search terms the LLM writes for `question` (what `ask` searches with,
+/// [`Engine::question_terms`]), tallied; `None` when none came back.
+async fn question_terms(
+    engine: &Engine,
+    question: &str,
+    totals: &mut Totals,
+) -> Result<Option<Vec<String>>> {
+    let t0 = Instant::now();
+    let (terms, usage) = engine.question_terms(question).await?;
+    totals.terms.questions += 1;
+    totals.terms.latency.push(t0.elapsed());
+    if let Some(u) = usage {
+        totals.terms.tokens.0 += u64::from(u.prompt_tokens);
+        totals.terms.tokens.1 += u64::from(u.completion_tokens);
+    }
+    if terms.is_empty() {
+        totals.terms.failed += 1;
+        return Ok(None);
+    }
+    Ok(Some(terms))
 }
 
 /// Asks the LLM (or takes the answer it gave this request before, from `kept`) and scores

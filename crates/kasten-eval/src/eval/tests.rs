@@ -60,6 +60,7 @@ fn totals(answer: bool) -> Totals {
             locomo_f1: 0.75,
             cited: Vec::new(),
         }),
+        search_terms: None,
     });
     t.search_latency = vec![Duration::from_millis(3), Duration::from_millis(5)];
     t.answer_latency = vec![];
@@ -112,6 +113,7 @@ fn mode(llm: bool, answer: bool) -> Mode {
         answer_with: AnswerWith::Amem,
         enrich: true,
         held_out: true,
+        search_terms: false,
     }
 }
 
@@ -177,6 +179,17 @@ fn report(llm: bool, answer: bool, per_question: bool) -> Report {
     )
 }
 
+/// The report of `t` alone (no samples), every question in it.
+fn per_question_report(options: &SearchOptions, m: &Mode, t: &Totals) -> Value {
+    typed(&build_report(
+        &header(options, m),
+        &[],
+        t,
+        true,
+        Duration::ZERO,
+    ))
+}
+
 fn typed(r: &Report) -> Value {
     serde_json::to_value(r).unwrap_or_else(|e| panic!("the report does not serialise: {e}"))
 }
@@ -216,6 +229,43 @@ fn the_report_without_an_llm_and_its_ablations_are_the_json_they_were() {
     );
 }
 
+/// With `--search-terms`: the searches with the LLM's terms are reported beside Kasten's,
+/// with the calls' tokens and each question's terms; without it, none of them appears.
+#[test]
+fn search_terms_add_their_searches_and_calls_to_the_report() {
+    let options = SearchOptions::default();
+    let mut m = mode(true, false);
+    m.search_terms = true;
+    let mut t = totals(false);
+    t.recall
+        .insert(System::WithTerms, means(&[(Category::SingleHop, 1.0)]));
+    t.terms = TermsTally {
+        questions: 2,
+        failed: 1,
+        tokens: (150, 30),
+        latency: vec![Duration::from_millis(900), Duration::from_millis(1100)],
+    };
+    t.results[0].search_terms = Some(vec!["Ann".to_owned(), "painting".to_owned()]);
+    let v = per_question_report(&options, &m, &t);
+    assert_eq!(
+        v["systems"]["kasten_with_terms"]["recall_at_k"]["overall"],
+        1.0
+    );
+    assert!(v["systems"]["llm_terms"].is_object(), "{v:#}");
+    let calls = &v["tokens"]["search_terms"];
+    assert_eq!(calls["questions"], 2);
+    assert_eq!(calls["failed"], 1);
+    assert_eq!(calls["per_question"], 90.0);
+    assert_eq!(calls["latency_ms"]["mean"], 1000.0);
+    assert_eq!(v["per_question"][0]["search_terms"][1], "painting");
+
+    let plain = typed(&report(true, false, true));
+    assert!(plain["systems"].get("kasten_with_terms").is_none());
+    assert!(plain["systems"].get("llm_terms").is_none());
+    assert!(plain["tokens"].get("search_terms").is_none());
+    assert!(plain["per_question"][0].get("search_terms").is_none());
+}
+
 /// Answered by `ask`: the report says so and gives what the answers cite, as shares of
 /// the answers they are taken of; the per-question answer lists the turns it cites.
 #[test]
@@ -243,13 +293,7 @@ fn answers_by_ask_report_their_citations_and_declines() {
     if let Some(a) = t.results[0].answer.as_mut() {
         a.cited = vec!["D1:1".to_owned()];
     }
-    let v = typed(&build_report(
-        &header(&options, &m),
-        &[],
-        &t,
-        true,
-        Duration::ZERO,
-    ));
+    let v = per_question_report(&options, &m, &t);
     let a = &v["answers"];
     assert_eq!(a["by"], "ask");
     assert_eq!(a["ask"]["citing"], 0.75);
