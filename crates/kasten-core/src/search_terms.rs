@@ -87,7 +87,7 @@ pub fn parse(value: &Value) -> Result<Vec<String>, TermsError> {
     };
     let mut terms: Vec<String> = Vec::new();
     for t in raw {
-        let t: String = t.chars().take(MAX_TERM_CHARS).collect::<String>();
+        let t: String = t.chars().take(MAX_TERM_CHARS).collect();
         let t = t.trim();
         if t.is_empty() || terms.iter().any(|k| k.eq_ignore_ascii_case(t)) {
             continue;

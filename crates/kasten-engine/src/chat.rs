@@ -194,43 +194,41 @@ impl Engine {
         // which of the question's terms each shown note holds, and how it was found
         let mut matched: Vec<kasten_core::chat::TermMatch> = Vec::new();
         let mut vias: Vec<Vec<Via>> = Vec::new();
-        {
-            for (h, (cosine, terms)) in found.hits.into_iter().zip(judged) {
-                // a note reached through a link from a relevant note, or the next note of
-                // the chain the question leads through, comes along with it
-                let linked = h
-                    .via
-                    .iter()
-                    .any(|v| matches!(v, Via::Link { .. } | Via::Chain { .. }));
-                if is_relevant(cosine, terms.share(), options.min_cosine)
-                    || (linked && !shown.is_empty())
-                {
-                    prompt_notes.push(ShownNote {
-                        // in words, as the relative dates' readings are: a model copies
-                        // the form it is shown ("on 2023-01-29" against "29 January 2023")
-                        time: kasten_core::relative::time_in_words(h.note.created_at),
-                        // "last week" read against the note's day: the model can give a date
-                        content: kasten_core::relative::with_dates_resolved(
-                            &h.note.content,
-                            h.note.created_at.date_naive(),
-                        ),
-                        context: h.note.context.clone(),
-                        keywords: h.note.keywords.clone(),
-                    });
-                    replaced_by.push(h.superseded_by.clone());
-                    matched.push(terms);
-                    vias.push(h.via.clone());
-                    shown.push(AnswerNote {
-                        n: shown.len() + 1,
-                        id: h.note.id.clone(),
-                        content: h.note.content.clone(),
-                        created_at: h.note.created_at,
-                        score: h.score,
-                        cosine,
-                        via: h.via.iter().map(Via::label).collect(),
-                        cited: false,
-                    });
-                }
+        for (h, (cosine, terms)) in found.hits.into_iter().zip(judged) {
+            // a note reached through a link from a relevant note, or the next note of
+            // the chain the question leads through, comes along with it
+            let linked = h
+                .via
+                .iter()
+                .any(|v| matches!(v, Via::Link { .. } | Via::Chain { .. }));
+            if is_relevant(cosine, terms.share(), options.min_cosine)
+                || (linked && !shown.is_empty())
+            {
+                prompt_notes.push(ShownNote {
+                    // in words, as the relative dates' readings are: a model copies
+                    // the form it is shown ("on 2023-01-29" against "29 January 2023")
+                    time: kasten_core::relative::time_in_words(h.note.created_at),
+                    // "last week" read against the note's day: the model can give a date
+                    content: kasten_core::relative::with_dates_resolved(
+                        &h.note.content,
+                        h.note.created_at.date_naive(),
+                    ),
+                    context: h.note.context.clone(),
+                    keywords: h.note.keywords.clone(),
+                });
+                replaced_by.push(h.superseded_by.clone());
+                matched.push(terms);
+                vias.push(h.via.clone());
+                shown.push(AnswerNote {
+                    n: shown.len() + 1,
+                    id: h.note.id.clone(),
+                    content: h.note.content.clone(),
+                    created_at: h.note.created_at,
+                    score: h.score,
+                    cosine,
+                    via: h.via.iter().map(Via::label).collect(),
+                    cited: false,
+                });
             }
         }
         if shown.is_empty() {
