@@ -471,7 +471,7 @@ fn search_terms_are_scored_beside_kasten_s_own_search() {
     let mut with = vec!["--search-terms"];
     with.extend_from_slice(&args);
     let r = eval_with_llm(&h, &file, &cache, &with);
-    for system in ["kasten_with_terms", "llm_terms"] {
+    for system in ["kasten_with_terms", "llm_terms", "kasten_fused_terms"] {
         let rec = &r["systems"][system]["recall_at_k"];
         assert_eq!(rec["questions"], 4, "{system}: {r:#}");
         assert!((0.0..=1.0).contains(&num(&rec["overall"])), "{system}");

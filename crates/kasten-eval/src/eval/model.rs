@@ -52,10 +52,11 @@ pub(crate) enum System {
     Chain,
     WithTerms,
     TermsOnly,
+    FusedTerms,
 }
 
 impl System {
-    pub(crate) const ALL: [System; 14] = [
+    pub(crate) const ALL: [System; 15] = [
         System::Kasten,
         System::Dense,
         System::Bm25,
@@ -70,6 +71,7 @@ impl System {
         System::Chain,
         System::WithTerms,
         System::TermsOnly,
+        System::FusedTerms,
     ];
 
     pub(crate) fn name(self) -> &'static str {
@@ -88,6 +90,7 @@ impl System {
             System::Chain => "kasten_chain",
             System::WithTerms => "kasten_with_terms",
             System::TermsOnly => "llm_terms",
+            System::FusedTerms => "kasten_fused_terms",
         }
     }
 
@@ -115,12 +118,18 @@ impl System {
             System::TermsOnly => {
                 "variant: Kasten's search on the LLM's search terms alone, as A-Mem retrieves (--search-terms)"
             }
+            System::FusedTerms => {
+                "variant: reciprocal-rank fusion of Kasten's search on the question and on the LLM's search terms alone (--search-terms)"
+            }
         }
     }
 
     /// Measured only with `--search-terms` (absent from the report otherwise).
     pub(crate) fn needs_terms(self) -> bool {
-        matches!(self, System::WithTerms | System::TermsOnly)
+        matches!(
+            self,
+            System::WithTerms | System::TermsOnly | System::FusedTerms
+        )
     }
 
     pub(crate) fn is_baseline(self) -> bool {

@@ -5,7 +5,8 @@ use std::time::Instant;
 
 use crate::locomo::{self, Category, Question, Sample};
 use anyhow::{Context, Result, bail};
-use kasten_core::search_terms;
+use kasten_core::fusion::{self, Via};
+use kasten_core::{NoteId, search_terms};
 use kasten_engine::{Engine, LlmClient, LlmConfig, SearchOptions};
 use kasten_llm::{ChatRequest, Message};
 
@@ -114,7 +115,7 @@ pub(crate) async fn score_questions(
             let terms = question_terms(engine, &q.question, totals).await?;
             search_terms = Some(terms.clone().unwrap_or_default());
             // no usable terms: the search a user gets is the question's alone
-            let (with, alone) = match terms {
+            let (with, alone, fused) = match terms {
                 Some(terms) => {
                     let with = search_terms::with_question(&q.question, &terms);
                     let with = engine.search_with(&with, k, options).await?.hits;
@@ -122,15 +123,31 @@ pub(crate) async fn score_questions(
                         .search_with(&terms.join(", "), k, options)
                         .await?
                         .hits;
+                    let ranked = |hits: &[kasten_engine::SearchHit]| -> Vec<(NoteId, f32)> {
+                        hits.iter().map(|h| (h.note.id.clone(), h.score)).collect()
+                    };
+                    let (question, terms_alone) = (ranked(&out.hits), ranked(&alone));
+                    let fused = fusion::rrf(
+                        &[
+                            (Via::Vector, 1.0, question.as_slice()),
+                            (Via::Keyword, 1.0, terms_alone.as_slice()),
+                        ],
+                        k,
+                    );
                     let ids = |hits: Vec<kasten_engine::SearchHit>| {
                         to_dia(hits.into_iter().map(|h| h.note.id.to_string()).collect())
                     };
-                    (ids(with), ids(alone))
+                    (
+                        ids(with),
+                        ids(alone),
+                        to_dia(fused.into_iter().map(|h| h.id.to_string()).collect()),
+                    )
                 }
-                None => (kasten.clone(), kasten),
+                None => (kasten.clone(), kasten.clone(), kasten),
             };
             retrieved.insert(System::WithTerms, with);
             retrieved.insert(System::TermsOnly, alone);
+            retrieved.insert(System::FusedTerms, fused);
         }
         if score_retrieval {
             let qv = engine.embed_query(&q.question).await?;

@@ -252,6 +252,7 @@ fn search_terms_add_their_searches_and_calls_to_the_report() {
         1.0
     );
     assert!(v["systems"]["llm_terms"].is_object(), "{v:#}");
+    assert!(v["systems"]["kasten_fused_terms"].is_object(), "{v:#}");
     let calls = &v["tokens"]["search_terms"];
     assert_eq!(calls["questions"], 2);
     assert_eq!(calls["failed"], 1);
@@ -262,6 +263,7 @@ fn search_terms_add_their_searches_and_calls_to_the_report() {
     let plain = typed(&report(true, false, true));
     assert!(plain["systems"].get("kasten_with_terms").is_none());
     assert!(plain["systems"].get("llm_terms").is_none());
+    assert!(plain["systems"].get("kasten_fused_terms").is_none());
     assert!(plain["tokens"].get("search_terms").is_none());
     assert!(plain["per_question"][0].get("search_terms").is_none());
 }
