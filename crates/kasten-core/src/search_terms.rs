@@ -4,7 +4,8 @@
 //! ranking sees both the question's own words and the model's.
 //!
 //! The model's answer is data: [`parse`] keeps at most [`MAX_TERMS`] short terms, drops
-//! empty and repeated ones, and accepts A-Mem's own form (one string, terms separated by
+//! empty and repeated ones and the prompt's own kinds of word echoed back as terms
+//! ("time", "places", "activities": they match any note), and accepts A-Mem's own form (one string, terms separated by
 //! commas or by the word "cosmos") as well as a JSON array.
 
 use serde_json::{Value, json};
@@ -21,6 +22,28 @@ const MAX_QUESTION_CHARS: usize = 600;
 pub const SCHEMA_NAME: &str = "search_terms";
 /// Tokens the answer may take (eight short terms in JSON fit in well under half).
 pub const MAX_TOKENS: u32 = 120;
+
+/// Words that name a kind of term rather than a term: the prompt's own words, which a
+/// small model writes back ("Caroline, research, things, places, activities, times"; the
+/// 1.5B on LoCoMo in 71 of 150 questions). As search terms they match any note.
+const KINDS: [&str; 16] = [
+    "people",
+    "person",
+    "thing",
+    "things",
+    "place",
+    "places",
+    "location",
+    "activity",
+    "activities",
+    "time",
+    "times",
+    "date",
+    "dates",
+    "name",
+    "names",
+    "keywords",
+];
 
 const SYSTEM: &str = "You help search a person's notes. Given a question, write the keywords \
 a note that answers it would contain: the people, things, places, activities and times it \
@@ -73,8 +96,8 @@ pub enum TermsError {
 }
 
 /// The terms of the model's answer (`{"keywords": [...]}` or `{"keywords": "a, b"}`):
-/// trimmed, at most [`MAX_TERM_CHARS`] characters each, repeated ones (ignoring case)
-/// dropped, at most [`MAX_TERMS`].
+/// trimmed, at most [`MAX_TERM_CHARS`] characters each, repeated ones (ignoring case) and
+/// the names of kinds of term ([`KINDS`]) dropped, at most [`MAX_TERMS`].
 pub fn parse(value: &Value) -> Result<Vec<String>, TermsError> {
     let raw: Vec<String> = match value.get("keywords").ok_or(TermsError::Missing)? {
         Value::Array(items) => items
@@ -89,7 +112,10 @@ pub fn parse(value: &Value) -> Result<Vec<String>, TermsError> {
     for t in raw {
         let t: String = t.chars().take(MAX_TERM_CHARS).collect();
         let t = t.trim();
-        if t.is_empty() || terms.iter().any(|k| k.eq_ignore_ascii_case(t)) {
+        if t.is_empty()
+            || terms.iter().any(|k| k.eq_ignore_ascii_case(t))
+            || KINDS.iter().any(|k| k.eq_ignore_ascii_case(t))
+        {
             continue;
         }
         terms.push(t.to_owned());
@@ -140,6 +166,19 @@ mod tests {
         assert_eq!(
             parse(&amem).unwrap(),
             ["Melanie", "pottery class", "July 2023"]
+        );
+    }
+
+    #[test]
+    fn the_prompt_s_kinds_of_word_echoed_back_are_not_terms() {
+        let echo = json!({"keywords": ["research", "Caroline", "things", "Places", "times"]});
+        assert_eq!(parse(&echo).unwrap(), ["research", "Caroline"]);
+        // a kind inside a term is part of it
+        let named = json!({"keywords": ["time capsule", "date night"]});
+        assert_eq!(parse(&named).unwrap(), ["time capsule", "date night"]);
+        assert_eq!(
+            parse(&json!({"keywords": ["time", "date"]})),
+            Err(TermsError::Empty)
         );
     }
 
