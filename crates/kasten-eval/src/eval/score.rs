@@ -127,6 +127,7 @@ pub(crate) async fn score_questions(
                         hits.iter().map(|h| (h.note.id.clone(), h.score)).collect()
                     };
                     let (question, terms_alone) = (ranked(&out.hits), ranked(&alone));
+                    // equal weights; the `Via`s only tell the two lists apart
                     let fused = fusion::rrf(
                         &[
                             (Via::Vector, 1.0, question.as_slice()),
