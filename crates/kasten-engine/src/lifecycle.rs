@@ -68,14 +68,14 @@ pub const FOLLOW_LINKS_SETTING: &str = "retrieval.follow_links";
 
 /// Setting (group `retrieval`, field `search_terms`): whether chat and `ask` search with
 /// the terms the LLM writes for the question (A-Mem's retrieval, `kasten_core::search_terms`)
-/// beside the question's own words — `on`, `off`, or `auto` (the default): on, except while
-/// the LLM in use is a small model on the guided prompts. Measured with Qwen2.5-Coder-1.5B
-/// on LoCoMo (docs/BENCHMARKS.md, "Search terms"). It costs one short LLM call per question.
+/// beside the question's own words — `on`, `off`, or `auto` (the default): off for every
+/// model. Measured with Qwen2.5-Coder-1.5B on LoCoMo (docs/BENCHMARKS.md, "Search terms"):
+/// more evidence found, answers no better, one short LLM call per question.
 pub const SEARCH_TERMS_SETTING: &str = "retrieval.search_terms";
 
-/// A retrieval step that depends on the model: on, off, or `auto` — on except while the
-/// LLM in use is a small model on the guided prompts ([`FOLLOW_LINKS_SETTING`],
-/// [`SEARCH_TERMS_SETTING`]).
+/// A retrieval step that depends on the model: on, off, or `auto` — for following links
+/// ([`FOLLOW_LINKS_SETTING`]) on except while the LLM in use is a small model on the guided
+/// prompts; for the search terms ([`SEARCH_TERMS_SETTING`]) off.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AutoSwitch {
     Auto,
@@ -387,12 +387,13 @@ impl Engine {
     }
 
     /// Whether chat and `ask` search with the LLM's terms now:
-    /// [`Engine::search_terms_setting`] (as last read) resolved for the LLM in use; never
-    /// without an LLM.
+    /// [`Engine::search_terms_setting`] (as last read); `auto` is off for every model —
+    /// with the 1.5B the terms found more evidence but its answers were no better and each
+    /// cost a call (docs/BENCHMARKS.md, "Search terms") — and never without an LLM.
     pub fn uses_search_terms(&self) -> bool {
         self.llm.is_some()
             && AutoSwitch::from_u8(self.search_terms.load(std::sync::atomic::Ordering::Relaxed))
-                .resolve(self.small_llm())
+                == AutoSwitch::On
     }
 
     /// Reads the retrieval settings the search path keeps at hand (at open, and when one

@@ -183,7 +183,7 @@ const REGISTRY: [Setting; 21] = [
     ),
     setting(
         "retrieval.search_terms",
-        "auto | on | off (chat searches with the terms the LLM writes for the question; auto: not with a small model)",
+        "auto | on | off (chat searches with the terms the LLM writes for the question; auto: off, measured no better answers)",
         None,
         Rule::AutoSwitch,
         || json!("auto"),
