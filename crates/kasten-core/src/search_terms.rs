@@ -5,8 +5,8 @@
 //!
 //! The model's answer is data: [`parse`] keeps at most [`MAX_TERMS`] short terms, drops
 //! empty and repeated ones and the prompt's own kinds of word echoed back as terms
-//! ("time", "places", "activities": they match any note), and accepts A-Mem's own form (one string, terms separated by
-//! commas or by the word "cosmos") as well as a JSON array.
+//! ("time", "places", "activities": they match any note), and accepts A-Mem's own form
+//! (one string, terms separated by commas or by the word "cosmos") as well as a JSON array.
 
 use serde_json::{Value, json};
 
