@@ -699,9 +699,10 @@ mod prompt_tests {
         e.close().await;
     }
 
-    /// `retrieval.search_terms`: on, the LLM writes the question's search terms before the
-    /// search, the answer says which and counts their tokens; a model that writes none
-    /// still gets its answer; off, the model is asked only for the answer.
+    /// `retrieval.search_terms`: auto (the default) asks for none; on, the LLM writes the
+    /// question's search terms before the search, the answer says which and counts their
+    /// tokens; a model that writes none still gets its answer; off, the model is asked
+    /// only for the answer.
     #[tokio::test]
     async fn the_llm_writes_the_search_terms_the_answer_s_search_runs_with() {
         let (fake, e) = fake_and_engine().await;
@@ -719,6 +720,10 @@ mod prompt_tests {
             (v.schema_name() == Some("search_terms"))
                 .then(|| r#"{"keywords": ["ballroom studio", "dance class", "Jon"]}"#.to_owned())
         });
+        // auto (the default) is off for every model: only the answer is asked for
+        let a = e.ask(question, &[], &|_| {}).await.unwrap();
+        assert_eq!(terms_asked(&fake), 0);
+        assert!(a.search_terms.is_empty() && !a.notes.is_empty(), "{a:?}");
         e.set_setting_checked("retrieval.search_terms", "on")
             .await
             .unwrap();
