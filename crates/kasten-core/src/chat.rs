@@ -635,6 +635,134 @@ pub fn without_citations(text: &str) -> String {
     out.trim().to_owned()
 }
 
+/// Words that open an answer by naming its source before its claim ("In the notes, …",
+/// "According to [2], …"): the opener, then a phrase of [`SOURCE_PHRASE_WORDS`] and
+/// citations, then a comma.
+const SOURCE_OPENERS: &[&str] = &["according to", "based on", "in", "from"];
+const SOURCE_PHRASE_WORDS: &[&str] = &[
+    "the", "my", "your", "note", "notes", "memory", "and", "provided", "given", "shown", "above",
+];
+/// What names a source in such a phrase (a bare "in the," does not).
+const SOURCE_NAMES: &[&str] = &["note", "notes", "memory"];
+/// A sentence or line shorter than this may come back in an answer by chance ("Yes.").
+const LOOP_MIN_CHARS: usize = 12;
+
+/// An answer as a person reads it: a reply that began to repeat itself (a small model's
+/// loop: the same line or sentence again) is cut before the first repeat, and an opening
+/// that names the source instead of saying something ("In the notes, Jon …", "In [1],
+/// Gina …") is taken off, its citations moved to the end of the first line ("Gina … [1].").
+/// Anything else is returned as it is (trimmed).
+pub fn tidy_answer(text: &str) -> String {
+    let text = text.trim();
+    let opened = without_source_opening(text);
+    without_repeats(opened.as_deref().unwrap_or(text)).to_owned()
+}
+
+/// `text` up to the first line or sentence that repeats an earlier one, trimmed.
+fn without_repeats(text: &str) -> &str {
+    match first_repeat(text, false) {
+        Some(at) => text.get(..at).unwrap_or(text).trim_end(),
+        None => text,
+    }
+}
+
+/// Whether a reply being written has begun to repeat itself: one of its finished lines or
+/// sentences is one it wrote before (what [`tidy_answer`] cuts). The model can be stopped
+/// there; the line still being written is not judged.
+pub fn repeats_itself(text: &str) -> bool {
+    first_repeat(text, true).is_some()
+}
+
+/// Where the first line or sentence that repeats an earlier one starts (compared trimmed,
+/// in any case and without citations, when at least [`LOOP_MIN_CHARS`] long). With
+/// `finished_only`, the text after the last line or sentence end is not a segment yet.
+fn first_repeat(text: &str, finished_only: bool) -> Option<usize> {
+    let mut seen: std::collections::HashSet<String> = std::collections::HashSet::new();
+    let bytes = text.as_bytes();
+    let mut start = 0;
+    for i in 0..=bytes.len() {
+        // a segment ends at a line break, at ". " / "! " / "? ", or at the end
+        let end = if i == bytes.len() {
+            !finished_only
+        } else {
+            bytes[i] == b'\n'
+                || (matches!(bytes[i], b' ' | b'\t')
+                    && i > 0
+                    && matches!(bytes[i - 1], b'.' | b'!' | b'?'))
+        };
+        if end {
+            let segment = text.get(start..i).unwrap_or("").trim();
+            let key = without_citations(segment).to_lowercase();
+            if key.chars().count() >= LOOP_MIN_CHARS && !seen.insert(key) {
+                return Some(start);
+            }
+            start = i + 1;
+        }
+    }
+    None
+}
+
+/// `text` without an opening that only names its source, or `None` when it has none.
+fn without_source_opening(text: &str) -> Option<String> {
+    let starts = |s: &str, w: &str| s.get(..w.len()).is_some_and(|h| h.eq_ignore_ascii_case(w));
+    let opener = SOURCE_OPENERS
+        .iter()
+        .find(|o| starts(text, o) && text[o.len()..].starts_with(' '))?;
+    // the phrase up to the first comma outside brackets: source words and citations only,
+    // naming a source
+    let mut left = text[opener.len()..].trim_start();
+    let mut cites: Vec<&str> = Vec::new();
+    let mut names_source = false;
+    loop {
+        if let Some(after) = left.strip_prefix(',') {
+            left = after;
+            break;
+        }
+        if left.starts_with('[') {
+            let close = left.find(']')?;
+            let inside = &left[1..close];
+            if inside.trim().is_empty()
+                || !inside
+                    .chars()
+                    .all(|c| c.is_ascii_digit() || matches!(c, ',' | ' ' | '-' | '–'))
+            {
+                return None;
+            }
+            cites.push(&left[..=close]);
+            names_source = true;
+            left = left[close + 1..].trim_start();
+            continue;
+        }
+        let word_end = left.find([' ', '[', ',']).unwrap_or(left.len());
+        let word = left[..word_end].to_ascii_lowercase();
+        if !SOURCE_PHRASE_WORDS.contains(&word.as_str()) {
+            return None;
+        }
+        names_source |= SOURCE_NAMES.contains(&word.as_str());
+        left = left[word_end..].trim_start();
+    }
+    let claim = left.trim_start();
+    if !names_source || claim.is_empty() {
+        return None;
+    }
+    let mut out = String::with_capacity(claim.len() + 12);
+    let mut chars = claim.chars();
+    if let Some(first) = chars.next() {
+        out.extend(first.to_uppercase());
+        out.push_str(chars.as_str());
+    }
+    if !cites.is_empty() {
+        // before the first line's closing punctuation: "… 2023 [1]."
+        let line_end = out.find('\n').unwrap_or(out.len());
+        let line = out[..line_end].trim_end();
+        let at = line
+            .strip_suffix(['.', '!', '?', ':'])
+            .map_or(line.len(), str::len);
+        out.insert_str(at, &format!(" {}", cites.join(" ")));
+    }
+    Some(out)
+}
+
 /// Words an answer uses to say where it comes from ("In the notes, …", "[1] mentions …"),
 /// not what it says: they point at no note.
 const SOURCE_WORDS: &str = "note notes noted mention mentions mentioned memory according states \

@@ -10,15 +10,17 @@
 //! 3. Only notes that pass the relevance gate are shown to the LLM, numbered `[1]..[n]`.
 //!    If none passes, the answer is "Not in memory." — decided by Kasten, without the LLM,
 //!    so it is testable and costs nothing.
-//! 4. The LLM's answer is streamed; `[n]` citations are mapped back to the shown notes
-//!    (numbers naming no shown note are dropped and counted).
+//! 4. The LLM's answer is streamed, then tidied ([`kasten_core::chat::tidy_answer`]: an
+//!    opening that only names the source taken off, a loop cut); `[n]` citations are
+//!    mapped back to the shown notes (numbers naming no shown note are dropped and
+//!    counted).
 //! 5. Shown notes are reinforced as retrieved, cited ones as cited.
 
 use chrono::{DateTime, NaiveDate, Utc};
 use kasten_core::chat::{
     NOT_IN_MEMORY, ShownLink, ShownNote, ShownReplaced, Turn, answer_prompt_marked, citations,
-    is_relevant, notes_the_answer_uses, retrieval_query, says_not_in_memory, small_talk,
-    term_match,
+    is_relevant, notes_the_answer_uses, repeats_itself, retrieval_query, says_not_in_memory,
+    small_talk, term_match, tidy_answer,
 };
 use kasten_core::lifecycle::Reinforce;
 use kasten_core::text::Tokenizer;
@@ -307,16 +309,49 @@ impl Engine {
                 kasten_core::chat::quoted_answer_grammar(&quotable, prompt_notes.len(), may_decline)
             }),
         };
-        let mut sink = |t: &str| on_token(t);
-        let resp = self
-            .unless_closing(llm.chat_stream(&req, &mut sink))
-            .await?
-            .map_err(|e| EngineError::Llm(e.to_string()))?;
-        let not_in_memory = says_not_in_memory(&resp.text);
+        // A model that begins to repeat itself (the same line again, as a small one may
+        // until its token limit: a minute of it) is stopped there: the call is dropped, which
+        // ends the generation, and the answer is what was streamed.
+        let streamed = std::sync::Mutex::new(String::new());
+        let looping = tokio::sync::Notify::new();
+        let mut sink = |t: &str| {
+            on_token(t);
+            if let Ok(mut s) = streamed.lock() {
+                s.push_str(t);
+                if t.contains([' ', '\n']) && repeats_itself(&s) {
+                    looping.notify_one();
+                }
+            }
+        };
+        let resp = tokio::select! {
+            r = self.unless_closing(llm.chat_stream(&req, &mut sink)) => {
+                r?.map_err(|e| EngineError::Llm(e.to_string()))?
+            }
+            () = looping.notified() => {
+                let text = streamed.lock().map(|s| s.clone()).unwrap_or_default();
+                kasten_llm::ChatResponse {
+                    usage: Usage {
+                        prompt_tokens: req
+                            .messages
+                            .iter()
+                            .map(|m| Usage::estimate_tokens(&m.content))
+                            .sum(),
+                        completion_tokens: Usage::estimate_tokens(&text),
+                        estimated: true,
+                    },
+                    text,
+                    model: llm.config().model.clone(),
+                }
+            }
+        };
+        // what was streamed, as a person reads it: no opening that only names the source,
+        // no loop (the final text replaces the streamed one)
+        let text = tidy_answer(&resp.text);
+        let not_in_memory = says_not_in_memory(&text);
         let (mut numbers, invalid) = if not_in_memory {
             (Vec::new(), 0)
         } else {
-            citations(&resp.text, shown.len())
+            citations(&text, shown.len())
         };
         // an answer that cites nothing is read back to the notes holding its words, each
         // as the model saw it: its text and its time
@@ -326,7 +361,7 @@ impl Engine {
                 .iter()
                 .map(|p| format!("{} {}", p.content, p.time))
                 .collect();
-            numbers = notes_the_answer_uses(&Tokenizer::default(), &resp.text, question, &seen);
+            numbers = notes_the_answer_uses(&Tokenizer::default(), &text, question, &seen);
             citations_inferred = !numbers.is_empty();
         }
         for n in &numbers {
@@ -355,7 +390,7 @@ impl Engine {
             usage.add(u);
         }
         Ok(Answer {
-            answer: resp.text,
+            answer: text,
             citations: cited,
             citations_inferred,
             notes: shown,
@@ -684,7 +719,8 @@ mod prompt_tests {
         assert!(a.citations_inferred, "{a:?}");
         assert_eq!(a.citations, vec![banker.clone()]);
         assert!(a.notes.iter().all(|n| n.cited == (n.id == banker)), "{a:?}");
-        assert_eq!(a.answer, "In the notes, Jon opens a dance studio.");
+        // the opening that only names the source is taken off
+        assert_eq!(a.answer, "Jon opens a dance studio.");
 
         // the model's own citation stands, even where the words say otherwise
         let gym_n = a.notes.iter().find(|n| n.id == gym).unwrap().n;
@@ -696,6 +732,45 @@ mod prompt_tests {
         let a = e.ask(question, &[], &|_| {}).await.unwrap();
         assert!(!a.citations_inferred, "{a:?}");
         assert_eq!(a.citations, vec![gym]);
+        e.close().await;
+    }
+
+    /// A model that loops (the same line again until its token limit) is cut before the
+    /// first repeat, and an opening naming its source moves its citation to the claim.
+    #[tokio::test]
+    async fn an_answer_that_repeats_itself_is_cut_and_reads_as_a_claim() {
+        let (fake, e) = fake_and_engine().await;
+        let studio = e
+            .add(NewNote::new("Jon wants a dance studio with great natural light.").unwrap())
+            .await
+            .unwrap()
+            .id;
+        fake.set_responder(|v| {
+            v.last_user().contains("Question: What studio").then(|| {
+                format!(
+                    "In [1], Jon wants:\n- a room with great natural light{}",
+                    "\n- a room with a display of a dress".repeat(400)
+                )
+            })
+        });
+        let pieces = std::sync::Mutex::new(String::new());
+        let a = e
+            .ask("What studio does Jon want?", &[], &|t| {
+                if let Ok(mut p) = pieces.lock() {
+                    p.push_str(t);
+                }
+            })
+            .await
+            .unwrap();
+        assert_eq!(
+            a.answer,
+            "Jon wants [1]:\n- a room with great natural light\n- a room with a display of a dress"
+        );
+        assert_eq!(a.citations, vec![studio]);
+        assert!(!a.citations_inferred, "{a:?}");
+        // what was streamed began as the model wrote it (the final text replaces it)
+        let streamed = pieces.lock().map(|p| p.clone()).unwrap_or_default();
+        assert!(streamed.starts_with("In [1], Jon wants:"), "{streamed}");
         e.close().await;
     }
 

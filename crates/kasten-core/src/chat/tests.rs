@@ -435,6 +435,92 @@ fn citations_are_taken_out_of_an_answer_before_it_is_scored() {
     assert_eq!(without_citations("Lisbon [1-3]."), "Lisbon.");
 }
 
+#[test]
+fn an_opening_that_names_the_source_is_taken_off_and_its_citations_moved_to_the_claim() {
+    for (given, tidied) in [
+        (
+            "In the notes, Jon lost his job as a banker on 19 January 2023.",
+            "Jon lost his job as a banker on 19 January 2023.",
+        ),
+        (
+            "In [1], Gina launched an ad campaign on 29 January 2023.",
+            "Gina launched an ad campaign on 29 January 2023 [1].",
+        ),
+        (
+            "In [5] and [6], Gina opened her online clothing store.",
+            "Gina opened her online clothing store [5] [6].",
+        ),
+        (
+            "In note [7], Jon received mentorship",
+            "Jon received mentorship [7]",
+        ),
+        ("In [7] note, he went to a fair!", "He went to a fair [7]!"),
+        (
+            "According to [2, 3], the rent is 1,300 euros.",
+            "The rent is 1,300 euros [2, 3].",
+        ),
+        (
+            "Based on the notes provided, Jon thinks it should look like:\n- a view",
+            "Jon thinks it should look like:\n- a view",
+        ),
+        (
+            "From [1], it opened. It closed later.",
+            "It opened. It closed later [1].",
+        ),
+    ] {
+        assert_eq!(tidy_answer(given), tidied, "{given}");
+    }
+    // openings that say something stay, and so does an opening with nothing after it
+    for kept in [
+        "In February 2023, Gina got her tattoo.",
+        "In Paris, Jon looked for a studio.",
+        "In the end, they met.",
+        "From the notes of the meeting the plan, unclear",
+        "In [8]",
+        "In [1],",
+        "In [a], the list",
+        "Not in memory.",
+        "The notes mention that she paints [1].",
+    ] {
+        assert_eq!(tidy_answer(kept), kept, "{kept}");
+    }
+}
+
+#[test]
+fn an_answer_that_repeats_itself_is_cut_before_the_first_repeat() {
+    let looping = format!(
+        "She wants:\n- A room with great natural light\n- A room with a blue floor{}",
+        "\n- A room with a display of a dress".repeat(30)
+    );
+    assert_eq!(
+        tidy_answer(&looping),
+        "She wants:\n- A room with great natural light\n- A room with a blue floor\n- A room with a display of a dress"
+    );
+    assert_eq!(
+        tidy_answer("She loves painting sunsets. She loves painting sunsets. She loves"),
+        "She loves painting sunsets."
+    );
+    // short sentences may come back by chance; different ones always stay
+    for kept in [
+        "Yes. Yes. She did.",
+        "Jon visited Paris. Gina visited Paris.",
+        "Paris, Rome",
+    ] {
+        assert_eq!(tidy_answer(kept), kept, "{kept}");
+    }
+    // while it is written: only finished lines and sentences are judged
+    assert!(!repeats_itself("She went to Paris.\nShe went to Paris"));
+    assert!(!repeats_itself("She went to Paris\nShe went to Paris "));
+    assert!(repeats_itself("She went to Paris.\nShe went to Paris.\n"));
+    assert!(repeats_itself("She went to Paris. She went to Paris. She"));
+    assert!(!repeats_itself("She went to Paris. She went to Rome. She"));
+    // both at once, and text that is not ASCII
+    assert_eq!(
+        tidy_answer("In [2], Zoë fährt nach Köln.\nZoë fährt nach Köln."),
+        "Zoë fährt nach Köln [2]."
+    );
+}
+
 fn owned(notes: &[&str]) -> Vec<String> {
     notes.iter().map(|s| (*s).to_owned()).collect()
 }
