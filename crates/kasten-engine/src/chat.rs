@@ -18,9 +18,9 @@
 
 use chrono::{DateTime, NaiveDate, Utc};
 use kasten_core::chat::{
-    NOT_IN_MEMORY, ShownLink, ShownNote, ShownReplaced, Turn, answer_prompt_marked, citations,
-    is_relevant, notes_the_answer_uses, repeats_itself, retrieval_query, says_not_in_memory,
-    small_talk, term_match, tidy_answer,
+    AnswerForm, NOT_IN_MEMORY, ShownLink, ShownNote, ShownReplaced, Turn, answer_prompt_as,
+    citations, is_relevant, notes_the_answer_uses, repeats_itself, retrieval_query,
+    says_not_in_memory, small_talk, term_match, tidy_answer,
 };
 use kasten_core::lifecycle::Reinforce;
 use kasten_core::text::Tokenizer;
@@ -273,7 +273,14 @@ impl Engine {
             || (replaced.iter().any(Option::is_some) && llm.local().is_some());
         let as_of = options.as_of.map(|d| d.format("%Y-%m-%d").to_string());
         let req = ChatRequest {
-            messages: to_messages(answer_prompt_marked(
+            messages: to_messages(answer_prompt_as(
+                // a model held to a quote cites by its grammar; one left free answers
+                // with a phrase, and what it used is read back from its words
+                if quote {
+                    AnswerForm::Cited
+                } else {
+                    AnswerForm::Phrase
+                },
                 &prompt_notes,
                 &replaced,
                 &links,
