@@ -306,7 +306,15 @@ pub fn answer_prompt(
     history: &[Turn],
     question: &str,
 ) -> Vec<PromptMessage> {
-    answer_prompt_marked(notes, &[], links, history, question, None)
+    answer_prompt_marked(
+        AnswerForm::Cited,
+        notes,
+        &[],
+        links,
+        history,
+        question,
+        None,
+    )
 }
 
 /// [`answer_prompt`] with the shown notes a newer note replaced marked (`replaced[i]` for
@@ -314,29 +322,9 @@ pub fn answer_prompt(
 /// current)` under the note, or `… by a newer note: <<<what changed>>> …` when the
 /// successor is not shown — and a rule saying a replaced value is only
 /// what held before. With `as_of` (a day, `YYYY-MM-DD`) the question is about that day:
-/// the notes are what was current then. Without marks or a day, the prompt is exactly
-/// [`answer_prompt`]'s.
+/// the notes are what was current then. `form` says how the model is asked to answer.
+/// Cited, without marks or a day, the prompt is exactly [`answer_prompt`]'s.
 pub fn answer_prompt_marked(
-    notes: &[ShownNote],
-    replaced: &[Option<ShownReplaced>],
-    links: &[ShownLink],
-    history: &[Turn],
-    question: &str,
-    as_of: Option<&str>,
-) -> Vec<PromptMessage> {
-    answer_prompt_as(
-        AnswerForm::Cited,
-        notes,
-        replaced,
-        links,
-        history,
-        question,
-        as_of,
-    )
-}
-
-/// [`answer_prompt_marked`] asking for the answer in `form`.
-pub fn answer_prompt_as(
     form: AnswerForm,
     notes: &[ShownNote],
     replaced: &[Option<ShownReplaced>],
@@ -654,6 +642,15 @@ pub fn citations(answer: &str, shown: usize) -> (Vec<usize>, usize) {
     (out, invalid)
 }
 
+/// Whether the text between `[` and `]` is a citation list: note numbers, commas and
+/// ranges (`1`, `1, 2`, `1-3`).
+fn is_citation_list(inner: &str) -> bool {
+    !inner.trim().is_empty()
+        && inner
+            .chars()
+            .all(|ch| ch.is_ascii_digit() || matches!(ch, ',' | '-' | '–') || ch.is_whitespace())
+}
+
 /// An answer's text without its `[n]` / `[n, m]` / `[n-m]` citations (a person sees them as
 /// links to the notes, not as words of the answer); other brackets stay.
 pub fn without_citations(text: &str) -> String {
@@ -662,13 +659,7 @@ pub fn without_citations(text: &str) -> String {
     while let Some(open) = rest.find('[') {
         let after = &rest[open + 1..];
         let close = after.find(']');
-        let is_citation = close.is_some_and(|c| {
-            let inner = &after[..c];
-            !inner.trim().is_empty()
-                && inner.chars().all(|ch| {
-                    ch.is_ascii_digit() || matches!(ch, ',' | '-' | '–') || ch.is_whitespace()
-                })
-        });
+        let is_citation = close.is_some_and(|c| is_citation_list(&after[..c]));
         match (is_citation, close) {
             (true, Some(c)) => {
                 out.push_str(rest[..open].trim_end_matches(' '));
@@ -769,12 +760,7 @@ fn without_source_opening(text: &str) -> Option<String> {
         }
         if left.starts_with('[') {
             let close = left.find(']')?;
-            let inside = &left[1..close];
-            if inside.trim().is_empty()
-                || !inside
-                    .chars()
-                    .all(|c| c.is_ascii_digit() || matches!(c, ',' | ' ' | '-' | '–'))
-            {
+            if !is_citation_list(&left[1..close]) {
                 return None;
             }
             cites.push(&left[..=close]);

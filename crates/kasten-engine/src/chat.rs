@@ -18,7 +18,7 @@
 
 use chrono::{DateTime, NaiveDate, Utc};
 use kasten_core::chat::{
-    AnswerForm, NOT_IN_MEMORY, ShownLink, ShownNote, ShownReplaced, Turn, answer_prompt_as,
+    AnswerForm, NOT_IN_MEMORY, ShownLink, ShownNote, ShownReplaced, Turn, answer_prompt_marked,
     citations, is_relevant, notes_the_answer_uses, repeats_itself, retrieval_query,
     says_not_in_memory, small_talk, term_match, tidy_answer,
 };
@@ -273,7 +273,7 @@ impl Engine {
             || (replaced.iter().any(Option::is_some) && llm.local().is_some());
         let as_of = options.as_of.map(|d| d.format("%Y-%m-%d").to_string());
         let req = ChatRequest {
-            messages: to_messages(answer_prompt_as(
+            messages: to_messages(answer_prompt_marked(
                 // a model held to a quote cites by its grammar; one left free answers
                 // with a phrase, and what it used is read back from its words
                 if quote {
@@ -337,15 +337,7 @@ impl Engine {
             () = looping.notified() => {
                 let text = streamed.lock().map(|s| s.clone()).unwrap_or_default();
                 kasten_llm::ChatResponse {
-                    usage: Usage {
-                        prompt_tokens: req
-                            .messages
-                            .iter()
-                            .map(|m| Usage::estimate_tokens(&m.content))
-                            .sum(),
-                        completion_tokens: Usage::estimate_tokens(&text),
-                        estimated: true,
-                    },
+                    usage: Usage::estimated(&req.messages, &text),
                     text,
                     model: llm.config().model.clone(),
                 }

@@ -42,6 +42,7 @@ fn a_replaced_note_is_marked_and_unmarked_prompts_do_not_change() {
     let plain = answer_prompt(&notes, &[], &[], "how much is the rent?");
     assert_eq!(
         answer_prompt_marked(
+            AnswerForm::Cited,
             &notes,
             &[None, None],
             &[],
@@ -58,6 +59,7 @@ fn a_replaced_note_is_marked_and_unmarked_prompts_do_not_change() {
         reason: "rent: 1,200 euros → 1,300 euros".into(),
     };
     let p = answer_prompt_marked(
+        AnswerForm::Cited,
         &notes,
         &[Some(mark.clone())],
         &[],
@@ -76,6 +78,7 @@ fn a_replaced_note_is_marked_and_unmarked_prompts_do_not_change() {
     // a successor not shown (or a number naming no other note) is "a newer note"
     for by in [None, Some(1), Some(9)] {
         let p = answer_prompt_marked(
+            AnswerForm::Cited,
             &notes,
             &[Some(ShownReplaced { by, ..mark.clone() })],
             &[],
@@ -139,7 +142,7 @@ fn prompt_numbers_notes_and_keeps_history() {
 
     // a model answering in its own words is asked for a phrase, not for citations; the
     // notes and the question are shown the same way
-    let p = answer_prompt_as(
+    let p = answer_prompt_marked(
         AnswerForm::Phrase,
         &notes,
         &[],

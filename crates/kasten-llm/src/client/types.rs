@@ -72,6 +72,12 @@ impl Usage {
         u32::try_from(text.chars().count().div_ceil(4)).unwrap_or(u32::MAX)
     }
 
+    /// The usage of a call whose counts are not known (a stream stopped early), estimated
+    /// from the messages and the answer.
+    pub fn estimated(messages: &[Message], answer: &str) -> Self {
+        Self::from_counts(None, None, messages, answer)
+    }
+
     pub(super) fn from_counts(
         prompt: Option<u64>,
         completion: Option<u64>,
